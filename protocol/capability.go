@@ -1,0 +1,75 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// MaxCapabilityNameLen bounds a capability name, so names stay usable as DHT
+// keys and log fields.
+const MaxCapabilityNameLen = 256
+
+// Capability is seed 000's capability object. Name may be a URI such as
+// "myagent:code-review" (seed 002); it is what a request's action names.
+type Capability struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Keywords     []string        `json:"keywords,omitempty"`
+	// AuthorizedRequesterIDs lists the agent ids allowed to call. Empty or
+	// null means public (seed 000 §7 reads an empty list as public too).
+	AuthorizedRequesterIDs []string `json:"authorized_requester_ids,omitempty"`
+}
+
+// Validate checks the fields a receiver relies on.
+func (c *Capability) Validate() error {
+	if c.Name == "" {
+		return Errorf(CodeInvalidMessage, "capability: name is required")
+	}
+	if len(c.Name) > MaxCapabilityNameLen {
+		return Errorf(CodeInvalidMessage, "capability %q: name longer than %d bytes", c.Name[:32]+"…", MaxCapabilityNameLen)
+	}
+	if strings.TrimSpace(c.Name) != c.Name || strings.ContainsAny(c.Name, " \t\r\n") {
+		return Errorf(CodeInvalidMessage, "capability %q: name must not contain whitespace", c.Name)
+	}
+	for _, s := range []struct {
+		field string
+		raw   json.RawMessage
+	}{{"input_schema", c.InputSchema}, {"output_schema", c.OutputSchema}} {
+		if len(s.raw) == 0 || string(s.raw) == "null" {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(s.raw, &v); err != nil {
+			return Errorf(CodeInvalidMessage, "capability %q: %s is not JSON: %v", c.Name, s.field, err)
+		}
+		switch v.(type) {
+		case map[string]any, bool:
+		default:
+			return Errorf(CodeInvalidMessage, "capability %q: %s must be a JSON Schema object", c.Name, s.field)
+		}
+	}
+	return nil
+}
+
+// Public reports whether any agent may call the capability.
+func (c *Capability) Public() bool { return len(c.AuthorizedRequesterIDs) == 0 }
+
+// Authorized reports whether agentID may call the capability. Both forms of
+// an agent id are compared in their normalised peer ID form by the caller;
+// this compares strings exactly.
+func (c *Capability) Authorized(agentID string) bool {
+	return c.Public() || slices.Contains(c.AuthorizedRequesterIDs, agentID)
+}
+
+// Matches reports whether the capability answers a discovery query: its name
+// equals q, or one of its keywords does.
+func (c *Capability) Matches(q string) bool {
+	return c.Name == q || slices.Contains(c.Keywords, q)
+}
+
+// String returns the capability name.
+func (c *Capability) String() string { return fmt.Sprintf("capability(%s)", c.Name) }

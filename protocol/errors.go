@@ -1,0 +1,117 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Code is an AgentProtocol error code (seed 002), carried in the payload of
+// an error envelope and mapped to exit statuses and JSON-RPC errors at the
+// edges.
+type Code string
+
+// The error codes of seed 002, plus UNAUTHORIZED for seed 000's
+// authorized_requester_ids check.
+const (
+	CodeInvalidMessage         Code = "INVALID_MESSAGE"
+	CodeInvalidSignature       Code = "INVALID_SIGNATURE"
+	CodeUnknownAgent           Code = "UNKNOWN_AGENT"
+	CodeCapabilityNotSupported Code = "CAPABILITY_NOT_SUPPORTED"
+	CodeTimeout                Code = "TIMEOUT"
+	CodeRateLimited            Code = "RATE_LIMITED"
+	CodeInternalError          Code = "INTERNAL_ERROR"
+	CodeUnauthorized           Code = "UNAUTHORIZED"
+)
+
+// Codes lists every code in a stable order.
+var Codes = []Code{
+	CodeInvalidMessage, CodeInvalidSignature, CodeUnknownAgent,
+	CodeCapabilityNotSupported, CodeTimeout, CodeRateLimited,
+	CodeInternalError, CodeUnauthorized,
+}
+
+// Valid reports whether c is one of the known codes.
+func (c Code) Valid() bool {
+	for _, k := range Codes {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Error is an AgentProtocol error: the payload of an error envelope, and the
+// error value that Go callers receive when a request fails remotely or
+// locally. Callers branch on Code with errors.As or CodeOf.
+type Error struct {
+	CorrelationID string          `json:"correlationId,omitempty"`
+	Code          Code            `json:"code"`
+	Message       string          `json:"message"`
+	Details       json.RawMessage `json:"details,omitempty"`
+}
+
+var _ error = (*Error)(nil)
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Is makes errors.Is(err, &Error{Code: c}) match any *Error with code c.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if !errors.As(target, &t) {
+		return false
+	}
+	return t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
+}
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithDetails returns a copy of e carrying details marshalled as JSON. A value
+// that cannot be marshalled is dropped rather than losing the error itself.
+func (e *Error) WithDetails(details any) *Error {
+	c := *e
+	if b, err := json.Marshal(details); err == nil {
+		c.Details = b
+	}
+	return &c
+}
+
+// CodeOf returns the AgentProtocol code that describes err: the code of a
+// wrapped *Error, TIMEOUT for deadline errors, INTERNAL_ERROR otherwise. It
+// returns "" for a nil error.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return CodeTimeout
+	}
+	return CodeInternalError
+}
+
+// AsError converts any error into an *Error, keeping the code of a wrapped
+// *Error and classifying the rest as CodeOf does.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &Error{Code: CodeOf(err), Message: err.Error()}
+}

@@ -1,0 +1,76 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the status of a response payload.
+type Status string
+
+// Response statuses. A request is answered by zero or more StatusInProgress
+// responses and exactly one final StatusSuccess or StatusError.
+const (
+	StatusSuccess    Status = "success"
+	StatusError      Status = "error"
+	StatusInProgress Status = "in_progress"
+)
+
+// Final reports whether a response with this status ends the request.
+func (s Status) Final() bool { return s == StatusSuccess || s == StatusError }
+
+// Request is the payload of a request envelope. Seed 000's capability_name
+// is Action.
+type Request struct {
+	Action        string          `json:"action"`
+	CorrelationID string          `json:"correlationId"`
+	Params        json.RawMessage `json:"params,omitempty"`
+	// Timeout is the caller's timeout in milliseconds; 0 means the
+	// provider's default.
+	Timeout int64 `json:"timeout,omitempty"`
+}
+
+// Response is the payload of a response envelope.
+type Response struct {
+	CorrelationID string          `json:"correlationId"`
+	Status        Status          `json:"status"`
+	Result        json.RawMessage `json:"result,omitempty"`
+}
+
+// Hello is the payload of a hello envelope. Seed 002 carries version and
+// features; meshagent adds the full capability objects (seed 000) so that a
+// peer learns schemas and ACLs in the same exchange.
+type Hello struct {
+	Version      string       `json:"version"`
+	Features     []string     `json:"features,omitempty"`
+	Capabilities []Capability `json:"capabilities,omitempty"`
+}
+
+// CallRequest is what a caller asks of the mesh: run Action on agent To.
+type CallRequest struct {
+	// To is the target agent id, as a peer ID or a base64 public key.
+	To string `json:"to"`
+	// Action names the capability to invoke.
+	Action string `json:"action"`
+	// Params is the JSON object handed to the capability.
+	Params json.RawMessage `json:"params,omitempty"`
+	// Timeout bounds the whole call; 0 means the node's default.
+	Timeout time.Duration `json:"-"`
+	// Progress, if set, receives each in_progress response in order. It is
+	// called from the node's reader goroutine and must not block.
+	Progress func(*Response) `json:"-"`
+}
+
+// PeerInfo is what a node knows of another agent.
+type PeerInfo struct {
+	AgentID      string       `json:"agentId"`
+	PublicKey    string       `json:"publicKey,omitempty"`
+	Name         string       `json:"name,omitempty"`
+	Capabilities []Capability `json:"capabilities"`
+	Features     []string     `json:"features,omitempty"`
+	Addrs        []string     `json:"addrs"`
+	Connected    bool         `json:"connected"`
+	LastHello    time.Time    `json:"lastHello,omitzero"`
+	// LatencyMS is the smoothed round-trip time in milliseconds, 0 if unknown.
+	LatencyMS float64 `json:"latencyMs,omitempty"`
+}

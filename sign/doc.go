@@ -1,0 +1,32 @@
+// Package sign holds meshagent's identity and signing primitives: Ed25519
+// key files, the agent id (a libp2p peer ID) and its base64 public-key form,
+// RFC 8785 canonical JSON, signatures over canonical bytes, and a replay
+// guard.
+//
+// # What is signed
+//
+// A message is signed by computing Ed25519 over the RFC 8785 canonical JSON
+// of the message object without its "signature" member (seed 002). Any
+// implementation that sorts keys recursively and serialises without
+// whitespace (JavaScript's JSON.stringify with sorted keys, Python's
+// json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)) signs
+// the same bytes for ordinary messages, and testdata/ pins golden vectors.
+//
+// Between nodes the canonical bytes travel as they were signed, with the
+// signature beside them rather than inside, so that a receiver verifies the
+// bytes it read before parsing them. The JSON form with an embedded
+// "signature" member (see SignJSON and OpenJSON) is for the edges and for
+// offline verification; both forms carry the same signature.
+//
+// # Strictness
+//
+// Signed bytes must be canonical: CheckCanonical rejects whitespace,
+// unsorted or duplicate keys, keys in one object that differ only in case
+// (Go's encoding/json matches keys case-insensitively, so such a pair would
+// be ambiguous to a Go receiver), invalid UTF-8, non-canonical escapes and
+// non-canonical numbers. A receiver checks this before decoding, so no
+// lenient decoder ever sees signed material first.
+//
+// This package is the leaf of meshagent: it imports nothing of the project
+// and no network code.
+package sign

@@ -1,0 +1,165 @@
+package sign
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// SignatureSize is the length of an Ed25519 signature.
+const SignatureSize = ed25519.SignatureSize
+
+// SignatureField is the member of a JSON message that carries its
+// signature in the embedded (edge) form.
+const SignatureField = "signature"
+
+// Signer signs with one Ed25519 identity. It is safe for concurrent use.
+type Signer struct {
+	priv   ed25519.PrivateKey
+	id     peer.ID
+	pubB64 string
+}
+
+// NewSigner returns a Signer for an Ed25519 libp2p key.
+func NewSigner(k crypto.PrivKey) (*Signer, error) {
+	if k == nil || k.Type() != crypto.Ed25519 {
+		return nil, ErrUnsupportedKey
+	}
+	raw, err := k.Raw() // seed ‖ public key, the stdlib layout
+	if err != nil || len(raw) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("sign: unexpected Ed25519 key encoding")
+	}
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		return nil, fmt.Errorf("sign: derive agent id: %w", err)
+	}
+	priv := ed25519.PrivateKey(raw)
+	return &Signer{
+		priv:   priv,
+		id:     id,
+		pubB64: base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)),
+	}, nil
+}
+
+// ID returns the signer's agent id.
+func (s *Signer) ID() peer.ID { return s.id }
+
+// PublicKeyBase64 returns the signer's public key in seed 002's form.
+func (s *Signer) PublicKeyBase64() string { return s.pubB64 }
+
+// Sign returns the Ed25519 signature of msg. msg must already be the exact
+// bytes to sign (canonical JSON for messages).
+func (s *Signer) Sign(msg []byte) []byte { return ed25519.Sign(s.priv, msg) }
+
+// Verify checks sig over msg with the key inlined in the agent id. Lengths
+// are checked first, so malformed input is an error, never a panic.
+func Verify(id peer.ID, msg, sig []byte) error {
+	pub, err := PublicKey(id)
+	if err != nil {
+		return err
+	}
+	return VerifyKey(pub, msg, sig)
+}
+
+// VerifyKey checks sig over msg with a raw Ed25519 public key.
+func VerifyKey(pub ed25519.PublicKey, msg, sig []byte) error {
+	if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
+		return ErrInvalidSignature
+	}
+	if !ed25519.Verify(pub, msg, sig) {
+		return ErrInvalidSignature
+	}
+	return nil
+}
+
+// EncodeSignature returns the base64 form of a signature used in JSON.
+func EncodeSignature(sig []byte) string { return base64.StdEncoding.EncodeToString(sig) }
+
+// DecodeSignature parses the base64 form of a signature (standard or URL
+// alphabet, padded or not) and checks its length.
+func DecodeSignature(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && len(b) == SignatureSize {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: not a base64 Ed25519 signature", ErrInvalidSignature)
+}
+
+// Detach splits a JSON object in the embedded form into the canonical bytes
+// that were signed (the object without its "signature" member) and the
+// signature. The document must be a JSON object without duplicate keys; it
+// need not be canonical itself.
+func Detach(doc []byte) (body, sig []byte, err error) {
+	canon, err := Canonicalize(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &obj); err != nil {
+		return nil, nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	}
+	rawSig, ok := obj[SignatureField]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: no %q member", ErrInvalidSignature, SignatureField)
+	}
+	var s string
+	if err := json.Unmarshal(rawSig, &s); err != nil {
+		return nil, nil, fmt.Errorf("%w: %q is not a string", ErrInvalidSignature, SignatureField)
+	}
+	if sig, err = DecodeSignature(s); err != nil {
+		return nil, nil, err
+	}
+	delete(obj, SignatureField)
+	if body, err = canonicalObject(obj); err != nil {
+		return nil, nil, err
+	}
+	return body, sig, nil
+}
+
+// Attach returns the embedded form of a signed object: body (canonical JSON
+// of an object without "signature") with the signature member added, still
+// canonical.
+func Attach(body, sig []byte) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	}
+	if _, ok := obj[SignatureField]; ok {
+		return nil, fmt.Errorf("%w: body already has a %q member", ErrInvalidJSON, SignatureField)
+	}
+	q, _ := json.Marshal(EncodeSignature(sig))
+	obj[SignatureField] = q
+	return canonicalObject(obj)
+}
+
+// SignJSON signs a JSON object in the embedded form: any existing
+// "signature" member is replaced. It returns the canonical signed document.
+func (s *Signer) SignJSON(doc []byte) ([]byte, error) {
+	canon, err := Canonicalize(doc)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &obj); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	}
+	delete(obj, SignatureField)
+	body, err := canonicalObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	return Attach(body, s.Sign(body))
+}
+
+func canonicalObject(obj map[string]json.RawMessage) ([]byte, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+	}
+	return Canonicalize(b)
+}
