@@ -14,14 +14,14 @@ const MaxCapabilityNameLen = 256
 // Capability is seed 000's capability object. Name may be a URI such as
 // "myagent:code-review" (seed 002); it is what a request's action names.
 type Capability struct {
-	Name         string          `json:"name"`
-	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
-	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	Keywords     []string        `json:"keywords,omitempty"`
 	// AuthorizedRequesterIDs lists the agent ids allowed to call. Empty or
 	// null means public (seed 000 §7 reads an empty list as public too).
-	AuthorizedRequesterIDs []string `json:"authorized_requester_ids,omitempty"`
+	AuthorizedRequesterIDs []string        `json:"authorized_requester_ids,omitempty"`
+	Description            string          `json:"description,omitempty"`
+	InputSchema            json.RawMessage `json:"input_schema,omitempty"`
+	Keywords               []string        `json:"keywords,omitempty"`
+	Name                   string          `json:"name"`
+	OutputSchema           json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // Validate checks the fields a receiver relies on.

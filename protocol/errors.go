@@ -46,8 +46,8 @@ func (c Code) Valid() bool {
 // error value that Go callers receive when a request fails remotely or
 // locally. Callers branch on Code with errors.As or CodeOf.
 type Error struct {
-	CorrelationID string          `json:"correlationId,omitempty"`
 	Code          Code            `json:"code"`
+	CorrelationID string          `json:"correlationId,omitempty"`
 	Message       string          `json:"message"`
 	Details       json.RawMessage `json:"details,omitempty"`
 }

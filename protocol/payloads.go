@@ -32,18 +32,20 @@ type Request struct {
 
 // Response is the payload of a response envelope.
 type Response struct {
+	// Fields are in canonical (sorted) key order, so encoding/json output
+	// is already RFC 8785 canonical in the common case.
 	CorrelationID string          `json:"correlationId"`
-	Status        Status          `json:"status"`
 	Result        json.RawMessage `json:"result,omitempty"`
+	Status        Status          `json:"status"`
 }
 
 // Hello is the payload of a hello envelope. Seed 002 carries version and
 // features; meshagent adds the full capability objects (seed 000) so that a
 // peer learns schemas and ACLs in the same exchange.
 type Hello struct {
-	Version      string       `json:"version"`
-	Features     []string     `json:"features,omitempty"`
 	Capabilities []Capability `json:"capabilities,omitempty"`
+	Features     []string     `json:"features,omitempty"`
+	Version      string       `json:"version"`
 }
 
 // CallRequest is what a caller asks of the mesh: run Action on agent To.

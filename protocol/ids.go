@@ -1,0 +1,22 @@
+package protocol
+
+import "github.com/libp2p/go-libp2p/core/protocol"
+
+// Version is the AgentProtocol version string every envelope carries.
+const Version = "agentprotocol/0.1"
+
+// HelloVersion is the version carried in hello payloads.
+const HelloVersion = "0.1"
+
+// libp2p protocol IDs of meshagent's direct streams.
+const (
+	// HelloProtocol carries one hello envelope each way per stream.
+	HelloProtocol protocol.ID = "/meshagent/hello/0.1.0"
+	// RequestProtocol carries request envelopes one way and
+	// response/error envelopes the other, many per stream, matched by
+	// correlation id.
+	RequestProtocol protocol.ID = "/meshagent/request/0.1.0"
+)
+
+// Features this implementation announces in hello.
+var Features = []string{"signed-messages", "streaming", "in-progress"}
