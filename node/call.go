@@ -1,0 +1,275 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// Call sends a signed request to an agent and waits for its final
+// response. In-progress responses are passed to req.Progress as they
+// arrive. A remote or local failure is returned as a *protocol.Error whose
+// Code says what went wrong; a call that outlives its timeout returns
+// TIMEOUT and never hangs.
+func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
+	to, err := sign.ParseAgentID(req.To)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "target agent: %v", err)
+	}
+	if req.Action == "" {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "a capability (action) is required")
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = n.cfg.RequestTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	params, err := canonicalParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	payload := &protocol.Request{
+		Action:        req.Action,
+		CorrelationID: protocol.NewID(),
+		Params:        params,
+		Timeout:       timeout.Milliseconds(),
+	}
+	if to == n.id {
+		return n.callSelf(ctx, payload, req.Progress)
+	}
+	frame, err := n.sealFrame(protocol.TypeRequest, to, payload)
+	if err != nil {
+		return nil, err
+	}
+	if len(frame) > n.cfg.Limits.MaxFrameSize {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "request of %d bytes exceeds the %d-byte frame limit", len(frame), n.cfg.Limits.MaxFrameSize)
+	}
+	c, err := n.conn(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	return c.roundTrip(ctx, payload.CorrelationID, frame, req.Progress)
+}
+
+func canonicalParams(p json.RawMessage) (json.RawMessage, error) {
+	if len(p) == 0 || string(p) == "null" {
+		return nil, nil
+	}
+	out, err := protocol.MarshalCanonical(p)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "params are not valid JSON: %v", err)
+	}
+	if out[0] != '{' {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "params must be a JSON object")
+	}
+	return out, nil
+}
+
+// callSelf runs a request against this node's own services, with the same
+// checks a remote request gets.
+func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress func(*protocol.Response)) (*protocol.Response, error) {
+	var pf func(json.RawMessage) error
+	if progress != nil {
+		pf = func(r json.RawMessage) error {
+			progress(&protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: r})
+			return nil
+		}
+	}
+	res, err := n.execute(ctx, n.id, req, pf)
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: res}, nil
+}
+
+// conn returns the request stream to p, opening it if needed.
+func (n *Node) conn(ctx context.Context, p peer.ID) (*reqConn, error) {
+	n.mu.RLock()
+	c, ok := n.conns[p]
+	closed := n.closed
+	n.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if ok {
+		return c, nil
+	}
+	if n.host.Network().Connectedness(p) != network.Connected && len(n.host.Peerstore().Addrs(p)) == 0 {
+		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "agent %s is not connected and has no known address", p)
+	}
+	s, err := n.host.NewStream(ctx, p, protocol.RequestProtocol)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, protocol.Errorf(protocol.CodeTimeout, "timed out reaching agent %s", p)
+		}
+		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "cannot reach agent %s: %v", p, err)
+	}
+	c = &reqConn{n: n, peer: p, s: s, pending: make(map[string]*pendingCall), done: make(chan struct{})}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		_ = s.Reset()
+		return nil, ErrClosed
+	}
+	if existing, ok := n.conns[p]; ok { // lost a race: use the first stream
+		n.mu.Unlock()
+		_ = s.Reset()
+		return existing, nil
+	}
+	n.conns[p] = c
+	n.wg.Add(1)
+	n.mu.Unlock()
+	go func() {
+		defer n.wg.Done()
+		c.readLoop()
+	}()
+	return c, nil
+}
+
+// reqConn is the long-lived request stream to one peer, shared by every
+// concurrent call to it.
+type reqConn struct {
+	n    *Node
+	peer peer.ID
+	s    network.Stream
+
+	wmu sync.Mutex // serialises frame writes
+
+	mu      sync.Mutex
+	pending map[string]*pendingCall
+	err     error
+	done    chan struct{}
+}
+
+type pendingCall struct {
+	progress func(*protocol.Response)
+	final    chan callResult // buffered 1
+}
+
+type callResult struct {
+	resp *protocol.Response
+	err  error
+}
+
+func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response)) (*protocol.Response, error) {
+	pc := &pendingCall{progress: progress, final: make(chan callResult, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.pending[corrID] = pc
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, corrID)
+		c.mu.Unlock()
+	}()
+	if err := c.write(frame); err != nil {
+		c.close(err)
+		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "send to agent %s: %v", c.peer, err)
+	}
+	select {
+	case r := <-pc.final:
+		return r.resp, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, protocol.Errorf(protocol.CodeTimeout, "agent %s did not answer in time", c.peer)
+		}
+		return nil, ctx.Err()
+	case <-c.n.ctx.Done():
+		return nil, ErrClosed
+	}
+}
+
+func (c *reqConn) write(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.s.SetWriteDeadline(time.Now().Add(c.n.cfg.Limits.IOTimeout))
+	_, err := c.s.Write(frame)
+	return err
+}
+
+// close fails every pending call with err and forgets the stream; the next
+// call opens a new one.
+func (c *reqConn) close(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	if pe := (*protocol.Error)(nil); !errors.As(err, &pe) && !errors.Is(err, ErrClosed) {
+		err = protocol.Errorf(protocol.CodeUnknownAgent, "connection to agent %s lost: %v", c.peer, err)
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = map[string]*pendingCall{}
+	c.mu.Unlock()
+	for _, pc := range pending {
+		pc.final <- callResult{err: err}
+	}
+	_ = c.s.Reset()
+	c.n.mu.Lock()
+	if c.n.conns[c.peer] == c {
+		delete(c.n.conns, c.peer)
+	}
+	c.n.mu.Unlock()
+}
+
+// readLoop reads response frames and hands each to its pending call.
+func (c *reqConn) readLoop() {
+	fr := protocol.NewFrameReader(c.s, c.n.cfg.Limits.MaxFrameSize)
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			c.close(err)
+			return
+		}
+		e, err := c.n.openFrame(frame, c.peer)
+		if err != nil {
+			c.n.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
+			continue
+		}
+		resp, rerr := protocol.DecodeResponse(e)
+		if resp == nil {
+			c.n.log.Warn("response rejected", "remote_peer", c.peer, "err", rerr)
+			continue
+		}
+		if resp.CorrelationID == "" && rerr != nil {
+			// A stream-level error (for example an oversize frame): the
+			// provider will reset the stream, so fail everything now.
+			c.close(rerr)
+			return
+		}
+		c.mu.Lock()
+		pc := c.pending[resp.CorrelationID]
+		if pc != nil && (rerr != nil || resp.Status.Final()) {
+			delete(c.pending, resp.CorrelationID)
+		}
+		c.mu.Unlock()
+		if pc == nil {
+			continue // late answer to a call that timed out
+		}
+		switch {
+		case rerr != nil:
+			pc.final <- callResult{err: rerr}
+		case resp.Status == protocol.StatusInProgress:
+			if pc.progress != nil {
+				pc.progress(resp)
+			}
+		default:
+			pc.final <- callResult{resp: resp}
+		}
+	}
+}
+

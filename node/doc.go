@@ -1,0 +1,36 @@
+// Package node is meshagent's composition root: a libp2p host whose Ed25519
+// identity is the agent id, the signed hello exchange, direct signed
+// request/response streams, the registry of capability handlers and the
+// policy checked before a handler runs.
+//
+// # Usage
+//
+//	n, err := node.New(
+//		node.WithIdentity(key),
+//		node.WithListenAddrs(addrs...),
+//		node.WithServices(node.Service{Capability: c, Handler: node.EchoHandler()}),
+//	)
+//	defer n.Close()
+//	resp, err := n.Call(ctx, protocol.CallRequest{To: id, Action: "echo", Params: params})
+//
+// # Lifecycle
+//
+// New builds the host, registers stream handlers and starts listening; it
+// leaves nothing running if it fails. Close removes the handlers, cancels
+// in-flight work, closes the host if the node built it, and returns once
+// every goroutine the node started has exited.
+//
+// # Concurrency
+//
+// All exported methods are safe for concurrent use. Requests to one peer
+// share a single long-lived stream, multiplexed by correlation id; writes on
+// it are serialised and reads are done by one reader goroutine per stream.
+// Handlers run on their own goroutines, bounded by Limits.MaxConcurrent; when
+// the bound is reached the reader stops reading, which back-pressures the
+// caller through the stream's flow control rather than dropping requests.
+//
+// # Lock order
+//
+// Node.mu (peers, conns) is never held while calling into a reqConn; reqConn.mu
+// (pending calls) and reqConn.wmu (writes) are never held together.
+package node

@@ -1,0 +1,79 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// sealFrame builds, signs and frames an envelope of type typ for peer to.
+func (n *Node) sealFrame(typ protocol.MessageType, to peer.ID, payload any) ([]byte, error) {
+	e, err := protocol.New(typ, &protocol.Recipient{AgentID: to.String()}, payload)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	e.Timestamp = protocol.FormatTime(n.cfg.Now())
+	if typ == protocol.TypeHello || typ == protocol.TypeRequest {
+		e.From.Name = n.cfg.Name
+		e.From.Capabilities = n.capabilityNames()
+	}
+	body, sig, err := protocol.Seal(n.signer, e)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.AppendSignedFrame(make([]byte, 0, len(body)+len(sig)+binaryLenMax), sig, body), nil
+}
+
+const binaryLenMax = 10
+
+// openFrame verifies and decodes a signed frame read from remote, then
+// applies the receiver rules every envelope obeys: addressed to this agent,
+// fresh, and not seen before.
+func (n *Node) openFrame(frame []byte, remote peer.ID) (*protocol.Envelope, error) {
+	sig, body, err := protocol.SplitSigned(frame)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	e, err := protocol.Open(body, sig, remote)
+	if err != nil {
+		return nil, err
+	}
+	if e.To != nil && e.To.AgentID != "" && e.To.AgentID != n.idStr {
+		if id, err := sign.ParseAgentID(e.To.AgentID); err != nil || id != n.id {
+			return nil, protocol.Errorf(protocol.CodeUnknownAgent, "message is addressed to %.64s, not to this agent (%s)", e.To.AgentID, n.idStr)
+		}
+	}
+	ts, err := e.Time()
+	if err != nil {
+		return nil, err
+	}
+	if err := n.replay.Check(remote.String(), e.ID, ts, n.cfg.Now()); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	return e, nil
+}
+
+// correlationHint pulls the correlationId out of bytes that failed
+// verification, so the error reply can be matched by the caller. It is a
+// hint echoed back to the sender, never trusted for anything else.
+func correlationHint(frame []byte) string {
+	const key = `"correlationId":"`
+	i := bytes.Index(frame, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := frame[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j <= 0 || j > protocol.MaxIDLen {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(frame[i+len(key)-1:i+len(key)+j+1], &s) != nil {
+		return ""
+	}
+	return s
+}

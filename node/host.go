@@ -1,0 +1,92 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// DefaultListenAddrs are used when no listen address is configured.
+var DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+
+// Resource budget of a node's libp2p resource manager. The figures are
+// explicit rather than auto-scaled from the machine, so a node behaves the
+// same everywhere; they allow a busy agent hundreds of peers.
+const (
+	rcmgrMemory  = 1 << 30
+	rcmgrFDs     = 4096
+	connMgrLow   = 160
+	connMgrHigh  = 320
+	connMgrGrace = time.Minute
+)
+
+func newHost(cfg Config) (host.Host, error) {
+	listen := cfg.ListenAddrs
+	if len(listen) == 0 {
+		for _, s := range DefaultListenAddrs {
+			listen = append(listen, ma.StringCast(s))
+		}
+	}
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	// meshagent's own protocols: many concurrent requests share a stream
+	// per peer, so a handful of streams per peer is plenty; hello streams
+	// are short-lived.
+	limits.AddProtocolLimit(protocol.RequestProtocol,
+		rcmgr.BaseLimit{StreamsInbound: 2048, StreamsOutbound: 2048, Streams: 4096, Memory: 256 << 20},
+		rcmgr.BaseLimitIncrease{})
+	limits.AddProtocolPeerLimit(protocol.RequestProtocol,
+		rcmgr.BaseLimit{StreamsInbound: 16, StreamsOutbound: 16, Streams: 32, Memory: 64 << 20},
+		rcmgr.BaseLimitIncrease{})
+	limits.AddProtocolLimit(protocol.HelloProtocol,
+		rcmgr.BaseLimit{StreamsInbound: 512, StreamsOutbound: 512, Streams: 1024, Memory: 16 << 20},
+		rcmgr.BaseLimitIncrease{})
+	limits.AddProtocolPeerLimit(protocol.HelloProtocol,
+		rcmgr.BaseLimit{StreamsInbound: 4, StreamsOutbound: 4, Streams: 8, Memory: 4 << 20},
+		rcmgr.BaseLimitIncrease{})
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(rcmgrMemory, rcmgrFDs)))
+	if err != nil {
+		return nil, fmt.Errorf("node: resource manager: %w", err)
+	}
+	cm, err := connmgr.NewConnManager(connMgrLow, connMgrHigh, connmgr.WithGracePeriod(connMgrGrace))
+	if err != nil {
+		return nil, fmt.Errorf("node: connection manager: %w", err)
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(cfg.Identity),
+		libp2p.ListenAddrs(listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ResourceManager(rm),
+		libp2p.ConnectionManager(cm),
+	}
+	opts = append(opts, cfg.HostOptions...)
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("node: libp2p host: %w", err)
+	}
+	return h, nil
+}
+
+// clearBackoff forgets failed dials to p, so a redial happens now rather
+// than after libp2p's exponential backoff (which grows to minutes).
+func clearBackoff(h host.Host, p peer.ID) {
+	if sw, ok := h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(p)
+	}
+}

@@ -1,0 +1,312 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// MDNSServiceName is the mDNS service meshagent nodes announce, so they do
+// not mistake unrelated libp2p applications on the LAN for agents.
+const MDNSServiceName = "_meshagent-discovery._udp"
+
+// Node is a running agent: a libp2p host plus meshagent's protocols.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	host     host.Host
+	ownsHost bool
+	signer   *sign.Signer
+	id       peer.ID
+	idStr    string
+	replay   *sign.ReplayGuard
+	limiter  *rateLimiters
+	sem      chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+
+	mu       sync.RWMutex
+	closed   bool
+	services map[string]*service
+	peers    map[peer.ID]*peerState
+	conns    map[peer.ID]*reqConn
+	inbound  map[network.Stream]struct{}
+
+	mdns   mdns.Service
+	events event.Subscription
+}
+
+// New builds and starts a node. It leaves nothing running if it fails.
+func New(opts ...Option) (n *Node, err error) {
+	cfg := DefaultConfig()
+	if err := cfg.Apply(opts...); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	signer, err := sign.NewSigner(cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n = &Node{
+		cfg:      cfg,
+		log:      log.With("component", "node", "peer", signer.ID().String()),
+		signer:   signer,
+		id:       signer.ID(),
+		idStr:    signer.ID().String(),
+		replay:   sign.NewReplayGuard(cfg.Limits.ReplayWindow, 0),
+		limiter:  newRateLimiters(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst),
+		sem:      make(chan struct{}, cfg.Limits.MaxConcurrent),
+		ctx:      ctx,
+		cancel:   cancel,
+		services: make(map[string]*service),
+		peers:    make(map[peer.ID]*peerState),
+		conns:    make(map[peer.ID]*reqConn),
+		inbound:  make(map[network.Stream]struct{}),
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, n.Close())
+			n = nil
+		}
+	}()
+	if err := n.setServices(cfg.Services); err != nil {
+		return n, err
+	}
+	if cfg.Host != nil {
+		if cfg.Host.ID() != n.id {
+			return n, errors.New("node: WithHost: host identity differs from WithIdentity")
+		}
+		n.host = cfg.Host
+	} else {
+		h, err := newHost(cfg)
+		if err != nil {
+			return n, err
+		}
+		n.host, n.ownsHost = h, true
+	}
+	n.events, err = n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		return n, fmt.Errorf("node: subscribe to identify events: %w", err)
+	}
+	n.host.SetStreamHandler(protocol.HelloProtocol, n.handleHello)
+	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
+	n.wg.Go(n.identifyLoop)
+	if cfg.MDNS {
+		n.mdns = mdns.NewMdnsService(n.host, MDNSServiceName, mdnsNotifee{n})
+		if err := n.mdns.Start(); err != nil {
+			return n, fmt.Errorf("node: start mDNS: %w", err)
+		}
+	}
+	if len(cfg.Bootstrap) > 0 {
+		infos, err := peer.AddrInfosFromP2pAddrs(cfg.Bootstrap...)
+		if err != nil {
+			return n, fmt.Errorf("node: bootstrap addresses must end in /p2p/<agent id>: %w", err)
+		}
+		n.wg.Go(func() { n.bootstrapLoop(infos) })
+	}
+	n.log.Info("node started", "addrs", n.Addrs(), "capabilities", n.capabilityNames())
+	return n, nil
+}
+
+// ID returns the agent id as a peer ID.
+func (n *Node) ID() peer.ID { return n.id }
+
+// AgentID returns the agent id string (the peer ID).
+func (n *Node) AgentID() string { return n.idStr }
+
+// PublicKeyBase64 returns seed 002's form of the agent id.
+func (n *Node) PublicKeyBase64() string { return n.signer.PublicKeyBase64() }
+
+// Host returns the underlying libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// Signer returns the node's signer, for composing envelopes elsewhere.
+func (n *Node) Signer() *sign.Signer { return n.signer }
+
+// Addrs returns the node's listen addresses with its /p2p/ id appended,
+// ready to pass to another node's bootstrap list.
+func (n *Node) Addrs() []ma.Multiaddr {
+	if n.host == nil {
+		return nil
+	}
+	out, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.id, Addrs: n.host.Addrs()})
+	return out
+}
+
+// Connect dials a peer and waits for the connection.
+func (n *Node) Connect(ctx context.Context, ai peer.AddrInfo) error {
+	if err := n.host.Connect(ctx, ai); err != nil {
+		return fmt.Errorf("node: connect %s: %w", ai.ID, err)
+	}
+	return nil
+}
+
+// Close stops the node: it refuses new work, cancels in-flight calls and
+// handlers, closes the host if it built it, and waits for its goroutines.
+// It is idempotent; later calls return the first call's result.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.closed = true
+		conns := make([]*reqConn, 0, len(n.conns))
+		for _, c := range n.conns {
+			conns = append(conns, c)
+		}
+		inbound := make([]network.Stream, 0, len(n.inbound))
+		for s := range n.inbound {
+			inbound = append(inbound, s)
+		}
+		n.mu.Unlock()
+		n.cancel()
+		var errs []error
+		if n.host != nil {
+			n.host.RemoveStreamHandler(protocol.HelloProtocol)
+			n.host.RemoveStreamHandler(protocol.RequestProtocol)
+		}
+		if n.mdns != nil {
+			errs = append(errs, n.mdns.Close())
+		}
+		if n.events != nil {
+			errs = append(errs, n.events.Close())
+		}
+		for _, c := range conns {
+			c.close(ErrClosed)
+		}
+		for _, s := range inbound {
+			_ = s.Reset()
+		}
+		if n.ownsHost && n.host != nil {
+			errs = append(errs, n.host.Close())
+		}
+		n.wg.Wait()
+		n.closeErr = errors.Join(errs...)
+		n.log.Debug("node stopped")
+	})
+	return n.closeErr
+}
+
+// track registers one unit of work with the node's WaitGroup unless the
+// node is closing. Every goroutine the node starts goes through it or wg.Go
+// before New returns.
+func (n *Node) track() bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Add(1)
+	return true
+}
+
+// goTracked runs f on a tracked goroutine, or not at all after Close.
+func (n *Node) goTracked(f func()) bool {
+	if !n.track() {
+		return false
+	}
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// identifyLoop starts a hello exchange with every peer that completes
+// identify and speaks the hello protocol.
+func (n *Node) identifyLoop() {
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case ev, ok := <-n.events.Out():
+			if !ok {
+				return
+			}
+			e := ev.(event.EvtPeerIdentificationCompleted)
+			if !slices.Contains(e.Protocols, protocol.HelloProtocol) {
+				continue
+			}
+			p := e.Peer
+			n.goTracked(func() { n.sayHello(p) })
+		}
+	}
+}
+
+// bootstrapLoop keeps the node connected to its bootstrap peers: it dials
+// each until connected and redials after a disconnect, clearing libp2p's
+// dial backoff so that a peer that comes back is reached promptly.
+func (n *Node) bootstrapLoop(infos []peer.AddrInfo) {
+	const minWait, maxWait = 250 * time.Millisecond, 10 * time.Second
+	wait := minWait
+	for {
+		allConnected := true
+		for _, ai := range infos {
+			if ai.ID == n.id || n.host.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			allConnected = false
+			clearBackoff(n.host, ai.ID)
+			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			err := n.host.Connect(ctx, ai)
+			cancel()
+			if err != nil && n.ctx.Err() == nil {
+				n.log.Debug("bootstrap dial failed", "remote_peer", ai.ID, "err", err)
+			} else if err == nil {
+				n.log.Info("connected to bootstrap peer", "remote_peer", ai.ID)
+			}
+		}
+		if allConnected {
+			wait = maxWait
+		} else {
+			wait = min(wait*2, maxWait)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+type mdnsNotifee struct{ n *Node }
+
+// HandlePeerFound connects to agents found on the local network.
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	n := m.n
+	if ai.ID == n.id || n.host.Network().Connectedness(ai.ID) == network.Connected {
+		return
+	}
+	n.goTracked(func() {
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		defer cancel()
+		if err := n.host.Connect(ctx, ai); err != nil {
+			n.log.Debug("mDNS peer unreachable", "remote_peer", ai.ID, "err", err)
+		}
+	})
+}
+

@@ -1,0 +1,207 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// Limits bounds what a node accepts from other agents. Rate and size limits
+// are keyed by the requester's agent id (the authenticated remote peer),
+// and checked before any signature is verified.
+type Limits struct {
+	// MaxFrameSize is the largest frame read from a stream.
+	MaxFrameSize int
+	// MaxRequestBytes is the largest signed request envelope accepted.
+	MaxRequestBytes int
+	// RequestsPerSecond and Burst set each requester's token bucket.
+	// RequestsPerSecond <= 0 disables rate limiting.
+	RequestsPerSecond float64
+	Burst             int
+	// MaxConcurrent bounds handlers running at once across all requesters.
+	MaxConcurrent int
+	// MaxPerStream bounds a single requester stream's in-flight handlers.
+	MaxPerStream int
+	// HandlerTimeout caps a handler's run time whatever the caller asks.
+	HandlerTimeout time.Duration
+	// IOTimeout bounds each frame write and the hello exchange.
+	IOTimeout time.Duration
+	// ReplayWindow is the accepted clock skew; ids are remembered this long.
+	ReplayWindow time.Duration
+}
+
+// DefaultLimits returns the limits a node uses unless told otherwise.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxFrameSize:      protocol.DefaultMaxFrameSize,
+		MaxRequestBytes:   protocol.DefaultMaxFrameSize,
+		RequestsPerSecond: 1000,
+		Burst:             2000,
+		MaxConcurrent:     1024,
+		MaxPerStream:      256,
+		HandlerTimeout:    5 * time.Minute,
+		IOTimeout:         10 * time.Second,
+		ReplayWindow:      2 * time.Minute,
+	}
+}
+
+func (l Limits) validate() error {
+	switch {
+	case l.MaxFrameSize < 1024:
+		return fmt.Errorf("MaxFrameSize %d is below 1 KiB", l.MaxFrameSize)
+	case l.MaxRequestBytes <= 0 || l.MaxRequestBytes > l.MaxFrameSize:
+		return fmt.Errorf("MaxRequestBytes must be in (0, MaxFrameSize]")
+	case l.RequestsPerSecond > 0 && l.Burst < 1:
+		return errors.New("Burst must be at least 1 when rate limiting")
+	case l.MaxConcurrent < 1 || l.MaxPerStream < 1:
+		return errors.New("MaxConcurrent and MaxPerStream must be at least 1")
+	case l.HandlerTimeout <= 0 || l.IOTimeout <= 0 || l.ReplayWindow <= 0:
+		return errors.New("timeouts must be positive")
+	}
+	return nil
+}
+
+// Config is the full configuration of a node. Build it with options.
+type Config struct {
+	// Identity is the Ed25519 key; its peer ID is the agent id. Required.
+	Identity crypto.PrivKey
+	// ListenAddrs are the multiaddrs to listen on. Default: TCP and QUIC on
+	// all IPv4 interfaces, random ports.
+	ListenAddrs []ma.Multiaddr
+	// Bootstrap are peers (with /p2p/ ids) dialled at start.
+	Bootstrap []ma.Multiaddr
+	// Name is the display name sent in hello.
+	Name string
+	// Services are the capabilities this agent offers, with handlers.
+	Services []Service
+	// MDNS enables local-network discovery. Default true.
+	MDNS bool
+	// RequestTimeout is a call's timeout when the caller gives none.
+	// Default 30s.
+	RequestTimeout time.Duration
+	// Limits bound what the node accepts. Default DefaultLimits().
+	Limits Limits
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Host, if set, is used instead of building one; the node does not
+	// close it. Tests use it to inject hosts.
+	Host host.Host
+	// HostOptions are passed through to libp2p.New after meshagent's own.
+	HostOptions []libp2p.Option
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Option configures a node.
+type Option func(*Config) error
+
+// DefaultConfig returns every default in one place.
+func DefaultConfig() Config {
+	return Config{
+		MDNS:           true,
+		RequestTimeout: 30 * time.Second,
+		Limits:         DefaultLimits(),
+		Now:            time.Now,
+	}
+}
+
+// Apply applies opts in order, skipping nil ones.
+func (c *Config) Apply(opts ...Option) error {
+	for i, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(c); err != nil {
+			return fmt.Errorf("node: option %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Validate checks cross-field rules after Apply.
+func (c *Config) Validate() error {
+	if c.Identity == nil {
+		return ErrNoIdentity
+	}
+	if c.Identity.Type() != crypto.Ed25519 {
+		return fmt.Errorf("node: identity must be Ed25519, got %s", c.Identity.Type())
+	}
+	if len(c.Name) > protocol.MaxNameLen {
+		return fmt.Errorf("node: name longer than %d bytes", protocol.MaxNameLen)
+	}
+	if c.RequestTimeout <= 0 {
+		return errors.New("node: request timeout must be positive")
+	}
+	if err := c.Limits.validate(); err != nil {
+		return fmt.Errorf("node: limits: %w", err)
+	}
+	return validateServices(c.Services)
+}
+
+// WithIdentity sets the agent's Ed25519 key.
+func WithIdentity(k crypto.PrivKey) Option {
+	return func(c *Config) error { c.Identity = k; return nil }
+}
+
+// WithListenAddrs sets the listen multiaddrs.
+func WithListenAddrs(addrs ...ma.Multiaddr) Option {
+	return func(c *Config) error { c.ListenAddrs = append(c.ListenAddrs, addrs...); return nil }
+}
+
+// WithBootstrap adds peers to dial at start; each must end in /p2p/<id>.
+func WithBootstrap(addrs ...ma.Multiaddr) Option {
+	return func(c *Config) error { c.Bootstrap = append(c.Bootstrap, addrs...); return nil }
+}
+
+// WithName sets the display name announced in hello.
+func WithName(name string) Option {
+	return func(c *Config) error { c.Name = name; return nil }
+}
+
+// WithServices adds capabilities with their handlers.
+func WithServices(s ...Service) Option {
+	return func(c *Config) error { c.Services = append(c.Services, s...); return nil }
+}
+
+// WithMDNS turns local-network discovery on or off.
+func WithMDNS(on bool) Option {
+	return func(c *Config) error { c.MDNS = on; return nil }
+}
+
+// WithRequestTimeout sets the default call timeout.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *Config) error { c.RequestTimeout = d; return nil }
+}
+
+// WithLimits replaces the limits.
+func WithLimits(l Limits) Option {
+	return func(c *Config) error { c.Limits = l; return nil }
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Config) error { c.Logger = l; return nil }
+}
+
+// WithHost uses a prebuilt host, which the node will not close.
+func WithHost(h host.Host) Option {
+	return func(c *Config) error { c.Host = h; return nil }
+}
+
+// WithHostOptions passes extra options to libp2p.New (an escape hatch).
+func WithHostOptions(opts ...libp2p.Option) Option {
+	return func(c *Config) error { c.HostOptions = append(c.HostOptions, opts...); return nil }
+}
+
+// WithClock sets the clock used for timestamps and the replay window.
+func WithClock(now func() time.Time) Option {
+	return func(c *Config) error { c.Now = now; return nil }
+}

@@ -1,0 +1,219 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// serverStream is one inbound request stream from a requester.
+type serverStream struct {
+	n      *Node
+	s      network.Stream
+	remote peer.ID
+	wmu    sync.Mutex
+	slots  chan struct{} // per-stream in-flight bound
+	wg     sync.WaitGroup
+	broken bool // set once a write fails; guarded by wmu
+}
+
+// handleRequestStream reads request frames and runs each on its own
+// goroutine. Limits checked here, before any signature is verified: the
+// frame size, the requester's size limit and its rate limit.
+func (n *Node) handleRequestStream(s network.Stream) {
+	if !n.track() {
+		_ = s.Reset()
+		return
+	}
+	defer n.wg.Done()
+	n.mu.Lock()
+	n.inbound[s] = struct{}{}
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.inbound, s)
+		n.mu.Unlock()
+	}()
+
+	ss := &serverStream{n: n, s: s, remote: s.Conn().RemotePeer(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
+	lim := n.cfg.Limits
+	fr := protocol.NewFrameReader(s, lim.MaxFrameSize)
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			if errors.Is(err, protocol.ErrFrameTooLarge) {
+				n.log.Warn("request rejected", "remote_peer", ss.remote, "err", err)
+				ss.reply("", nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err))
+				ss.wg.Wait()
+				_ = s.Reset()
+				return
+			}
+			if !errors.Is(err, io.EOF) {
+				n.log.Debug("request stream ended", "remote_peer", ss.remote, "err", err)
+			}
+			ss.wg.Wait()
+			_ = s.Close()
+			return
+		}
+		if len(frame) > lim.MaxRequestBytes {
+			ss.reply(correlationHint(frame), nil, protocol.Errorf(protocol.CodeRateLimited,
+				"request of %d bytes exceeds this agent's limit of %d bytes per request", len(frame), lim.MaxRequestBytes))
+			continue
+		}
+		if !n.limiter.allow(ss.remote) {
+			ss.reply(correlationHint(frame), nil, protocol.Errorf(protocol.CodeRateLimited,
+				"more than %g requests per second (burst %d) from %s", lim.RequestsPerSecond, lim.Burst, ss.remote))
+			continue
+		}
+		// Back-pressure: wait for a slot rather than reading more.
+		select {
+		case ss.slots <- struct{}{}:
+		case <-n.ctx.Done():
+			ss.wg.Wait()
+			_ = s.Reset()
+			return
+		}
+		select {
+		case n.sem <- struct{}{}:
+		case <-n.ctx.Done():
+			<-ss.slots
+			ss.wg.Wait()
+			_ = s.Reset()
+			return
+		}
+		buf := append([]byte(nil), frame...)
+		ss.wg.Add(1)
+		go func() {
+			defer func() {
+				<-n.sem
+				<-ss.slots
+				ss.wg.Done()
+			}()
+			ss.serve(buf)
+		}()
+	}
+}
+
+// serve verifies one request frame, runs it and writes the answer.
+func (ss *serverStream) serve(frame []byte) {
+	n := ss.n
+	e, err := n.openFrame(frame, ss.remote)
+	if err != nil {
+		n.log.Warn("request rejected", "remote_peer", ss.remote, "err", err)
+		ss.reply(correlationHint(frame), nil, err)
+		return
+	}
+	if e.Type != protocol.TypeRequest {
+		ss.reply(correlationHint(frame), nil, protocol.Errorf(protocol.CodeInvalidMessage, "expected a request, got %s", e.Type))
+		return
+	}
+	req, err := protocol.DecodeRequest(e)
+	if err != nil {
+		ss.reply(req.CorrelationID, nil, err)
+		return
+	}
+	progress := func(r json.RawMessage) error {
+		res, err := protocol.MarshalCanonical(r)
+		if err != nil {
+			return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
+		}
+		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
+	}
+	timeout := n.cfg.Limits.HandlerTimeout
+	if req.Timeout > 0 {
+		timeout = min(timeout, time.Duration(req.Timeout)*time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, timeout)
+	defer cancel()
+	res, err := n.execute(ctx, ss.remote, req, progress)
+	ss.reply(req.CorrelationID, res, err)
+}
+
+// reply writes the final answer: a success response, or an error envelope.
+func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) {
+	if err != nil {
+		pe := *protocol.AsError(err)
+		pe.CorrelationID = corrID
+		_ = ss.send(protocol.TypeError, &pe)
+		return
+	}
+	_ = ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result})
+}
+
+func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
+	frame, err := ss.n.sealFrame(typ, ss.remote, payload)
+	if err != nil {
+		ss.n.log.Error("seal response", "remote_peer", ss.remote, "err", err)
+		return err
+	}
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	if ss.broken {
+		return io.ErrClosedPipe
+	}
+	_ = ss.s.SetWriteDeadline(time.Now().Add(ss.n.cfg.Limits.IOTimeout))
+	if _, err := ss.s.Write(frame); err != nil {
+		// A requester that stops reading is cut off, not waited for.
+		ss.broken = true
+		_ = ss.s.Reset()
+		return err
+	}
+	return nil
+}
+
+// execute applies the provider-side checks of a request, in DESIGN.md's
+// order, and runs the handler: the capability exists, the requester is
+// authorised, the params match input_schema; then the result must match
+// output_schema.
+func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
+	n.mu.RLock()
+	svc := n.services[req.Action]
+	n.mu.RUnlock()
+	if svc == nil {
+		available := n.capabilityNames()
+		return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "agent does not support %s capability", req.Action).
+			WithDetails(map[string]any{"requested": req.Action, "available": available})
+	}
+	if len(svc.allowed) > 0 && !svc.allowed[from] {
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "agent %s is not authorized to call capability %s", from, req.Action)
+	}
+	if err := svc.in.Validate("params", req.Params); err != nil {
+		return nil, err
+	}
+	if progress == nil {
+		progress = func(json.RawMessage) error { return nil }
+	}
+	res, err := svc.Handler.Handle(ctx, &Call{From: from, Request: req, Progress: progress})
+	if err != nil {
+		if ctx.Err() != nil && protocol.CodeOf(err) == protocol.CodeInternalError {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, protocol.Errorf(protocol.CodeTimeout, "capability %s did not finish in time", req.Action)
+			}
+		}
+		return nil, err
+	}
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, protocol.Errorf(protocol.CodeTimeout, "capability %s did not finish in time", req.Action)
+	}
+	if len(res) == 0 {
+		res = json.RawMessage("null")
+	}
+	canon, err := protocol.MarshalCanonical(res)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "capability %s returned invalid JSON: %v", req.Action, err)
+	}
+	if err := svc.out.Validate("result", canon); err != nil {
+		pe := protocol.AsError(err)
+		return nil, protocol.Errorf(protocol.CodeInternalError, "capability %s returned a result that does not match its output_schema: %s", req.Action, pe.Message).
+			WithDetails(json.RawMessage(pe.Details))
+	}
+	return canon, nil
+}

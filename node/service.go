@@ -1,0 +1,97 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// Service is a capability this agent offers and the handler that runs it.
+type Service struct {
+	Capability protocol.Capability
+	Handler    Handler
+}
+
+// Call is one verified request handed to a handler. The node has already
+// checked the signature, the ACL, the input schema and the limits.
+type Call struct {
+	// From is the verified requester.
+	From peer.ID
+	// Request is the decoded request payload.
+	Request *protocol.Request
+	// Progress sends an in_progress response carrying result to the
+	// caller. It may be called any number of times before the handler
+	// returns, and returns an error once the caller is gone.
+	Progress func(result json.RawMessage) error
+}
+
+// Handler runs a capability. Handle returns the result (a JSON value) or an
+// error; a *protocol.Error keeps its code, anything else is reported as
+// INTERNAL_ERROR. ctx is cancelled when the caller's timeout passes or the
+// node closes. Handlers run concurrently and must be safe for that.
+type Handler interface {
+	Handle(ctx context.Context, call *Call) (json.RawMessage, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, call *Call) (json.RawMessage, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, call *Call) (json.RawMessage, error) {
+	return f(ctx, call)
+}
+
+// EchoHandler returns the built-in echo handler: the result is the params
+// (or {} when there are none). It is meant for demos and tests.
+func EchoHandler() Handler {
+	return HandlerFunc(func(_ context.Context, call *Call) (json.RawMessage, error) {
+		if len(call.Request.Params) == 0 || string(call.Request.Params) == "null" {
+			return json.RawMessage("{}"), nil
+		}
+		return call.Request.Params, nil
+	})
+}
+
+// service is a registered Service with its schemas compiled.
+type service struct {
+	Service
+	in, out *protocol.Schema
+	// allowed is the ACL as peer IDs; empty means public.
+	allowed map[peer.ID]bool
+}
+
+func compileService(s Service) (*service, error) {
+	if err := s.Capability.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Handler == nil {
+		return nil, fmt.Errorf("capability %q has no handler", s.Capability.Name)
+	}
+	in, err := protocol.CompileSchema(s.Capability.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("capability %q input_schema: %w", s.Capability.Name, err)
+	}
+	out, err := protocol.CompileSchema(s.Capability.OutputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("capability %q output_schema: %w", s.Capability.Name, err)
+	}
+	return &service{Service: s, in: in, out: out}, nil
+}
+
+func validateServices(ss []Service) error {
+	seen := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		if seen[s.Capability.Name] {
+			return fmt.Errorf("node: capability %q declared twice", s.Capability.Name)
+		}
+		seen[s.Capability.Name] = true
+		if _, err := compileService(s); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
+	return nil
+}
