@@ -69,15 +69,9 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 // call. A frame larger than the maximum yields ErrFrameTooLarge without
 // reading its body; the stream must then be reset, since it is out of sync.
 func (f *FrameReader) Next() ([]byte, error) {
-	n, err := binary.ReadUvarint(f.r)
+	n, err := f.readLen()
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, fmt.Errorf("%w: %v", ErrBadFrame, err)
+		return nil, err
 	}
 	if n > uint64(f.max) {
 		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, f.max)
@@ -93,6 +87,36 @@ func (f *FrameReader) Next() ([]byte, error) {
 		return nil, err
 	}
 	return f.buf, nil
+}
+
+// readLen reads the uvarint length prefix. It returns io.EOF if the stream
+// ends before the prefix, io.ErrUnexpectedEOF if it ends inside it, the
+// transport's own error (a reset, a deadline) unchanged, and ErrBadFrame
+// for a prefix that overflows 64 bits or is not minimally encoded (so
+// that each length has exactly one encoding, as multiformats varints
+// require).
+func (f *FrameReader) readLen() (uint64, error) {
+	var x uint64
+	for i := range binary.MaxVarintLen64 {
+		b, err := f.r.ReadByte()
+		if err != nil {
+			if i > 0 && errors.Is(err, io.EOF) {
+				return 0, io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		if b < 0x80 {
+			switch {
+			case i == binary.MaxVarintLen64-1 && b > 1:
+				return 0, fmt.Errorf("%w: length prefix overflows 64 bits", ErrBadFrame)
+			case i > 0 && b == 0:
+				return 0, fmt.Errorf("%w: length prefix is not minimally encoded", ErrBadFrame)
+			}
+			return x | uint64(b)<<(7*i), nil
+		}
+		x |= uint64(b&0x7f) << (7 * i)
+	}
+	return 0, fmt.Errorf("%w: length prefix longer than %d bytes", ErrBadFrame, binary.MaxVarintLen64)
 }
 
 // SplitSigned splits a signed frame body into signature and envelope bytes.
