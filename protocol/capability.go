@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxCapabilityNameLen bounds a capability name, so names stay usable as DHT
@@ -32,8 +34,17 @@ func (c *Capability) Validate() error {
 	if len(c.Name) > MaxCapabilityNameLen {
 		return Errorf(CodeInvalidMessage, "capability %q: name longer than %d bytes", c.Name[:32]+"…", MaxCapabilityNameLen)
 	}
-	if strings.TrimSpace(c.Name) != c.Name || strings.ContainsAny(c.Name, " \t\r\n") {
+	if !utf8.ValidString(c.Name) {
+		return Errorf(CodeInvalidMessage, "capability %q: name is not valid UTF-8", c.Name)
+	}
+	// Names are DHT keys, log fields and CLI arguments: any Unicode space
+	// or control character would make two names look alike or garble a
+	// terminal.
+	if strings.ContainsFunc(c.Name, unicode.IsSpace) {
 		return Errorf(CodeInvalidMessage, "capability %q: name must not contain whitespace", c.Name)
+	}
+	if strings.ContainsFunc(c.Name, unicode.IsControl) {
+		return Errorf(CodeInvalidMessage, "capability %q: name must not contain control characters", c.Name)
 	}
 	for _, s := range []struct {
 		field string
