@@ -1,0 +1,153 @@
+// Package meshtest holds test-only helpers: deterministic Ed25519
+// identities, nodes on loopback, condition waits and a slog handler that
+// writes to the test log. Production code never imports it.
+package meshtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// Key returns a deterministic Ed25519 key for index i.
+func Key(t testing.TB, i int) crypto.PrivKey {
+	t.Helper()
+	seed := sha256.Sum256([]byte(fmt.Sprintf("meshtest-%d", i)))
+	k, err := sign.KeyFromSeed(seed[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// ID returns the agent id of Key(t, i).
+func ID(t testing.TB, i int) peer.ID {
+	t.Helper()
+	id, err := peer.IDFromPrivateKey(Key(t, i))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// WaitFor polls try until it returns nil or d elapses, then fails the test
+// with try's last error.
+func WaitFor(t testing.TB, d time.Duration, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	wait := time.Millisecond
+	for {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %s: %v", d, err)
+		}
+		time.Sleep(wait)
+		wait = min(wait*2, 50*time.Millisecond)
+	}
+}
+
+// Context returns a context cancelled at the end of the test or after d.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Logger returns a logger writing to the test log until the test ends.
+// MESHAGENT_TEST_LOG=debug|info|warn sets the level; by default only
+// errors are shown.
+func Logger(t testing.TB) *slog.Logger {
+	level := slog.LevelError
+	switch strings.ToLower(os.Getenv("MESHAGENT_TEST_LOG")) {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "warn":
+		level = slog.LevelWarn
+	}
+	w := &testWriter{t: t}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct {
+	mu      sync.Mutex
+	t       testing.TB
+	stopped bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return len(p), nil
+	}
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
+
+var _ io.Writer = (*testWriter)(nil)
+
+// Loopback is the listen address tests use: TCP on 127.0.0.1, random port.
+var Loopback = ma.StringCast("/ip4/127.0.0.1/tcp/0")
+
+// Node starts a node with key index i on loopback, mDNS off, and closes it
+// at the end of the test.
+func Node(t testing.TB, i int, opts ...node.Option) *node.Node {
+	t.Helper()
+	base := []node.Option{
+		node.WithIdentity(Key(t, i)),
+		node.WithListenAddrs(Loopback),
+		node.WithMDNS(false),
+		node.WithLogger(Logger(t)),
+		node.WithName(fmt.Sprintf("agent-%d", i)),
+	}
+	n, err := node.New(append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("node %d: %v", i, err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// Connect connects a to b and waits until each has b's/a's hello.
+func Connect(t testing.TB, a, b *node.Node) {
+	t.Helper()
+	ctx := Context(t, 10*time.Second)
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 10*time.Second, func() error {
+		if _, ok := a.PeerCapabilities(b.ID()); !ok {
+			return fmt.Errorf("%s has no hello from %s", a.ID(), b.ID())
+		}
+		if _, ok := b.PeerCapabilities(a.ID()); !ok {
+			return fmt.Errorf("%s has no hello from %s", b.ID(), a.ID())
+		}
+		return nil
+	})
+}

@@ -1,0 +1,352 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// libp2p keeps package-level workers alive for the process.
+		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/quicreuse.(*reuse).gc"),
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/host/resource-manager.(*resourceManager).background"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-cidranger/net.init"),
+	)
+}
+
+func echoService(name string) node.Service {
+	return node.Service{Capability: protocol.Capability{Name: name, Description: "echo"}, Handler: node.EchoHandler()}
+}
+
+func call(t *testing.T, from *node.Node, to *node.Node, action, params string) (*protocol.Response, error) {
+	t.Helper()
+	return from.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{
+		To: to.AgentID(), Action: action, Params: json.RawMessage(params), Timeout: 10 * time.Second,
+	})
+}
+
+func wantCode(t *testing.T, err error, code protocol.Code) *protocol.Error {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("got error %v (%T), want *protocol.Error with code %s", err, err, code)
+	}
+	if pe.Code != code {
+		t.Fatalf("got code %s (%s), want %s", pe.Code, pe.Message, code)
+	}
+	return pe
+}
+
+func TestHelloSeenBothWays(t *testing.T) {
+	a := meshtest.Node(t, 1, node.WithServices(echoService("translate")))
+	b := meshtest.Node(t, 2, node.WithServices(echoService("summarize"), echoService("myagent:code-review")))
+	meshtest.Connect(t, a, b)
+
+	caps, _ := a.PeerCapabilities(b.ID())
+	if got := names(caps); got != "myagent:code-review,summarize" {
+		t.Errorf("a sees b's capabilities %q", got)
+	}
+	caps, _ = b.PeerCapabilities(a.ID())
+	if got := names(caps); got != "translate" {
+		t.Errorf("b sees a's capabilities %q", got)
+	}
+	var found bool
+	for _, p := range a.Peers() {
+		if p.AgentID == b.AgentID() {
+			found = true
+			if p.Name != "agent-2" || !p.Connected || len(p.Addrs) == 0 || p.PublicKey == "" {
+				t.Errorf("peer info %+v", p)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("b missing from a.Peers()")
+	}
+}
+
+func TestHelloAgainOnCapabilityChange(t *testing.T) {
+	a := meshtest.Node(t, 1)
+	b := meshtest.Node(t, 2, node.WithServices(echoService("v1")))
+	meshtest.Connect(t, a, b)
+	if err := b.SetServices([]node.Service{echoService("v2"), echoService("v3")}); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, 10*time.Second, func() error {
+		caps, _ := a.PeerCapabilities(b.ID())
+		if got := names(caps); got != "v2,v3" {
+			return fmt.Errorf("a sees %q", got)
+		}
+		return nil
+	})
+}
+
+func names(caps []protocol.Capability) string {
+	s := make([]string, len(caps))
+	for i, c := range caps {
+		s[i] = c.Name
+	}
+	return strings.Join(s, ",")
+}
+
+func TestCall(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","required":["text"],"properties":{"text":{"type":"string","maxLength":20}},"additionalProperties":false}`)
+	outSchema := json.RawMessage(`{"type":"object","required":["n"]}`)
+	caller := meshtest.ID(t, 1)
+	provider := meshtest.Node(t, 2, node.WithServices(
+		echoService("echo"),
+		node.Service{Capability: protocol.Capability{Name: "strict", InputSchema: schema}, Handler: node.EchoHandler()},
+		node.Service{Capability: protocol.Capability{Name: "private", AuthorizedRequesterIDs: []string{meshtest.ID(t, 3).String()}}, Handler: node.EchoHandler()},
+		node.Service{Capability: protocol.Capability{Name: "mine", AuthorizedRequesterIDs: []string{caller.String()}}, Handler: node.EchoHandler()},
+		node.Service{Capability: protocol.Capability{Name: "badout", OutputSchema: outSchema}, Handler: node.EchoHandler()},
+		node.Service{Capability: protocol.Capability{Name: "fails"}, Handler: node.HandlerFunc(func(context.Context, *node.Call) (json.RawMessage, error) {
+			return nil, errors.New("disk on fire")
+		})},
+	))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, provider)
+
+	tests := []struct {
+		name, action, params string
+		wantCode             protocol.Code
+		wantResult           string
+		wantMsg              string
+	}{
+		{name: "echo", action: "echo", params: `{"text":"hi","n":[1,2]}`, wantResult: `{"n":[1,2],"text":"hi"}`},
+		{name: "no params", action: "echo", wantResult: `{}`},
+		{name: "schema ok", action: "strict", params: `{"text":"hello"}`, wantResult: `{"text":"hello"}`},
+		{name: "schema missing field", action: "strict", params: `{}`, wantCode: protocol.CodeInvalidMessage, wantMsg: "text"},
+		{name: "schema wrong type", action: "strict", params: `{"text":5}`, wantCode: protocol.CodeInvalidMessage, wantMsg: "/text"},
+		{name: "schema extra field", action: "strict", params: `{"text":"x","y":1}`, wantCode: protocol.CodeInvalidMessage, wantMsg: "y"},
+		{name: "unknown capability", action: "nope", wantCode: protocol.CodeCapabilityNotSupported, wantMsg: "nope"},
+		{name: "unauthorized", action: "private", params: `{}`, wantCode: protocol.CodeUnauthorized, wantMsg: caller.String()},
+		{name: "authorized", action: "mine", params: `{"a":1}`, wantResult: `{"a":1}`},
+		{name: "output schema", action: "badout", params: `{"x":1}`, wantCode: protocol.CodeInternalError, wantMsg: "output_schema"},
+		{name: "handler error", action: "fails", wantCode: protocol.CodeInternalError, wantMsg: "disk on fire"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := call(t, a, provider, tc.action, tc.params)
+			if tc.wantCode != "" {
+				pe := wantCode(t, err, tc.wantCode)
+				if !strings.Contains(pe.Message, tc.wantMsg) {
+					t.Errorf("message %q does not mention %q", pe.Message, tc.wantMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != protocol.StatusSuccess || string(resp.Result) != tc.wantResult {
+				t.Fatalf("got %s %s, want success %s", resp.Status, resp.Result, tc.wantResult)
+			}
+		})
+	}
+
+	t.Run("unknown capability lists available", func(t *testing.T) {
+		_, err := call(t, a, provider, "translate", `{}`)
+		pe := wantCode(t, err, protocol.CodeCapabilityNotSupported)
+		var d struct {
+			Requested string   `json:"requested"`
+			Available []string `json:"available"`
+		}
+		if err := json.Unmarshal(pe.Details, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Requested != "translate" || strings.Join(d.Available, ",") != "badout,echo,fails,mine,private,strict" {
+			t.Errorf("details %s", pe.Details)
+		}
+	})
+	t.Run("schema error details", func(t *testing.T) {
+		_, err := call(t, a, provider, "strict", `{"text":5}`)
+		pe := wantCode(t, err, protocol.CodeInvalidMessage)
+		if !strings.Contains(string(pe.Details), "schemaErrors") {
+			t.Errorf("details %s", pe.Details)
+		}
+	})
+}
+
+func TestCallTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	slow := node.HandlerFunc(func(ctx context.Context, _ *node.Call) (json.RawMessage, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return json.RawMessage(`{}`), nil
+	})
+	p := meshtest.Node(t, 2, node.WithServices(node.Service{Capability: protocol.Capability{Name: "slow"}, Handler: slow}))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	start := time.Now()
+	_, err := a.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{To: p.AgentID(), Action: "slow", Timeout: 300 * time.Millisecond})
+	wantCode(t, err, protocol.CodeTimeout)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timeout took %s", d)
+	}
+	// The connection stays usable after a timeout.
+	if _, err := a.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{To: p.AgentID(), Action: "nope"}); protocol.CodeOf(err) != protocol.CodeCapabilityNotSupported {
+		t.Fatalf("after timeout: %v", err)
+	}
+}
+
+func TestInProgress(t *testing.T) {
+	h := node.HandlerFunc(func(ctx context.Context, c *node.Call) (json.RawMessage, error) {
+		for i := 1; i <= 3; i++ {
+			if err := c.Progress(json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))); err != nil {
+				return nil, err
+			}
+		}
+		return json.RawMessage(`{"done":true}`), nil
+	})
+	p := meshtest.Node(t, 2, node.WithServices(node.Service{Capability: protocol.Capability{Name: "long"}, Handler: h}))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	var steps []string
+	resp, err := a.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{
+		To: p.AgentID(), Action: "long",
+		Progress: func(r *protocol.Response) { steps = append(steps, string(r.Status)+string(r.Result)) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `in_progress{"step":1},in_progress{"step":2},in_progress{"step":3}`
+	if got := strings.Join(steps, ","); got != want {
+		t.Errorf("progress %s, want %s", got, want)
+	}
+	if string(resp.Result) != `{"done":true}` {
+		t.Errorf("result %s", resp.Result)
+	}
+}
+
+func TestRateLimited(t *testing.T) {
+	lim := node.DefaultLimits()
+	lim.RequestsPerSecond, lim.Burst = 0.001, 3
+	p := meshtest.Node(t, 2, node.WithServices(echoService("echo")), node.WithLimits(lim))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	for i := range 3 {
+		if _, err := call(t, a, p, "echo", `{}`); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	_, err := call(t, a, p, "echo", `{}`)
+	wantCode(t, err, protocol.CodeRateLimited)
+	// Another requester has its own bucket.
+	b := meshtest.Node(t, 3)
+	meshtest.Connect(t, b, p)
+	if _, err := call(t, b, p, "echo", `{}`); err != nil {
+		t.Fatalf("other requester: %v", err)
+	}
+}
+
+func TestRequestSizeLimit(t *testing.T) {
+	lim := node.DefaultLimits()
+	lim.MaxRequestBytes = 4096
+	p := meshtest.Node(t, 2, node.WithServices(echoService("echo")), node.WithLimits(lim))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	big := fmt.Sprintf(`{"blob":%q}`, strings.Repeat("x", 8192))
+	_, err := call(t, a, p, "echo", big)
+	pe := wantCode(t, err, protocol.CodeRateLimited)
+	if !strings.Contains(pe.Message, "4096") {
+		t.Errorf("message %q does not name the limit", pe.Message)
+	}
+	if _, err := call(t, a, p, "echo", `{"small":true}`); err != nil {
+		t.Fatalf("small request after a big one: %v", err)
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	var running atomic.Int32
+	p := meshtest.Node(t, 2, node.WithServices(echoService("echo")))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	const n = 200
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			running.Add(1)
+			params := fmt.Sprintf(`{"i":%d}`, i)
+			resp, err := call(t, a, p, "echo", params)
+			if err == nil && string(resp.Result) != params {
+				err = fmt.Errorf("call %d got %s", i, resp.Result)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestCallSelf(t *testing.T) {
+	a := meshtest.Node(t, 1, node.WithServices(echoService("echo")))
+	resp, err := call(t, a, a, "echo", `{"x":1}`)
+	if err != nil || string(resp.Result) != `{"x":1}` {
+		t.Fatalf("%v %v", resp, err)
+	}
+}
+
+func TestCallUnknownAgent(t *testing.T) {
+	a := meshtest.Node(t, 1)
+	_, err := a.Call(meshtest.Context(t, 10*time.Second), protocol.CallRequest{To: meshtest.ID(t, 9).String(), Action: "echo"})
+	wantCode(t, err, protocol.CodeUnknownAgent)
+	_, err = a.Call(meshtest.Context(t, 10*time.Second), protocol.CallRequest{To: "not-an-id", Action: "echo"})
+	wantCode(t, err, protocol.CodeInvalidMessage)
+}
+
+func TestCloseFailsPendingCalls(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	started := make(chan struct{}, 1)
+	h := node.HandlerFunc(func(ctx context.Context, _ *node.Call) (json.RawMessage, error) {
+		started <- struct{}{}
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+		return nil, ctx.Err()
+	})
+	p := meshtest.Node(t, 2, node.WithServices(node.Service{Capability: protocol.Capability{Name: "block"}, Handler: h}))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Call(context.Background(), protocol.CallRequest{To: p.AgentID(), Action: "block", Timeout: time.Minute})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler never started")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("call succeeded after close")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pending call not released by Close")
+	}
+}
