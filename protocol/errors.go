@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Code is an AgentProtocol error code (seed 002), carried in the payload of
@@ -87,8 +88,10 @@ func (e *Error) WithDetails(details any) *Error {
 }
 
 // CodeOf returns the AgentProtocol code that describes err: the code of a
-// wrapped *Error, TIMEOUT for deadline errors, INTERNAL_ERROR otherwise. It
-// returns "" for a nil error.
+// wrapped *Error, TIMEOUT for deadline errors (a context deadline, a stream
+// deadline, or any error whose Timeout method reports true, as net.Error
+// and yamux's errors do), INTERNAL_ERROR otherwise. It returns "" for a nil
+// error.
 func CodeOf(err error) Code {
 	if err == nil {
 		return ""
@@ -97,10 +100,18 @@ func CodeOf(err error) Code {
 	if errors.As(err, &pe) {
 		return pe.Code
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if isTimeout(err) {
 		return CodeTimeout
 	}
 	return CodeInternalError
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 // AsError converts any error into an *Error, keeping the code of a wrapped

@@ -2,9 +2,11 @@ package protocol
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -76,22 +78,37 @@ func (s *Schema) Validate(what string, doc json.RawMessage) error {
 	if !errors.As(err, &ve) {
 		return Errorf(CodeInvalidMessage, "%s: %v", what, err)
 	}
-	var problems []map[string]string
-	var msgs []string
-	collectLeaves(ve, &problems, &msgs)
+	var problems []schemaProblem
+	collectLeaves(ve, &problems)
+	// The validator walks maps, so causes come in random order; sort them
+	// so that the same document always yields the same error bytes.
+	slices.SortFunc(problems, func(a, b schemaProblem) int {
+		return cmp.Or(strings.Compare(a.Location, b.Location), strings.Compare(a.Error, b.Error))
+	})
+	problems = slices.Compact(problems)
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = fmt.Sprintf("at %s: %s", p.Location, p.Error)
+	}
 	return Errorf(CodeInvalidMessage, "%s do not match the schema: %s", what, strings.Join(msgs, "; ")).
 		WithDetails(map[string]any{"schemaErrors": problems})
 }
 
-func collectLeaves(ve *jsonschema.ValidationError, out *[]map[string]string, msgs *[]string) {
+// schemaProblem is one entry of an error's details.schemaErrors.
+type schemaProblem struct {
+	Error    string `json:"error"`
+	Location string `json:"location"`
+}
+
+func collectLeaves(ve *jsonschema.ValidationError, out *[]schemaProblem) {
 	if len(ve.Causes) == 0 {
-		loc := "/" + strings.Join(ve.InstanceLocation, "/")
-		msg := ve.ErrorKind.LocalizedString(schemaPrinter)
-		*out = append(*out, map[string]string{"location": loc, "error": msg})
-		*msgs = append(*msgs, fmt.Sprintf("at %s: %s", loc, msg))
+		*out = append(*out, schemaProblem{
+			Location: "/" + strings.Join(ve.InstanceLocation, "/"),
+			Error:    ve.ErrorKind.LocalizedString(schemaPrinter),
+		})
 		return
 	}
 	for _, c := range ve.Causes {
-		collectLeaves(c, out, msgs)
+		collectLeaves(c, out)
 	}
 }
