@@ -53,7 +53,10 @@ func (n *Node) handleRequestStream(s network.Stream) {
 				n.log.Warn("request rejected", "remote_peer", ss.remote, "err", err)
 				ss.reply("", nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err))
 				ss.wg.Wait()
-				_ = s.Reset()
+				// The stream is out of sync: stop reading, but let the error
+				// reach the requester before the stream goes away.
+				_ = s.CloseRead()
+				_ = s.Close()
 				return
 			}
 			if !errors.Is(err, io.EOF) {
