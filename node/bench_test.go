@@ -1,0 +1,215 @@
+package node_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// The request/response benchmark runs a raw libp2p stream echo and a signed
+// meshagent call between the same two in-process nodes over TCP loopback,
+// with the same 1 KiB payload, so the ratio between them is the figure that
+// matters (absolute timings on a shared machine are noisy):
+//
+//	go test ./node -run '^$' -bench RequestResponse -benchtime 3s
+//
+// Each sub-benchmark reports p50/p99 latency in µs and requests/s.
+
+const echoProto = "/meshagent-bench/echo/1"
+
+var benchResults sync.Map // name -> [3]float64{p50, p99, rps}
+
+func benchPayload() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"text":%q}`, strings.Repeat("a", 1024-11)))
+}
+
+func benchNodes(b *testing.B) (a, p *node.Node) {
+	lim := node.DefaultLimits()
+	lim.RequestsPerSecond = 0 // measure the pipeline, not the limiter
+	p = meshtest.Node(b, 2, node.WithLimits(lim), node.WithServices(echoService("echo")))
+	a = meshtest.Node(b, 1, node.WithLimits(lim))
+	meshtest.Connect(b, a, p)
+	// Raw echo: length-prefixed frames echoed back on a long-lived stream,
+	// the same shape as meshagent's request stream minus signing and JSON.
+	p.Host().SetStreamHandler(echoProto, func(s network.Stream) {
+		defer s.Close()
+		fr := protocol.NewFrameReader(s, 0)
+		for {
+			f, err := fr.Next()
+			if err != nil {
+				return
+			}
+			if _, err := s.Write(protocol.AppendFrame(nil, f)); err != nil {
+				return
+			}
+		}
+	})
+	return a, p
+}
+
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d []time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d...)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B, name string, elapsed time.Duration) {
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	p50 := l.d[len(l.d)/2]
+	p99 := l.d[len(l.d)*99/100]
+	rps := float64(len(l.d)) / elapsed.Seconds()
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	b.ReportMetric(rps, "req/s")
+	benchResults.Store(name, [3]float64{float64(p50.Microseconds()), float64(p99.Microseconds()), rps})
+}
+
+// echoClient is one caller's stream for the raw echo.
+func echoClient(b *testing.B, a, p *node.Node) (func([]byte) error, func()) {
+	s, err := a.Host().NewStream(meshtest.Context(b, time.Minute), p.ID(), echoProto)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fr := protocol.NewFrameReader(s, 0)
+	frame := protocol.AppendFrame(nil, nil)
+	return func(payload []byte) error {
+			frame = protocol.AppendFrame(frame[:0], payload)
+			if _, err := s.Write(frame); err != nil {
+				return err
+			}
+			got, err := fr.Next()
+			if err != nil {
+				return err
+			}
+			if len(got) != len(payload) {
+				return io.ErrShortBuffer
+			}
+			return nil
+		}, func() {
+			_ = s.Close()
+		}
+}
+
+func BenchmarkRequestResponse(b *testing.B) {
+	a, p := benchNodes(b)
+	payload := benchPayload()
+	signed := func() error {
+		resp, err := a.Call(b.Context(), protocol.CallRequest{To: p.AgentID(), Action: "echo", Params: payload})
+		if err == nil && len(resp.Result) != len(payload) {
+			err = fmt.Errorf("echo returned %d bytes", len(resp.Result))
+		}
+		return err
+	}
+
+	b.Run("serial/raw-echo", func(b *testing.B) {
+		do, done := echoClient(b, a, p)
+		defer done()
+		var l latencies
+		d := make([]time.Duration, 0, b.N)
+		start := time.Now()
+		for b.Loop() {
+			t0 := time.Now()
+			if err := do(payload); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(t0))
+		}
+		l.add(d)
+		l.report(b, "serial/raw-echo", time.Since(start))
+	})
+	b.Run("serial/signed-call", func(b *testing.B) {
+		var l latencies
+		d := make([]time.Duration, 0, b.N)
+		start := time.Now()
+		for b.Loop() {
+			t0 := time.Now()
+			if err := signed(); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(t0))
+		}
+		l.add(d)
+		l.report(b, "serial/signed-call", time.Since(start))
+	})
+	// Concurrent callers: 64 goroutines. The raw echo gets one stream per
+	// goroutine; meshagent multiplexes all calls on one stream per peer.
+	b.Run("parallel/raw-echo", func(b *testing.B) {
+		var l latencies
+		b.SetParallelism(32) // × GOMAXPROCS goroutines
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			do, done := echoClient(b, a, p)
+			defer done()
+			var d []time.Duration
+			for pb.Next() {
+				t0 := time.Now()
+				if err := do(payload); err != nil {
+					b.Error(err)
+					return
+				}
+				d = append(d, time.Since(t0))
+			}
+			l.add(d)
+		})
+		l.report(b, "parallel/raw-echo", time.Since(start))
+	})
+	b.Run("parallel/signed-call", func(b *testing.B) {
+		var l latencies
+		b.SetParallelism(32)
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			var d []time.Duration
+			for pb.Next() {
+				t0 := time.Now()
+				if err := signed(); err != nil {
+					b.Error(err)
+					return
+				}
+				d = append(d, time.Since(t0))
+			}
+			l.add(d)
+		})
+		l.report(b, "parallel/signed-call", time.Since(start))
+	})
+	b.Cleanup(func() { printComparison(b) })
+}
+
+func printComparison(b *testing.B) {
+	get := func(k string) ([3]float64, bool) {
+		v, ok := benchResults.Load(k)
+		if !ok {
+			return [3]float64{}, false
+		}
+		return v.([3]float64), true
+	}
+	for _, mode := range []string{"serial", "parallel"} {
+		raw, ok1 := get(mode + "/raw-echo")
+		sig, ok2 := get(mode + "/signed-call")
+		if !ok1 || !ok2 || raw[0] == 0 {
+			continue
+		}
+		fmt.Fprintf(os.Stdout, "%-8s raw echo p50 %6.0fµs p99 %6.0fµs %8.0f req/s | signed call p50 %6.0fµs p99 %6.0fµs %8.0f req/s | p50 ratio %.2fx",
+			mode, raw[0], raw[1], raw[2], sig[0], sig[1], sig[2], sig[0]/raw[0])
+		fmt.Fprintln(os.Stdout)
+	}
+}
