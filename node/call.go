@@ -272,4 +272,3 @@ func (c *reqConn) readLoop() {
 		}
 	}
 }
-

@@ -309,4 +309,3 @@ func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 		}
 	})
 }
-

@@ -1,0 +1,82 @@
+// Package archtest enforces DESIGN.md's dependency rules, so the layering
+// cannot rot silently.
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/meshagent/meshagent/"
+
+// forbidden maps each package to import-path prefixes it must not depend
+// on, directly or transitively.
+var forbidden = map[string][]string{
+	"sign":     {mod, "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
+	"protocol": {mod + "node", mod + "dht", mod + "pubsub", mod + "relay", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
+	"dht":      {mod + "pubsub", mod + "node", mod + "relay", mod + "cli"},
+	"pubsub":   {mod + "dht", mod + "node", mod + "relay", mod + "cli"},
+	"store":    {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub"},
+	"node":     {mod + "relay", mod + "cli"},
+	"relay":    {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
+}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr)
+	}
+	return strings.Fields(string(out))
+}
+
+func exists(pkg string) bool {
+	cmd := exec.Command("go", "list", "../../"+pkg)
+	return cmd.Run() == nil
+}
+
+func TestImportRules(t *testing.T) {
+	for pkg, bad := range forbidden {
+		if !exists(pkg) {
+			continue
+		}
+		t.Run(pkg, func(t *testing.T) {
+			for _, dep := range goList(t, "-deps", "-f", "{{.ImportPath}}", "../../"+pkg) {
+				if dep == mod+pkg {
+					continue
+				}
+				for _, b := range bad {
+					if strings.HasPrefix(dep, b) {
+						t.Errorf("%s must not depend on %s", pkg, dep)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestNoTestingInProduction checks direct imports: production packages
+// never import testing or the test helpers, and nothing imports cli.
+func TestNoTestingInProduction(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}}:{{join .Imports \",\"}}", "../../...") {
+		pkg, imports, _ := strings.Cut(line, ":")
+		if strings.Contains(pkg, "/internal/") {
+			continue
+		}
+		for _, imp := range strings.Split(imports, ",") {
+			switch {
+			case imp == "testing":
+				t.Errorf("%s imports testing in production code", pkg)
+			case strings.HasPrefix(imp, mod+"internal/meshtest"):
+				t.Errorf("%s imports the test helpers", pkg)
+			case imp == mod+"cli" && pkg != mod+"cmd/meshagent":
+				t.Errorf("%s imports cli; only main may", pkg)
+			}
+		}
+	}
+}
