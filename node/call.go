@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,13 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 	if to == n.id {
 		return n.callSelf(ctx, payload, req.Progress)
 	}
-	frame, err := n.sealFrame(protocol.TypeRequest, to, payload)
+	// Address the envelope with the canonical peer ID string; skip
+	// re-encoding when the caller already gave that form.
+	toStr := strings.TrimSpace(req.To)
+	if !strings.HasPrefix(toStr, "12D3KooW") {
+		toStr = to.String()
+	}
+	frame, err := n.sealFrame(protocol.TypeRequest, toStr, payload)
 	if err != nil {
 		return nil, err
 	}

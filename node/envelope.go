@@ -10,16 +10,19 @@ import (
 	"github.com/meshagent/meshagent/sign"
 )
 
-// sealFrame builds, signs and frames an envelope of type typ for peer to.
-func (n *Node) sealFrame(typ protocol.MessageType, to peer.ID, payload any) ([]byte, error) {
-	e, err := protocol.New(typ, &protocol.Recipient{AgentID: to.String()}, payload)
+// sealFrame builds, signs and frames an envelope of type typ for the agent
+// whose id string is to.
+func (n *Node) sealFrame(typ protocol.MessageType, to string, payload any) ([]byte, error) {
+	e, err := protocol.New(typ, &protocol.Recipient{AgentID: to}, payload)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
 	e.Timestamp = protocol.FormatTime(n.cfg.Now())
 	if typ == protocol.TypeHello || typ == protocol.TypeRequest {
 		e.From.Name = n.cfg.Name
-		e.From.Capabilities = n.capabilityNames()
+		n.mu.RLock()
+		e.From.Capabilities = n.capNames
+		n.mu.RUnlock()
 	}
 	body, sig, err := protocol.Seal(n.signer, e)
 	if err != nil {
@@ -51,7 +54,7 @@ func (n *Node) openFrame(frame []byte, remote peer.ID) (*protocol.Envelope, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := n.replay.Check(remote.String(), e.ID, ts, n.cfg.Now()); err != nil {
+	if err := n.replay.Check(string(remote), e.ID, ts, n.cfg.Now()); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
 	return e, nil

@@ -35,7 +35,7 @@ func (n *Node) sayHello(p peer.ID) {
 	}
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(n.cfg.Limits.IOTimeout))
-	frame, err := n.sealFrame(protocol.TypeHello, p, n.helloPayload())
+	frame, err := n.sealFrame(protocol.TypeHello, p.String(), n.helloPayload())
 	if err != nil {
 		n.log.Error("hello: seal", "err", err)
 		_ = s.Reset()
@@ -78,7 +78,7 @@ func (n *Node) handleHello(s network.Stream) {
 		_ = s.Reset()
 		return
 	}
-	frame, err := n.sealFrame(protocol.TypeHello, p, n.helloPayload())
+	frame, err := n.sealFrame(protocol.TypeHello, p.String(), n.helloPayload())
 	if err != nil {
 		_ = s.Reset()
 		return

@@ -47,6 +47,7 @@ type Node struct {
 	mu       sync.RWMutex
 	closed   bool
 	services map[string]*service
+	capNames []string // sorted names of services, for envelopes' from.capabilities
 	peers    map[peer.ID]*peerState
 	conns    map[peer.ID]*reqConn
 	inbound  map[network.Stream]struct{}

@@ -81,12 +81,9 @@ func (n *Node) Capabilities() []protocol.Capability {
 }
 
 func (n *Node) capabilityNames() []string {
-	caps := n.Capabilities()
-	names := make([]string, len(caps))
-	for i, c := range caps {
-		names[i] = c.Name
-	}
-	return names
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return slices.Clone(n.capNames)
 }
 
 // SetServices replaces the capabilities this node offers and announces the
@@ -127,8 +124,14 @@ func (n *Node) setServices(ss []Service) error {
 		}
 		m[s.Capability.Name] = cs
 	}
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	n.mu.Lock()
 	n.services = m
+	n.capNames = names
 	n.mu.Unlock()
 	return nil
 }

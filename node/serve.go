@@ -19,6 +19,7 @@ type serverStream struct {
 	n      *Node
 	s      network.Stream
 	remote peer.ID
+	remStr string // remote.String(), computed once per stream
 	wmu    sync.Mutex
 	slots  chan struct{} // per-stream in-flight bound
 	wg     sync.WaitGroup
@@ -43,7 +44,8 @@ func (n *Node) handleRequestStream(s network.Stream) {
 		n.mu.Unlock()
 	}()
 
-	ss := &serverStream{n: n, s: s, remote: s.Conn().RemotePeer(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
+	remote := s.Conn().RemotePeer()
+	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
 	lim := n.cfg.Limits
 	fr := protocol.NewFrameReader(s, lim.MaxFrameSize)
 	for {
@@ -152,7 +154,7 @@ func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) 
 }
 
 func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
-	frame, err := ss.n.sealFrame(typ, ss.remote, payload)
+	frame, err := ss.n.sealFrame(typ, ss.remStr, payload)
 	if err != nil {
 		ss.n.log.Error("seal response", "remote_peer", ss.remote, "err", err)
 		return err
