@@ -99,9 +99,9 @@ func Detach(doc []byte) (body, sig []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &obj); err != nil {
-		return nil, nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	obj, err := decodeObject(canon)
+	if err != nil {
+		return nil, nil, err
 	}
 	rawSig, ok := obj[SignatureField]
 	if !ok {
@@ -125,9 +125,14 @@ func Detach(doc []byte) (body, sig []byte, err error) {
 // of an object without "signature") with the signature member added, still
 // canonical.
 func Attach(body, sig []byte) ([]byte, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	// A body that is not canonical would be re-encoded below, and the
+	// result would no longer carry the bytes sig was made over.
+	if err := CheckCanonical(body); err != nil {
+		return nil, err
+	}
+	obj, err := decodeObject(body)
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := obj[SignatureField]; ok {
 		return nil, fmt.Errorf("%w: body already has a %q member", ErrInvalidJSON, SignatureField)
@@ -144,9 +149,9 @@ func (s *Signer) SignJSON(doc []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &obj); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	obj, err := decodeObject(canon)
+	if err != nil {
+		return nil, err
 	}
 	delete(obj, SignatureField)
 	body, err := canonicalObject(obj)
@@ -154,6 +159,16 @@ func (s *Signer) SignJSON(doc []byte) ([]byte, error) {
 		return nil, err
 	}
 	return Attach(body, s.Sign(body))
+}
+
+// decodeObject decodes canonical JSON that must be an object. json.Unmarshal
+// alone accepts null, leaving a nil map.
+func decodeObject(canon []byte) (map[string]json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	}
+	return obj, nil
 }
 
 func canonicalObject(obj map[string]json.RawMessage) ([]byte, error) {
