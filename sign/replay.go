@@ -3,6 +3,7 @@ package sign
 import (
 	"container/heap"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -51,7 +52,9 @@ func (g *ReplayGuard) Check(sender, id string, ts, now time.Time) error {
 	if d := now.Sub(ts); d > g.window || d < -g.window {
 		return fmt.Errorf("%w: timestamp %s is %s away from now (allowed ±%s)", ErrStale, ts.UTC().Format(time.RFC3339), d.Round(time.Second), g.window)
 	}
-	key := sender + "\x00" + id
+	// Length-prefixed, so that no two (sender, id) pairs share a key even
+	// when either contains the separator (raw peer IDs contain NUL bytes).
+	key := strconv.Itoa(len(sender)) + ":" + sender + id
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// Forget what can no longer be replayed: older than the window.
