@@ -134,11 +134,53 @@ func MarshalCanonical(v any) ([]byte, error) {
 
 // Time parses the envelope's timestamp.
 func (e *Envelope) Time() (time.Time, error) {
+	if !isRFC3339(e.Timestamp) {
+		return time.Time{}, Errorf(CodeInvalidMessage, "timestamp %q is not RFC 3339", truncate(e.Timestamp, 40))
+	}
 	t, err := time.Parse(time.RFC3339Nano, e.Timestamp)
 	if err != nil {
 		return time.Time{}, Errorf(CodeInvalidMessage, "timestamp %q is not RFC 3339", truncate(e.Timestamp, 40))
 	}
 	return t, nil
+}
+
+// isRFC3339 checks the syntax YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM).
+// time.Parse alone also accepts a one-digit hour, a comma before the
+// fraction and offsets up to ±99:59, which other implementations refuse.
+func isRFC3339(s string) bool {
+	digits := func(i, n int) bool {
+		if i+n > len(s) {
+			return false
+		}
+		for _, c := range []byte(s[i : i+n]) {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	if len(s) < len("2006-01-02T15:04:05Z") || !digits(0, 4) || s[4] != '-' || !digits(5, 2) || s[7] != '-' ||
+		!digits(8, 2) || s[10] != 'T' || !digits(11, 2) || s[13] != ':' || !digits(14, 2) || s[16] != ':' || !digits(17, 2) {
+		return false
+	}
+	i := 19
+	if s[i] == '.' {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	switch {
+	case s[i:] == "Z":
+		return true
+	case len(s)-i != 6 || (s[i] != '+' && s[i] != '-') || !digits(i+1, 2) || s[i+3] != ':' || !digits(i+4, 2):
+		return false
+	}
+	return s[i+1:i+3] <= "23" && s[i+4:i+6] <= "59"
 }
 
 // Validate checks the structure every receiver relies on. It does not check
