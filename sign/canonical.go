@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -127,7 +128,13 @@ func (c *checker) object(depth int) error {
 		c.i++
 		return nil
 	}
-	var keys [][]byte // raw key bytes (ASCII without escapes) or decoded
+	var (
+		n      int    // members so far
+		prev   []byte // the previous key: raw bytes (ASCII without escapes) or decoded
+		small  [foldLinearMax][]byte
+		keys   = small[:0] // the keys so far, while the object is small
+		folded map[string][]byte
+	)
 	for {
 		if c.i >= len(c.b) || c.b[c.i] != '"' {
 			return c.fail("expected a string key")
@@ -141,22 +148,44 @@ func (c *checker) object(depth int) error {
 		if !simple {
 			key = decodeString(raw)
 		}
-		if n := len(keys); n > 0 {
-			if cmp := compareUTF16(keys[n-1], key, simple && isASCII(keys[n-1])); cmp >= 0 {
+		if n > 0 {
+			if cmp := compareUTF16(prev, key, simple && isASCII(prev)); cmp >= 0 {
 				c.i = start
 				if cmp == 0 {
 					return c.fail(fmt.Sprintf("duplicate key %q", key))
 				}
 				return c.fail(fmt.Sprintf("key %q out of order", key))
 			}
+		}
+		// Keys equal under case folding need not be adjacent in sorted
+		// order ("B" sorts between "A" and "a"). Small objects compare
+		// linearly; larger ones switch to a set of folded keys, so that an
+		// object with many members costs linear time, not quadratic.
+		if folded == nil && len(keys) < foldLinearMax {
 			for _, k := range keys {
 				if bytes.EqualFold(k, key) {
 					c.i = start
 					return c.fail(fmt.Sprintf("keys %q and %q differ only in case", k, key))
 				}
 			}
+			keys = append(keys, key)
+		} else {
+			if folded == nil {
+				folded = make(map[string][]byte, 2*len(keys))
+				for _, k := range keys {
+					folded[string(foldKey(k))] = k
+				}
+				keys = nil
+			}
+			f := foldKey(key)
+			if k, dup := folded[string(f)]; dup {
+				c.i = start
+				return c.fail(fmt.Sprintf("keys %q and %q differ only in case", k, key))
+			}
+			folded[string(f)] = key
 		}
-		keys = append(keys, key)
+		prev = key
+		n++
 		if c.i >= len(c.b) || c.b[c.i] != ':' {
 			return c.fail("expected : (no whitespace allowed)")
 		}
@@ -233,6 +262,41 @@ func (c *checker) str() (raw []byte, simple bool, err error) {
 		}
 	}
 	return nil, false, c.fail("unterminated string")
+}
+
+// foldLinearMax is the number of keys up to which an object's keys are
+// checked for case-folded duplicates by linear comparison.
+const foldLinearMax = 16
+
+// foldKey maps a key to a representative of its class under simple Unicode
+// case folding, the relation of bytes.EqualFold and of encoding/json's
+// case-insensitive key matching: every rune becomes the smallest rune of
+// its folding orbit. The key is valid UTF-8 (checked by str).
+func foldKey(key []byte) []byte {
+	out := make([]byte, 0, len(key))
+	for i := 0; i < len(key); {
+		if ch := key[i]; ch < utf8.RuneSelf {
+			if 'a' <= ch && ch <= 'z' {
+				ch -= 'a' - 'A'
+			}
+			out = append(out, ch)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(key[i:])
+		out = utf8.AppendRune(out, foldRune(r))
+		i += n
+	}
+	return out
+}
+
+// foldRune returns the smallest rune of r's simple case-folding orbit.
+func foldRune(r rune) rune {
+	least := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		least = min(least, f)
+	}
+	return least
 }
 
 func isLowerHex(b byte) bool { return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') }
@@ -346,4 +410,3 @@ func decodeString(raw []byte) []byte {
 	}
 	return out
 }
-
