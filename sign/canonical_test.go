@@ -483,7 +483,7 @@ func TestCheckCanonicalManyKeysIsLinear(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, path string) []byte {
+func readFile(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

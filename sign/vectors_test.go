@@ -378,7 +378,7 @@ func writeVectors(t *testing.T) {
 }
 
 // readVectors returns the vectors in testdata/vectors, positive first.
-func readVectors(t *testing.T) []*vector {
+func readVectors(t testing.TB) []*vector {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(vectorDir, "*.json"))
 	if err != nil || len(paths) == 0 {
