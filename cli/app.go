@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// runState is what one run of the app shares between its hooks and its
+// command: the output streams, the raw arguments and where each flag's
+// value came from.
+type runState struct {
+	stdout io.Writer
+	stderr *lockedWriter
+	// args are the arguments after the program name, as given.
+	args []string
+	// positional are the running command's arguments without its flags
+	// (flags may follow them: `call ID echo --params …`).
+	positional []string
+	// knownFlags holds every flag name of every command: the keys a
+	// config file may use.
+	knownFlags map[string]bool
+	// fromFile maps a flag set by the config file to the file's path.
+	fromFile map[string]string
+}
+
+// errHelpShown ends a run after help was printed on request.
+var errHelpShown = errors.New("help shown")
+
+// NewApp returns the meshagent command-line application. Command output
+// goes to stdout, logs and messages for people to stderr, and input (sign,
+// verify, --params -) is read from the app's Reader (os.Stdin unless
+// replaced). Run it with Main, or with app.RunContext and map the error
+// with the exit code table in the package documentation.
+func NewApp(stdout, stderr io.Writer) *ucli.App {
+	app, _ := newApp(stdout, stderr)
+	return app
+}
+
+// newApp builds the app and returns the state its commands share, which
+// tests inspect.
+func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
+	r := &runState{stdout: stdout, stderr: &lockedWriter{w: stderr}, knownFlags: map[string]bool{}}
+	commands := []*ucli.Command{
+		r.idCommand(),
+		r.nodeCommand(),
+		r.callCommand(),
+		r.peersCommand(),
+		r.signCommand(),
+		r.verifyCommand(),
+	}
+	for _, cmd := range commands {
+		cmd.Flags = append(cmd.Flags, commonFlags()...)
+		cmd.Before = r.commandBefore
+		cmd.OnUsageError = r.onUsageError
+		for _, f := range cmd.Flags {
+			for _, n := range f.Names() {
+				r.knownFlags[n] = true
+			}
+		}
+	}
+	return &ucli.App{
+		Name:  "meshagent",
+		Usage: "a peer-to-peer mesh for autonomous agents",
+		Description: "Every flag can also be set with an environment variable MESHAGENT_<FLAG> " +
+			"(upper case, dashes as underscores) or in a JSON config file (--config, by default " +
+			"DIR/config.json) whose keys are flag names. Flags beat variables, variables beat " +
+			"the file, the file beats defaults.",
+		Version:         version(),
+		Writer:          stdout,
+		ErrWriter:       r.stderr,
+		HideHelpCommand: true,
+		Suggest:         true,
+		Commands:        commands,
+		Before: func(c *ucli.Context) error {
+			r.args = c.Args().Slice()
+			return nil
+		},
+		Action: func(c *ucli.Context) error {
+			if c.Args().Present() {
+				return usageErrorf("unknown command %q; run `meshagent --help` to list commands", c.Args().First())
+			}
+			_ = ucli.ShowAppHelp(c)
+			return usageErrorf("a command is required")
+		},
+		OnUsageError: r.onUsageError,
+		// Main, not urfave/cli, chooses the exit status.
+		ExitErrHandler: func(*ucli.Context, error) {},
+	}, r
+}
+
+// Main runs the meshagent command line and returns the process exit status.
+// SIGINT and SIGTERM cancel the running command (a node shuts down
+// cleanly); a second signal gets the default behaviour and ends the process
+// at once.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // restore default handling: a second signal kills the process
+	}()
+	return run(ctx, NewApp(os.Stdout, os.Stderr), args)
+}
+
+// run runs app with args and turns its error into a message on the app's
+// error stream and an exit status.
+func run(ctx context.Context, app *ucli.App, args []string) int {
+	err := app.RunContext(ctx, args)
+	if err == nil || errors.Is(err, errHelpShown) {
+		return ExitOK
+	}
+	code := exitStatus(err)
+	if code == ExitInterrupted {
+		fmt.Fprintln(app.ErrWriter, "meshagent: interrupted")
+	} else {
+		fmt.Fprintf(app.ErrWriter, "meshagent: %v\n", err)
+	}
+	return code
+}
+
+// commandBefore runs before each command: it picks up flags given after the
+// command's arguments, then applies the config file.
+func (r *runState) commandBefore(c *ucli.Context) error {
+	if err := r.parseTrailingFlags(c); err != nil {
+		return err
+	}
+	return r.before(c)
+}
+
+// parseTrailingFlags lets flags follow positional arguments, as in
+// `meshagent call ID echo --params '{}'` (urfave/cli v2 stops parsing flags
+// at the first argument). It sets those flags on the context and keeps the
+// rest as the command's positional arguments. "--" ends flag parsing.
+func (r *runState) parseTrailingFlags(c *ucli.Context) error {
+	args := c.Args().Slice()
+	r.positional = r.positional[:0]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			r.positional = append(r.positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			r.positional = append(r.positional, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "help" || name == "h" {
+			_ = ucli.ShowCommandHelp(c.Lineage()[1], c.Command.Name)
+			return errHelpShown
+		}
+		f := lookupFlag(c.Command.Flags, name)
+		if f == nil {
+			return usageErrorf("flag provided but not defined: %s; run `meshagent %s --help` for usage", a, c.Command.Name)
+		}
+		if _, isBool := f.(*ucli.BoolFlag); isBool {
+			if !hasValue {
+				value = "true"
+			}
+		} else if !hasValue {
+			if i+1 >= len(args) {
+				return usageErrorf("flag needs an argument: %s", a)
+			}
+			i++
+			value = args[i]
+		}
+		if err := c.Set(name, value); err != nil {
+			return usageErrorf("invalid value %q for flag --%s: %v", value, name, err)
+		}
+	}
+	return nil
+}
+
+// onUsageError turns a flag parsing error into a usage error that says how
+// to get help.
+func (r *runState) onUsageError(c *ucli.Context, err error, isSubcommand bool) error {
+	name := "meshagent"
+	if c.Command != nil && c.Command.Name != "" {
+		name += " " + c.Command.Name
+	}
+	return usageErrorf("%v; run `%s --help` for usage", err, name)
+}
+
+// version is the module version the binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/sign"
+)
+
+const (
+	defaultCallTimeout = 30 * time.Second
+	// apiGrace is how much longer than --timeout the client waits for the
+	// node, so that the node's TIMEOUT (with its message) arrives first.
+	apiGrace = 5 * time.Second
+	// maxParamsSize bounds --params read from a file or stdin.
+	maxParamsSize = protocol.DefaultMaxFrameSize
+)
+
+func (r *runState) callCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "call",
+		Usage:     "call a capability of an agent through the local node",
+		ArgsUsage: "AGENT_ID CAPABILITY",
+		Description: "Sends a signed request through the local node's API (--api) and prints the final " +
+			"result as indented JSON; in-progress results go to stderr. With --json, each response " +
+			"payload is one line on stdout, the final one last, and a failure prints the error object " +
+			"{\"code\",\"message\",\"details\"}. Each AgentProtocol error code has its own exit status " +
+			"(see `meshagent --help`).",
+		Flags: []ucli.Flag{
+			stringFlag(flagParams, "", "the capability's params: a JSON object, @FILE to read one from a file, or - for stdin"),
+			durationFlag(flagTimeout, defaultCallTimeout, "how long to wait for the final response"),
+			apiFlag(),
+			jsonFlag("print response payloads as JSON lines"),
+		},
+		Action: r.runCall,
+	}
+}
+
+func (r *runState) runCall(c *ucli.Context) error {
+	if len(r.positional) != 2 {
+		return usageErrorf("call needs AGENT_ID and CAPABILITY, e.g. `meshagent call 12D3KooW… echo --params '{\"text\":\"hi\"}'`")
+	}
+	agent, capability := r.positional[0], r.positional[1]
+	if _, err := sign.ParseAgentID(agent); err != nil {
+		return usageErrorf("AGENT_ID %q is not an agent id (%v); use an id printed by `meshagent id` or `meshagent peers`", agent, err)
+	}
+	if err := (&protocol.Capability{Name: capability}).Validate(); err != nil {
+		return usageErrorf("CAPABILITY %q: %v", capability, protocol.AsError(err).Message)
+	}
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	params, err := r.readParams(c)
+	if err != nil {
+		return err
+	}
+	timeout, err := r.positiveDuration(c, flagTimeout)
+	if err != nil {
+		return err
+	}
+	addr, err := r.apiClientAddr(c)
+	if err != nil {
+		return err
+	}
+	asJSON := c.Bool(flagJSON)
+
+	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
+	defer cancel()
+	cl, err := dialAPI(ctx, addr)
+	if err != nil {
+		return r.apiError(c, addr, err)
+	}
+	defer cl.Close()
+
+	var outMu sync.Mutex // progress arrives on the client's reader goroutine
+	progress := func(resp *protocol.Response) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		if asJSON {
+			_ = writeJSONLine(r.stdout, resp)
+			return
+		}
+		r.stderr.printf("in progress: %s\n", compactJSON(resp.Result))
+	}
+	resp, err := cl.MeshCall(ctx, protocol.CallRequest{To: agent, Action: capability, Params: params, Timeout: timeout}, progress)
+	outMu.Lock()
+	defer outMu.Unlock()
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			if asJSON {
+				_ = writeJSONLine(r.stdout, pe)
+			}
+			return protocolExit("call", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	if asJSON {
+		return writeJSONLine(r.stdout, resp)
+	}
+	return writePrettyJSON(r.stdout, resp.Result)
+}
+
+// readParams reads --params: a JSON object given inline, @FILE, or - for
+// stdin. An empty value sends no params.
+func (r *runState) readParams(c *ucli.Context) (json.RawMessage, error) {
+	v := c.String(flagParams)
+	var raw []byte
+	switch {
+	case strings.TrimSpace(v) == "":
+		return nil, nil
+	case v == "-":
+		b, err := io.ReadAll(io.LimitReader(c.App.Reader, maxParamsSize+1))
+		if err != nil {
+			return nil, exitErrorf(ExitFailure, "--params -: read stdin: %v", err)
+		}
+		raw = b
+	case strings.HasPrefix(v, "@"):
+		b, err := readLimited(expandHome(v[1:]), maxParamsSize)
+		if err != nil {
+			return nil, r.flagError(c, flagParams, "%v", err)
+		}
+		raw = b
+	default:
+		raw = []byte(v)
+	}
+	if len(raw) > maxParamsSize {
+		return nil, r.flagError(c, flagParams, "params are larger than %d bytes", maxParamsSize)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, r.flagError(c, flagParams, "params must be a JSON object, e.g. '{\"text\":\"hi\"}', @params.json or - to read stdin")
+	}
+	canon, err := sign.Canonicalize(raw)
+	if err != nil {
+		return nil, r.flagError(c, flagParams, "params are not valid JSON: %v", err)
+	}
+	return canon, nil
+}
+
+func readLimited(path string, limit int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, int64(limit)+1))
+}
+
+// apiClientAddr validates --api for the client commands.
+func (r *runState) apiClientAddr(c *ucli.Context) (string, error) {
+	v := strings.TrimSpace(c.String(flagAPI))
+	if v == "" || strings.EqualFold(v, "off") {
+		return "", r.flagError(c, flagAPI, "%s needs the local API of a running node; pass --api ADDR (the node's default is %s)", c.Command.Name, defaultAPIAddr)
+	}
+	if _, err := r.apiHostPort(c, v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// apiError explains a failure to use the local API.
+func (r *runState) apiError(c *ucli.Context, addr string, err error) error {
+	switch {
+	case errors.Is(err, relay.ErrNoServer):
+		hint := "pass --api"
+		if addr != defaultAPIAddr {
+			hint = "check --api (from " + r.source(c, flagAPI) + ")"
+		}
+		return exitErrorf(ExitFailure, "no meshagent node is listening on %s: start one with `meshagent node`, or %s", addr, hint)
+	case c.Context.Err() != nil:
+		return context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return protocolExit(c.Command.Name, protocol.Errorf(protocol.CodeTimeout, "the node at %s did not answer in time", addr))
+	}
+	return exitErrorf(ExitFailure, "%s: local API at %s: %v", c.Command.Name, addr, err)
+}
+
+// compactJSON renders a JSON value on one line for people.
+func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Compact(&buf, raw) != nil {
+		return fmt.Sprintf("%s", raw)
+	}
+	return buf.String()
+}

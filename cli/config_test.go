@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// resolveNodeFlags runs `meshagent node args…` with the node replaced by
+// flag resolution, and returns the settings it resolved.
+func resolveNodeFlags(t *testing.T, args ...string) (*nodeSettings, result) {
+	t.Helper()
+	var out, errb syncBuffer
+	app, r := newApp(&out, &errb)
+	var got *nodeSettings
+	app.Command("node").Action = func(c *ucli.Context) error {
+		s, err := r.resolveNode(c)
+		got = s
+		return err
+	}
+	code := run(context.Background(), app, append([]string{"meshagent", "node"}, args...))
+	return got, result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func addrStrings(s *nodeSettings) []string {
+	var out []string
+	for _, m := range s.listen {
+		out = append(out, m.String())
+	}
+	return out
+}
+
+// TestConfigPrecedence checks flags > environment > config file > defaults
+// for string, list, bool and duration flags, and how the file is found.
+func TestConfigPrecedence(t *testing.T) {
+	const fileConf = `{"api": "127.0.0.1:7001", "listen": ["/ip4/127.0.0.1/tcp/7101"], "no-mdns": true,
+		"shutdown-timeout": "3s", "name": "from-file", "key": "file.key"}`
+	const otherConf = `{"api": "127.0.0.1:7009", "name": "other-file"}`
+
+	type want struct {
+		api      string
+		listen   []string
+		mdns     bool
+		shutdown time.Duration
+		name     string
+		key      string // relative to the data dir unless absolute
+	}
+	defaults := want{api: "127.0.0.1:7892", mdns: true, shutdown: 10 * time.Second, key: "identity.key"}
+	fromFile := want{api: "127.0.0.1:7001", listen: []string{"/ip4/127.0.0.1/tcp/7101"}, shutdown: 3 * time.Second, name: "from-file", key: "file.key"}
+
+	for _, tc := range []struct {
+		name    string
+		conf    string            // DIR/config.json, if set
+		other   string            // DIR/other.json, if set
+		env     map[string]string // values may use {dir}
+		args    []string          // may use {dir}
+		want    want
+		noDirFl bool // do not pass --data (MESHAGENT_DATA sets it)
+	}{
+		{name: "defaults", want: defaults},
+		{name: "file", conf: fileConf, want: fromFile},
+		{
+			name: "env beats file",
+			conf: fileConf,
+			env: map[string]string{
+				"MESHAGENT_API":       "127.0.0.1:7002",
+				"MESHAGENT_LISTEN":    "/ip4/127.0.0.1/tcp/7102,/ip4/127.0.0.1/udp/7102/quic-v1",
+				"MESHAGENT_NO_MDNS":   "false",
+				"MESHAGENT_NAME":      "from-env",
+				"MESHAGENT_KEY":       "{dir}/env.key",
+				"MESHAGENT_LOG_LEVEL": "debug",
+			},
+			want: want{api: "127.0.0.1:7002", listen: []string{"/ip4/127.0.0.1/tcp/7102", "/ip4/127.0.0.1/udp/7102/quic-v1"},
+				mdns: true, shutdown: 3 * time.Second, name: "from-env", key: "env.key"},
+		},
+		{
+			name: "flags beat env and file",
+			conf: fileConf,
+			env:  map[string]string{"MESHAGENT_API": "127.0.0.1:7002", "MESHAGENT_LISTEN": "/ip4/127.0.0.1/tcp/7102", "MESHAGENT_SHUTDOWN_TIMEOUT": "4s"},
+			args: []string{"--api", "127.0.0.1:7003", "--listen", "/ip4/127.0.0.1/tcp/7103", "--listen", "/ip4/127.0.0.1/tcp/7104",
+				"--no-mdns=false", "--shutdown-timeout", "5s", "--name", "from-flag", "--key", "{dir}/flag.key"},
+			want: want{api: "127.0.0.1:7003", listen: []string{"/ip4/127.0.0.1/tcp/7103", "/ip4/127.0.0.1/tcp/7104"},
+				mdns: true, shutdown: 5 * time.Second, name: "from-flag", key: "flag.key"},
+		},
+		{
+			name: "env empty string beats file",
+			conf: fileConf,
+			env:  map[string]string{"MESHAGENT_NAME": "", "MESHAGENT_API": "off"},
+			want: want{api: "", listen: fromFile.listen, shutdown: 3 * time.Second, name: "", key: "file.key"},
+		},
+		{
+			name:  "--config names another file",
+			conf:  fileConf,
+			other: otherConf,
+			args:  []string{"--config", "{dir}/other.json"},
+			want:  want{api: "127.0.0.1:7009", mdns: true, shutdown: 10 * time.Second, name: "other-file", key: "identity.key"},
+		},
+		{
+			name:  "MESHAGENT_CONFIG names another file",
+			conf:  fileConf,
+			other: otherConf,
+			env:   map[string]string{"MESHAGENT_CONFIG": "{dir}/other.json"},
+			want:  want{api: "127.0.0.1:7009", mdns: true, shutdown: 10 * time.Second, name: "other-file", key: "identity.key"},
+		},
+		{
+			name: "--config empty disables the default file",
+			conf: fileConf,
+			args: []string{"--config", ""},
+			want: defaults,
+		},
+		{
+			name:    "MESHAGENT_DATA locates the file",
+			conf:    fileConf,
+			env:     map[string]string{"MESHAGENT_DATA": "{dir}"},
+			noDirFl: true,
+			want:    fromFile,
+		},
+		{
+			name: "flags after a flag-less command still parse",
+			conf: fileConf,
+			args: []string{"--name=eq-form"},
+			want: want{api: fromFile.api, listen: fromFile.listen, shutdown: fromFile.shutdown, name: "eq-form", key: "file.key"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sub := func(s string) string { return strings.ReplaceAll(s, "{dir}", dir) }
+			if tc.conf != "" {
+				writeFile(t, filepath.Join(dir, "config.json"), tc.conf)
+			}
+			if tc.other != "" {
+				writeFile(t, filepath.Join(dir, "other.json"), tc.other)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, sub(v))
+			}
+			var args []string
+			if !tc.noDirFl {
+				args = append(args, "--data", dir)
+			}
+			for _, a := range tc.args {
+				args = append(args, sub(a))
+			}
+			s, res := resolveNodeFlags(t, args...)
+			res.wantCode(t, ExitOK)
+			wantKey := tc.want.key
+			if !filepath.IsAbs(wantKey) {
+				wantKey = filepath.Join(dir, wantKey)
+			}
+			// (a relative path in the file is relative to the file's directory)
+			got := want{api: s.api, listen: addrStrings(s), mdns: s.mdns, shutdown: s.shutdownTimeout, name: s.name, key: s.keyPath}
+			tc.want.key = wantKey
+			if got.api != tc.want.api || !slices.Equal(got.listen, tc.want.listen) || got.mdns != tc.want.mdns ||
+				got.shutdown != tc.want.shutdown || got.name != tc.want.name || got.key != tc.want.key {
+				t.Errorf("resolved\n  %+v\nwant\n  %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFlagValidation checks that every invalid value is a usage error that
+// names the flag and where its value came from.
+func TestFlagValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		conf string
+		env  map[string]string
+		args []string
+		msgs []string
+	}{
+		{name: "bad listen flag", args: []string{"--listen", "/ip4/nope/tcp/1"}, msgs: []string{"invalid --listen:", `"/ip4/nope/tcp/1" is not a multiaddr`}},
+		{name: "bad listen env", env: map[string]string{"MESHAGENT_LISTEN": "tcp://x"}, msgs: []string{"invalid --listen (from MESHAGENT_LISTEN)"}},
+		{name: "bad listen in file", conf: `{"listen": ["nope"]}`, msgs: []string{`invalid --listen (from key "listen" in`, "config.json"}},
+		{name: "bootstrap without peer id", args: []string{"--bootstrap", "/ip4/127.0.0.1/tcp/4001"}, msgs: []string{"invalid --bootstrap", "does not end in /p2p/<agent id>"}},
+		{name: "public api refused", args: []string{"--api", "0.0.0.0:7892"}, msgs: []string{"invalid --api", "not a loopback address", "--api-public"}},
+		{name: "empty api host refused", args: []string{"--api", ":7892"}, msgs: []string{"not a loopback address"}},
+		{name: "api not host:port", args: []string{"--api", "localhost"}, msgs: []string{"invalid --api", "is not host:port"}},
+		{name: "api port out of range", args: []string{"--api", "127.0.0.1:70000"}, msgs: []string{"port out of range"}},
+		{name: "negative shutdown timeout", args: []string{"--shutdown-timeout", "-1s"}, msgs: []string{"invalid --shutdown-timeout", "not a positive duration"}},
+		{name: "shutdown timeout not a duration", env: map[string]string{"MESHAGENT_SHUTDOWN_TIMEOUT": "soon"}, msgs: []string{"MESHAGENT_SHUTDOWN_TIMEOUT"}},
+		{name: "bad log level", args: []string{"--log-level", "loud"}, msgs: []string{"invalid --log-level", "debug, info, warn or error"}},
+		{name: "bad log format", env: map[string]string{"MESHAGENT_LOG_FORMAT": "xml"}, msgs: []string{"invalid --log-format (from MESHAGENT_LOG_FORMAT)"}},
+		{name: "missing capabilities file", args: []string{"--capabilities", "/nonexistent/caps.json"}, msgs: []string{"invalid --capabilities", "caps.json"}},
+		{name: "bad bool env", env: map[string]string{"MESHAGENT_NO_MDNS": "maybe"}, msgs: []string{"MESHAGENT_NO_MDNS"}},
+		{name: "unknown file key", conf: `{"apii": "x"}`, msgs: []string{`unknown key "apii"`, "api"}},
+		{name: "file cannot name a file", conf: `{"config": "x.json"}`, msgs: []string{"cannot name another"}},
+		{name: "wrong type in file", conf: `{"no-mdns": "yes"}`, msgs: []string{`key "no-mdns": must be true or false`}},
+		{name: "number as duration in file", conf: `{"shutdown-timeout": 5}`, msgs: []string{`must be a duration string`}},
+		{name: "file not an object", conf: `["api"]`, msgs: []string{"must be a JSON object"}},
+		{name: "explicit config missing", args: []string{"--config", "/nonexistent/meshagent.json"}, msgs: []string{"invalid --config", "/nonexistent/meshagent.json"}},
+		{name: "unexpected argument", args: []string{"extra"}, msgs: []string{`unexpected argument "extra"`}},
+		{name: "unknown flag", args: []string{"--nope"}, msgs: []string{"flag provided but not defined", "meshagent node --help"}},
+		{name: "unknown trailing flag", args: []string{"--name", "x", "arg", "--nope"}, msgs: []string{"flag provided but not defined: --nope"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.conf != "" {
+				writeFile(t, filepath.Join(dir, "config.json"), tc.conf)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, res := resolveNodeFlags(t, append([]string{"--data", dir}, tc.args...)...)
+			res.wantCode(t, ExitUsage)
+			res.wantStderr(t, tc.msgs...)
+		})
+	}
+
+	t.Run("public api allowed with --api-public", func(t *testing.T) {
+		s, res := resolveNodeFlags(t, "--data", t.TempDir(), "--api", "0.0.0.0:7892", "--api-public")
+		res.wantCode(t, ExitOK)
+		if s.api != "0.0.0.0:7892" {
+			t.Errorf("api = %q", s.api)
+		}
+	})
+	t.Run("api off", func(t *testing.T) {
+		for _, v := range []string{"off", "OFF", ""} {
+			s, res := resolveNodeFlags(t, "--data", t.TempDir(), "--api", v)
+			res.wantCode(t, ExitOK)
+			if s.api != "" {
+				t.Errorf("--api %q: api = %q, want off", v, s.api)
+			}
+		}
+	})
+}

@@ -1,0 +1,103 @@
+// Package cli is meshagent's command line: the commands, their flags,
+// environment variables and config file, output formatting, logging setup,
+// signal handling and exit statuses. It is the only package that prints to
+// stdout or chooses an exit status; cmd/meshagent is just
+// os.Exit(cli.Main(os.Args)).
+//
+// # Commands
+//
+//	meshagent id [--key PATH] [--json]
+//	meshagent node [--key PATH] [--data DIR] [--listen MULTIADDR]... [--bootstrap MULTIADDR]...
+//	               [--name NAME] [--capabilities FILE] [--api ADDR] [--api-public] [--no-mdns]
+//	               [--shutdown-timeout D] [--json]
+//	meshagent call AGENT_ID CAPABILITY [--params JSON|@FILE|-] [--timeout D] [--api ADDR] [--json]
+//	meshagent peers [--api ADDR] [--json]
+//	meshagent sign [--key PATH] < envelope.json
+//	meshagent verify < signed.json
+//
+// Every command also takes --config, --data, --log-level (debug, info,
+// warn, error; default info) and --log-format (text, json; default text).
+// Logs go to stderr; results go to stdout. Flags may follow a command's
+// arguments (`meshagent call ID echo --params '{}'`); "--" ends the flags.
+//
+// `meshagent node` prints one line on stdout once it is running, so that
+// scripts can read its agent id and addresses:
+//
+//	node <agent id> addrs <multiaddr>[,<multiaddr>...] api <host:port|off>
+//
+// or with --json: {"agentId","publicKey","addrs":[...],"api":"host:port"}
+// ("api" is "" when the API is off). Port 0 in --listen or --api picks a
+// free port; the line says which. SIGINT or SIGTERM stops the node: the
+// local API closes first, then the node, within --shutdown-timeout (exit 0
+// when clean, 1 when it times out); a second signal ends the process at
+// once. SIGHUP reloads --capabilities and announces the new set with a
+// fresh hello; a file that fails to load is logged and the old set kept.
+//
+// `meshagent call` prints the final result as indented JSON; in-progress
+// results go to stderr. With --json every response payload is one line on
+// stdout (in-progress ones first, the final one last, exactly as the agent
+// sent it), and a failure also prints the AgentProtocol error object
+// {"code","message","details"} as one line on stdout before exiting with
+// the code's status.
+//
+// `meshagent sign` sets from.agentId to the key's agent id (refusing an
+// envelope whose from.agentId names another agent) and fills protocol, id
+// and timestamp when they are absent. `meshagent verify` checks the
+// signature, that from.agentId is the signing key, and the envelope's
+// shape; it does not check the timestamp against the clock.
+//
+// # Configuration
+//
+// Each flag can be set, from highest precedence to lowest, by:
+//
+//  1. the flag itself: --api 127.0.0.1:7893
+//  2. an environment variable MESHAGENT_<FLAG>, upper case with dashes as
+//     underscores: MESHAGENT_API, MESHAGENT_DATA, MESHAGENT_KEY,
+//     MESHAGENT_NO_MDNS=true, MESHAGENT_LISTEN=/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1
+//     (lists are comma-separated);
+//  3. the config file: --config PATH, by default DIR/config.json when it
+//     exists, a JSON object whose keys are flag names:
+//     {"api": "127.0.0.1:7893", "listen": ["/ip4/127.0.0.1/tcp/4001"], "no-mdns": true,
+//     "shutdown-timeout": "5s"}. Relative paths in it (key, data,
+//     capabilities) are relative to the file's directory. A key that is no
+//     flag of any command is an error; keys of other commands' flags are
+//     ignored, so one file serves all commands;
+//  4. the default.
+//
+// DIR is --data, by default ~/.meshagent; the identity key defaults to
+// DIR/identity.key, so nodes with different --data directories run side by
+// side. Invalid values are usage errors that name the flag, where its value
+// came from, and what to do.
+//
+// The local API (--api) listens on 127.0.0.1:7892 by default. A node
+// refuses a non-loopback address unless --api-public is given, since
+// anyone who reaches the API can act as the agent. --api off (or "")
+// disables it.
+//
+// libp2p's own logs go to the same stderr in the same format. They are
+// quiet (errors only) unless --log-level is debug; GOLOG_LOG_LEVEL
+// (e.g. "error,swarm2=debug") overrides that per subsystem.
+//
+// # Exit status
+//
+// Each AgentProtocol error code has its own exit status, so scripts can
+// branch without parsing messages:
+//
+//	| status | meaning                                                        |
+//	|--------|----------------------------------------------------------------|
+//	| 0      | success                                                        |
+//	| 1      | any other failure (no node listening, bad key file, I/O error) |
+//	| 2      | usage: unknown command or flag, missing argument, invalid flag |
+//	| 3      | INVALID_MESSAGE: malformed message, or params failing a schema |
+//	| 4      | INVALID_SIGNATURE: bad signature, or agent id/key mismatch     |
+//	| 5      | UNKNOWN_AGENT: the agent is unknown or unreachable             |
+//	| 6      | CAPABILITY_NOT_SUPPORTED: the agent lacks the capability       |
+//	| 7      | TIMEOUT: no final answer in time                               |
+//	| 8      | RATE_LIMITED: the agent is rate-limiting the caller            |
+//	| 9      | INTERNAL_ERROR: the capability or the node failed              |
+//	| 10     | UNAUTHORIZED: the caller is not in authorized_requester_ids    |
+//	| 130    | interrupted (SIGINT or SIGTERM) before a client command ended  |
+//
+// ExitCodeFor returns the status for a code; ExitError carries a status
+// through a command's error.
+package cli

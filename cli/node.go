@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+const defaultShutdownTimeout = 10 * time.Second
+
+// nodeSettings is the validated configuration of `meshagent node`.
+type nodeSettings struct {
+	dataDir         string
+	keyPath         string
+	listen          []ma.Multiaddr
+	bootstrap       []ma.Multiaddr
+	name            string
+	capsPath        string
+	services        []node.Service
+	api             string // "" when the API is off
+	mdns            bool
+	shutdownTimeout time.Duration
+	json            bool
+	log             logSettings
+}
+
+// nodeStarted is the line `meshagent node --json` prints once running.
+type nodeStarted struct {
+	AgentID   string   `json:"agentId"`
+	PublicKey string   `json:"publicKey"`
+	Addrs     []string `json:"addrs"`
+	API       string   `json:"api"`
+}
+
+func (r *runState) nodeCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "node",
+		Usage: "run an agent node until SIGINT or SIGTERM",
+		Description: "Runs a libp2p node whose identity is the agent id, offers the capabilities in " +
+			"--capabilities, and serves the local API (JSON-RPC 2.0 over WebSocket) that `call` and " +
+			"`peers` use. Once running it prints one line on stdout: \"node <agent id> addrs <addr,...> " +
+			"api <addr|off>\", or with --json {\"agentId\",\"publicKey\",\"addrs\",\"api\"}. SIGHUP " +
+			"reloads --capabilities.",
+		Flags: []ucli.Flag{
+			keyFlag(),
+			sliceFlag(flagListen, "`MULTIADDR` to listen on, repeatable (default: TCP and QUIC on all IPv4 interfaces, random ports)"),
+			sliceFlag(flagBootstrap, "peer `MULTIADDR` ending in /p2p/<agent id> to connect to at start, repeatable"),
+			stringFlag(flagName, "", "display `NAME` announced to other agents"),
+			stringFlag(flagCapabilities, "", "capabilities `FILE`: a JSON array of capability objects, each with a \"handler\""),
+			apiFlag(),
+			boolFlag(flagAPIPublic, "allow --api on a non-loopback address (anyone who reaches it can act as this agent)"),
+			boolFlag(flagNoMDNS, "do not discover or announce agents on the local network with mDNS"),
+			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
+			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
+		},
+		Action: r.runNode,
+	}
+}
+
+// resolveNode validates every flag of `meshagent node`.
+func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
+	if err := r.noArgs(c); err != nil {
+		return nil, err
+	}
+	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), json: c.Bool(flagJSON), name: c.String(flagName)}
+	var err error
+	if s.log, err = r.parseLogSettings(c); err != nil {
+		return nil, err
+	}
+	if s.dataDir, err = r.dataDir(c); err != nil {
+		return nil, err
+	}
+	if s.keyPath, err = r.keyPath(c); err != nil {
+		return nil, err
+	}
+	if s.listen, err = r.multiaddrs(c, flagListen, "/ip4/0.0.0.0/tcp/4001"); err != nil {
+		return nil, err
+	}
+	if s.bootstrap, err = r.multiaddrs(c, flagBootstrap, "/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…"); err != nil {
+		return nil, err
+	}
+	for i, m := range s.bootstrap {
+		if _, err := peer.AddrInfoFromP2pAddr(m); err != nil {
+			return nil, r.flagError(c, flagBootstrap, "%q does not end in /p2p/<agent id>; append the peer's agent id, e.g. %s/p2p/12D3KooW…", c.StringSlice(flagBootstrap)[i], m)
+		}
+	}
+	if len(s.name) > protocol.MaxNameLen {
+		return nil, r.flagError(c, flagName, "the name is %d bytes; the limit is %d", len(s.name), protocol.MaxNameLen)
+	}
+	if s.capsPath = expandHome(c.String(flagCapabilities)); s.capsPath != "" {
+		if s.services, err = node.LoadServices(s.capsPath); err != nil {
+			return nil, r.flagError(c, flagCapabilities, "%v", err)
+		}
+	}
+	if s.api, err = r.apiListenAddr(c); err != nil {
+		return nil, err
+	}
+	if s.shutdownTimeout, err = r.positiveDuration(c, flagShutdownTimeout); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// multiaddrs parses a repeatable multiaddr flag.
+func (r *runState) multiaddrs(c *ucli.Context, name, example string) ([]ma.Multiaddr, error) {
+	var out []ma.Multiaddr
+	for _, v := range c.StringSlice(name) {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		m, err := ma.NewMultiaddr(v)
+		if err != nil {
+			return nil, r.flagError(c, name, "%q is not a multiaddr (%v); use a form like %s", v, err, example)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// apiListenAddr validates --api for a node: host:port on a loopback
+// address unless --api-public, or "" for off.
+func (r *runState) apiListenAddr(c *ucli.Context) (string, error) {
+	v := strings.TrimSpace(c.String(flagAPI))
+	if v == "" || strings.EqualFold(v, "off") {
+		return "", nil
+	}
+	host, err := r.apiHostPort(c, v)
+	if err != nil {
+		return "", err
+	}
+	if !c.Bool(flagAPIPublic) && !isLoopback(host) {
+		return "", r.flagError(c, flagAPI, "%s is not a loopback address, and anyone who reaches the local API can act as this agent; "+
+			"use 127.0.0.1:PORT, or add --api-public to expose it on purpose", v)
+	}
+	return v, nil
+}
+
+// apiHostPort checks that v is host:port and returns the host.
+func (r *runState) apiHostPort(c *ucli.Context, v string) (string, error) {
+	host, port, err := net.SplitHostPort(v)
+	if err == nil {
+		var p int
+		if p, err = strconv.Atoi(port); err == nil && (p < 0 || p > 65535) {
+			err = errors.New("port out of range")
+		}
+	}
+	if err != nil {
+		return "", r.flagError(c, flagAPI, "%q is not host:port (%v); use e.g. %s, or off", v, err, defaultAPIAddr)
+	}
+	return host, nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (r *runState) runNode(c *ucli.Context) error {
+	s, err := r.resolveNode(c)
+	if err != nil {
+		return err
+	}
+	// libp2p binds its loggers on their first line: route them before the
+	// host exists.
+	defer routeLibp2pLogs(r.stderr, s.log)()
+	log := s.log.newLogger(r.stderr)
+
+	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+		return r.flagError(c, flagData, "cannot create %s: %v", s.dataDir, err)
+	}
+	key, created, err := loadOrCreateKey(s.keyPath)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("created identity", "path", s.keyPath)
+	}
+	n, err := node.New(
+		node.WithIdentity(key),
+		node.WithListenAddrs(s.listen...),
+		node.WithBootstrap(s.bootstrap...),
+		node.WithName(s.name),
+		node.WithServices(s.services...),
+		node.WithMDNS(s.mdns),
+		node.WithLogger(log),
+	)
+	if err != nil {
+		return exitErrorf(ExitFailure, "start node: %v; check --listen and --bootstrap", err)
+	}
+	var api *apiServer
+	if s.api != "" {
+		if api, err = startAPI(n, s.api, log); err != nil {
+			return errors.Join(err, n.Close())
+		}
+	}
+	// Handle SIGHUP before announcing the node, so that whoever reads the
+	// start line may send it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if err := r.printNodeStarted(n, api, s.json); err != nil {
+		log.Warn("cannot print the start line", "err", err)
+	}
+	var apiFailed <-chan error
+	if api != nil {
+		apiFailed = api.failed
+	}
+	for {
+		select {
+		case <-c.Context.Done():
+			log.Info("shutting down", "timeout", s.shutdownTimeout)
+			return shutdown(n, api, s.shutdownTimeout, log)
+		case <-hup:
+			reloadCapabilities(n, s.capsPath, log)
+		case err := <-apiFailed:
+			log.Error("local API stopped", "err", err)
+			return errors.Join(exitErrorf(ExitFailure, "local API on %s failed: %v", api.addr, err), shutdown(n, api, s.shutdownTimeout, log))
+		}
+	}
+}
+
+func (r *runState) printNodeStarted(n *node.Node, api *apiServer, asJSON bool) error {
+	addrs := make([]string, 0, len(n.Addrs()))
+	for _, a := range n.Addrs() {
+		addrs = append(addrs, a.String())
+	}
+	apiAddr := ""
+	if api != nil {
+		apiAddr = api.addr
+	}
+	if asJSON {
+		return writeJSONLine(r.stdout, nodeStarted{AgentID: n.AgentID(), PublicKey: n.PublicKeyBase64(), Addrs: addrs, API: apiAddr})
+	}
+	_, err := fmt.Fprintf(r.stdout, "node %s addrs %s api %s\n", n.AgentID(), strings.Join(addrs, ","), orOff(apiAddr))
+	return err
+}
+
+func orOff(s string) string {
+	if s == "" {
+		return "off"
+	}
+	return s
+}
+
+// reloadCapabilities replaces the node's capabilities with the file's. A
+// file that does not load leaves the current set in place.
+func reloadCapabilities(n *node.Node, path string, log *slog.Logger) {
+	if path == "" {
+		log.Warn("SIGHUP ignored: there is no --capabilities file to reload")
+		return
+	}
+	services, err := node.LoadServices(path)
+	if err == nil {
+		err = n.SetServices(services)
+	}
+	if err != nil {
+		log.Error("capabilities not reloaded; keeping the current set", "path", path, "err", err)
+		return
+	}
+	log.Info("capabilities reloaded", "path", path, "count", len(services))
+}
+
+// shutdown closes the local API, then the node, within timeout (front door
+// first, network last).
+func shutdown(n *node.Node, api *apiServer, timeout time.Duration, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		var errs []error
+		if api != nil {
+			errs = append(errs, api.close(ctx))
+		}
+		errs = append(errs, n.Close())
+		done <- errors.Join(errs...)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return exitErrorf(ExitFailure, "shutdown: %v", err)
+		}
+		log.Info("stopped")
+		return nil
+	case <-ctx.Done():
+		return exitErrorf(ExitFailure, "shutdown did not finish within %s (--shutdown-timeout)", timeout)
+	}
+}

@@ -1,0 +1,11 @@
+// Command meshagent runs and drives meshagent agent nodes. See package cli
+// for its commands, flags and exit statuses.
+package main
+
+import (
+	"os"
+
+	"github.com/meshagent/meshagent/cli"
+)
+
+func main() { os.Exit(cli.Main(os.Args)) }
