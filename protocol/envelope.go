@@ -121,6 +121,9 @@ func New(typ MessageType, to *Recipient, payload any) (*Envelope, error) {
 
 // MarshalCanonical encodes v as RFC 8785 canonical JSON.
 func MarshalCanonical(v any) ([]byte, error) {
+	if b, ok := fastMarshal(v); ok {
+		return b, nil
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -1,0 +1,203 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/meshagent/meshagent/sign"
+)
+
+// The hand-written encoders below produce the same bytes as
+// MarshalCanonical's general path (the tests compare them), without
+// re-scanning payloads that are already canonical: on the request path
+// the params are checked once, not once per enclosing object.
+
+// maxExactInt is the largest integer a double holds exactly; beyond it the
+// canonical form of a number is not its decimal digits.
+const maxExactInt = 1 << 53
+
+// fastMarshal encodes the payload types of the hot path. ok is false when
+// the value needs the general path.
+func fastMarshal(v any) (out []byte, ok bool) {
+	switch p := v.(type) {
+	case *Request:
+		if !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
+			return nil, false
+		}
+		b := make([]byte, 0, 64+len(p.Action)+len(p.CorrelationID)+len(p.Params))
+		b = append(b, `{"action":`...)
+		if b, ok = appendString(b, p.Action); !ok {
+			return nil, false
+		}
+		b = append(b, `,"correlationId":`...)
+		if b, ok = appendString(b, p.CorrelationID); !ok {
+			return nil, false
+		}
+		if len(p.Params) > 0 {
+			b = append(b, `,"params":`...)
+			b = append(b, p.Params...)
+		}
+		if p.Timeout != 0 {
+			b = append(b, `,"timeout":`...)
+			b = strconv.AppendInt(b, p.Timeout, 10)
+		}
+		return append(b, '}'), true
+	case *Response:
+		if !rawCanonical(p.Result) {
+			return nil, false
+		}
+		b := make([]byte, 0, 64+len(p.CorrelationID)+len(p.Result))
+		b = append(b, `{"correlationId":`...)
+		if b, ok = appendString(b, p.CorrelationID); !ok {
+			return nil, false
+		}
+		if len(p.Result) > 0 {
+			b = append(b, `,"result":`...)
+			b = append(b, p.Result...)
+		}
+		b = append(b, `,"status":`...)
+		if b, ok = appendString(b, string(p.Status)); !ok {
+			return nil, false
+		}
+		return append(b, '}'), true
+	case *Envelope:
+		return p.appendCanonical()
+	}
+	return nil, false
+}
+
+// rawCanonical reports whether raw is absent or canonical JSON.
+func rawCanonical(raw json.RawMessage) bool {
+	return len(raw) == 0 || sign.CheckCanonical(raw) == nil
+}
+
+// appendCanonical encodes the envelope with the field order and omitempty
+// rules of its struct tags.
+func (e *Envelope) appendCanonical() ([]byte, bool) {
+	if !rawCanonical(e.Payload) || !rawCanonical(e.Metadata) || len(e.Payload) == 0 {
+		return nil, false
+	}
+	b := make([]byte, 0, 256+len(e.Payload)+len(e.Metadata))
+	ok := true
+	b = append(b, `{"from":{"agentId":`...)
+	if b, ok = appendString(b, e.From.AgentID); !ok {
+		return nil, false
+	}
+	if len(e.From.Capabilities) > 0 {
+		b = append(b, `,"capabilities":[`...)
+		for i, c := range e.From.Capabilities {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, ok = appendString(b, c); !ok {
+				return nil, false
+			}
+		}
+		b = append(b, ']')
+	}
+	if e.From.Name != "" {
+		b = append(b, `,"name":`...)
+		if b, ok = appendString(b, e.From.Name); !ok {
+			return nil, false
+		}
+	}
+	b = append(b, `},"id":`...)
+	if b, ok = appendString(b, e.ID); !ok {
+		return nil, false
+	}
+	if len(e.Metadata) > 0 {
+		b = append(b, `,"metadata":`...)
+		b = append(b, e.Metadata...)
+	}
+	b = append(b, `,"payload":`...)
+	b = append(b, e.Payload...)
+	b = append(b, `,"protocol":`...)
+	if b, ok = appendString(b, e.Protocol); !ok {
+		return nil, false
+	}
+	if e.Signature != "" {
+		b = append(b, `,"signature":`...)
+		if b, ok = appendString(b, e.Signature); !ok {
+			return nil, false
+		}
+	}
+	b = append(b, `,"timestamp":`...)
+	if b, ok = appendString(b, e.Timestamp); !ok {
+		return nil, false
+	}
+	if e.To != nil {
+		b = append(b, `,"to":{`...)
+		comma := false
+		if e.To.AgentID != "" {
+			b = append(b, `"agentId":`...)
+			if b, ok = appendString(b, e.To.AgentID); !ok {
+				return nil, false
+			}
+			comma = true
+		}
+		if comma {
+			b = append(b, ',')
+		}
+		b = append(b, `"broadcast":`...)
+		b = strconv.AppendBool(b, e.To.Broadcast)
+		if e.To.Topic != "" {
+			b = append(b, `,"topic":`...)
+			if b, ok = appendString(b, e.To.Topic); !ok {
+				return nil, false
+			}
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"type":`...)
+	if b, ok = appendString(b, string(e.Type)); !ok {
+		return nil, false
+	}
+	return append(b, '}'), true
+}
+
+// appendString appends s as an RFC 8785 string. It refuses invalid UTF-8
+// (ok false), leaving that case to the general path's error.
+func appendString(b []byte, s string) ([]byte, bool) {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return nil, false
+			}
+			i += size
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"':
+			b = append(b, '\\', '"')
+		case '\\':
+			b = append(b, '\\', '\\')
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			const hex = "0123456789abcdef"
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"'), true
+}

@@ -1,0 +1,80 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// generalMarshal is MarshalCanonical without the fast path.
+func generalMarshal(t testing.TB, v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := MarshalCanonical(json.RawMessage(bytes.TrimSpace(buf.Bytes())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestFastMarshalMatchesGeneral(t *testing.T) {
+	tricky := "quote\" back\\ nl\n tab\t ctl\x01 del\x7f <>& é 👋 \u2028"
+	values := []any{
+		&Request{Action: "echo", CorrelationID: "c-1"},
+		&Request{Action: tricky, CorrelationID: tricky, Params: json.RawMessage(`{"a":[1,2.5,"x"],"b":null}`), Timeout: 30000},
+		&Request{Action: "a", CorrelationID: "b", Timeout: -5},
+		&Response{CorrelationID: "c", Status: StatusSuccess},
+		&Response{CorrelationID: tricky, Status: StatusInProgress, Result: json.RawMessage(`{"step":1}`)},
+		&Envelope{From: Sender{AgentID: "A"}, ID: "i", Payload: json.RawMessage(`{}`), Protocol: Version, Timestamp: "t", Type: TypeNotify},
+		&Envelope{From: Sender{AgentID: "A", Capabilities: []string{"x", tricky}, Name: tricky}, ID: tricky,
+			Metadata: json.RawMessage(`{"priority":"high"}`), Payload: json.RawMessage(`{"k":"v"}`), Protocol: Version,
+			Timestamp: "2026-01-01T00:00:00.000Z", To: &Recipient{AgentID: "B"}, Type: TypeRequest},
+		&Envelope{From: Sender{AgentID: "A"}, ID: "i", Payload: json.RawMessage(`{}`), Protocol: Version, Timestamp: "t",
+			To: &Recipient{Broadcast: true, Topic: "outbound:42"}, Type: TypeNotify, Signature: "sig"},
+		&Envelope{From: Sender{AgentID: "A", Capabilities: []string{}}, ID: "i", Payload: json.RawMessage(`{}`), Protocol: Version, Timestamp: "t",
+			To: &Recipient{}, Type: TypeHello},
+	}
+	for i, v := range values {
+		fast, ok := fastMarshal(v)
+		if !ok {
+			t.Fatalf("value %d: fast path refused", i)
+		}
+		if want := generalMarshal(t, v); !bytes.Equal(fast, want) {
+			t.Errorf("value %d:\n fast    %s\n general %s", i, fast, want)
+		}
+	}
+	// Non-canonical raw members and invalid UTF-8 fall back.
+	for i, v := range []any{
+		&Request{Action: "a", CorrelationID: "b", Params: json.RawMessage(`{ "a": 1 }`)},
+		&Response{CorrelationID: "\xff", Status: StatusSuccess},
+		&Envelope{From: Sender{AgentID: "A"}, ID: "i", Payload: json.RawMessage(`{"b":1,"a":2}`), Protocol: Version, Timestamp: "t", Type: TypeNotify},
+	} {
+		if _, ok := fastMarshal(v); ok {
+			t.Errorf("fallback value %d took the fast path", i)
+		}
+	}
+}
+
+func FuzzFastMarshal(f *testing.F) {
+	f.Add("echo", "c-1", `{"a":1}`, "A", "n", int64(5))
+	f.Add("\"\\\n", "\x01", `{}`, "é", "👋", int64(0))
+	f.Fuzz(func(t *testing.T, action, corr, params, agent, name string, timeout int64) {
+		req := &Request{Action: action, CorrelationID: corr, Params: json.RawMessage(params), Timeout: timeout}
+		if fast, ok := fastMarshal(req); ok {
+			if want := generalMarshal(t, req); !bytes.Equal(fast, want) {
+				t.Fatalf("request:\n fast    %s\n general %s", fast, want)
+			}
+		}
+		e := &Envelope{From: Sender{AgentID: agent, Name: name, Capabilities: []string{action}}, ID: corr,
+			Payload: json.RawMessage(`{}`), Protocol: Version, Timestamp: name, To: &Recipient{AgentID: agent}, Type: TypeRequest}
+		if fast, ok := fastMarshal(e); ok {
+			if want := generalMarshal(t, e); !bytes.Equal(fast, want) {
+				t.Fatalf("envelope:\n fast    %s\n general %s", fast, want)
+			}
+		}
+	})
+}
