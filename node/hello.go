@@ -12,6 +12,27 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
+// maxKnownPeers bounds the directory of agents learnt from hello.
+const maxKnownPeers = 4096
+
+// forgetOldestDisconnectedLocked drops the disconnected peer whose hello is
+// oldest, to make room. n.mu must be held.
+func (n *Node) forgetOldestDisconnectedLocked() {
+	var oldest peer.ID
+	var at time.Time
+	for id, ps := range n.peers {
+		if n.host.Network().Connectedness(id) == network.Connected {
+			continue
+		}
+		if oldest == "" || ps.lastHello.Before(at) {
+			oldest, at = id, ps.lastHello
+		}
+	}
+	if oldest != "" {
+		delete(n.peers, oldest)
+	}
+}
+
 // maxHelloFrame bounds a hello: capability objects with schemas are small.
 const maxHelloFrame = 256 << 10
 
@@ -67,6 +88,13 @@ func (n *Node) handleHello(s network.Stream) {
 	defer n.wg.Done()
 	defer s.Close()
 	p := s.Conn().RemotePeer()
+	// Hellos spend the same per-agent budget as requests: each costs a
+	// signature verification, and a peer may not make us verify for free.
+	if !n.limiter.allow(p) {
+		n.log.Warn("hello rejected", "remote_peer", p, "err", "rate limited")
+		_ = s.Reset()
+		return
+	}
 	_ = s.SetDeadline(time.Now().Add(n.cfg.Limits.IOTimeout))
 	body, err := protocol.NewFrameReader(s, maxHelloFrame).Next()
 	if err != nil {
@@ -113,6 +141,9 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 	}
 	n.mu.Lock()
 	old, seen := n.peers[p]
+	if !seen && len(n.peers) >= maxKnownPeers {
+		n.forgetOldestDisconnectedLocked()
+	}
 	changed := !seen || old.name != e.From.Name || !sameCapabilities(old.capabilities, valid)
 	n.peers[p] = &peerState{name: e.From.Name, capabilities: valid, features: h.Features, lastHello: n.cfg.Now()}
 	n.mu.Unlock()
