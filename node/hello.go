@@ -88,9 +88,9 @@ func (n *Node) handleHello(s network.Stream) {
 	defer n.wg.Done()
 	defer s.Close()
 	p := s.Conn().RemotePeer()
-	// Hellos spend the same per-agent budget as requests: each costs a
-	// signature verification, and a peer may not make us verify for free.
-	if !n.limiter.allow(p) {
+	// Each hello costs a signature verification: a peer gets a small
+	// budget of them (helloRate), separate from its request budget.
+	if !n.helloLimiter.allow(p) {
 		n.log.Warn("hello rejected", "remote_peer", p, "err", "rate limited")
 		_ = s.Reset()
 		return

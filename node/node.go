@@ -24,6 +24,12 @@ import (
 // not mistake unrelated libp2p applications on the LAN for agents.
 const MDNSServiceName = "_meshagent-discovery._udp"
 
+// Per-peer hello budget.
+const (
+	helloRate  = 1.0 // per second
+	helloBurst = 20
+)
+
 // Node is a running agent: a libp2p host plus meshagent's protocols.
 type Node struct {
 	cfg      Config
@@ -35,7 +41,10 @@ type Node struct {
 	idStr    string
 	replay   *sign.ReplayGuard
 	limiter  *rateLimiters
-	sem      chan struct{}
+	// helloLimiter bounds hellos per peer: a few at connect and on
+	// capability changes are normal, a stream of them is not.
+	helloLimiter *rateLimiters
+	sem          chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -75,20 +84,21 @@ func New(opts ...Option) (n *Node, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n = &Node{
-		cfg:      cfg,
-		log:      log.With("component", "node", "peer", signer.ID().String()),
-		signer:   signer,
-		id:       signer.ID(),
-		idStr:    signer.ID().String(),
-		replay:   sign.NewReplayGuard(cfg.Limits.ReplayWindow, 0),
-		limiter:  newRateLimiters(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst),
-		sem:      make(chan struct{}, cfg.Limits.MaxConcurrent),
-		ctx:      ctx,
-		cancel:   cancel,
-		services: make(map[string]*service),
-		peers:    make(map[peer.ID]*peerState),
-		conns:    make(map[peer.ID]*reqConn),
-		inbound:  make(map[network.Stream]struct{}),
+		cfg:          cfg,
+		log:          log.With("component", "node", "peer", signer.ID().String()),
+		signer:       signer,
+		id:           signer.ID(),
+		idStr:        signer.ID().String(),
+		replay:       sign.NewReplayGuard(cfg.Limits.ReplayWindow, 0),
+		limiter:      newRateLimiters(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst),
+		helloLimiter: newRateLimiters(helloRate, helloBurst),
+		sem:          make(chan struct{}, cfg.Limits.MaxConcurrent),
+		ctx:          ctx,
+		cancel:       cancel,
+		services:     make(map[string]*service),
+		peers:        make(map[peer.ID]*peerState),
+		conns:        make(map[peer.ID]*reqConn),
+		inbound:      make(map[network.Stream]struct{}),
 	}
 	defer func() {
 		if err != nil {
