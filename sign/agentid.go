@@ -59,7 +59,8 @@ var pubCache = struct {
 
 const pubCacheMax = 16384
 
-// PublicKey returns the Ed25519 public key inlined in an agent id.
+// PublicKey returns the Ed25519 public key inlined in an agent id. The
+// slice is shared with a cache: callers must not modify it.
 func PublicKey(id peer.ID) (ed25519.PublicKey, error) {
 	pubCache.RLock()
 	pub, ok := pubCache.m[id]

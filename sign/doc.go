@@ -8,9 +8,12 @@
 // A message is signed by computing Ed25519 over the RFC 8785 canonical JSON
 // of the message object without its "signature" member (seed 002). Any
 // implementation that sorts keys recursively and serialises without
-// whitespace (JavaScript's JSON.stringify with sorted keys, Python's
-// json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)) signs
-// the same bytes for ordinary messages, and testdata/ pins golden vectors.
+// whitespace, as JavaScript's JSON.stringify with sorted keys does, signs
+// the same bytes (a test checks this against Node.js). Python's
+// json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+// agrees for ASCII keys and integers, but sorts keys by code point rather
+// than UTF-16 unit and prints some floats differently (1e-07): use an
+// RFC 8785 library there. testdata/ pins golden vectors.
 //
 // Between nodes the canonical bytes travel as they were signed, with the
 // signature beside them rather than inside, so that a receiver verifies the

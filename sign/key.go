@@ -37,6 +37,12 @@ func KeyFromSeed(seed []byte) (crypto.PrivKey, error) {
 // LoadKey reads a libp2p-marshalled Ed25519 private key from path. It refuses
 // a file that group or others may read or write (*KeyPermissionError).
 func LoadKey(path string) (crypto.PrivKey, error) {
+	// Refuse pipes and devices before opening: opening a FIFO blocks.
+	if st, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("sign: open key: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("sign: key file %s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("sign: open key: %w", err)
