@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,154 +16,282 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// Client is a JSON-RPC 2.0 over WebSocket client for a node's local API or
-// a relay. It is safe for concurrent use.
+// Client is a JSON-RPC 2.0 over WebSocket client of a node's local API or
+// a relay. It is safe for concurrent use. Its goroutines (one reader, and
+// one per server-initiated request being served) end before Close
+// returns.
 type Client struct {
+	cfg    ClientConfig
+	url    string
 	ws     *websocket.Conn
-	onNote func(method string, params json.RawMessage)
-	ctx    context.Context
+	ctx    context.Context // ends on Close or when the connection is lost
 	cancel context.CancelFunc
-	done   chan struct{}
+	wsem   chan struct{} // one writer at a time, acquired honouring the caller's ctx
+	reqs   chan struct{} // bounds server-initiated requests served at once
+	wg     sync.WaitGroup
 
-	wmu sync.Mutex
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]*pendingCall
+	err     error // why the connection ended; set once
 
-	mu       sync.Mutex
-	nextID   int64
-	pending  map[string]chan *response
-	progress map[string]func(*protocol.Response)
-	err      error
+	closeOnce sync.Once
 }
 
-// ClientOption configures a client.
-type ClientOption func(*Client)
-
-// WithNotificationHandler receives every server notification other than
-// mesh.progress. It runs on the client's read goroutine and must not block.
-func WithNotificationHandler(f func(method string, params json.RawMessage)) ClientOption {
-	return func(c *Client) { c.onNote = f }
+type pendingCall struct {
+	ch       chan *message // buffered 1
+	progress func(*protocol.Response)
 }
 
-// Dial connects to a server at a ws:// or wss:// URL. If nothing listens
-// there the error wraps ErrNoServer.
+// maxClientRequests bounds the server-initiated requests a client serves
+// at once; more are answered with CodeServerBusy.
+const maxClientRequests = 64
+
+// Dial connects to a server. url is a ws:// or wss:// URL, or a bare
+// host:port, read as ws://host:port/. If nothing listens there the error
+// wraps ErrNoServer.
 func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error) {
-	ws, _, err := websocket.Dial(ctx, url, nil)
+	cfg := defaultClientConfig()
+	for i, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("relay: client option %d: %w", i, err)
+		}
+	}
+	url = NormalizeURL(url)
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		HTTPHeader:      cfg.HTTPHeader,
+		CompressionMode: websocket.CompressionDisabled,
+	})
 	if err != nil {
-		if isConnRefused(err) {
-			return nil, fmt.Errorf("%w at %s", ErrNoServer, url)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w at %s: %w", ErrNoServer, url, err)
 		}
 		return nil, fmt.Errorf("relay: dial %s: %w", url, err)
 	}
-	ws.SetReadLimit(64 << 20)
+	ws.SetReadLimit(cfg.ReadLimit)
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
-		ws:       ws,
-		ctx:      cctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		pending:  make(map[string]chan *response),
-		progress: make(map[string]func(*protocol.Response)),
+		cfg:     cfg,
+		url:     url,
+		ws:      ws,
+		ctx:     cctx,
+		cancel:  cancel,
+		wsem:    make(chan struct{}, 1),
+		reqs:    make(chan struct{}, maxClientRequests),
+		pending: make(map[int64]*pendingCall),
 	}
-	for _, o := range opts {
-		o(c)
-	}
-	go c.readLoop()
+	c.wg.Go(c.readLoop)
 	return c, nil
 }
 
-func isConnRefused(err error) bool {
-	var op *net.OpError
-	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial")
+// NormalizeURL turns a bare host:port into ws://host:port/ and leaves
+// anything with a scheme alone (adding the path "/" if it has none).
+func NormalizeURL(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "://") {
+		s = "ws://" + s
+	}
+	scheme, rest, _ := strings.Cut(s, "://")
+	if !strings.Contains(rest, "/") {
+		rest += "/"
+	}
+	return scheme + "://" + rest
 }
 
-// Close closes the connection and waits for the read goroutine.
+// URL returns the URL the client dialled.
+func (c *Client) URL() string { return c.url }
+
+// Close closes the connection with a normal closing handshake and waits
+// for the client's goroutines. Pending calls fail with an error wrapping
+// ErrClosed. Close always returns nil; Err reports how the connection
+// ended.
 func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.fail(errors.New("client closed"))
+		_ = c.ws.Close(websocket.StatusNormalClosure, "")
+		c.wg.Wait()
+	})
+	return nil
+}
+
+// Done returns a channel closed when the connection has ended (Close, or
+// the server went away).
+func (c *Client) Done() <-chan struct{} { return c.ctx.Done() }
+
+// Err returns why the connection ended (wrapping ErrClosed), or nil while
+// it is up.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// fail records why the connection ended, once, and wakes every pending
+// call.
+func (c *Client) fail(cause error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %w", ErrClosed, cause)
+	}
+	c.mu.Unlock()
 	c.cancel()
-	err := c.ws.Close(websocket.StatusNormalClosure, "")
-	<-c.done
-	return err
 }
 
 func (c *Client) readLoop() {
-	defer close(c.done)
 	for {
-		_, msg, err := c.ws.Read(c.ctx)
+		_, frame, err := c.ws.Read(context.Background())
 		if err != nil {
 			c.fail(err)
+			_ = c.ws.CloseNow()
 			return
 		}
-		c.handle(msg)
+		c.handleFrame(frame)
 	}
 }
 
-func (c *Client) fail(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err == nil {
-		c.err = fmt.Errorf("relay: connection closed: %w", err)
+func (c *Client) handleFrame(frame []byte) {
+	frame = trimJSONSpace(frame)
+	if len(frame) > 0 && frame[0] == '[' {
+		var elems []json.RawMessage
+		if json.Unmarshal(frame, &elems) != nil {
+			return
+		}
+		for _, e := range elems {
+			c.handleItem(decodeObject(e))
+		}
+		return
 	}
-	for id, ch := range c.pending {
-		close(ch)
+	if !json.Valid(frame) {
+		return
+	}
+	c.handleItem(decodeObject(frame))
+}
+
+func (c *Client) handleItem(it item) {
+	if it.msg == nil {
+		if it.bad != nil && !isNull(it.bad.ID) {
+			// A malformed request from the server that still has an id.
+			c.send(it.bad)
+		}
+		return
+	}
+	m := it.msg
+	switch m.kind {
+	case kindResponse:
+		id, err := strconv.ParseInt(string(m.ID), 10, 64)
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		p := c.pending[id]
 		delete(c.pending, id)
+		c.mu.Unlock()
+		if p != nil {
+			p.ch <- m
+		}
+	case kindNotification:
+		if m.Method == MethodMeshProgress {
+			c.progress(m.Params)
+			return
+		}
+		if c.cfg.OnNotification != nil {
+			c.cfg.OnNotification(m.Method, m.Params)
+		}
+	case kindRequest:
+		c.serveRequest(m)
 	}
 }
 
-func (c *Client) handle(msg []byte) {
-	if len(msg) > 0 && msg[0] == '[' {
-		var batch []json.RawMessage
-		if json.Unmarshal(msg, &batch) == nil {
-			for _, m := range batch {
-				c.handle(m)
-			}
-		}
+// progress routes a mesh.progress notification to its call. It runs on
+// the read goroutine, so it precedes the call's final response.
+func (c *Client) progress(params json.RawMessage) {
+	var p ProgressParams
+	if json.Unmarshal(params, &p) != nil || p.Response == nil {
 		return
 	}
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-		Error  *Error          `json:"error"`
-	}
-	if json.Unmarshal(msg, &m) != nil {
-		return
-	}
-	if m.Method != "" {
-		if m.Method == "mesh.progress" {
-			var p struct {
-				RequestID json.RawMessage    `json:"requestId"`
-				Response  *protocol.Response `json:"response"`
-			}
-			if json.Unmarshal(m.Params, &p) == nil && p.Response != nil {
-				c.mu.Lock()
-				f := c.progress[string(p.RequestID)]
-				c.mu.Unlock()
-				if f != nil {
-					f(p.Response)
-				}
-			}
-			return
-		}
-		if c.onNote != nil {
-			c.onNote(m.Method, m.Params)
-		}
+	id, err := strconv.ParseInt(string(p.RequestID), 10, 64)
+	if err != nil {
 		return
 	}
 	c.mu.Lock()
-	ch := c.pending[string(m.ID)]
-	delete(c.pending, string(m.ID))
+	pc := c.pending[id]
 	c.mu.Unlock()
-	if ch != nil {
-		ch <- &response{ID: m.ID, Result: m.Result, Error: m.Error}
+	if pc != nil && pc.progress != nil {
+		pc.progress(p.Response)
 	}
 }
 
-// Call invokes method with params and decodes the result into result (if
-// non-nil). A JSON-RPC error is returned as *Error.
+// serveRequest answers a server-initiated request on its own goroutine.
+func (c *Client) serveRequest(m *message) {
+	if c.cfg.OnRequest == nil {
+		c.send(errorResponse(m.ID, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)))
+		return
+	}
+	select {
+	case c.reqs <- struct{}{}:
+	default:
+		c.send(errorResponse(m.ID, Errorf(CodeServerBusy, "client busy: %d requests already running", maxClientRequests)))
+		return
+	}
+	c.wg.Go(func() {
+		defer func() { <-c.reqs }()
+		res, err := c.cfg.OnRequest(c.ctx, m.Method, m.Params)
+		if err != nil {
+			c.send(errorResponse(m.ID, toRPCError(err)))
+			return
+		}
+		c.send(resultResponse(m.ID, res))
+	})
+}
+
+// send writes a response to a server request; failures end the
+// connection, which the read loop reports.
+func (c *Client) send(r *response) {
+	b, err := marshal(r)
+	if err != nil {
+		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
+	}
+	_ = c.write(c.ctx, b)
+}
+
+// write sends one message. The caller's ctx bounds the wait for the
+// writer slot only: a write cancelled half way would drop the connection,
+// so the write itself is bounded by WriteTimeout.
+func (c *Client) write(ctx context.Context, b []byte) error {
+	select {
+	case c.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return c.Err()
+	}
+	defer func() { <-c.wsem }()
+	wctx, cancel := context.WithTimeout(context.Background(), c.cfg.WriteTimeout)
+	defer cancel()
+	if err := c.ws.Write(wctx, websocket.MessageText, b); err != nil {
+		c.fail(err)
+		return c.Err()
+	}
+	return nil
+}
+
+// Call invokes method with params (nil for none; otherwise anything that
+// encodes to a JSON object or array) and decodes the result into result
+// (if non-nil). An error response is returned as an *RPCError. If ctx
+// ends first Call returns ctx's error; if the connection ends, an error
+// wrapping ErrClosed.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	return c.call(ctx, method, params, result, nil)
 }
 
 func (c *Client) call(ctx context.Context, method string, params, result any, progress func(*protocol.Response)) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -171,89 +299,100 @@ func (c *Client) call(ctx context.Context, method string, params, result any, pr
 		return err
 	}
 	c.nextID++
-	id := strconv.FormatInt(c.nextID, 10)
-	ch := make(chan *response, 1)
-	c.pending[id] = ch
-	if progress != nil {
-		c.progress[id] = progress
-	}
+	id := c.nextID
+	pc := &pendingCall{ch: make(chan *message, 1), progress: progress}
+	c.pending[id] = pc
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.pending, id)
-		delete(c.progress, id)
 		c.mu.Unlock()
 	}()
-	msg, err := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      int64  `json:"id"`
-		Method  string `json:"method"`
-		Params  any    `json:"params,omitempty"`
-	}{"2.0", c.nextIDValue(id), method, params})
+	b, err := marshal(outRequest{JSONRPC: "2.0", ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: p})
 	if err != nil {
-		return fmt.Errorf("relay: encode params: %w", err)
+		return fmt.Errorf("relay: encode %s: %w", method, err)
 	}
-	c.wmu.Lock()
-	err = c.ws.Write(ctx, websocket.MessageText, msg)
-	c.wmu.Unlock()
-	if err != nil {
-		return fmt.Errorf("relay: send: %w", err)
+	if err := c.write(ctx, b); err != nil {
+		return err
 	}
 	select {
-	case r, ok := <-ch:
-		if !ok {
-			c.mu.Lock()
-			err := c.err
-			c.mu.Unlock()
-			return err
-		}
-		if r.Error != nil {
-			return r.Error
+	case m := <-pc.ch:
+		if m.Error != nil {
+			return m.Error
 		}
 		if result != nil {
-			if err := json.Unmarshal(r.Result, result); err != nil {
+			if err := json.Unmarshal(m.Result, result); err != nil {
 				return fmt.Errorf("relay: decode result of %s: %w", method, err)
 			}
 		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-c.ctx.Done():
+		return c.Err()
 	}
 }
 
-func (c *Client) nextIDValue(id string) int64 {
-	n, _ := strconv.ParseInt(id, 10, 64)
-	return n
-}
+// timeoutGrace is how long MeshCall waits beyond the call's own timeout,
+// so that the node reports its TIMEOUT before the client gives up.
+const timeoutGrace = 5 * time.Second
 
-// MeshCall runs mesh.call. In-progress responses go to onProgress (which
-// runs on the read goroutine and must not block). An AgentProtocol failure
-// is returned as a *protocol.Error, so callers branch on its Code.
+// MeshCall runs mesh.call: Action on agent To with Params, bounded by
+// Timeout (0: the node's default). Each in_progress response goes to
+// onProgress (req.Progress if onProgress is nil) before MeshCall returns;
+// it runs on the read goroutine and must not block. An AgentProtocol
+// failure is returned as a *protocol.Error (errors.As works, and its Code
+// is what to branch on); if no answer comes within Timeout plus a grace
+// period, the error is a *protocol.Error with code TIMEOUT. Other failures
+// are an *RPCError (bad params, for example) or a connection error.
 func (c *Client) MeshCall(ctx context.Context, req protocol.CallRequest, onProgress func(*protocol.Response)) (*protocol.Response, error) {
-	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params, TimeoutMS: req.Timeout.Milliseconds()}
+	if onProgress == nil {
+		onProgress = req.Progress
+	}
+	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params}
 	if req.Timeout > 0 {
-		// Leave the node time to report its own TIMEOUT before ours fires.
+		params.TimeoutMS = int64((req.Timeout + time.Millisecond - 1) / time.Millisecond)
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.Timeout+5*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout+timeoutGrace)
 		defer cancel()
 	}
 	var resp protocol.Response
-	err := c.call(ctx, "mesh.call", params, &resp, onProgress)
-	if err != nil {
-		if pe := AsProtocolError(err); pe != nil {
-			return nil, pe
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, protocol.Errorf(protocol.CodeTimeout, "no answer from the node within %s", req.Timeout)
-		}
-		return nil, err
+	err := c.call(ctx, MethodMeshCall, params, &resp, onProgress)
+	switch {
+	case err == nil:
+		return &resp, nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, protocol.Errorf(protocol.CodeTimeout, "no answer from %s within the deadline", c.url)
 	}
-	return &resp, nil
+	if pe := ProtocolError(err); pe != nil {
+		return nil, pe
+	}
+	return nil, err
 }
 
 // Peers runs mesh.peers.
 func (c *Client) Peers(ctx context.Context) ([]protocol.PeerInfo, error) {
 	var out []protocol.PeerInfo
-	err := c.Call(ctx, "mesh.peers", nil, &out)
-	return out, err
+	if err := c.Call(ctx, MethodMeshPeers, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentID runs mesh.id: the agent id of the node behind the server.
+func (c *Client) AgentID(ctx context.Context) (string, error) {
+	var out IDResult
+	if err := c.Call(ctx, MethodMeshID, nil, &out); err != nil {
+		return "", err
+	}
+	return out.AgentID, nil
+}
+
+// Ping runs ping and returns the server's clock.
+func (c *Client) Ping(ctx context.Context) (time.Time, error) {
+	var out PingResult
+	if err := c.Call(ctx, MethodPing, nil, &out); err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339, out.Timestamp)
 }

@@ -1,46 +1,206 @@
 package relay
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 )
 
-// Conn is one client connection. Methods receive it so they can send
-// notifications to their caller.
-type Conn struct {
-	id     uint64
-	srv    *Server
-	ws     *websocket.Conn
-	remote string
-	ctx    context.Context
-	cancel context.CancelFunc
-	send   chan []byte
-	calls  chan struct{} // concurrent-call slots
-
-	closeOnce   sync.Once
-	closeCode   websocket.StatusCode
-	closeReason string
-	wg          sync.WaitGroup // method goroutines and the writer
+// Request is one JSON-RPC request or notification being served.
+type Request struct {
+	// Conn is the connection it arrived on.
+	Conn *Conn
+	// Method is the method name.
+	Method string
+	// ID is the request id exactly as the client sent it; nil for a
+	// notification.
+	ID json.RawMessage
+	// Params is the raw params object or array; nil when absent.
+	Params json.RawMessage
 }
 
-// ID returns the connection's number, unique within the server.
+// IsNotification reports whether the client expects no response.
+func (r *Request) IsNotification() bool { return r.ID == nil }
+
+// HandlerFunc serves one JSON-RPC method. It runs on its own goroutine;
+// ctx ends when the connection closes, and the handler must then return
+// promptly, since Server.Close waits for it. Return an *RPCError to choose
+// the error code, or a *protocol.Error to send an AgentProtocol error;
+// any other error becomes CodeInternalError. The result is encoded as
+// JSON (a json.RawMessage passes through as is). For a notification the
+// result is discarded.
+type HandlerFunc func(ctx context.Context, req *Request) (any, error)
+
+// Conn is one client connection. Handlers reach it through Request.Conn to
+// send the client notifications and requests of its own, and to keep
+// per-connection state.
+//
+// Goroutines: the read loop (the HTTP handler's goroutine), one writer,
+// one pinger when Limits.PingInterval > 0, and one per request being
+// served. The read loop starts all the others and, when the connection
+// ends, waits for them before it returns; Server.Close waits for the read
+// loops.
+//
+// Outgoing messages go through a bounded queue drained by the writer. A
+// full queue, or a write that misses Limits.WriteTimeout, disconnects the
+// client: the server never waits for a slow reader.
+type Conn struct {
+	srv     *Server
+	id      uint64
+	ws      *websocket.Conn
+	netConn net.Conn // the hijacked connection, to force a stuck close
+	remote  string
+	log     *slog.Logger
+	limits  Limits
+
+	ctx    context.Context // ends when the connection starts closing
+	cancel context.CancelFunc
+	send   chan []byte
+	slots  chan struct{} // one per request being served
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closing   bool
+	closeCode websocket.StatusCode
+	closeWhy  string
+	abrupt    bool // close without the closing handshake
+	finished  bool // AfterClose hooks have run
+	nextID    int64
+	pending   map[string]chan *message // server-initiated requests awaiting answers
+	values    map[any]any
+	onClose   []func()
+}
+
+// ID returns the connection's number, unique within its server.
 func (c *Conn) ID() uint64 { return c.id }
 
-// Notify queues a notification to the client. It never blocks: a client
-// whose queue is full is disconnected (a slow consumer) and Notify returns
-// ErrClosed.
+// RemoteAddr returns the client's network address as the HTTP server saw
+// it.
+func (c *Conn) RemoteAddr() string { return c.remote }
+
+// Context returns a context that ends when the connection starts closing.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// SetValue stores per-connection state under key (use an unexported key
+// type, as with context values).
+func (c *Conn) SetValue(key, value any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.values == nil {
+		c.values = make(map[any]any)
+	}
+	c.values[key] = value
+}
+
+// Value returns the state stored under key, or nil.
+func (c *Conn) Value(key any) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.values[key]
+}
+
+// AfterClose registers f to run once the connection has ended and all its
+// handlers have returned (for example, to drop its subscriptions). Hooks
+// run in registration order on the read-loop goroutine. If the connection
+// has already ended, f runs at once.
+func (c *Conn) AfterClose(f func()) {
+	c.mu.Lock()
+	if !c.finished {
+		c.onClose = append(c.onClose, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	f()
+}
+
+// Close closes the connection with a normal closing handshake. It does not
+// wait for the connection's goroutines.
+func (c *Conn) Close() error {
+	c.shut(websocket.StatusNormalClosure, "", false)
+	return nil
+}
+
+// Notify queues a notification to the client. It never blocks. If the
+// send queue is full the client is disconnected and Notify returns
+// ErrSlowConsumer; after the connection has closed it returns ErrClosed.
 func (c *Conn) Notify(method string, params any) error {
-	b, err := json.Marshal(notificationMsg{JSONRPC: "2.0", Method: method, Params: params})
+	p, err := marshalParams(params)
 	if err != nil {
 		return err
+	}
+	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("relay: encode notification %s: %w", method, err)
 	}
 	return c.enqueue(b)
 }
 
+// Call sends the client a request and waits for its response, which it
+// decodes into result (if non-nil). An error response is returned as an
+// *RPCError. Call returns ctx's error if ctx ends first, and ErrClosed if
+// the connection closes. Call it from a handler or any goroutine except
+// an AfterClose hook.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.nextID++
+	id := strconv.FormatInt(c.nextID, 10)
+	ch := make(chan *message, 1)
+	if c.pending == nil {
+		c.pending = make(map[string]chan *message)
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	b, err := marshal(outRequest{JSONRPC: "2.0", ID: json.RawMessage(id), Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("relay: encode request %s: %w", method, err)
+	}
+	if err := c.enqueue(b); err != nil {
+		return err
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return m.Error
+		}
+		if result != nil {
+			if err := json.Unmarshal(m.Result, result); err != nil {
+				return fmt.Errorf("relay: decode result of %s: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// enqueue hands an encoded message to the writer without blocking.
 func (c *Conn) enqueue(b []byte) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
@@ -49,170 +209,305 @@ func (c *Conn) enqueue(b []byte) error {
 	case c.send <- b:
 		return nil
 	default:
-		c.srv.log.Warn("slow client disconnected", "client", c.id, "remote_addr", c.remote, "queued", len(c.send))
-		c.close(websocket.StatusPolicyViolation, "slow consumer: send queue full")
-		return ErrClosed
-	}
-}
-
-func (c *Conn) close(code websocket.StatusCode, reason string) {
-	// Cancelling the context ends the read loop, which then says goodbye
-	// with this code and reason once the connection's goroutines are done.
-	c.closeOnce.Do(func() {
-		c.closeCode, c.closeReason = code, reason
-		c.cancel()
-	})
-}
-
-// run is the read loop; it returns when the connection ends and all of the
-// connection's goroutines have finished.
-func (c *Conn) run() {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.writeLoop()
-	}()
-	defer func() {
-		c.close(websocket.StatusNormalClosure, "")
-		c.wg.Wait()
-		_ = c.ws.Close(c.closeCode, c.closeReason)
-		_ = c.ws.CloseNow()
-		c.srv.removeConn(c)
-	}()
-	for {
-		_, msg, err := c.ws.Read(c.ctx)
-		if err != nil {
-			if errors.Is(err, websocket.ErrMessageTooBig) || websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
-				c.srv.log.Warn("client sent an oversize message", "client", c.id, "limit", c.srv.cfg.Limits.MaxMessageBytes)
-			}
-			return
+		if c.shut(websocket.StatusPolicyViolation, "slow consumer: send queue full", true) {
+			c.log.Warn("slow client disconnected", "reason", "send queue full", "queued", len(c.send))
 		}
-		c.handleMessage(msg)
+		return ErrSlowConsumer
 	}
 }
 
+// shut starts closing the connection once; later calls do nothing and
+// return false. An abrupt close skips the closing handshake and unblocks a
+// writer stuck on a client that does not read.
+func (c *Conn) shut(code websocket.StatusCode, reason string, abrupt bool) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	c.closing = true
+	c.closeCode, c.closeWhy, c.abrupt = code, reason, abrupt
+	c.mu.Unlock()
+	c.cancel()
+	if abrupt {
+		_ = c.ws.CloseNow()
+	}
+	return true
+}
+
+// serve is the read loop. It returns once the connection has ended and
+// every goroutine it started has returned.
+func (c *Conn) serve() {
+	c.wg.Go(c.writeLoop)
+	if c.limits.PingInterval > 0 {
+		c.wg.Go(c.pingLoop)
+	}
+	for {
+		// Not c.ctx: cancelling a read context makes the library drop the
+		// connection at once. The writer closes the connection instead,
+		// which ends this read.
+		_, frame, err := c.ws.Read(context.Background())
+		if err != nil {
+			c.readFailed(err)
+			break
+		}
+		c.handleFrame(frame)
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	hooks := c.onClose
+	c.onClose, c.finished = nil, true
+	c.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+	c.srv.removeConn(c)
+	c.log.Debug("client disconnected")
+}
+
+func (c *Conn) readFailed(err error) {
+	switch {
+	case errors.Is(err, websocket.ErrMessageTooBig):
+		// The library has already sent close status 1009.
+		c.log.Warn("client sent an oversize message; disconnected", "limit", c.limits.MaxMessageBytes)
+		c.shut(websocket.StatusMessageTooBig, "message too big", true)
+	case c.ctx.Err() != nil:
+		// We are closing; this read ended because of it.
+	default:
+		c.log.Debug("client read ended", "err", err)
+		c.shut(websocket.StatusNormalClosure, "", true)
+	}
+}
+
+// writeLoop is the connection's only writer of messages. When the
+// connection starts closing it closes the WebSocket, which also ends the
+// read loop.
 func (c *Conn) writeLoop() {
+	defer c.closeWS()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case b := <-c.send:
-			ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.WriteTimeout)
+			// Not c.ctx: a write cancelled half way drops the connection;
+			// let it finish (or time out) instead.
+			ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
 			err := c.ws.Write(ctx, websocket.MessageText, b)
+			timedOut := ctx.Err() != nil
 			cancel()
 			if err != nil {
-				if c.ctx.Err() == nil {
-					c.srv.log.Warn("client write failed; disconnecting", "client", c.id, "err", err)
+				if timedOut && c.shut(websocket.StatusPolicyViolation, "slow consumer: write timeout", true) {
+					c.log.Warn("slow client disconnected", "reason", "write timeout", "timeout", c.limits.WriteTimeout)
+				} else if c.shut(websocket.StatusInternalError, "write failed", true) {
+					c.log.Debug("client write failed", "err", err)
 				}
-				c.close(websocket.StatusPolicyViolation, "write timeout")
 				return
 			}
 		}
 	}
 }
 
-// handleMessage dispatches one WebSocket message: a request or a batch.
-// Requests run on their own goroutines so that a slow method never holds
-// up reading; a batch's responses are sent together once all are done.
-func (c *Conn) handleMessage(msg []byte) {
-	reqs, batch, fatal := decodeMessage(msg, c.srv.cfg.Limits.MaxBatch)
+// closeWS ends the WebSocket: with the closing handshake for an orderly
+// close, bounded by WriteTimeout (after which the raw connection is
+// closed under it), or at once for an abrupt one.
+func (c *Conn) closeWS() {
+	c.mu.Lock()
+	code, why, abrupt := c.closeCode, c.closeWhy, c.abrupt
+	c.mu.Unlock()
+	if abrupt {
+		_ = c.ws.CloseNow()
+		return
+	}
+	if c.netConn != nil {
+		t := time.AfterFunc(c.limits.WriteTimeout, func() { _ = c.netConn.Close() })
+		defer t.Stop()
+	}
+	_ = c.ws.Close(code, why)
+}
+
+// pingLoop pings the client every PingInterval and disconnects it if a
+// pong does not come back within the interval.
+func (c *Conn) pingLoop() {
+	t := time.NewTicker(c.limits.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			// Not c.ctx, for the same reason as in writeLoop; a ping ends
+			// when the connection closes anyway.
+			ctx, cancel := context.WithTimeout(context.Background(), c.limits.PingInterval)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil {
+				if c.ctx.Err() == nil && c.shut(websocket.StatusPolicyViolation, "ping timeout", true) {
+					c.log.Warn("client missed a ping; disconnected", "err", err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// handleFrame dispatches one WebSocket message: a request, a
+// notification, a response to a request we sent, or a batch of those.
+func (c *Conn) handleFrame(frame []byte) {
+	items, batch, fatal := decodeFrame(frame, c.limits.MaxBatch)
 	if fatal != nil {
+		c.log.Debug("rejected message", "code", fatal.Error.Code, "err", fatal.Error.Message)
 		c.reply(fatal)
 		return
 	}
 	if !batch {
-		d := reqs[0]
-		if d.bad != nil {
-			c.reply(d.bad)
-			return
-		}
-		c.dispatch(d.req, func(r *response) {
+		c.handleItem(items[0], func(r *response) {
 			if r != nil {
 				c.reply(r)
 			}
 		})
 		return
 	}
-	results := make([]*response, len(reqs))
-	var pending sync.WaitGroup
-	for i, d := range reqs {
-		if d.bad != nil {
-			results[i] = d.bad
-			continue
-		}
-		pending.Add(1)
-		c.dispatch(d.req, func(r *response) {
-			results[i] = r
-			pending.Done()
-		})
+	b := &batchReply{c: c, out: make([]*response, len(items)), remaining: len(items)}
+	for i, it := range items {
+		c.handleItem(it, func(r *response) { b.done(i, r) })
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		pending.Wait()
-		out := make([]*response, 0, len(results))
-		for _, r := range results {
-			if r != nil {
-				out = append(out, r)
-			}
-		}
-		if len(out) == 0 {
-			return // a batch of notifications gets no response
-		}
-		b, err := json.Marshal(out)
-		if err == nil {
-			_ = c.enqueue(b)
-		}
-	}()
 }
 
-// dispatch runs one request and calls done with its response (nil for a
-// notification). done is called exactly once.
-func (c *Conn) dispatch(r request, done func(*response)) {
-	f, ok := c.srv.methods[r.Method]
-	if !ok {
-		if r.notification() {
+// handleItem serves one element; done receives its response (nil for
+// none) exactly once, possibly on another goroutine.
+func (c *Conn) handleItem(it item, done func(*response)) {
+	switch {
+	case it.bad != nil:
+		c.log.Debug("rejected request", "code", it.bad.Error.Code, "err", it.bad.Error.Message)
+		done(it.bad)
+	case it.msg == nil:
+		c.log.Debug("dropped an invalid response")
+		done(nil)
+	case it.msg.kind == kindResponse:
+		c.deliver(it.msg)
+		done(nil)
+	default:
+		c.dispatch(it.msg, done)
+	}
+}
+
+// deliver hands a response to the Call waiting for it.
+func (c *Conn) deliver(m *message) {
+	c.mu.Lock()
+	ch := c.pending[string(m.ID)]
+	delete(c.pending, string(m.ID))
+	c.mu.Unlock()
+	if ch == nil {
+		c.log.Debug("response to no pending request", "id", string(m.ID))
+		return
+	}
+	ch <- m // buffered, one response per id
+}
+
+// dispatch runs a request or notification on its own goroutine.
+func (c *Conn) dispatch(m *message, done func(*response)) {
+	h := c.srv.handler(m.Method)
+	if h == nil {
+		if m.kind == kindNotification {
 			done(nil)
-		} else {
-			done(errorResponse(r.ID, Errorf(CodeMethodNotFound, "method not found: %s", r.Method)))
+			return
 		}
+		done(errorResponse(m.ID, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)))
 		return
 	}
 	select {
-	case c.calls <- struct{}{}:
+	case c.slots <- struct{}{}:
 	default:
-		if r.notification() {
+		if m.kind == kindNotification {
+			c.log.Warn("notification dropped: too many concurrent requests", "method", m.Method)
 			done(nil)
-		} else {
-			done(errorResponse(r.ID, Errorf(CodeServerBusy, "server busy: more than %d concurrent requests on this connection", cap(c.calls))))
+			return
 		}
+		done(errorResponse(m.ID, Errorf(CodeServerBusy, "server busy: %d requests already running on this connection", cap(c.slots))))
 		return
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer func() { <-c.calls }()
-		ctx := c.ctx
-		if !r.notification() {
-			ctx = context.WithValue(ctx, requestIDKey{}, r.ID)
-		}
-		res, err := f(ctx, c, r.Params)
-		if r.notification() {
+	req := &Request{Conn: c, Method: m.Method, ID: m.ID, Params: m.Params}
+	c.wg.Go(func() {
+		defer func() { <-c.slots }()
+		res, err := c.invoke(h, req)
+		switch {
+		case req.IsNotification():
 			done(nil)
-			return
+		case err != nil:
+			done(errorResponse(req.ID, toRPCError(err)))
+		default:
+			done(resultResponse(req.ID, res))
 		}
-		if err != nil {
-			done(errorResponse(r.ID, toRPCError(err)))
-			return
+	})
+}
+
+// invoke runs a handler, turning a panic into an internal error.
+func (c *Conn) invoke(h HandlerFunc, req *Request) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("method handler panicked", "method", req.Method, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, Errorf(CodeInternalError, "internal error")
 		}
-		done(resultResponse(r.ID, res))
 	}()
+	return h(c.ctx, req)
 }
 
 func (c *Conn) reply(r *response) {
-	b, err := json.Marshal(r)
+	b, err := marshal(r)
 	if err != nil {
-		b, _ = json.Marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
+		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
 	}
 	_ = c.enqueue(b)
 }
+
+// batchReply collects a batch's responses and sends them as one array
+// once the last element is done. A batch with nothing to answer (all
+// notifications or responses) sends nothing.
+type batchReply struct {
+	c         *Conn
+	mu        sync.Mutex
+	out       []*response
+	remaining int
+}
+
+func (b *batchReply) done(i int, r *response) {
+	b.mu.Lock()
+	b.out[i] = r
+	b.remaining--
+	last := b.remaining == 0
+	b.mu.Unlock()
+	if !last {
+		return
+	}
+	out := make([]*response, 0, len(b.out))
+	for _, r := range b.out {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return
+	}
+	msg, err := marshal(out)
+	if err != nil {
+		b.c.log.Error("encode batch response", "err", err)
+		return
+	}
+	_ = b.c.enqueue(msg)
+}
+
+// hijackRecorder lets the server keep the raw connection the WebSocket
+// library takes over, so that a closing handshake with a client that does
+// not answer can be cut short.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.conn = conn
+	return conn, rw, err
+}
+
+func (h *hijackRecorder) Unwrap() http.ResponseWriter { return h.ResponseWriter }

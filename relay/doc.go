@@ -1,49 +1,83 @@
 // Package relay serves meshagent's JSON-RPC 2.0 API over WebSocket: the
-// local API every node offers on loopback, and (in a later release) the seed
-// 001 message bus and seed 000 lobby that a relay node offers to remote
-// clients. It is not libp2p's circuit relay, which is a transport service
-// the relay command switches on separately.
+// local API every node offers on loopback, and the endpoint a relay node
+// offers to remote clients. The seed 001 message bus (initialize,
+// subscribe, sendMessage, processMessage) and the seed 000 lobby (at
+// "/lobby") are hosted on the same server. The package also holds the Go
+// client the command line uses.
 //
-// # Usage
+// This package is not libp2p's circuit relay. That is a libp2p transport
+// service, which the relay command switches on separately; the two share
+// only a name.
 //
-//	srv, err := relay.New(n) // n satisfies relay.Mesh; *node.Node does
-//	go srv.Serve(listener)
+// relay sees the mesh through the Mesh interface, built from protocol
+// types, so it never imports the node and its tests need no libp2p.
+//
+// # Serving
+//
+//	srv, err := relay.New(n) // n is a relay.Mesh; *node.Node is one
+//	if err != nil { … }
 //	defer srv.Close()
+//	if err := srv.Start("127.0.0.1:7892"); err != nil { … }
 //
-// A client:
-//
-//	c, err := relay.Dial(ctx, "ws://127.0.0.1:7892/")
-//	resp, err := c.MeshCall(ctx, protocol.CallRequest{To: id, Action: "echo"}, nil)
+// A Server is also an http.Handler (API at "/"), for mounting in another
+// HTTP server.
 //
 // # Protocol
 //
-// JSON-RPC 2.0 exactly: requests, notifications (no response), batches
-// (an empty batch is one -32600 error; a batch of notifications gets no
-// response), -32700 for unparsable frames with id null. One WebSocket text
-// or binary message carries one request or one batch. Methods:
+// JSON-RPC 2.0 exactly. One WebSocket message carries one request,
+// notification or response, or one batch of them. Notifications get no
+// response; a batch gets one array holding the responses to its requests
+// in order, or nothing if it holds none; an empty batch gets a single
+// -32600 error; a frame that is not JSON gets -32700 with id null. A
+// malformed message is answered on its own connection and disturbs no
+// other client. "params": null is read as absent. Every error code is
+// listed in one table in errors.go.
 //
-//	ping          -> {"timestamp": RFC 3339}           (seed 001)
-//	mesh.id       -> {"agentId": "12D3KooW…"}
-//	mesh.peers    -> [PeerInfo…]
-//	mesh.call     {"agentId","capability"|"action","params","timeoutMs"}
-//	              -> {"correlationId","status","result"}
+// Methods served by every server:
+//
+//	ping        {}  -> {"timestamp": "2025-02-14T12:00:00Z"}   (seed 001)
+//	mesh.id     {}  -> {"agentId": "12D3KooW…"}
+//	mesh.peers  {}  -> [PeerInfo, …]
+//	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?}
+//	            -> {"correlationId", "status", "result"}
 //
 // While a mesh.call runs, each in_progress response is sent to the caller
-// as a notification "mesh.progress" {"requestId": <call id>, "response":
-// {…}} before the final result. The mesh.* methods are meshagent
-// extensions and do not need seed 001's initialize handshake.
+// as a notification, before the call's final response:
 //
-// # Errors
+//	{"jsonrpc":"2.0","method":"mesh.progress",
+//	 "params":{"requestId":<the call's id>,"response":{"correlationId":…,"result":…,"status":"in_progress"}}}
 //
-// Codes are listed in errors.go. An AgentProtocol error from the mesh
-// becomes a JSON-RPC error whose data is {"code": "<AgentProtocol code>",
-// "details": …}; the client turns it back into a *protocol.Error.
+// An AgentProtocol error from the mesh becomes the JSON-RPC error of its
+// code (-32010…-32017) with data {"code": "UNAUTHORIZED", "details": …};
+// Client.MeshCall turns it back into a *protocol.Error.
+//
+// # Server-initiated messages
+//
+// A handler (HandlerFunc, registered with Server.Handle) receives the
+// client's *Conn. Conn.Notify pushes a notification and Conn.Call sends a
+// request and waits for the client's response, which arrives on the same
+// connection as the client's own requests. Per-connection state lives in
+// Conn.SetValue, and Conn.AfterClose runs clean-up once the connection
+// has ended. This is the path seed 001's processMessage takes.
 //
 // # Limits and slow clients
 //
-// Every connection has a read limit (Limits.MaxMessageBytes), a bounded
-// send queue and a write timeout. A client whose queue overflows or whose
-// writes time out is disconnected, never waited for, so one slow client
-// cannot stall the others. Calls per connection run concurrently up to
-// Limits.MaxConcurrentCalls; beyond that the server answers -32005.
+// Each connection has a read limit (an oversize message closes that
+// connection with status 1009), a bounded send queue, a write timeout,
+// keep-alive pings, a cap on concurrent requests (beyond it: -32005) and
+// on batch size. A client whose queue fills or whose writes time out is
+// disconnected, never waited for, so one slow client cannot stall the
+// server or other clients. See Limits.
+//
+// # Browsers
+//
+// Clients that send no Origin header (programs) are always accepted.
+// Browser pages are refused unless their origin matches a pattern given
+// with WithOriginPatterns: a node's loopback API must not be drivable by
+// any web page the user opens.
+//
+// # Goroutines
+//
+// Every goroutine the server starts is stopped by Server.Close, which
+// waits for them; the same holds for Client.Close.
 package relay

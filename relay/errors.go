@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,8 +9,33 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// JSON-RPC error codes. The first five are JSON-RPC 2.0's; -32001…-32004
-// are seed 001's bus codes; the rest are meshagent's own.
+// JSON-RPC error codes: the one table. Nothing else in the package invents
+// a code.
+//
+//	code    constant                        meaning
+//	-32700  CodeParseError                  the frame is not JSON (or not UTF-8); id null
+//	-32600  CodeInvalidRequest              not a JSON-RPC 2.0 request; an empty or oversize batch
+//	-32601  CodeMethodNotFound              no such method
+//	-32602  CodeInvalidParams               params missing, of the wrong type, or out of range
+//	-32603  CodeInternalError               the server failed (a handler panicked, a result did not encode)
+//	-32001  CodeAlreadyInitialized          seed 001: initialize sent twice
+//	-32002  CodeInvalidClientInfo           seed 001: bad clientInfo in initialize
+//	-32003  CodeAlreadySubscribed           seed 001: subscribe to a pattern twice
+//	-32004  CodeSubscriptionNotFound        seed 001: unsubscribe from an unknown pattern
+//	-32005  CodeServerBusy                  Limits.MaxConcurrentCalls requests already running on this connection
+//	-32006  CodeNotInitialized              a bus method before initialize (seed 001 names no code)
+//	-32010  CodeMeshInvalidMessage          AgentProtocol INVALID_MESSAGE
+//	-32011  CodeMeshInvalidSignature        AgentProtocol INVALID_SIGNATURE
+//	-32012  CodeMeshUnknownAgent            AgentProtocol UNKNOWN_AGENT
+//	-32013  CodeMeshCapabilityNotSupported  AgentProtocol CAPABILITY_NOT_SUPPORTED
+//	-32014  CodeMeshTimeout                 AgentProtocol TIMEOUT
+//	-32015  CodeMeshRateLimited             AgentProtocol RATE_LIMITED
+//	-32016  CodeMeshInternalError           AgentProtocol INTERNAL_ERROR
+//	-32017  CodeMeshUnauthorized            AgentProtocol UNAUTHORIZED
+//
+// The -32010…-32017 errors carry data {"code": "<AgentProtocol code>",
+// "details": …, "correlationId": …} (details and correlationId when known);
+// data.code is authoritative and is what clients branch on.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
@@ -17,17 +43,14 @@ const (
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
 
-	CodeAlreadyInitialized   = -32001 // seed 001
-	CodeInvalidClientInfo    = -32002 // seed 001
-	CodeAlreadySubscribed    = -32003 // seed 001
-	CodeSubscriptionNotFound = -32004 // seed 001
+	CodeAlreadyInitialized   = -32001
+	CodeInvalidClientInfo    = -32002
+	CodeAlreadySubscribed    = -32003
+	CodeSubscriptionNotFound = -32004
 
-	CodeServerBusy      = -32005 // too many concurrent calls on this connection
-	CodeMessageTooLarge = -32006 // frame above the read limit (then disconnected)
-	CodeNotInitialized  = -32007 // bus method before initialize
+	CodeServerBusy     = -32005
+	CodeNotInitialized = -32006
 
-	// AgentProtocol errors from the mesh, one code each; data.code names
-	// the AgentProtocol code.
 	CodeMeshInvalidMessage         = -32010
 	CodeMeshInvalidSignature       = -32011
 	CodeMeshUnknownAgent           = -32012
@@ -38,6 +61,7 @@ const (
 	CodeMeshUnauthorized           = -32017
 )
 
+// meshCodes maps each AgentProtocol code to its JSON-RPC code.
 var meshCodes = map[protocol.Code]int{
 	protocol.CodeInvalidMessage:         CodeMeshInvalidMessage,
 	protocol.CodeInvalidSignature:       CodeMeshInvalidSignature,
@@ -49,64 +73,99 @@ var meshCodes = map[protocol.Code]int{
 	protocol.CodeUnauthorized:           CodeMeshUnauthorized,
 }
 
-// Error is a JSON-RPC error object. Methods return it to choose the code;
-// any other error becomes -32603.
-type Error struct {
+// MeshErrorCode returns the JSON-RPC code for an AgentProtocol code;
+// CodeMeshInternalError for an unknown one.
+func MeshErrorCode(c protocol.Code) int {
+	if code, ok := meshCodes[c]; ok {
+		return code
+	}
+	return CodeMeshInternalError
+}
+
+// RPCError is a JSON-RPC 2.0 error object. A method returns one to choose
+// the code; Client.Call returns one when the server answers with an error,
+// so callers branch with errors.As.
+type RPCError struct {
 	Code    int             `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-var _ error = (*Error)(nil)
+var _ error = (*RPCError)(nil)
 
-func (e *Error) Error() string { return fmt.Sprintf("json-rpc error %d: %s", e.Code, e.Message) }
-
-// Errorf returns an *Error with a formatted message.
-func Errorf(code int, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+// Error implements error.
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("relay: json-rpc error %d: %s", e.Code, e.Message)
 }
 
-// meshError is the data of a JSON-RPC error that carries an AgentProtocol
+// Errorf returns an *RPCError with a formatted message.
+func Errorf(code int, format string, args ...any) *RPCError {
+	return &RPCError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// meshErrorData is the data of a JSON-RPC error carrying an AgentProtocol
 // error.
-type meshError struct {
-	Code    protocol.Code   `json:"code"`
-	Details json.RawMessage `json:"details,omitempty"`
+type meshErrorData struct {
+	Code          protocol.Code   `json:"code"`
+	Details       json.RawMessage `json:"details,omitempty"`
+	CorrelationID string          `json:"correlationId,omitempty"`
 }
 
-// toRPCError maps any error a method returned to a JSON-RPC error.
-func toRPCError(err error) *Error {
-	var re *Error
+// FromProtocolError converts an AgentProtocol error into its JSON-RPC
+// error (see the code table).
+func FromProtocolError(pe *protocol.Error) *RPCError {
+	data, err := json.Marshal(meshErrorData{Code: pe.Code, Details: pe.Details, CorrelationID: pe.CorrelationID})
+	if err != nil { // details that are not JSON: keep the error, drop them
+		data, _ = json.Marshal(meshErrorData{Code: pe.Code, CorrelationID: pe.CorrelationID})
+	}
+	msg := pe.Message
+	if msg == "" {
+		msg = string(pe.Code)
+	}
+	return &RPCError{Code: MeshErrorCode(pe.Code), Message: msg, Data: data}
+}
+
+// ProtocolError returns the AgentProtocol error an *RPCError in err's chain
+// carries (data.code is a known AgentProtocol code), or nil.
+func ProtocolError(err error) *protocol.Error {
+	var re *RPCError
+	if !errors.As(err, &re) || len(re.Data) == 0 {
+		return nil
+	}
+	var d meshErrorData
+	if json.Unmarshal(re.Data, &d) != nil || !d.Code.Valid() {
+		return nil
+	}
+	return &protocol.Error{Code: d.Code, Message: re.Message, Details: d.Details, CorrelationID: d.CorrelationID}
+}
+
+// toRPCError maps an error a method returned to the error object sent.
+func toRPCError(err error) *RPCError {
+	var re *RPCError
 	if errors.As(err, &re) {
 		return re
 	}
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
-		data, _ := json.Marshal(meshError{Code: pe.Code, Details: pe.Details})
-		code, ok := meshCodes[pe.Code]
-		if !ok {
-			code = CodeMeshInternalError
-		}
-		return &Error{Code: code, Message: pe.Message, Data: data}
+		return FromProtocolError(pe)
 	}
-	return &Error{Code: CodeInternalError, Message: err.Error()}
+	if errors.Is(err, context.Canceled) {
+		return Errorf(CodeInternalError, "request cancelled")
+	}
+	return Errorf(CodeInternalError, "internal error: %v", err)
 }
 
-// AsProtocolError converts a JSON-RPC error carrying an AgentProtocol
-// error back into a *protocol.Error. It returns nil if err carries none.
-func AsProtocolError(err error) *protocol.Error {
-	var re *Error
-	if !errors.As(err, &re) || len(re.Data) == 0 {
-		return nil
-	}
-	var me meshError
-	if json.Unmarshal(re.Data, &me) != nil || !me.Code.Valid() {
-		return nil
-	}
-	return &protocol.Error{Code: me.Code, Message: re.Message, Details: me.Details}
-}
-
-// ErrNoServer is returned by Dial when nothing listens at the address.
-var ErrNoServer = errors.New("relay: no server listening")
-
-// ErrClosed is returned by a closed server or client.
-var ErrClosed = errors.New("relay: closed")
+var (
+	// ErrNoServer is returned (wrapped) by Dial when nothing listens at the
+	// address: the connection was refused.
+	ErrNoServer = errors.New("relay: no server listening")
+	// ErrClosed is returned (wrapped, with the cause) by Client and Conn
+	// methods once the connection has closed.
+	ErrClosed = errors.New("relay: connection closed")
+	// ErrSlowConsumer is returned by Conn.Notify and Conn.Call when the
+	// client's send queue is full; the client has been disconnected.
+	ErrSlowConsumer = errors.New("relay: slow consumer disconnected")
+	// ErrServerClosed is returned by Serve, Start and ListenAndServe after
+	// Close.
+	ErrServerClosed = errors.New("relay: server closed")
+)

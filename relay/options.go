@@ -1,84 +1,115 @@
 package relay
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"path"
+	"strings"
 	"time"
 )
 
-// Limits bound what one WebSocket client can make the server hold.
+// Limits bound what one WebSocket client can make a server hold. Every
+// field must be positive, except PingInterval, where 0 turns keep-alive
+// pings off.
 type Limits struct {
-	// MaxMessageBytes is the read limit per WebSocket message.
+	// MaxMessageBytes is the read limit per WebSocket message (one
+	// JSON-RPC request or batch). A client that sends more is disconnected
+	// with close status 1009; other clients are not affected.
 	MaxMessageBytes int64
-	// SendQueue is how many outgoing messages may wait per connection;
-	// a client that lets it fill is disconnected.
+	// SendQueue is how many outgoing messages (responses, notifications,
+	// server-initiated requests) may wait per connection. A client that
+	// lets the queue fill is disconnected as a slow consumer; the server
+	// never waits for it.
 	SendQueue int
-	// WriteTimeout bounds each write to a client.
+	// WriteTimeout bounds each write to a client, and the closing
+	// handshake. A client that misses it is disconnected.
 	WriteTimeout time.Duration
-	// MaxConcurrentCalls bounds requests running at once per connection.
-	MaxConcurrentCalls int
-	// MaxBatch bounds the number of requests in one batch.
+	// MaxBatch bounds the number of elements in one batch.
 	MaxBatch int
+	// MaxConcurrentCalls bounds the requests and notifications being
+	// served at once per connection. Beyond it a request is answered with
+	// CodeServerBusy and a notification is dropped: the read loop never
+	// blocks on a slow method.
+	MaxConcurrentCalls int
+	// MaxClients bounds the connections a server holds; beyond it an
+	// upgrade is refused with HTTP 503.
+	MaxClients int
+	// PingInterval is how often the server pings each client; a client
+	// that does not answer within the interval is disconnected. 0 turns
+	// pings off.
+	PingInterval time.Duration
 }
 
 // DefaultLimits returns the limits a server uses unless told otherwise.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxMessageBytes:    1 << 20,
+		MaxMessageBytes:    1 << 20, // 1 MiB, the mesh's own frame limit
 		SendQueue:          256,
 		WriteTimeout:       10 * time.Second,
+		MaxBatch:           64,
 		MaxConcurrentCalls: 64,
-		MaxBatch:           100,
+		MaxClients:         1024,
+		PingInterval:       30 * time.Second,
 	}
 }
 
-func (l Limits) validate() error {
-	if l.MaxMessageBytes < 1024 || l.SendQueue < 1 || l.WriteTimeout <= 0 || l.MaxConcurrentCalls < 1 || l.MaxBatch < 1 {
-		return errors.New("relay: limits must be positive (MaxMessageBytes at least 1 KiB)")
+// Validate reports the first field out of range.
+func (l Limits) Validate() error {
+	switch {
+	case l.MaxMessageBytes < 512:
+		return errors.New("relay: Limits.MaxMessageBytes must be at least 512")
+	case l.SendQueue < 1:
+		return errors.New("relay: Limits.SendQueue must be positive")
+	case l.WriteTimeout <= 0:
+		return errors.New("relay: Limits.WriteTimeout must be positive")
+	case l.MaxBatch < 1:
+		return errors.New("relay: Limits.MaxBatch must be positive")
+	case l.MaxConcurrentCalls < 1:
+		return errors.New("relay: Limits.MaxConcurrentCalls must be positive")
+	case l.MaxClients < 1:
+		return errors.New("relay: Limits.MaxClients must be positive")
+	case l.PingInterval < 0:
+		return errors.New("relay: Limits.PingInterval must not be negative")
 	}
 	return nil
 }
 
-// Config configures a server.
+// Config configures a Server. The zero value is not ready; start from
+// DefaultConfig.
 type Config struct {
-	// Limits bound each connection. Default DefaultLimits().
+	// Limits bound each connection. Default: DefaultLimits().
 	Limits Limits
-	// OriginPatterns lists browser origins (host patterns, as
-	// coder/websocket reads them) allowed to connect. Requests without an
-	// Origin header (non-browser clients) are always allowed; by default a
-	// browser page may connect only from the server's own host, which
-	// keeps web pages from driving a local node.
+	// OriginPatterns lists the browser origins allowed to connect. A
+	// WebSocket request without an Origin header (the CLI, agents in any
+	// language) is always accepted. A request with one comes from a
+	// browser page and is accepted only if the origin matches a pattern.
+	// A pattern is matched (path.Match, case-insensitive) against the
+	// origin's host[:port], or against scheme://host[:port] if the pattern
+	// contains "://"; "*" allows every origin.
+	//
+	// Default: none. The server serves no pages of its own, and a node's
+	// local API on loopback must not be drivable by whatever web page the
+	// user happens to open (a same-origin check alone would not stop DNS
+	// rebinding), so browsers are refused unless configured.
 	OriginPatterns []string
-	// Logger receives structured logs. Default slog.Default().
+	// Logger receives structured logs. Default: slog.Default().
 	Logger *slog.Logger
 }
 
-// Option configures a server.
+// DefaultConfig returns every default in one place.
+func DefaultConfig() Config {
+	return Config{Limits: DefaultLimits(), Logger: slog.Default()}
+}
+
+// Option configures a Server.
 type Option func(*Config) error
 
-// WithLimits replaces the connection limits.
-func WithLimits(l Limits) Option {
-	return func(c *Config) error {
-		if err := l.validate(); err != nil {
-			return err
-		}
-		c.Limits = l
-		return nil
-	}
-}
-
-// WithOriginPatterns allows browser pages from these origins to connect.
-func WithOriginPatterns(patterns ...string) Option {
-	return func(c *Config) error { c.OriginPatterns = append(c.OriginPatterns, patterns...); return nil }
-}
-
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *Config) error { c.Logger = l; return nil }
-}
-
-func (c *Config) apply(opts ...Option) error {
+// Apply applies opts in order, skipping nil ones.
+func (c *Config) Apply(opts ...Option) error {
 	for i, o := range opts {
 		if o == nil {
 			continue
@@ -88,4 +119,137 @@ func (c *Config) apply(opts ...Option) error {
 		}
 	}
 	return nil
+}
+
+// Validate checks the configuration as a whole.
+func (c *Config) Validate() error {
+	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	for _, p := range c.OriginPatterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("relay: origin pattern %q: %w", p, err)
+		}
+	}
+	if c.Logger == nil {
+		return errors.New("relay: Config.Logger is nil")
+	}
+	return nil
+}
+
+// WithLimits replaces the connection limits.
+func WithLimits(l Limits) Option {
+	return func(c *Config) error {
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		c.Limits = l
+		return nil
+	}
+}
+
+// WithOriginPatterns allows browser pages from origins matching these
+// patterns to connect (see Config.OriginPatterns). WithOriginPatterns("*")
+// allows any origin; use it only for a server meant for browsers.
+func WithOriginPatterns(patterns ...string) Option {
+	return func(c *Config) error {
+		for _, p := range patterns {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("origin pattern %q: %w", p, err)
+			}
+		}
+		c.OriginPatterns = append(c.OriginPatterns, patterns...)
+		return nil
+	}
+}
+
+// WithLogger sets the logger. A nil logger is refused.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Config) error {
+		if l == nil {
+			return errors.New("nil logger")
+		}
+		c.Logger = l
+		return nil
+	}
+}
+
+// originAllowed applies Config.OriginPatterns to a WebSocket request.
+func (c *Config) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	i := strings.Index(origin, "://")
+	if i <= 0 || i+3 >= len(origin) {
+		return false
+	}
+	host := strings.ToLower(origin[i+3:])
+	full := strings.ToLower(origin)
+	for _, p := range c.OriginPatterns {
+		p = strings.ToLower(p)
+		target := host
+		if strings.Contains(p, "://") {
+			target = full
+		}
+		if ok, _ := path.Match(p, target); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// OnNotification receives every server notification other than
+	// mesh.progress (which goes to the call it belongs to). It runs on the
+	// client's read goroutine, in arrival order, and must not block.
+	OnNotification func(method string, params json.RawMessage)
+	// OnRequest serves requests the server sends to the client (seed 001's
+	// processMessage, for example). Each runs on its own goroutine; ctx
+	// ends when the client closes. Return an *RPCError to choose the
+	// error code. Without it the client answers CodeMethodNotFound.
+	OnRequest func(ctx context.Context, method string, params json.RawMessage) (any, error)
+	// ReadLimit bounds one message from the server. Default: 16 MiB.
+	ReadLimit int64
+	// WriteTimeout bounds each write to the server. Default: 10 s.
+	WriteTimeout time.Duration
+	// HTTPHeader is sent with the WebSocket handshake.
+	HTTPHeader http.Header
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*ClientConfig) error
+
+func defaultClientConfig() ClientConfig {
+	return ClientConfig{ReadLimit: 16 << 20, WriteTimeout: 10 * time.Second}
+}
+
+// WithNotificationHandler receives server notifications (see
+// ClientConfig.OnNotification).
+func WithNotificationHandler(f func(method string, params json.RawMessage)) ClientOption {
+	return func(c *ClientConfig) error { c.OnNotification = f; return nil }
+}
+
+// WithRequestHandler serves server-initiated requests (see
+// ClientConfig.OnRequest).
+func WithRequestHandler(f func(ctx context.Context, method string, params json.RawMessage) (any, error)) ClientOption {
+	return func(c *ClientConfig) error { c.OnRequest = f; return nil }
+}
+
+// WithReadLimit bounds one message from the server.
+func WithReadLimit(n int64) ClientOption {
+	return func(c *ClientConfig) error {
+		if n < 512 {
+			return errors.New("read limit must be at least 512 bytes")
+		}
+		c.ReadLimit = n
+		return nil
+	}
+}
+
+// WithHTTPHeader adds headers to the WebSocket handshake (an Origin, an
+// Authorization header for a relay behind a proxy).
+func WithHTTPHeader(h http.Header) ClientOption {
+	return func(c *ClientConfig) error { c.HTTPHeader = h.Clone(); return nil }
 }

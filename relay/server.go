@@ -2,180 +2,243 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 )
 
-// MethodFunc serves one JSON-RPC method. It runs on its own goroutine; ctx
-// ends when the connection closes. Return an *Error to choose the code.
-type MethodFunc func(ctx context.Context, c *Conn, params json.RawMessage) (any, error)
-
-// Server is the JSON-RPC 2.0 over WebSocket endpoint.
+// Server is the JSON-RPC 2.0 over WebSocket endpoint. It is an
+// http.Handler (the API answers at path "/"), and can also run its own
+// listener with Serve, Start or ListenAndServe. It is safe for concurrent
+// use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	mesh    Mesh
-	methods map[string]MethodFunc
+	cfg  Config
+	log  *slog.Logger
+	mesh Mesh
+	now  func() time.Time // replaced in tests
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	nextID atomic.Uint64
+	hmu      sync.RWMutex
+	handlers map[string]HandlerFunc
 
-	mu     sync.Mutex
-	closed bool
-	conns  map[*Conn]struct{}
-	https  []*http.Server
-
+	// mu guards the fields below. wg.Add happens only under mu while
+	// closed is false, so it never races with Close's wg.Wait.
+	mu        sync.Mutex
+	closed    bool
+	conns     map[*Conn]struct{}
+	servers   []*http.Server
+	addr      net.Addr
+	nextConn  uint64
+	wg        sync.WaitGroup // read loops, Start's serve loops
 	closeOnce sync.Once
 }
 
-// New returns a server exposing mesh through the mesh.* methods.
+// New returns a server exposing mesh through the mesh.* methods. It does
+// not listen; mount it as an http.Handler or call Serve, Start or
+// ListenAndServe.
 func New(mesh Mesh, opts ...Option) (*Server, error) {
 	if mesh == nil {
 		return nil, errors.New("relay: a Mesh is required")
 	}
-	cfg := Config{Limits: DefaultLimits()}
-	if err := cfg.apply(opts...); err != nil {
+	cfg := DefaultConfig()
+	if err := cfg.Apply(opts...); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:     cfg,
-		log:     log.With("component", "relay"),
-		mesh:    mesh,
-		methods: make(map[string]MethodFunc),
-		ctx:     ctx,
-		cancel:  cancel,
-		conns:   make(map[*Conn]struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "relay"),
+		mesh:     mesh,
+		now:      time.Now,
+		handlers: make(map[string]HandlerFunc),
+		conns:    make(map[*Conn]struct{}),
 	}
 	s.registerMeshMethods()
 	return s, nil
 }
 
-// Handle registers a method, replacing any earlier one of that name. Call it
-// before serving.
-func (s *Server) Handle(method string, f MethodFunc) { s.methods[method] = f }
+// Handle registers the handler for a method, replacing any earlier one.
+// It may be called at any time; requests already dispatched keep the
+// handler they found.
+func (s *Server) Handle(method string, h HandlerFunc) {
+	if method == "" || h == nil {
+		panic("relay: Handle needs a method name and a handler")
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	s.handlers[method] = h
+}
 
-// Serve accepts connections on l until Close. It returns nil after Close.
+func (s *Server) handler(method string) HandlerFunc {
+	s.hmu.RLock()
+	defer s.hmu.RUnlock()
+	return s.handlers[method]
+}
+
+// Serve accepts HTTP connections on l and serves the API on them until
+// Close. It always returns a non-nil error: ErrServerClosed after Close.
 func (s *Server) Serve(l net.Listener) error {
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = l.Close()
-		return ErrClosed
+		return ErrServerClosed
 	}
-	s.https = append(s.https, hs)
+	s.servers = append(s.servers, hs)
+	if s.addr == nil {
+		s.addr = l.Addr()
+	}
 	s.mu.Unlock()
+	s.log.Info("listening", "addr", l.Addr().String())
 	err := hs.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+		return ErrServerClosed
 	}
-	return err
+	return fmt.Errorf("relay: serve %s: %w", l.Addr(), err)
 }
 
-// ServeHTTP upgrades a request at path "/" to a WebSocket connection.
+// ListenAndServe listens on the TCP address addr and calls Serve.
+func (s *Server) ListenAndServe(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("relay: listen %s: %w", addr, err)
+	}
+	return s.Serve(l)
+}
+
+// Start listens on the TCP address addr (port 0 picks one; see Addr) and
+// serves in the background until Close. It returns once listening, with
+// the listen error if any. An error that stops serving later is logged.
+func (s *Server) Start(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("relay: listen %s: %w", addr, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = l.Close()
+		return ErrServerClosed
+	}
+	if s.addr == nil {
+		s.addr = l.Addr()
+	}
+	s.wg.Go(func() {
+		if err := s.Serve(l); !errors.Is(err, ErrServerClosed) {
+			s.log.Error("serving stopped", "err", err)
+		}
+	})
+	s.mu.Unlock()
+	return nil
+}
+
+// Addr returns the address of the first listener given to Serve or opened
+// by Start or ListenAndServe, or nil if there is none yet.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// URL returns the WebSocket URL of Addr ("ws://127.0.0.1:7892/"), or ""
+// if the server has no listener.
+func (s *Server) URL() string {
+	a := s.Addr()
+	if a == nil {
+		return ""
+	}
+	return "ws://" + a.String() + "/"
+}
+
+// ServeHTTP serves the API at path "/" by upgrading to WebSocket. Other
+// paths are 404 (the lobby will answer at "/lobby").
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/" {
+	switch r.URL.Path {
+	case "/":
+		s.serveAPI(w, r)
+	default:
 		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.originAllowed(r) {
+		s.log.Debug("websocket origin refused", "remote_addr", r.RemoteAddr, "origin", r.Header.Get("Origin"))
+		http.Error(w, "relay: origin not allowed", http.StatusForbidden)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
+	c, status := s.newConn(r.RemoteAddr)
+	if c == nil {
+		http.Error(w, "relay: "+http.StatusText(status), status)
+		return
+	}
+	defer s.wg.Done() // newConn added this goroutine
+	rec := &hijackRecorder{ResponseWriter: w}
+	ws, err := websocket.Accept(rec, r, &websocket.AcceptOptions{
+		InsecureSkipVerify: true, // origins were checked above
+		CompressionMode:    websocket.CompressionDisabled,
+	})
 	if err != nil {
-		s.log.Debug("websocket upgrade refused", "remote_addr", r.RemoteAddr, "err", err)
+		s.log.Debug("websocket upgrade failed", "remote_addr", r.RemoteAddr, "err", err)
+		s.removeConn(c)
+		c.cancel()
 		return
 	}
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
-	c := s.newConn(ws, r.RemoteAddr)
-	if c == nil {
-		_ = ws.Close(websocket.StatusGoingAway, "server closing")
-		return
-	}
-	// The HTTP handler goroutine becomes the read loop; it is tracked.
-	defer s.wg.Done()
-	c.run()
+	c.ws, c.netConn = ws, rec.conn
+	c.log.Debug("client connected")
+	// If Close ran during the upgrade, c is already closing: serve starts
+	// the writer, which says goodbye at once.
+	c.serve()
 }
 
-// Close stops accepting, disconnects every client, and waits for all
-// goroutines. It is idempotent.
-func (s *Server) Close() error {
-	var errs []error
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		conns := make([]*Conn, 0, len(s.conns))
-		for c := range s.conns {
-			conns = append(conns, c)
-		}
-		https := s.https
-		s.mu.Unlock()
-		for _, hs := range https {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				errs = append(errs, err)
-			}
-			cancel()
-			_ = hs.Close()
-		}
-		s.cancel()
-		for _, c := range conns {
-			c.close(websocket.StatusGoingAway, "server closing")
-		}
-		s.wg.Wait()
-	})
-	return errors.Join(errs...)
-}
-
-func (s *Server) newConn(ws *websocket.Conn, remote string) *Conn {
+// newConn reserves a connection slot and registers the caller's goroutine
+// with the server's WaitGroup. It returns nil and an HTTP status if the
+// server is closed or full.
+func (s *Server) newConn(remote string) (*Conn, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil
+		return nil, http.StatusServiceUnavailable
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
+	if len(s.conns) >= s.cfg.Limits.MaxClients {
+		s.log.Warn("client refused: too many clients", "remote_addr", remote, "max", s.cfg.Limits.MaxClients)
+		return nil, http.StatusServiceUnavailable
+	}
+	s.nextConn++
+	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		id:     s.nextID.Add(1),
 		srv:    s,
-		ws:     ws,
+		id:     s.nextConn,
 		remote: remote,
+		log:    s.log.With("client", s.nextConn, "remote_addr", remote),
+		limits: s.cfg.Limits,
 		ctx:    ctx,
 		cancel: cancel,
 		send:   make(chan []byte, s.cfg.Limits.SendQueue),
-		calls:  make(chan struct{}, s.cfg.Limits.MaxConcurrentCalls),
+		slots:  make(chan struct{}, s.cfg.Limits.MaxConcurrentCalls),
 	}
 	s.conns[c] = struct{}{}
-	s.wg.Add(1) // the read loop (ServeHTTP's goroutine)
-	return c
+	s.wg.Add(1)
+	return c, 0
 }
 
 func (s *Server) removeConn(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-}
-
-// track adds one goroutine to the server's WaitGroup unless closing.
-func (s *Server) track() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.wg.Add(1)
-	return true
 }
 
 // Clients returns the number of connected clients.
@@ -185,3 +248,33 @@ func (s *Server) Clients() int {
 	return len(s.conns)
 }
 
+// Close stops the listeners started by Serve, Start and ListenAndServe,
+// closes every client connection (status 1001 "going away"), and waits
+// until every goroutine of the server has returned. Handlers see their
+// contexts end. Close is idempotent; later calls return nil. A Server
+// mounted in another http.Server stops accepting upgrades but does not
+// stop that server.
+func (s *Server) Close() error {
+	var errs []error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		servers := s.servers
+		conns := make([]*Conn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		for _, hs := range servers {
+			if err := hs.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, c := range conns {
+			c.shut(websocket.StatusGoingAway, "server closing", false)
+		}
+		s.wg.Wait()
+		s.log.Info("stopped")
+	})
+	return errors.Join(errs...)
+}
