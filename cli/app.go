@@ -73,7 +73,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		Description: "Every flag can also be set with an environment variable MESHAGENT_<FLAG> " +
 			"(upper case, dashes as underscores) or in a JSON config file (--config, by default " +
 			"DIR/config.json) whose keys are flag names. Flags beat variables, variables beat " +
-			"the file, the file beats defaults.",
+			"the file, the file beats defaults.\n\n" + exitStatusHelp(),
 		Version:         version(),
 		Writer:          stdout,
 		ErrWriter:       r.stderr,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -42,6 +43,16 @@ var codeMessages = map[protocol.Code]string{
 	protocol.CodeRateLimited:            "the agent is rate-limiting this caller; retry later",
 	protocol.CodeInternalError:          "the capability failed on the agent",
 	protocol.CodeUnauthorized:           "this agent is not in the capability's authorized_requester_ids",
+}
+
+// exitStatusHelp is the exit status table shown by `meshagent --help`.
+func exitStatusHelp() string {
+	var b strings.Builder
+	b.WriteString("Exit status: 0 success, 1 other failure, 2 usage error, 130 interrupted;")
+	for _, c := range protocol.Codes {
+		fmt.Fprintf(&b, " %d %s,", ExitCodeFor(c), c)
+	}
+	return strings.TrimSuffix(b.String(), ",") + "."
 }
 
 // ExitCodeFor returns the exit status for an AgentProtocol error code, and

@@ -220,10 +220,6 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err := r.printNodeStarted(n, api, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
 	}
-	var apiFailed <-chan error
-	if api != nil {
-		apiFailed = api.failed
-	}
 	for {
 		select {
 		case <-c.Context.Done():
@@ -231,9 +227,6 @@ func (r *runState) runNode(c *ucli.Context) error {
 			return shutdown(n, api, s.shutdownTimeout, log)
 		case <-hup:
 			reloadCapabilities(n, s.capsPath, log)
-		case err := <-apiFailed:
-			log.Error("local API stopped", "err", err)
-			return errors.Join(exitErrorf(ExitFailure, "local API on %s failed: %v", api.addr, err), shutdown(n, api, s.shutdownTimeout, log))
 		}
 	}
 }
@@ -298,7 +291,7 @@ func shutdown(n *node.Node, api *apiServer, timeout time.Duration, log *slog.Log
 		if err != nil {
 			return exitErrorf(ExitFailure, "shutdown: %v", err)
 		}
-		log.Info("stopped")
+		log.Info("shutdown complete")
 		return nil
 	case <-ctx.Done():
 		return exitErrorf(ExitFailure, "shutdown did not finish within %s (--shutdown-timeout)", timeout)

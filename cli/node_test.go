@@ -162,7 +162,7 @@ func TestNodeServesLocalAPI(t *testing.T) {
 	if code := n.stop(t); code != ExitOK {
 		t.Fatalf("node exited %d after cancel:\n%s", code, n.stderr)
 	}
-	for _, want := range []string{"node started", "local API listening", "shutting down", "stopped"} {
+	for _, want := range []string{"node started", "component=relay", "shutting down", "shutdown complete"} {
 		if !strings.Contains(n.stderr.String(), want) {
 			t.Errorf("node log lacks %q:\n%s", want, n.stderr)
 		}
