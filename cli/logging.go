@@ -78,24 +78,59 @@ var libp2pLog struct {
 // as meshagent's own. libp2p is quiet by default: only errors, or everything
 // from debug up when meshagent itself logs at debug. GOLOG_LOG_LEVEL, the
 // variable libp2p and IPFS tools read (e.g. "error,swarm2=info"), overrides
-// both, per subsystem.
+// both, per subsystem; an invalid value is reported and ignored.
 //
 // gologshim binds a logger to the default handler on its first log line, so
 // the handler is installed once per process and forwards to a target that
 // each run replaces. The returned function stops forwarding to w.
-func routeLibp2pLogs(w io.Writer, ls logSettings) (stop func()) {
+func routeLibp2pLogs(w io.Writer, ls logSettings) (stop func(), err error) {
 	libp2pLog.once.Do(func() { gologshim.SetDefaultHandler(libp2pHandler{}) })
 	levelFor := func(string) slog.Level { return slog.LevelError }
 	if ls.level <= slog.LevelDebug {
 		levelFor = func(string) slog.Level { return slog.LevelDebug }
 	}
 	if env := os.Getenv("GOLOG_LOG_LEVEL"); env != "" {
-		cfg := gologshim.ConfigFromEnv()
-		levelFor = cfg.LevelForSystem
+		fallback, systems, perr := parseGologLevels(env)
+		if perr != nil {
+			err = fmt.Errorf("GOLOG_LOG_LEVEL=%q ignored: %w", env, perr)
+		} else {
+			levelFor = func(system string) slog.Level {
+				if l, ok := systems[system]; ok {
+					return l
+				}
+				return fallback
+			}
+		}
 	}
 	t := &libp2pTarget{handler: newHandler(w, slog.LevelDebug, ls.format), levelFor: levelFor}
 	libp2pLog.target.Store(t)
-	return func() { libp2pLog.target.CompareAndSwap(t, nil) }
+	return func() { libp2pLog.target.CompareAndSwap(t, nil) }, err
+}
+
+// parseGologLevels reads GOLOG_LOG_LEVEL: comma-separated entries, each a
+// level (the fallback, error unless given) or subsystem=level.
+func parseGologLevels(s string) (fallback slog.Level, systems map[string]slog.Level, err error) {
+	fallback, systems = slog.LevelError, map[string]slog.Level{}
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		system, level, scoped := strings.Cut(entry, "=")
+		if !scoped {
+			level = system
+		}
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return 0, nil, fmt.Errorf("%q is not a level (debug, info, warn, error)", level)
+		}
+		if scoped {
+			systems[strings.TrimSpace(system)] = l
+		} else {
+			fallback = l
+		}
+	}
+	return fallback, systems, nil
 }
 
 // libp2pHandler is the handler installed in gologshim. It remembers the

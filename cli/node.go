@@ -181,8 +181,12 @@ func (r *runState) runNode(c *ucli.Context) error {
 	}
 	// libp2p binds its loggers on their first line: route them before the
 	// host exists.
-	defer routeLibp2pLogs(r.stderr, s.log)()
 	log := s.log.newLogger(r.stderr)
+	stopLibp2pLogs, err := routeLibp2pLogs(r.stderr, s.log)
+	defer stopLibp2pLogs()
+	if err != nil {
+		log.Warn("libp2p log levels", "err", err)
+	}
 
 	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
 		return r.flagError(c, flagData, "cannot create %s: %v", s.dataDir, err)
