@@ -179,6 +179,13 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the capabilities. Catch it from the start, so that one
+	// sent while the node starts is served once it runs rather than killing
+	// the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	// libp2p binds its loggers on their first line: route them before the
 	// host exists.
 	log := s.log.newLogger(r.stderr)
@@ -208,7 +215,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithLogger(log),
 	)
 	if err != nil {
-		return exitErrorf(ExitFailure, "start node: %v; check --listen and --bootstrap", err)
+		return exitErrorf(ExitFailure, "start node: %v", err)
 	}
 	var api *apiServer
 	if s.api != "" {
@@ -216,11 +223,6 @@ func (r *runState) runNode(c *ucli.Context) error {
 			return errors.Join(err, n.Close())
 		}
 	}
-	// Handle SIGHUP before announcing the node, so that whoever reads the
-	// start line may send it.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	if err := r.printNodeStarted(n, api, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
 	}
