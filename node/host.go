@@ -28,8 +28,8 @@ var DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic
 const (
 	rcmgrMemory  = 1 << 30
 	rcmgrFDs     = 4096
-	connMgrLow   = 160
-	connMgrHigh  = 320
+	connMgrLow   = 96
+	connMgrHigh  = 192
 	connMgrGrace = time.Minute
 )
 
