@@ -258,18 +258,28 @@ func (s *Server) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
-		s.closed = true
+		s.closed = true // from here on newConn refuses, so conns only shrinks
 		servers := s.servers
+		s.mu.Unlock()
+		// Shutdown, not Close: net/http writes the 101 response before it
+		// marks the connection hijacked, so an upgrade the client already
+		// sees as done can still count as an active HTTP connection,
+		// which Close would cut. Shutdown waits for it (briefly).
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Limits.WriteTimeout)
+		for _, hs := range servers {
+			if err := hs.Shutdown(ctx); err != nil {
+				if err := hs.Close(); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		cancel()
+		s.mu.Lock()
 		conns := make([]*Conn, 0, len(s.conns))
 		for c := range s.conns {
 			conns = append(conns, c)
 		}
 		s.mu.Unlock()
-		for _, hs := range servers {
-			if err := hs.Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
 		for _, c := range conns {
 			c.shut(websocket.StatusGoingAway, "server closing", false)
 		}

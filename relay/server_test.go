@@ -223,8 +223,8 @@ func TestServerClose(t *testing.T) {
 	if err := receive(t, done, "the call to fail"); !errors.Is(err, relay.ErrClosed) {
 		t.Fatalf("call when the server closed: %v, want an error wrapping ErrClosed", err)
 	}
-	if got := websocket.CloseStatus(receive(t, readErr, "the raw client to be closed")); got != websocket.StatusGoingAway {
-		t.Fatalf("close status %v, want 1001 going away", got)
+	if err := receive(t, readErr, "the raw client to be closed"); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("raw client read %v, want close status 1001 going away", err)
 	}
 	receive(t, c.Done(), "the client to notice")
 	if err := srv.Close(); err != nil {
