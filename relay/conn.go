@@ -287,6 +287,7 @@ func (c *Conn) writeLoop() {
 	for {
 		select {
 		case <-c.ctx.Done():
+			c.drain()
 			return
 		case b := <-c.send:
 			// Not c.ctx: a write cancelled half way drops the connection;
@@ -303,6 +304,29 @@ func (c *Conn) writeLoop() {
 				}
 				return
 			}
+		}
+	}
+}
+
+// drain writes what is still queued when an orderly close begins (a
+// handler's last notification, say), all within one WriteTimeout.
+func (c *Conn) drain() {
+	c.mu.Lock()
+	abrupt := c.abrupt
+	c.mu.Unlock()
+	if abrupt {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
+	defer cancel()
+	for {
+		select {
+		case b := <-c.send:
+			if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+				return
+			}
+		default:
+			return
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -28,7 +29,9 @@ type Limits struct {
 	// WriteTimeout bounds each write to a client, and the closing
 	// handshake. A client that misses it is disconnected.
 	WriteTimeout time.Duration
-	// MaxBatch bounds the number of elements in one batch.
+	// MaxBatch bounds the number of elements in one batch. Each element
+	// takes a MaxConcurrentCalls slot while it runs, so keep MaxBatch at
+	// most MaxConcurrentCalls.
 	MaxBatch int
 	// MaxConcurrentCalls bounds the requests and notifications being
 	// served at once per connection. Beyond it a request is answered with
@@ -178,6 +181,9 @@ func WithLogger(l *slog.Logger) Option {
 func (c *Config) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
+		return true
+	}
+	if slices.Contains(c.OriginPatterns, "*") {
 		return true
 	}
 	i := strings.Index(origin, "://")

@@ -99,7 +99,7 @@ func TestSlowClientDisconnected(t *testing.T) {
 // stays.
 func TestKeepAlive(t *testing.T) {
 	l := relay.DefaultLimits()
-	l.PingInterval = 50 * time.Millisecond
+	l.PingInterval = 200 * time.Millisecond
 	ts := newTestServer(t, relay.WithLimits(l))
 	closed := make(chan uint64, 2)
 	ts.srv.Handle("test.watch", func(ctx context.Context, req *relay.Request) (any, error) {
@@ -276,7 +276,9 @@ func TestOrigins(t *testing.T) {
 		{"pattern with scheme", []string{"https://app.example.com"}, "https://app.example.com", true},
 		{"pattern with scheme, other scheme", []string{"https://app.example.com"}, "http://app.example.com", false},
 		{"port is part of the host", []string{"localhost:3000"}, "http://localhost:3000", true},
-		{"any origin", []string{"*"}, "null://x", true},
+		{"any origin", []string{"*"}, "https://anything.example", true},
+		{"any origin includes null", []string{"*"}, "null", true},
+		{"null origin, nothing configured", nil, "null", false},
 		{"garbage origin", []string{"app.example.com"}, "garbage", false},
 	}
 	for _, tc := range tests {
@@ -451,6 +453,22 @@ func TestConnValuesAndClose(t *testing.T) {
 	if err := other.Call(ctxT(t), "test.count", nil, &n); err != nil || n != 1 {
 		t.Fatalf("state leaked between connections: %d, %v", n, err)
 	}
+	// test.bye's own answer may or may not get out before the close; a
+	// notification queued before Close does.
+	ts.srv.Handle("test.last-words", func(ctx context.Context, req *relay.Request) (any, error) {
+		if err := req.Conn.Notify("test.goodbye", nil); err != nil {
+			return nil, err
+		}
+		return nil, req.Conn.Close()
+	})
+	words := make(chan string, 1)
+	last := dialClient(t, ts.url, relay.WithNotificationHandler(func(method string, _ json.RawMessage) { words <- method }))
+	_ = last.Call(ctxT(t), "test.last-words", nil, nil)
+	if got := receive(t, words, "the last notification"); got != "test.goodbye" {
+		t.Fatalf("got %q", got)
+	}
+	receive(t, last.Done(), "the server to close the connection")
+
 	_ = c.Call(ctxT(t), "test.bye", nil, nil)
 	receive(t, c.Done(), "the server to close the connection")
 	if err := c.Call(ctxT(t), relay.MethodPing, nil, nil); !errors.Is(err, relay.ErrClosed) {
