@@ -24,14 +24,8 @@ func (n *Node) sealFrame(typ protocol.MessageType, to string, payload any) ([]by
 		e.From.Capabilities = n.capNames
 		n.mu.RUnlock()
 	}
-	body, sig, err := protocol.Seal(n.signer, e)
-	if err != nil {
-		return nil, err
-	}
-	return protocol.AppendSignedFrame(make([]byte, 0, len(body)+len(sig)+binaryLenMax), sig, body), nil
+	return protocol.SealFrame(n.signer, e)
 }
-
-const binaryLenMax = 10
 
 // openFrame verifies and decodes a signed frame read from remote, then
 // applies the receiver rules every envelope obeys: addressed to this agent,

@@ -62,7 +62,8 @@ func fastMarshal(v any) (out []byte, ok bool) {
 		}
 		return append(b, '}'), true
 	case *Envelope:
-		return p.appendCanonical()
+		b, ok := p.appendCanonical(0)
+		return b, ok
 	}
 	return nil, false
 }
@@ -73,12 +74,20 @@ func rawCanonical(raw json.RawMessage) bool {
 }
 
 // appendCanonical encodes the envelope with the field order and omitempty
-// rules of its struct tags.
-func (e *Envelope) appendCanonical() ([]byte, bool) {
+// rules of its struct tags, after headroom zero bytes that SealFrame fills
+// with the frame prefix and signature.
+func (e *Envelope) appendCanonical(headroom int) ([]byte, bool) {
 	if !rawCanonical(e.Payload) || !rawCanonical(e.Metadata) || len(e.Payload) == 0 {
 		return nil, false
 	}
-	b := make([]byte, 0, 256+len(e.Payload)+len(e.Metadata))
+	est := headroom + 320 + len(e.Payload) + len(e.Metadata) + len(e.From.Name) + len(e.ID) + len(e.Timestamp)
+	for _, c := range e.From.Capabilities {
+		est += len(c) + 3
+	}
+	if e.To != nil {
+		est += len(e.To.AgentID) + len(e.To.Topic)
+	}
+	b := make([]byte, headroom, est)
 	ok := true
 	b = append(b, `{"from":{"agentId":`...)
 	if b, ok = appendString(b, e.From.AgentID); !ok {

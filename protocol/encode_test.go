@@ -78,3 +78,25 @@ func FuzzFastMarshal(f *testing.F) {
 		}
 	})
 }
+
+func TestSealFrameMatchesSeal(t *testing.T) {
+	s := testSigner(t, 1)
+	for _, e := range []*Envelope{
+		{ID: "i", Payload: json.RawMessage(`{"a":1}`), Protocol: Version, Timestamp: "2026-01-01T00:00:00.000Z", To: &Recipient{AgentID: "B"}, Type: TypeRequest},
+		{ID: "j", Payload: json.RawMessage(`{"b":"\u00e9"}`), Protocol: Version, Timestamp: "2026-01-01T00:00:00.000Z", To: &Recipient{Broadcast: true, Topic: "t:1"}, Type: TypeNotify},
+		{ID: "k", Payload: json.RawMessage(`{ "b": 1 }`), Protocol: Version, Timestamp: "2026-01-01T00:00:00.000Z", To: &Recipient{AgentID: "B"}, Type: TypeRequest}, // general path
+	} {
+		e2 := *e
+		frame, err := SealFrame(s, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, sig, err := Seal(s, &e2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := AppendSignedFrame(nil, sig, body); !bytes.Equal(frame, want) {
+			t.Errorf("SealFrame %q\nwant      %q", frame, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -237,6 +238,37 @@ func Seal(s *sign.Signer, e *Envelope) (body, sig []byte, err error) {
 		return nil, nil, Errorf(CodeInvalidMessage, "encode envelope: %v", err)
 	}
 	return body, s.Sign(body), nil
+}
+
+// frameHeadroom is room for the longest uvarint prefix and a signature.
+const frameHeadroom = binary.MaxVarintLen64 + sign.SignatureSize
+
+// SealFrame signs the envelope as Seal does and returns it as a direct
+// stream frame, uvarint(len) ‖ signature ‖ canonical bytes, built in one
+// buffer.
+func SealFrame(s *sign.Signer, e *Envelope) ([]byte, error) {
+	e.From.AgentID = s.ID().String()
+	e.Signature = ""
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	buf, ok := e.appendCanonical(frameHeadroom)
+	if !ok {
+		body, sig, err := Seal(s, e)
+		if err != nil {
+			return nil, err
+		}
+		return AppendSignedFrame(make([]byte, 0, frameHeadroom+len(body)), sig, body), nil
+	}
+	body := buf[frameHeadroom:]
+	sig := s.Sign(body)
+	n := len(sig) + len(body)
+	var prefix [binary.MaxVarintLen64]byte
+	pl := binary.PutUvarint(prefix[:], uint64(n))
+	start := frameHeadroom - sign.SignatureSize - pl
+	copy(buf[start:], prefix[:pl])
+	copy(buf[start+pl:], sig)
+	return buf[start:], nil
 }
 
 // Open verifies and decodes an envelope received as canonical bytes with a

@@ -29,10 +29,22 @@ func ParseAgentID(s string) (peer.ID, error) {
 	if s == "" {
 		return "", fmt.Errorf("%w: empty", ErrInvalidAgentID)
 	}
+	idCache.RLock()
+	cached, ok := idCache.m[s]
+	idCache.RUnlock()
+	if ok {
+		return cached, nil
+	}
 	if id, err := peer.Decode(s); err == nil {
 		if _, err := PublicKey(id); err != nil {
 			return "", err
 		}
+		idCache.Lock()
+		if len(idCache.m) >= pubCacheMax {
+			clear(idCache.m)
+		}
+		idCache.m[s] = id
+		idCache.Unlock()
 		return id, nil
 	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
@@ -58,6 +70,13 @@ var pubCache = struct {
 }{m: make(map[peer.ID]ed25519.PublicKey)}
 
 const pubCacheMax = 16384
+
+// idCache memoises valid peer ID strings → peer.ID: callers name agents by
+// string on every call, and decoding is base58 plus a multihash parse.
+var idCache = struct {
+	sync.RWMutex
+	m map[string]peer.ID
+}{m: make(map[string]peer.ID)}
 
 // PublicKey returns the Ed25519 public key inlined in an agent id. The
 // slice is shared with a cache: callers must not modify it.
