@@ -317,15 +317,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, pr
 	}
 	select {
 	case m := <-pc.ch:
-		if m.Error != nil {
-			return m.Error
-		}
-		if result != nil {
-			if err := json.Unmarshal(m.Result, result); err != nil {
-				return fmt.Errorf("relay: decode result of %s: %w", method, err)
-			}
-		}
-		return nil
+		return m.decodeResult(method, result)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.ctx.Done():

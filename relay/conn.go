@@ -184,15 +184,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	}
 	select {
 	case m := <-ch:
-		if m.Error != nil {
-			return m.Error
-		}
-		if result != nil {
-			if err := json.Unmarshal(m.Result, result); err != nil {
-				return fmt.Errorf("relay: decode result of %s: %w", method, err)
-			}
-		}
-		return nil
+		return m.decodeResult(method, result)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.ctx.Done():

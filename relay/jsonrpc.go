@@ -218,3 +218,17 @@ func marshalParams(params any) (json.RawMessage, error) {
 	}
 	return b, nil
 }
+
+// decodeResult returns the error a response carries, or decodes its result
+// into result (if non-nil).
+func (m *message) decodeResult(method string, result any) error {
+	if m.Error != nil {
+		return m.Error
+	}
+	if result != nil {
+		if err := json.Unmarshal(m.Result, result); err != nil {
+			return fmt.Errorf("relay: decode result of %s: %w", method, err)
+		}
+	}
+	return nil
+}
