@@ -29,6 +29,15 @@
 // the bound is reached the reader stops reading, which back-pressures the
 // caller through the stream's flow control rather than dropping requests.
 //
+// # Deadlines
+//
+// Every write has a deadline (Limits.IOTimeout), and a peer that stops
+// reading is cut off. The hello exchange has a deadline end to end. Request
+// streams are long-lived and may sit idle between calls, or while a long
+// handler runs, so their reads have no deadline; what an idle or stalled
+// peer can hold is bounded by the resource manager (a few request streams
+// per peer) and by Limits.MaxPerStream, and every stream is reset on Close.
+//
 // # Lock order
 //
 // Node.mu (peers, conns) is never held while calling into a reqConn; reqConn.mu
