@@ -330,14 +330,14 @@ func decodeCanonical(body []byte) (*Envelope, error) {
 	if err := checkMembers(body); err != nil {
 		return nil, err
 	}
-	var e Envelope
-	if err := json.Unmarshal(body, &e); err != nil {
-		return nil, Errorf(CodeInvalidMessage, "envelope: %v", err)
+	e, err := decodeEnvelope(body)
+	if err != nil {
+		return nil, err
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	return &e, nil
+	return e, nil
 }
 
 // checkMembers refuses an envelope, or a from or to object, with a member
