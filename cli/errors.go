@@ -76,6 +76,7 @@ var (
 	_ ucli.ExitCoder = (*ExitError)(nil)
 )
 
+// Error implements error.
 func (e *ExitError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the underlying error.

@@ -42,6 +42,7 @@ type KeyPermissionError struct {
 
 var _ error = (*KeyPermissionError)(nil)
 
+// Error implements error.
 func (e *KeyPermissionError) Error() string {
 	return fmt.Sprintf("sign: key file %s has permissions %04o, which let other users read it; "+
 		"run `chmod 600 %s` (or delete it to create a new identity)", e.Path, e.Mode.Perm(), e.Path)
