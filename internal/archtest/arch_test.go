@@ -1,5 +1,3 @@
-// Package archtest enforces DESIGN.md's dependency rules, so the layering
-// cannot rot silently.
 package archtest
 
 import (
@@ -77,6 +75,16 @@ func TestNoTestingInProduction(t *testing.T) {
 			case imp == mod+"cli" && pkg != mod+"cmd/meshagent":
 				t.Errorf("%s imports cli; only main may", pkg)
 			}
+		}
+	}
+}
+
+// TestPackageDocs checks that every package says what it is for.
+func TestPackageDocs(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}}|{{if .Doc}}ok{{end}}", "../../...") {
+		pkg, doc, _ := strings.Cut(line, "|")
+		if doc != "ok" && !strings.Contains(pkg, "/examples/") {
+			t.Errorf("%s has no package doc comment", pkg)
 		}
 	}
 }
