@@ -1,0 +1,62 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// Two agents on loopback: one offers "echo", the other bootstraps to it and
+// calls it once it has its hello.
+func ExampleNode_Call() {
+	quiet := node.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	loopback := node.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0"))
+
+	k1, _ := sign.GenerateKey()
+	provider, err := node.New(node.WithIdentity(k1), loopback, quiet, node.WithMDNS(false),
+		node.WithServices(node.Service{
+			Capability: protocol.Capability{Name: "echo", Description: "returns its params"},
+			Handler:    node.EchoHandler(),
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer provider.Close()
+
+	k2, _ := sign.GenerateKey()
+	caller, err := node.New(node.WithIdentity(k2), loopback, quiet, node.WithMDNS(false),
+		node.WithBootstrap(provider.Addrs()...))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer caller.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if _, ok := caller.PeerCapabilities(provider.ID()); ok || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := caller.Call(ctx, protocol.CallRequest{
+		To: provider.AgentID(), Action: "echo", Params: json.RawMessage(`{"text":"hi"}`),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(resp.Status, string(resp.Result))
+	// Output: success {"text":"hi"}
+}
