@@ -1,0 +1,286 @@
+package dht
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"go.uber.org/goleak"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// libp2p keeps package-level workers alive for the process.
+		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/quicreuse.(*reuse).gc"),
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/host/resource-manager.(*resourceManager).background"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-cidranger/net.init"),
+	)
+}
+
+func newHost(t testing.TB) host.Host {
+	t.Helper()
+	h, err := libp2p.New(
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+		libp2p.DisableRelay(),
+		libp2p.NoTransports,
+		libp2p.DefaultTransports,
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+type mesh struct {
+	hosts []host.Host
+	dirs  []*Directory
+}
+
+// line starts n directories where each bootstraps only to the previous one,
+// so no node starts knowing all the others.
+func line(t testing.TB, n int, opts ...Option) *mesh {
+	t.Helper()
+	m := &mesh{}
+	for i := range n {
+		h := newHost(t)
+		o := append([]Option(nil), opts...)
+		if i > 0 {
+			o = append(o, WithBootstrapPeers(peer.AddrInfo{ID: m.hosts[i-1].ID(), Addrs: m.hosts[i-1].Addrs()}))
+		}
+		d, err := New(h, o...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		m.hosts = append(m.hosts, h)
+		m.dirs = append(m.dirs, d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := n - 1; i >= 0; i-- {
+		if err := m.dirs[i].Bootstrap(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// waitFor polls try until it succeeds or the deadline passes.
+func waitFor(t testing.TB, d time.Duration, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", d, err)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval, not a wait for the network
+	}
+}
+
+func collect(ctx context.Context, d *Directory, query string, byKeyword bool) []peer.ID {
+	var ids []peer.ID
+	for p := range d.FindProviders(ctx, query, byKeyword) {
+		ids = append(ids, p.ID)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+func sameIDs(got []peer.ID, want map[peer.ID]bool) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("got %d providers %v, want %d", len(got), got, len(want))
+	}
+	for _, id := range got {
+		if !want[id] {
+			return fmt.Errorf("unexpected provider %s", id)
+		}
+	}
+	return nil
+}
+
+func translate() protocol.Capability {
+	return protocol.Capability{Name: "translate", Keywords: []string{"language", "text"}}
+}
+
+func TestKeysDeterministic(t *testing.T) {
+	if !CapabilityKey("a").Equals(CapabilityKey("a")) {
+		t.Fatal("capability key not deterministic")
+	}
+	if CapabilityKey("a").Equals(KeywordKey("a")) {
+		t.Fatal("capability and keyword keys collide")
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	h := newHost(t)
+	if _, err := New(h, WithProviderTTL(time.Second), WithReprovideInterval(time.Second)); err == nil {
+		t.Fatal("re-provide interval equal to TTL accepted")
+	}
+	if _, err := New(h, WithProviderTTL(-1)); err == nil {
+		t.Fatal("negative TTL accepted")
+	}
+}
+
+// TestDiscoveryLine: 12 nodes in a line, three providers (one only by
+// keyword); every node finds every provider by name and by keyword.
+func TestDiscoveryLine(t *testing.T) {
+	m := line(t, 12)
+	byName := map[peer.ID]bool{}
+	byKw := map[peer.ID]bool{}
+	for _, i := range []int{0, 6} {
+		m.dirs[i].Advertise([]protocol.Capability{translate()})
+		byName[m.hosts[i].ID()] = true
+		byKw[m.hosts[i].ID()] = true
+	}
+	m.dirs[11].Advertise([]protocol.Capability{{Name: "interpret", Keywords: []string{"language"}}})
+	byKw[m.hosts[11].ID()] = true
+
+	for i, d := range m.dirs {
+		for _, q := range []struct {
+			kw   bool
+			s    string
+			want map[peer.ID]bool
+		}{{false, "translate", byName}, {true, "language", byKw}} {
+			want := map[peer.ID]bool{}
+			for id := range q.want {
+				if id != m.hosts[i].ID() {
+					want[id] = true
+				}
+			}
+			waitFor(t, 15*time.Second, func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				return sameIDs(collect(ctx, d, q.s, q.kw), want)
+			})
+		}
+	}
+}
+
+// TestWithdrawExpires: a capability removed from the set, and a provider
+// whose host stops, disappear once their records expire.
+func TestWithdrawExpires(t *testing.T) {
+	const ttl = 3 * time.Second
+	m := line(t, 6, WithProviderTTL(ttl), WithReprovideInterval(ttl/4))
+	for _, i := range []int{1, 3, 5} {
+		m.dirs[i].Advertise([]protocol.Capability{translate()})
+	}
+	all := map[peer.ID]bool{m.hosts[1].ID(): true, m.hosts[3].ID(): true, m.hosts[5].ID(): true}
+	find := func(want map[peer.ID]bool) func() error {
+		return func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return sameIDs(collect(ctx, m.dirs[0], "translate", false), want)
+		}
+	}
+	waitFor(t, 15*time.Second, find(all))
+
+	m.dirs[3].Advertise([]protocol.Capability{{Name: "other"}}) // withdraw translate
+	m.dirs[5].Close()
+	m.hosts[5].Close()
+	start := time.Now()
+	waitFor(t, 15*time.Second, find(map[peer.ID]bool{m.hosts[1].ID(): true}))
+	if el := time.Since(start); el > 3*ttl {
+		t.Errorf("withdrawn records gone after %v, want within about one TTL (%v)", el, ttl)
+	}
+	// The remaining provider stays listed well past one TTL: re-providing works.
+	deadline := time.Now().Add(ttl + ttl/2)
+	for time.Now().Before(deadline) {
+		if err := find(map[peer.ID]bool{m.hosts[1].ID(): true})(); err != nil {
+			t.Fatalf("re-provided record lost: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFindConfirm: confirm drops providers that fail, that confirm nothing,
+// or that confirm a capability other than the query.
+func TestFindConfirm(t *testing.T) {
+	m := line(t, 5)
+	for _, d := range m.dirs[1:] {
+		d.Advertise([]protocol.Capability{translate()})
+	}
+	honest, failing, liar, other := m.hosts[1].ID(), m.hosts[2].ID(), m.hosts[3].ID(), m.hosts[4].ID()
+	confirm := func(_ context.Context, p peer.AddrInfo) ([]protocol.Capability, error) {
+		switch p.ID {
+		case honest:
+			return []protocol.Capability{translate(), {Name: "summarize"}}, nil
+		case failing:
+			return nil, errors.New("hello failed")
+		case liar:
+			return []protocol.Capability{{Name: "summarize"}}, nil
+		case other:
+			return nil, nil
+		}
+		return nil, errors.New("unknown peer")
+	}
+	waitFor(t, 15*time.Second, func() error {
+		return sameIDs(collect(context.Background(), m.dirs[0], "translate", false),
+			map[peer.ID]bool{honest: true, failing: true, liar: true, other: true})
+	})
+	for _, q := range []struct {
+		s  string
+		kw bool
+	}{{"translate", false}, {"text", true}} {
+		var got []Result
+		for r := range m.dirs[0].Find(context.Background(), q.s, q.kw, confirm) {
+			got = append(got, r)
+		}
+		if len(got) != 1 || got[0].Peer.ID != honest {
+			t.Fatalf("%s: got %v, want only %s", q.s, got, honest)
+		}
+		if len(got[0].Capabilities) != 1 || got[0].Capabilities[0].Name != "translate" {
+			t.Fatalf("%s: capabilities %v, want only translate", q.s, got[0].Capabilities)
+		}
+	}
+}
+
+// TestFindCancel: a cancelled find closes its channel even when nobody reads.
+func TestFindCancel(t *testing.T) {
+	m := line(t, 3)
+	m.dirs[2].Advertise([]protocol.Capability{translate()})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := m.dirs[0].Find(ctx, "translate", false, func(context.Context, peer.AddrInfo) ([]protocol.Capability, error) {
+		return []protocol.Capability{translate()}, nil
+	})
+	cancel()
+	done := make(chan struct{})
+	go func() {
+		for range ch {
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Find channel not closed after cancel")
+	}
+}
+
+func TestCloseIdempotent(t *testing.T) {
+	d, err := New(newHost(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Advertise([]protocol.Capability{translate()})
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

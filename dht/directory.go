@@ -1,0 +1,261 @@
+package dht
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	kaddht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// Directory is the capability directory of one agent.
+type Directory struct {
+	h      host.Host
+	kad    *kaddht.IpfsDHT
+	log    *slog.Logger
+	every  time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+	kick   chan struct{}
+	done   chan struct{}
+
+	mu   sync.Mutex
+	keys []cid.Cid // advertised keys
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a directory on h. The caller keeps ownership of h.
+func New(h host.Host, opts ...Option) (*Directory, error) {
+	if h == nil {
+		return nil, errors.New("dht: nil host")
+	}
+	cfg := config{ttl: DefaultProviderTTL}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.reprovide == 0 {
+		cfg.reprovide = cfg.ttl / 2
+	}
+	if cfg.reprovide >= cfg.ttl {
+		return nil, fmt.Errorf("dht: re-provide interval %v must be shorter than provider TTL %v", cfg.reprovide, cfg.ttl)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	kopts := []kaddht.Option{
+		kaddht.ProtocolPrefix(ProtocolPrefix),
+		kaddht.Mode(kaddht.ModeServer),
+		kaddht.ProviderManagerOpts(
+			records.ProvideValidity(cfg.ttl),
+			records.ProviderAddrTTL(cfg.ttl),
+			records.CleanupInterval(cfg.ttl),
+		),
+	}
+	if len(cfg.bootstrap) > 0 {
+		kopts = append(kopts, kaddht.BootstrapPeers(cfg.bootstrap...))
+	}
+	kopts = append(kopts, cfg.kadOpts...)
+	kad, err := kaddht.New(h, kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("dht: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &Directory{
+		h:      h,
+		kad:    kad,
+		log:    cfg.logger,
+		every:  cfg.reprovide,
+		ctx:    ctx,
+		cancel: cancel,
+		kick:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	go d.reprovideLoop()
+	return d, nil
+}
+
+// Kad returns the underlying kad-dht, for routing uses beyond the directory.
+func (d *Directory) Kad() *kaddht.IpfsDHT { return d.kad }
+
+// Bootstrap connects to the bootstrap peers and fills the routing table.
+func (d *Directory) Bootstrap(ctx context.Context) error {
+	return d.kad.Bootstrap(ctx)
+}
+
+// Advertise replaces the advertised capability set. Its keys are provided
+// at once (in the background) and re-provided every re-provide interval;
+// keys no longer in the set are not re-provided and expire.
+func (d *Directory) Advertise(caps []protocol.Capability) {
+	set := keysOf(caps)
+	keys := make([]cid.Cid, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	d.mu.Lock()
+	d.keys = keys
+	d.mu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// retryAfter is the first delay before providing again after a failure
+// (typically an empty routing table while the mesh is joining); it doubles
+// up to the re-provide interval.
+const retryAfter = 500 * time.Millisecond
+
+func (d *Directory) reprovideLoop() {
+	defer close(d.done)
+	t := time.NewTimer(d.every)
+	defer t.Stop()
+	retry := retryAfter
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-d.kick:
+			retry = retryAfter
+		case <-t.C:
+		}
+		d.mu.Lock()
+		keys := d.keys
+		d.mu.Unlock()
+		failed := false
+		for _, k := range keys {
+			ctx, cancel := context.WithTimeout(d.ctx, d.every)
+			err := d.kad.Provide(ctx, k, true)
+			cancel()
+			if d.ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				failed = true
+				d.log.Debug("dht: provide failed", "key", k, "err", err)
+			}
+		}
+		next := d.every
+		if failed {
+			next = min(retry, d.every)
+			retry *= 2
+		} else {
+			retry = retryAfter
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// FindProviders streams the peers with provider records for a capability
+// name (or a keyword), as they are found, deduplicated and without self.
+// The channel closes when the lookup ends or ctx is done. Results are
+// unconfirmed hints; see Find.
+func (d *Directory) FindProviders(ctx context.Context, query string, byKeyword bool) <-chan peer.AddrInfo {
+	k := CapabilityKey(query)
+	if byKeyword {
+		k = KeywordKey(query)
+	}
+	out := make(chan peer.AddrInfo)
+	in := d.kad.FindProvidersAsync(ctx, k, 0)
+	go func() {
+		defer close(out)
+		seen := make(map[peer.ID]struct{})
+		for p := range in {
+			if p.ID == d.h.ID() {
+				continue
+			}
+			if _, ok := seen[p.ID]; ok {
+				continue
+			}
+			seen[p.ID] = struct{}{}
+			select {
+			case out <- p:
+			case <-ctx.Done():
+				for range in { // let the lookup goroutine finish
+				}
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// Result is a confirmed provider.
+type Result struct {
+	Peer peer.AddrInfo
+	// Capabilities are the provider's confirmed capabilities that match
+	// the query.
+	Capabilities []protocol.Capability
+}
+
+// ConfirmFunc reads a provider's capabilities from a trusted source, such
+// as its signed hello.
+type ConfirmFunc func(ctx context.Context, p peer.AddrInfo) ([]protocol.Capability, error)
+
+// Find is FindProviders followed by confirm on each provider, concurrently;
+// a provider whose confirm fails or who confirms no matching capability is
+// dropped. The channel closes once the lookup and every confirm are done.
+func (d *Directory) Find(ctx context.Context, query string, byKeyword bool, confirm ConfirmFunc) <-chan Result {
+	out := make(chan Result)
+	provs := d.FindProviders(ctx, query, byKeyword)
+	go func() {
+		defer close(out)
+		var wg sync.WaitGroup
+		for p := range provs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				caps, err := confirm(ctx, p)
+				if err != nil {
+					d.log.Debug("dht: provider not confirmed", "peer", p.ID, "err", err)
+					return
+				}
+				var match []protocol.Capability
+				for _, c := range caps {
+					if matches(c, query, byKeyword) {
+						match = append(match, c)
+					}
+				}
+				if len(match) == 0 {
+					d.log.Debug("dht: provider does not confirm the query", "peer", p.ID, "query", query)
+					return
+				}
+				select {
+				case out <- Result{Peer: p, Capabilities: match}:
+				case <-ctx.Done():
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	return out
+}
+
+// Close stops re-providing and closes the DHT. It does not close the host.
+func (d *Directory) Close() error {
+	d.closeOnce.Do(func() {
+		d.cancel()
+		<-d.done
+		d.closeErr = d.kad.Close()
+	})
+	return d.closeErr
+}

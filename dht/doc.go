@@ -1,0 +1,39 @@
+// Package dht is the capability directory: a private Kademlia DHT in which
+// each agent announces provider records for the capabilities it serves.
+//
+// The DHT speaks its own protocol prefix ("/meshagent"), so it never joins
+// or answers the public IPFS DHT. Every agent runs it in server mode: the
+// mesh is a private network of peers that are all expected to be reachable,
+// and a client-mode agent would not store records, which shrinks the
+// directory and lengthens lookups on small meshes.
+//
+// # Keys
+//
+// A capability name and each of its keywords map to a CID (raw codec,
+// sha256 multihash) of "meshagent:capability:"+name and
+// "meshagent:keyword:"+keyword. See CapabilityKey and KeywordKey.
+//
+// # Expiry and re-providing
+//
+// Provider records are kept by the peers closest to a key for the provider
+// record TTL (WithProviderTTL); the TTL is enforced by the peers that store a
+// record, so it is a network-wide setting and every agent of one mesh must
+// use the same value. Advertise replaces the advertised set, provides every
+// key at once and re-provides the set every re-provide interval
+// (WithReprovideInterval, half the TTL by default). Kademlia cannot revoke a
+// record: a key dropped from the set is simply no longer re-provided and
+// disappears from the directory once its records expire, at most one TTL
+// later. The same holds for an agent that stops.
+//
+// # Records are hints
+//
+// Provider records are unsigned: anyone can claim to provide anything.
+// FindProviders returns the raw hints; Find takes a confirm function (the
+// node passes its signed hello exchange) and only yields providers whose
+// confirmed capabilities match the query.
+//
+// # Lifecycle
+//
+// New starts the DHT; Close stops the re-provide loop and the DHT, but not
+// the host, which the caller owns.
+package dht
