@@ -98,18 +98,45 @@ func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress fun
 	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: res}, nil
 }
 
-// conn returns the request stream to p, opening it if needed.
+// conn returns the request stream to p, opening it if needed. Concurrent
+// callers share one opening: the first opens the stream, the rest wait for
+// it, so a burst of calls to a new peer costs one stream, not one each.
 func (n *Node) conn(ctx context.Context, p peer.ID) (*reqConn, error) {
-	n.mu.RLock()
-	c, ok := n.conns[p]
-	closed := n.closed
-	n.mu.RUnlock()
-	if closed {
-		return nil, ErrClosed
+	for {
+		n.mu.Lock()
+		if n.closed {
+			n.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if c, ok := n.conns[p]; ok {
+			n.mu.Unlock()
+			return c, nil
+		}
+		wait, dialing := n.dialing[p]
+		if !dialing {
+			wait = make(chan struct{})
+			n.dialing[p] = wait
+		}
+		n.mu.Unlock()
+		if dialing {
+			select {
+			case <-wait:
+				continue // the opener finished: use its stream or try ourselves
+			case <-ctx.Done():
+				return nil, protocol.Errorf(protocol.CodeTimeout, "timed out reaching agent %s", p)
+			}
+		}
+		c, err := n.openConn(ctx, p)
+		n.mu.Lock()
+		delete(n.dialing, p)
+		close(wait)
+		n.mu.Unlock()
+		return c, err
 	}
-	if ok {
-		return c, nil
-	}
+}
+
+// openConn opens the request stream to p and starts its reader.
+func (n *Node) openConn(ctx context.Context, p peer.ID) (*reqConn, error) {
 	if n.host.Network().Connectedness(p) != network.Connected && len(n.host.Peerstore().Addrs(p)) == 0 {
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "agent %s is not connected and has no known address", p)
 	}
@@ -120,17 +147,12 @@ func (n *Node) conn(ctx context.Context, p peer.ID) (*reqConn, error) {
 		}
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "cannot reach agent %s: %v", p, err)
 	}
-	c = &reqConn{n: n, peer: p, s: s, pending: make(map[string]*pendingCall), done: make(chan struct{})}
+	c := &reqConn{n: n, peer: p, s: s, pending: make(map[string]*pendingCall), done: make(chan struct{})}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		_ = s.Reset()
 		return nil, ErrClosed
-	}
-	if existing, ok := n.conns[p]; ok { // lost a race: use the first stream
-		n.mu.Unlock()
-		_ = s.Reset()
-		return existing, nil
 	}
 	n.conns[p] = c
 	n.wg.Add(1)

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 )
@@ -59,10 +60,12 @@ type Node struct {
 	capNames []string // sorted names of services, for envelopes' from.capabilities
 	peers    map[peer.ID]*peerState
 	conns    map[peer.ID]*reqConn
+	dialing  map[peer.ID]chan struct{} // closed when an opening stream is ready
 	inbound  map[network.Stream]struct{}
 
 	mdns   mdns.Service
 	events event.Subscription
+	dir    *dht.Directory // nil when the DHT is off
 }
 
 // New builds and starts a node. It leaves nothing running if it fails.
@@ -98,6 +101,7 @@ func New(opts ...Option) (n *Node, err error) {
 		services:     make(map[string]*service),
 		peers:        make(map[peer.ID]*peerState),
 		conns:        make(map[peer.ID]*reqConn),
+		dialing:      make(map[peer.ID]chan struct{}),
 		inbound:      make(map[network.Stream]struct{}),
 	}
 	defer func() {
@@ -134,12 +138,23 @@ func New(opts ...Option) (n *Node, err error) {
 			return n, fmt.Errorf("node: start mDNS: %w", err)
 		}
 	}
+	var infos []peer.AddrInfo
 	if len(cfg.Bootstrap) > 0 {
-		infos, err := peer.AddrInfosFromP2pAddrs(cfg.Bootstrap...)
+		infos, err = peer.AddrInfosFromP2pAddrs(cfg.Bootstrap...)
 		if err != nil {
 			return n, fmt.Errorf("node: bootstrap addresses must end in /p2p/<agent id>: %w", err)
 		}
 		n.wg.Go(func() { n.bootstrapLoop(infos) })
+	}
+	if cfg.DHT {
+		opts := append([]dht.Option{dht.WithBootstrapPeers(infos...), dht.WithLogger(n.log.With("component", "dht"))}, cfg.DHTOptions...)
+		if n.dir, err = dht.New(n.host, opts...); err != nil {
+			return n, fmt.Errorf("node: %w", err)
+		}
+		if err := n.dir.Bootstrap(n.ctx); err != nil {
+			return n, fmt.Errorf("node: %w", err)
+		}
+		n.dir.Advertise(n.Capabilities())
 	}
 	n.log.Info("node started", "addrs", n.Addrs(), "capabilities", n.capabilityNames())
 	return n, nil
@@ -211,6 +226,9 @@ func (n *Node) Close() error {
 		}
 		for _, s := range inbound {
 			_ = s.Reset()
+		}
+		if n.dir != nil {
+			errs = append(errs, n.dir.Close())
 		}
 		if n.ownsHost && n.host != nil {
 			errs = append(errs, n.host.Close())

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -98,6 +99,12 @@ type Config struct {
 	HostOptions []libp2p.Option
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// DHT enables the capability directory (a private Kademlia DHT):
+	// the node advertises its capabilities and can Discover others'.
+	// Default true.
+	DHT bool
+	// DHTOptions are passed to dht.New (TTLs, kad-dht options).
+	DHTOptions []dht.Option
 }
 
 // Option configures a node.
@@ -107,6 +114,7 @@ type Option func(*Config) error
 func DefaultConfig() Config {
 	return Config{
 		MDNS:           true,
+		DHT:            true,
 		RequestTimeout: 30 * time.Second,
 		Limits:         DefaultLimits(),
 		Now:            time.Now,
@@ -199,6 +207,16 @@ func WithHost(h host.Host) Option {
 // WithHostOptions passes extra options to libp2p.New (an escape hatch).
 func WithHostOptions(opts ...libp2p.Option) Option {
 	return func(c *Config) error { c.HostOptions = append(c.HostOptions, opts...); return nil }
+}
+
+// WithDHT turns the capability directory on or off.
+func WithDHT(on bool) Option {
+	return func(c *Config) error { c.DHT = on; return nil }
+}
+
+// WithDHTOptions passes options to the capability directory (dht.New).
+func WithDHTOptions(opts ...dht.Option) Option {
+	return func(c *Config) error { c.DHTOptions = append(c.DHTOptions, opts...); return nil }
 }
 
 // WithClock sets the clock used for timestamps and the replay window.

@@ -96,8 +96,16 @@ func (n *Node) SetServices(ss []Service) error {
 		return err
 	}
 	n.log.Info("capabilities changed", "capabilities", n.capabilityNames())
+	if n.dir != nil {
+		n.dir.Advertise(n.Capabilities())
+	}
 	for _, p := range n.host.Network().Peers() {
-		if ok, _ := n.host.Peerstore().SupportsProtocols(p, protocol.HelloProtocol); len(ok) == 0 {
+		// A peer speaks hello if identify says so or if it has sent us one
+		// (our own identify of it may not have finished yet).
+		n.mu.RLock()
+		_, known := n.peers[p]
+		n.mu.RUnlock()
+		if ok, _ := n.host.Peerstore().SupportsProtocols(p, protocol.HelloProtocol); len(ok) == 0 && !known {
 			continue
 		}
 		n.goTracked(func() { n.sayHello(p) })

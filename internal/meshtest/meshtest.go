@@ -115,14 +115,15 @@ var _ io.Writer = (*testWriter)(nil)
 // Loopback is the listen address tests use: TCP on 127.0.0.1, random port.
 var Loopback = ma.StringCast("/ip4/127.0.0.1/tcp/0")
 
-// Node starts a node with key index i on loopback, mDNS off, and closes it
-// at the end of the test.
+// Node starts a node with key index i on loopback, mDNS and the DHT off,
+// and closes it at the end of the test.
 func Node(t testing.TB, i int, opts ...node.Option) *node.Node {
 	t.Helper()
 	base := []node.Option{
 		node.WithIdentity(Key(t, i)),
 		node.WithListenAddrs(Loopback),
 		node.WithMDNS(false),
+		node.WithDHT(false), // tests that need discovery turn it on
 		node.WithLogger(Logger(t)),
 		node.WithName(fmt.Sprintf("agent-%d", i)),
 	}
