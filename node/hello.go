@@ -37,10 +37,14 @@ func (n *Node) forgetOldestDisconnectedLocked() {
 const maxHelloFrame = 256 << 10
 
 func (n *Node) helloPayload() *protocol.Hello {
+	n.mu.RLock()
+	seq := n.servicesSeq
+	n.mu.RUnlock()
 	return &protocol.Hello{
 		Version:      protocol.HelloVersion,
 		Features:     protocol.Features,
 		Capabilities: n.Capabilities(),
+		Seq:          seq,
 	}
 }
 
@@ -141,11 +145,16 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 	}
 	n.mu.Lock()
 	old, seen := n.peers[p]
+	if seen && h.Seq < old.seq {
+		n.mu.Unlock()
+		n.log.Debug("stale hello ignored", "remote_peer", p, "seq", h.Seq, "have", old.seq)
+		return true
+	}
 	if !seen && len(n.peers) >= maxKnownPeers {
 		n.forgetOldestDisconnectedLocked()
 	}
 	changed := !seen || old.name != e.From.Name || !sameCapabilities(old.capabilities, valid)
-	n.peers[p] = &peerState{name: e.From.Name, capabilities: valid, features: h.Features, lastHello: n.cfg.Now()}
+	n.peers[p] = &peerState{name: e.From.Name, capabilities: valid, features: h.Features, lastHello: n.cfg.Now(), seq: h.Seq}
 	n.mu.Unlock()
 	if changed {
 		names := make([]string, len(valid))

@@ -58,10 +58,12 @@ type Node struct {
 	closed   bool
 	services map[string]*service
 	capNames []string // sorted names of services, for envelopes' from.capabilities
-	peers    map[peer.ID]*peerState
-	conns    map[peer.ID]*reqConn
-	dialing  map[peer.ID]chan struct{} // closed when an opening stream is ready
-	inbound  map[network.Stream]struct{}
+	// servicesSeq is Hello.Seq: when the services last changed.
+	servicesSeq int64
+	peers       map[peer.ID]*peerState
+	conns       map[peer.ID]*reqConn
+	dialing     map[peer.ID]chan struct{} // closed when an opening stream is ready
+	inbound     map[network.Stream]struct{}
 
 	mdns   mdns.Service
 	events event.Subscription

@@ -19,6 +19,7 @@ type peerState struct {
 	capabilities []protocol.Capability
 	features     []string
 	lastHello    time.Time
+	seq          int64 // Hello.Seq of the last hello applied
 }
 
 // Peers returns every agent this node has exchanged hello with, plus
@@ -140,6 +141,8 @@ func (n *Node) setServices(ss []Service) error {
 	n.mu.Lock()
 	n.services = m
 	n.capNames = names
+	// Strictly increasing even if the clock stands still or steps back.
+	n.servicesSeq = max(time.Now().UnixNano(), n.servicesSeq+1)
 	n.mu.Unlock()
 	return nil
 }

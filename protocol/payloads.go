@@ -45,7 +45,13 @@ type Response struct {
 type Hello struct {
 	Capabilities []Capability `json:"capabilities,omitempty"`
 	Features     []string     `json:"features,omitempty"`
-	Version      string       `json:"version"`
+	// Seq orders an agent's hellos: it grows whenever the agent's
+	// capabilities change (meshagent uses the time of the change in
+	// nanoseconds), so a receiver ignores a hello older than one it has
+	// already applied. Hellos travel on separate streams and can arrive out
+	// of order.
+	Seq     int64  `json:"seq,omitempty"`
+	Version string `json:"version"`
 }
 
 // CallRequest is what a caller asks of the mesh: run Action on agent To.
