@@ -1,0 +1,454 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// Errors returned by the bus.
+var (
+	ErrNoPeers = errors.New("pubsub: no topic peers")
+	ErrPattern = errors.New("pubsub: invalid pattern")
+	ErrClosed  = errors.New("pubsub: closed")
+)
+
+// DefaultMaxMessageSize bounds a GossipSub message (signature and body).
+const DefaultMaxMessageSize = 1 << 20
+
+// Self describes the local agent for seed 004 filters.
+type Self struct {
+	AgentID      string
+	PersonaType  string
+	Capabilities []string
+}
+
+type config struct {
+	maxSize  int
+	wait     time.Duration
+	minPeers int
+	queue    int
+	self     *Self
+	guard    *sign.ReplayGuard
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithMaxMessageSize sets the largest message accepted or sent.
+func WithMaxMessageSize(n int) Option { return func(c *config) { c.maxSize = n } }
+
+// WithPublishWait sets how long Publish waits for topic peers.
+func WithPublishWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
+
+// WithMinPeers sets how many topic peers Publish waits for.
+func WithMinPeers(n int) Option { return func(c *config) { c.minPeers = n } }
+
+// WithQueueSize sets the per-subscription queue length.
+func WithQueueSize(n int) Option { return func(c *config) { c.queue = n } }
+
+// WithSelf describes the local agent; without it filters are checked
+// against the signer's id only.
+func WithSelf(s Self) Option { return func(c *config) { c.self = &s } }
+
+// WithReplayGuard shares a replay guard (default: a fresh one).
+func WithReplayGuard(g *sign.ReplayGuard) Option { return func(c *config) { c.guard = g } }
+
+// Message is an envelope received on a topic.
+type Message struct {
+	Topic      string
+	From       peer.ID
+	Envelope   *protocol.Envelope
+	Payload    json.RawMessage
+	ReceivedAt time.Time
+}
+
+// Bus is a GossipSub router carrying signed envelopes.
+type Bus struct {
+	h      host.Host
+	signer *sign.Signer
+	cfg    config
+	ps     *libp2ppubsub.PubSub
+	mesh   *meshTracer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	families map[string]*family
+}
+
+type family struct {
+	topic *libp2ppubsub.Topic
+	sub   *libp2ppubsub.Subscription // nil when only publishing
+	subs  map[*Subscription]struct{}
+}
+
+func msgID(m *pb.Message) string {
+	d := m.GetData()
+	if len(d) >= sign.SignatureSize {
+		d = d[:sign.SignatureSize]
+	}
+	return hex.EncodeToString(d)
+}
+
+func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresholds) {
+	return &libp2ppubsub.PeerScoreParams{
+			Topics:                    map[string]*libp2ppubsub.TopicScoreParams{},
+			AppSpecificScore:          func(peer.ID) float64 { return 0 },
+			IPColocationFactorWeight:  0, // off: see the package doc
+			BehaviourPenaltyWeight:    -1,
+			BehaviourPenaltyThreshold: 6,
+			BehaviourPenaltyDecay:     0.9,
+			DecayInterval:             time.Second,
+			DecayToZero:               0.01,
+			RetainScore:               10 * time.Minute,
+		}, &libp2ppubsub.PeerScoreThresholds{
+			GossipThreshold:             -100,
+			PublishThreshold:            -500,
+			GraylistThreshold:           -1000,
+			AcceptPXThreshold:           10,
+			OpportunisticGraftThreshold: 3,
+		}
+}
+
+// New starts a GossipSub router on h publishing as signer.
+func New(h host.Host, signer *sign.Signer, opts ...Option) (*Bus, error) {
+	cfg := config{maxSize: DefaultMaxMessageSize, wait: 5 * time.Second, minPeers: 1, queue: 256}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.guard == nil {
+		cfg.guard = sign.NewReplayGuard(0, 0)
+	}
+	if cfg.self == nil {
+		cfg.self = &Self{AgentID: signer.ID().String()}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sp, st := scoreParams()
+	mesh := newMeshTracer()
+	ps, err := libp2ppubsub.NewGossipSub(ctx, h,
+		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
+		libp2ppubsub.WithMessageIdFn(msgID),
+		libp2ppubsub.WithPeerScore(sp, st),
+		libp2ppubsub.WithMaxMessageSize(cfg.maxSize+4096),
+		libp2ppubsub.WithRawTracer(mesh),
+	)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
+	}
+	return &Bus{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}}, nil
+}
+
+// Close cancels subscriptions, closes topics, stops the router and waits
+// for the bus's goroutines.
+func (b *Bus) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	fams := b.families
+	b.families = nil
+	b.mu.Unlock()
+	for name, f := range fams {
+		for s := range f.subs {
+			s.stop()
+		}
+		if f.sub != nil {
+			f.sub.Cancel()
+		}
+		_ = b.ps.UnregisterTopicValidator(GossipPrefix + name)
+		_ = f.topic.Close()
+	}
+	b.cancel()
+	b.wg.Wait()
+	return nil
+}
+
+// join returns the family for a GossipSub topic, joining it; b.mu held.
+func (b *Bus) join(name string) (*family, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if f := b.families[name]; f != nil {
+		return f, nil
+	}
+	gt := GossipPrefix + name
+	if err := b.ps.RegisterTopicValidator(gt, func(_ context.Context, _ peer.ID, m *libp2ppubsub.Message) libp2ppubsub.ValidationResult {
+		e, res := b.validate(name, m.GetData(), time.Now())
+		if res == libp2ppubsub.ValidationAccept {
+			m.ValidatorData = e
+		}
+		return res
+	}); err != nil {
+		return nil, fmt.Errorf("pubsub: validator %s: %w", gt, err)
+	}
+	t, err := b.ps.Join(gt)
+	if err != nil {
+		_ = b.ps.UnregisterTopicValidator(gt)
+		return nil, fmt.Errorf("pubsub: join %s: %w", gt, err)
+	}
+	f := &family{topic: t, subs: map[*Subscription]struct{}{}}
+	b.families[name] = f
+	return f, nil
+}
+
+// validate checks one GossipSub message of a family (see the package doc).
+func (b *Bus) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult) {
+	if len(data) <= sign.SignatureSize || len(data) > b.cfg.maxSize {
+		return nil, libp2ppubsub.ValidationReject
+	}
+	sig, body := data[:sign.SignatureSize], data[sign.SignatureSize:]
+	var head struct {
+		From struct {
+			AgentID string `json:"agentId"`
+		} `json:"from"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return nil, libp2ppubsub.ValidationReject
+	}
+	author, err := sign.ParseAgentID(head.From.AgentID)
+	if err != nil {
+		return nil, libp2ppubsub.ValidationReject
+	}
+	e, err := protocol.Open(body, sig, author)
+	if err != nil {
+		return nil, libp2ppubsub.ValidationReject
+	}
+	if e.Type != protocol.TypeNotify || e.To == nil || !e.To.Broadcast || e.To.Topic == "" || Family(e.To.Topic) != fam {
+		return nil, libp2ppubsub.ValidationReject
+	}
+	ts, err := e.Time()
+	if err != nil {
+		return nil, libp2ppubsub.ValidationReject
+	}
+	if err := b.cfg.guard.Check(string(author), e.ID, ts, now); err != nil {
+		return nil, libp2ppubsub.ValidationIgnore
+	}
+	return e, libp2ppubsub.ValidationAccept
+}
+
+// Peers returns the peers known to be subscribed to the GossipSub topic of
+// a bus topic (none if this node has not joined it).
+func (b *Bus) Peers(topic string) []peer.ID {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if f := b.families[Family(topic)]; f != nil {
+		return f.topic.ListPeers()
+	}
+	return nil
+}
+
+// MeshPeers returns how many GossipSub mesh peers the topic's family has
+// on this node: the peers it forwards received messages to. It is
+// non-zero only while this node subscribes to the family.
+func (b *Bus) MeshPeers(topic string) int { return b.mesh.count(GossipTopic(topic)) }
+
+// PublishOption configures one Publish.
+type PublishOption func(*publishConfig)
+
+type publishConfig struct {
+	filter *Filter
+	wait   time.Duration
+	min    int
+}
+
+// WithFilter attaches a seed 004 broadcast filter.
+func WithFilter(f Filter) PublishOption { return func(c *publishConfig) { c.filter = &f } }
+
+// WithWait overrides the bus's publish wait for one publish.
+func WithWait(d time.Duration) PublishOption { return func(c *publishConfig) { c.wait = d } }
+
+// WithAtLeast overrides the minimum number of topic peers for one publish.
+func WithAtLeast(n int) PublishOption { return func(c *publishConfig) { c.min = n } }
+
+// Publish seals payload in a notify envelope for topic and publishes it,
+// returning how many topic peers it went to.
+func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage, opts ...PublishOption) (int, error) {
+	pc := publishConfig{wait: b.cfg.wait, min: b.cfg.minPeers}
+	for _, o := range opts {
+		o(&pc)
+	}
+	if topic == "" || hasWild(topic) {
+		return 0, fmt.Errorf("%w: cannot publish to %q", ErrPattern, topic)
+	}
+	e, err := protocol.New(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: topic}, payload)
+	if err != nil {
+		return 0, err
+	}
+	if pc.filter != nil {
+		md, err := protocol.MarshalCanonical(metadata{Filter: pc.filter})
+		if err != nil {
+			return 0, err
+		}
+		e.Metadata = md
+	}
+	body, sig, err := protocol.Seal(b.signer, e)
+	if err != nil {
+		return 0, err
+	}
+	data := make([]byte, 0, len(sig)+len(body))
+	data = append(append(data, sig...), body...)
+	if len(data) > b.cfg.maxSize {
+		return 0, fmt.Errorf("pubsub: message of %d bytes exceeds %d", len(data), b.cfg.maxSize)
+	}
+	b.mu.Lock()
+	f, err := b.join(Family(topic))
+	b.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	n, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait)
+	if err != nil {
+		return 0, fmt.Errorf("%w for %s after %s: %w", ErrNoPeers, GossipTopic(topic), pc.wait, err)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("%w for %s after %s", ErrNoPeers, GossipTopic(topic), pc.wait)
+	}
+	if err := f.topic.Publish(ctx, data); err != nil {
+		return 0, fmt.Errorf("pubsub: publish %s: %w", topic, err)
+	}
+	return n, nil
+}
+
+func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration) (int, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := len(t.ListPeers())
+		if n >= min && n > 0 {
+			return n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-b.ctx.Done():
+			return n, ErrClosed
+		case <-deadline.C:
+			return n, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Subscription delivers messages matching a pattern to a handler.
+type Subscription struct {
+	b       *Bus
+	fam     string
+	pattern string
+	handler func(Message)
+	queue   chan Message
+	done    chan struct{}
+	once    sync.Once
+	dropped atomic.Uint64
+}
+
+// Dropped returns how many messages were dropped because the queue was full.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+func (s *Subscription) stop() { s.once.Do(func() { close(s.done) }) }
+
+// Cancel stops the subscription. A handler call already in progress
+// finishes; no new call starts.
+func (s *Subscription) Cancel() {
+	b := s.b
+	b.mu.Lock()
+	if f := b.families[s.fam]; f != nil {
+		delete(f.subs, s)
+	}
+	b.mu.Unlock()
+	s.stop()
+}
+
+// Subscribe calls handler, in order, for each message whose topic matches
+// pattern and whose filter admits this node.
+func (b *Bus) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
+	fam := Family(pattern)
+	if fam == "" || hasWild(fam) || !validPattern(pattern) {
+		return nil, fmt.Errorf("%w: %q (the family before ':' must be literal)", ErrPattern, pattern)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, err := b.join(fam)
+	if err != nil {
+		return nil, err
+	}
+	if f.sub == nil {
+		sub, err := f.topic.Subscribe()
+		if err != nil {
+			return nil, fmt.Errorf("pubsub: subscribe %s: %w", GossipPrefix+fam, err)
+		}
+		f.sub = sub
+		b.wg.Add(1)
+		go b.read(f, sub)
+	}
+	s := &Subscription{b: b, fam: fam, pattern: pattern, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
+	f.subs[s] = struct{}{}
+	b.wg.Add(1)
+	go s.run(&b.wg)
+	return s, nil
+}
+
+func (s *Subscription) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case m := <-s.queue:
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			s.handler(m)
+		}
+	}
+}
+
+func (b *Bus) read(f *family, sub *libp2ppubsub.Subscription) {
+	defer b.wg.Done()
+	for {
+		m, err := sub.Next(b.ctx)
+		if err != nil {
+			return
+		}
+		e, ok := m.ValidatorData.(*protocol.Envelope)
+		if !ok || !b.admit(e) {
+			continue
+		}
+		from, _ := e.Sender()
+		msg := Message{Topic: e.To.Topic, From: from, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now()}
+		b.mu.Lock()
+		for s := range f.subs {
+			if !Match(s.pattern, msg.Topic) {
+				continue
+			}
+			select {
+			case s.queue <- msg:
+			default:
+				s.dropped.Add(1)
+			}
+		}
+		b.mu.Unlock()
+	}
+}

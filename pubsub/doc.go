@@ -1,0 +1,71 @@
+// Package pubsub carries signed AgentProtocol envelopes over GossipSub and
+// gives the bus's topic names and patterns a mesh-wide meaning.
+//
+// # Wire form
+//
+// A GossipSub message's data is signature(64) ‖ canonical envelope bytes,
+// the same bytes a direct stream carries after its length prefix. The
+// router runs with StrictNoSign: the envelope's own Ed25519 signature is
+// the only one, so there is one signature per message. The GossipSub
+// message id is the hex of that signature, which needs no parsing and is
+// unique per signed message.
+//
+// # Validation
+//
+// Every GossipSub topic has a validator. It refuses oversize data, reads
+// only from.agentId from the bytes (the author's key is inlined there; the
+// body is bounded by the size limit), then verifies the signature with
+// protocol.Open before decoding anything else. With StrictNoSign the
+// GossipSub From field is empty and ReceivedFrom is the forwarding peer,
+// not the author, so the author is from.agentId alone. Results:
+//
+//	oversize, no signature, bad signature, not canonical, malformed → Reject
+//	type not notify, to.broadcast false, to.topic missing or of
+//	another family                                                  → Reject
+//	stale timestamp or (author, id) already seen (sign.ReplayGuard) → Ignore
+//
+// Reject lowers the forwarding peer's score; Ignore does not.
+//
+// # Topics and patterns
+//
+// A bus topic "family:rest" maps to the GossipSub topic
+// "/meshagent/topic/family", family being the part before the first ':'
+// (the whole name if there is none). Receivers filter exactly with Match:
+// a pattern matches fnmatch-style (path.Match: "*", "?", "[...]", where
+// "*" does not cross "/"); a pattern without
+// wildcards that ends in ':', '-', '.', '/' or '_' matches as a prefix;
+// anything else matches exactly. A pattern whose family contains a
+// wildcard (for example "*") is refused with ErrPattern: it would need
+// every family, and GossipSub has no catch-all.
+//
+// # Broadcast filters (seed 004)
+//
+// Publish may attach a filter, carried in the envelope metadata as
+//
+//	{"filter":{"includeAgents":[...],"excludeAgents":[...],
+//	           "personaTypes":[...],"capabilities":[...]}}
+//
+// A receiver described by WithSelf delivers a message only if: its agent
+// id is not in excludeAgents; includeAgents is empty or names it;
+// personaTypes is empty or holds its persona type; and it has every
+// capability listed. Filtered messages are still relayed.
+//
+// # Delivery
+//
+// Publish waits up to WithPublishWait (default 5 s) for at least
+// WithMinPeers topic peers (default 1), then publishes and returns how
+// many topic peers it went to; with none it returns an error wrapping
+// ErrNoPeers (go-libp2p-pubsub issue 331: a publish is never silently
+// lost). Subscribers on the publishing node receive its own messages.
+// Each subscription has a bounded queue (WithQueueSize, default 256); when
+// it is full the newest message is dropped and counted (Dropped).
+//
+// # Peer scoring
+//
+// Scoring is on with global parameters only (see scoreParams): app score
+// 0, IP colocation off (agents sharing a machine or a NAT are normal
+// here, and the penalty starved fan-out on one address), behaviour penalty
+// weight -1 (threshold 6, decay 0.9), decay every second to zero at 0.01;
+// thresholds gossip -100, publish -500, graylist -1000, accept PX 10,
+// opportunistic graft 3. Invalid messages are punished through Reject.
+package pubsub

@@ -1,0 +1,72 @@
+package pubsub
+
+import (
+	"sync"
+
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// meshTracer follows GRAFT and PRUNE so that the bus can tell how many
+// mesh peers a GossipSub topic has. Its methods run on the router's event
+// loop and only take a short lock.
+type meshTracer struct {
+	mu   sync.Mutex
+	mesh map[string]map[peer.ID]struct{}
+}
+
+var _ libp2ppubsub.RawTracer = (*meshTracer)(nil)
+
+func newMeshTracer() *meshTracer { return &meshTracer{mesh: map[string]map[peer.ID]struct{}{}} }
+
+func (t *meshTracer) count(topic string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.mesh[topic])
+}
+
+func (t *meshTracer) Graft(p peer.ID, topic string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.mesh[topic]
+	if m == nil {
+		m = map[peer.ID]struct{}{}
+		t.mesh[topic] = m
+	}
+	m[p] = struct{}{}
+}
+
+func (t *meshTracer) Prune(p peer.ID, topic string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.mesh[topic], p)
+}
+
+func (t *meshTracer) Leave(topic string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.mesh, topic)
+}
+
+func (t *meshTracer) RemovePeer(p peer.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range t.mesh {
+		delete(m, p)
+	}
+}
+
+func (*meshTracer) AddPeer(peer.ID, libp2pprotocol.ID)             {}
+func (*meshTracer) OnNewOutboundStream(peer.ID, libp2pprotocol.ID) {}
+func (*meshTracer) OnClosedOutboundStream(peer.ID)                 {}
+func (*meshTracer) Join(string)                                    {}
+func (*meshTracer) ValidateMessage(*libp2ppubsub.Message)          {}
+func (*meshTracer) DeliverMessage(*libp2ppubsub.Message)           {}
+func (*meshTracer) RejectMessage(*libp2ppubsub.Message, string)    {}
+func (*meshTracer) DuplicateMessage(*libp2ppubsub.Message)         {}
+func (*meshTracer) ThrottlePeer(peer.ID)                           {}
+func (*meshTracer) RecvRPC(*libp2ppubsub.RPC)                      {}
+func (*meshTracer) SendRPC(*libp2ppubsub.RPC, peer.ID)             {}
+func (*meshTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)             {}
+func (*meshTracer) UndeliverableMessage(*libp2ppubsub.Message)     {}
