@@ -228,9 +228,14 @@ func TestFindConfirm(t *testing.T) {
 		}
 		return nil, errors.New("unknown peer")
 	}
+	// Wait until both the name and the keyword records have spread: they
+	// are provided separately, and under load one can lag the other.
 	waitFor(t, 15*time.Second, func() error {
-		return sameIDs(collect(context.Background(), m.dirs[0], "translate", false),
-			map[peer.ID]bool{honest: true, failing: true, liar: true, other: true})
+		all := map[peer.ID]bool{honest: true, failing: true, liar: true, other: true}
+		if err := sameIDs(collect(context.Background(), m.dirs[0], "translate", false), all); err != nil {
+			return err
+		}
+		return sameIDs(collect(context.Background(), m.dirs[0], "text", true), all)
 	})
 	for _, q := range []struct {
 		s  string
