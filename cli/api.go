@@ -10,7 +10,10 @@ import (
 )
 
 // *node.Node is what the local API serves.
-var _ relay.Mesh = (*node.Node)(nil)
+var (
+	_ relay.Mesh       = (*node.Node)(nil)
+	_ relay.Discoverer = (*node.Node)(nil)
+)
 
 // dialAPI connects to the local API of a running node at addr (host:port).
 // If nothing listens there the error wraps relay.ErrNoServer.

@@ -39,8 +39,15 @@ type Client struct {
 }
 
 type pendingCall struct {
-	ch       chan *message // buffered 1
-	progress func(*protocol.Response)
+	ch chan *message // buffered 1
+	callHooks
+}
+
+// callHooks receive the notifications a server sends about one call
+// before its response. They run on the read goroutine and must not block.
+type callHooks struct {
+	progress   func(*protocol.Response)
+	discovered func(protocol.PeerInfo)
 }
 
 // maxClientRequests bounds the server-initiated requests a client serves
@@ -197,6 +204,10 @@ func (c *Client) handleItem(it item) {
 			c.progress(m.Params)
 			return
 		}
+		if m.Method == MethodMeshDiscovered {
+			c.discovered(m.Params)
+			return
+		}
 		if c.cfg.OnNotification != nil {
 			c.cfg.OnNotification(m.Method, m.Params)
 		}
@@ -222,6 +233,43 @@ func (c *Client) progress(params json.RawMessage) {
 	if pc != nil && pc.progress != nil {
 		pc.progress(p.Response)
 	}
+}
+
+// discovered routes a mesh.discovered notification to its call.
+func (c *Client) discovered(params json.RawMessage) {
+	var p DiscoveredParams
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := strconv.ParseInt(string(p.RequestID), 10, 64)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	pc := c.pending[id]
+	c.mu.Unlock()
+	if pc != nil && pc.discovered != nil {
+		pc.discovered(p.Agent)
+	}
+}
+
+// Discover runs mesh.discover for a capability (or, with byKeyword, a
+// keyword). Each agent goes to onFound as soon as the node confirms it;
+// the result lists them all in seed 000's SERVICES_AVAILABLE shape.
+// timeout 0 means DefaultDiscoverTimeout.
+func (c *Client) Discover(ctx context.Context, query string, byKeyword bool, timeout time.Duration, onFound func(protocol.PeerInfo)) (*ServicesAvailable, error) {
+	p := DiscoverParams{Capability: query, TimeoutMS: timeout.Milliseconds()}
+	if byKeyword {
+		p = DiscoverParams{Keyword: query, TimeoutMS: timeout.Milliseconds()}
+	}
+	var out ServicesAvailable
+	if err := c.call(ctx, MethodMeshDiscover, p, &out, callHooks{discovered: onFound}); err != nil {
+		if pe := ProtocolError(err); pe != nil {
+			return nil, pe
+		}
+		return nil, err
+	}
+	return &out, nil
 }
 
 // serveRequest answers a server-initiated request on its own goroutine.
@@ -284,10 +332,10 @@ func (c *Client) write(ctx context.Context, b []byte) error {
 // ends first Call returns ctx's error; if the connection ends, an error
 // wrapping ErrClosed.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	return c.call(ctx, method, params, result, nil)
+	return c.call(ctx, method, params, result, callHooks{})
 }
 
-func (c *Client) call(ctx context.Context, method string, params, result any, progress func(*protocol.Response)) error {
+func (c *Client) call(ctx context.Context, method string, params, result any, hooks callHooks) error {
 	p, err := marshalParams(params)
 	if err != nil {
 		return err
@@ -300,7 +348,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, pr
 	}
 	c.nextID++
 	id := c.nextID
-	pc := &pendingCall{ch: make(chan *message, 1), progress: progress}
+	pc := &pendingCall{ch: make(chan *message, 1), callHooks: hooks}
 	c.pending[id] = pc
 	c.mu.Unlock()
 	defer func() {
@@ -349,7 +397,7 @@ func (c *Client) MeshCall(ctx context.Context, req protocol.CallRequest, onProgr
 		defer cancel()
 	}
 	var resp protocol.Response
-	err := c.call(ctx, MethodMeshCall, params, &resp, onProgress)
+	err := c.call(ctx, MethodMeshCall, params, &resp, callHooks{progress: onProgress})
 	switch {
 	case err == nil:
 		return &resp, nil

@@ -78,6 +78,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshID, s.meshID)
 	s.Handle(MethodMeshPeers, s.meshPeers)
 	s.Handle(MethodMeshCall, s.meshCall)
+	s.Handle(MethodMeshDiscover, s.meshDiscover)
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
