@@ -54,6 +54,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.nodeCommand(),
 		r.callCommand(),
 		r.peersCommand(),
+		r.discoverCommand(),
 		r.signCommand(),
 		r.verifyCommand(),
 	}
