@@ -70,17 +70,12 @@ func (r *runState) runCall(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	addr, err := r.apiClientAddr(c)
-	if err != nil {
-		return err
-	}
 	asJSON := c.Bool(flagJSON)
-
 	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
 	defer cancel()
-	cl, err := dialAPI(ctx, addr)
+	cl, addr, err := r.connectAPI(ctx, c)
 	if err != nil {
-		return r.apiError(c, addr, err)
+		return err
 	}
 	defer cl.Close()
 
@@ -111,6 +106,20 @@ func (r *runState) runCall(c *ucli.Context) error {
 		return writeJSONLine(r.stdout, resp)
 	}
 	return writePrettyJSON(r.stdout, resp.Result)
+}
+
+// connectAPI dials the local API named by --api, turning failures into
+// the CLI's errors (a missing node says how to start one).
+func (r *runState) connectAPI(ctx context.Context, c *ucli.Context) (*relay.Client, string, error) {
+	addr, err := r.apiClientAddr(c)
+	if err != nil {
+		return nil, "", err
+	}
+	cl, err := dialAPI(ctx, addr)
+	if err != nil {
+		return nil, addr, r.apiError(c, addr, err)
+	}
+	return cl, addr, nil
 }
 
 // readParams reads --params: a JSON object given inline, @FILE, or - for

@@ -54,17 +54,12 @@ func (r *runState) runDiscover(c *ucli.Context) error {
 	if timeout > relay.MaxDiscoverTimeout {
 		return usageErrorf("--timeout %s is longer than the %s a search may take", timeout, relay.MaxDiscoverTimeout)
 	}
-	addr, err := r.apiClientAddr(c)
-	if err != nil {
-		return err
-	}
 	asJSON := c.Bool(flagJSON)
-
 	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
 	defer cancel()
-	cl, err := dialAPI(ctx, addr)
+	cl, addr, err := r.connectAPI(ctx, c)
 	if err != nil {
-		return r.apiError(c, addr, err)
+		return err
 	}
 	defer cl.Close()
 
