@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/wait"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,24 +13,6 @@ import (
 
 	"github.com/meshagent/meshagent/protocol"
 )
-
-// waitFor polls try until it returns nil or d passes.
-func waitFor(t *testing.T, d time.Duration, try func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	wait := time.Millisecond
-	for {
-		err := try()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", d, err)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 50*time.Millisecond)
-	}
-}
 
 // runningNode is `meshagent node` running in-process.
 type runningNode struct {
@@ -59,7 +42,7 @@ func startNode(t *testing.T, args ...string) *runningNode {
 			t.Error("node did not stop")
 		}
 	})
-	waitFor(t, 20*time.Second, func() error {
+	wait.For(t, 20*time.Second, func() error {
 		select {
 		case code := <-rn.done:
 			rn.done <- code
@@ -193,7 +176,7 @@ func TestNodeHumanStartLine(t *testing.T) {
 		done <- run(ctx, NewApp(&out, &errb), []string{"meshagent", "node", "--data", t.TempDir(),
 			"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "off", "--no-mdns", "--log-format", "json"})
 	}()
-	waitFor(t, 20*time.Second, func() error {
+	wait.For(t, 20*time.Second, func() error {
 		if !strings.Contains(out.String(), "\n") {
 			return fmt.Errorf("no start line yet; stderr:\n%s", errb.String())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/wait"
 	"sort"
 	"testing"
 	"time"
@@ -79,17 +80,7 @@ func line(t testing.TB, n int, opts ...Option) *mesh {
 // waitFor polls try until it succeeds or the deadline passes.
 func waitFor(t testing.TB, d time.Duration, try func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := try()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval, not a wait for the network
-	}
+	wait.For(t, d, try)
 }
 
 func collect(ctx context.Context, d *Directory, query string, byKeyword bool) []peer.ID {
@@ -198,13 +189,7 @@ func TestWithdrawExpires(t *testing.T) {
 		t.Errorf("withdrawn records gone after %v, want within about one TTL (%v)", el, ttl)
 	}
 	// The remaining provider stays listed well past one TTL: re-providing works.
-	deadline := time.Now().Add(ttl + ttl/2)
-	for time.Now().Before(deadline) {
-		if err := find(map[peer.ID]bool{m.hosts[1].ID(): true})(); err != nil {
-			t.Fatalf("re-provided record lost: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Holds(t, ttl+ttl/2, find(map[peer.ID]bool{m.hosts[1].ID(): true}))
 }
 
 // TestFindConfirm: confirm drops providers that fail, that confirm nothing,

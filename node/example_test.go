@@ -44,11 +44,9 @@ func ExampleNode_Call() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		if _, ok := caller.PeerCapabilities(provider.ID()); ok || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if _, err := caller.WaitHello(ctx, provider.ID()); err != nil {
+		fmt.Println(err)
+		return
 	}
 	resp, err := caller.Call(ctx, protocol.CallRequest{
 		To: provider.AgentID(), Action: "echo", Params: json.RawMessage(`{"text":"hi"}`),

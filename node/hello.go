@@ -155,6 +155,8 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 	}
 	changed := !seen || old.name != e.From.Name || !sameCapabilities(old.capabilities, valid)
 	n.peers[p] = &peerState{name: e.From.Name, capabilities: valid, features: h.Features, lastHello: n.cfg.Now(), seq: h.Seq}
+	close(n.helloSignal)
+	n.helloSignal = make(chan struct{})
 	n.mu.Unlock()
 	if changed {
 		names := make([]string, len(valid))
@@ -190,4 +192,26 @@ func (n *Node) PeerCapabilities(p peer.ID) ([]protocol.Capability, bool) {
 		return nil, false
 	}
 	return slices.Clone(ps.capabilities), true
+}
+
+// WaitHello waits until a signed hello from p has been received and returns
+// the capability objects it announced. It returns at once if one already
+// has; otherwise it returns ctx's error, or ErrClosed if the node closes.
+func (n *Node) WaitHello(ctx context.Context, p peer.ID) ([]protocol.Capability, error) {
+	for {
+		n.mu.RLock()
+		ps, ok := n.peers[p]
+		changed := n.helloSignal
+		n.mu.RUnlock()
+		if ok {
+			return slices.Clone(ps.capabilities), nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-n.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
 }

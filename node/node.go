@@ -61,6 +61,9 @@ type Node struct {
 	// servicesSeq is Hello.Seq: when the services last changed.
 	servicesSeq int64
 	peers       map[peer.ID]*peerState
+	// helloSignal is closed (and replaced) whenever a hello is applied,
+	// waking WaitHello.
+	helloSignal chan struct{}
 	conns       map[peer.ID]*reqConn
 	dialing     map[peer.ID]chan struct{} // closed when an opening stream is ready
 	inbound     map[network.Stream]struct{}
@@ -104,6 +107,7 @@ func New(opts ...Option) (n *Node, err error) {
 		peers:        make(map[peer.ID]*peerState),
 		conns:        make(map[peer.ID]*reqConn),
 		dialing:      make(map[peer.ID]chan struct{}),
+		helloSignal:  make(chan struct{}),
 		inbound:      make(map[network.Stream]struct{}),
 	}
 	defer func() {

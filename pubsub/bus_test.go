@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/wait"
 	"testing"
 	"time"
 
@@ -79,13 +80,12 @@ func connect(t testing.TB, a, b host.Host) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+	wait.For(t, d, func() error {
+		if !cond() {
+			return errors.New("still waiting for " + what)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func collect(t testing.TB, b *Bus, pattern string) <-chan Message {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/wait"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -233,13 +234,12 @@ func readFrame(t *testing.T, ws *websocket.Conn) string {
 // waitFor polls cond until it holds or the test timeout passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	wait.For(t, testTimeout, func() error {
+		if !cond() {
+			return errors.New("still waiting for " + what)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // receive waits for one value on ch, or fails the test.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/wait"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,24 +115,6 @@ func (r result) must(t *testing.T, code int) result {
 	return r
 }
 
-// waitFor polls try until it returns nil or d passes.
-func waitFor(t *testing.T, d time.Duration, try func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	wait := 5 * time.Millisecond
-	for {
-		err := try()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", d, err)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 100*time.Millisecond)
-	}
-}
-
 // nodeProc is a `meshagent node` process.
 type nodeProc struct {
 	name    string
@@ -170,7 +153,7 @@ func startNode(t *testing.T, name string, args ...string) *nodeProc {
 			t.Logf("%s stderr:\n%s", name, p.stderr)
 		}
 	})
-	waitFor(t, 30*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		select {
 		case <-p.exited:
 			t.Fatalf("%s exited before starting: %v\n%s", name, p.waitErr, p.stderr)
@@ -288,7 +271,7 @@ func TestTwoNodes(t *testing.T) {
 	b := startNode(t, "bob", "--key", keyB, "--data", filepath.Join(dir, "b"), "--bootstrap", a.started.Addrs[0])
 
 	// Each logs the other's hello.
-	waitFor(t, 30*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		if !b.logged("msg=hello", "remote_peer="+idA.AgentID, "name=alice") {
 			return errors.New("B has not logged A's hello")
 		}
@@ -355,7 +338,7 @@ func TestTwoNodes(t *testing.T) {
 	t.Run("SIGHUP reloads capabilities", func(t *testing.T) {
 		writeFile(t, caps, `[{"name": "echo", "handler": "echo"}, {"name": "shout", "handler": {"builtin": "echo"}}]`)
 		a.signal(t, syscall.SIGHUP)
-		waitFor(t, 30*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			got, err := capabilitiesOf(t, b.started.API, idA.AgentID)
 			if err != nil {
 				return err
@@ -370,7 +353,7 @@ func TestTwoNodes(t *testing.T) {
 		// A file that does not load keeps the current set.
 		writeFile(t, caps, `[{"name": "echo"}]`)
 		a.signal(t, syscall.SIGHUP)
-		waitFor(t, 30*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			if !a.logged("capabilities not reloaded", "handler") {
 				return errors.New("A has not logged the failed reload")
 			}

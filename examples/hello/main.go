@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -77,17 +76,9 @@ func run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out, "caller:  ", caller.AgentID())
 
 	// Wait for the provider's signed hello, which carries its capabilities.
-	var caps []protocol.Capability
-	for {
-		var ok bool
-		if caps, ok = caller.PeerCapabilities(provider.ID()); ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return errors.New("no hello from the provider")
-		case <-time.After(20 * time.Millisecond):
-		}
+	caps, err := caller.WaitHello(ctx, provider.ID())
+	if err != nil {
+		return fmt.Errorf("no hello from the provider: %w", err)
 	}
 	for _, c := range caps {
 		fmt.Fprintf(out, "hello: provider offers %s (%s)\n", c.Name, c.Description)

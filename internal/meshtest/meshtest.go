@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/wait"
 	"io"
 	"log/slog"
 	"os"
@@ -48,19 +49,7 @@ func ID(t testing.TB, i int) peer.ID {
 // with try's last error.
 func WaitFor(t testing.TB, d time.Duration, try func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	wait := time.Millisecond
-	for {
-		err := try()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", d, err)
-		}
-		time.Sleep(wait)
-		wait = min(wait*2, 50*time.Millisecond)
-	}
+	wait.For(t, d, try)
 }
 
 // Context returns a context cancelled at the end of the test or after d.
@@ -142,13 +131,10 @@ func Connect(t testing.TB, a, b *node.Node) {
 	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 10*time.Second, func() error {
-		if _, ok := a.PeerCapabilities(b.ID()); !ok {
-			return fmt.Errorf("%s has no hello from %s", a.ID(), b.ID())
-		}
-		if _, ok := b.PeerCapabilities(a.ID()); !ok {
-			return fmt.Errorf("%s has no hello from %s", b.ID(), a.ID())
-		}
-		return nil
-	})
+	if _, err := a.WaitHello(ctx, b.ID()); err != nil {
+		t.Fatalf("%s has no hello from %s: %v", a.ID(), b.ID(), err)
+	}
+	if _, err := b.WaitHello(ctx, a.ID()); err != nil {
+		t.Fatalf("%s has no hello from %s: %v", b.ID(), a.ID(), err)
+	}
 }

@@ -1,0 +1,70 @@
+// Package wait is how meshagent's tests wait: for a condition, with a
+// deadline. A test never sleeps for the network to settle; it names what
+// it waits for, re-checks it on a short ticker, and fails with the
+// condition's last error when the deadline passes. It imports nothing of
+// the project, so every package's tests can use it.
+package wait
+
+import (
+	"testing"
+	"time"
+)
+
+// interval is how often a condition is re-checked.
+const interval = 5 * time.Millisecond
+
+// For waits until cond returns nil, failing tb with cond's last error if
+// that has not happened within d.
+func For(tb testing.TB, d time.Duration, cond func() error) {
+	tb.Helper()
+	if err := Until(d, cond); err != nil {
+		tb.Fatalf("condition not met after %s: %v", d, err)
+	}
+}
+
+// Until waits until cond returns nil and returns nil, or returns cond's last
+// error once d has passed. Benchmarks and helpers that report failure
+// their own way use it.
+func Until(d time.Duration, cond func() error) error {
+	err := cond()
+	if err == nil {
+		return nil
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if err = cond(); err == nil {
+				return nil
+			}
+		case <-deadline.C:
+			if err = cond(); err == nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// Holds checks that cond keeps returning nil for the whole of d, failing tb
+// at the first error.
+func Holds(tb testing.TB, d time.Duration, cond func() error) {
+	tb.Helper()
+	end := time.NewTimer(d)
+	defer end.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if err := cond(); err != nil {
+			tb.Fatalf("condition stopped holding: %v", err)
+		}
+		select {
+		case <-tick.C:
+		case <-end.C:
+			return
+		}
+	}
+}
