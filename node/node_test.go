@@ -5,28 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/p2ptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// libp2p keeps package-level workers alive for the process.
-		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
-		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/quicreuse.(*reuse).gc"),
-		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/host/resource-manager.(*resourceManager).background"),
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("github.com/libp2p/go-cidranger/net.init"),
-	)
-}
+func TestMain(m *testing.M) { p2ptest.VerifyTestMain(m) }
 
 func echoService(name string) node.Service {
 	return node.Service{Capability: protocol.Capability{Name: name, Description: "echo"}, Handler: node.EchoHandler()}

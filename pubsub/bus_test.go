@@ -5,44 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshagent/meshagent/internal/p2ptest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"go.uber.org/goleak"
 
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// libp2p keeps package-level workers alive for the process.
-		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
-		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/quicreuse.(*reuse).gc"),
-		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/host/resource-manager.(*resourceManager).background"),
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("github.com/libp2p/go-cidranger/net.init"),
-	)
-}
+func TestMain(m *testing.M) { p2ptest.VerifyTestMain(m) }
 
 func newHost(t testing.TB) host.Host {
 	t.Helper()
-	h, err := libp2p.New(
-		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
-		libp2p.DisableRelay(),
-		libp2p.NoTransports,
-		libp2p.DefaultTransports,
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
+	return p2ptest.Host(t)
 }
 
 func newSigner(t testing.TB) *sign.Signer {
