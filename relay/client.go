@@ -216,6 +216,17 @@ func (c *Client) handleItem(it item) {
 	}
 }
 
+// pendingFor returns the call a notification's requestId names, or nil.
+func (c *Client) pendingFor(requestID json.RawMessage) *pendingCall {
+	id, err := strconv.ParseInt(string(requestID), 10, 64)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[id]
+}
+
 // progress routes a mesh.progress notification to its call. It runs on
 // the read goroutine, so it precedes the call's final response.
 func (c *Client) progress(params json.RawMessage) {
@@ -223,14 +234,7 @@ func (c *Client) progress(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil || p.Response == nil {
 		return
 	}
-	id, err := strconv.ParseInt(string(p.RequestID), 10, 64)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	pc := c.pending[id]
-	c.mu.Unlock()
-	if pc != nil && pc.progress != nil {
+	if pc := c.pendingFor(p.RequestID); pc != nil && pc.progress != nil {
 		pc.progress(p.Response)
 	}
 }
@@ -241,14 +245,7 @@ func (c *Client) discovered(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
-	id, err := strconv.ParseInt(string(p.RequestID), 10, 64)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	pc := c.pending[id]
-	c.mu.Unlock()
-	if pc != nil && pc.discovered != nil {
+	if pc := c.pendingFor(p.RequestID); pc != nil && pc.discovered != nil {
 		pc.discovered(p.Agent)
 	}
 }
