@@ -21,7 +21,8 @@ import (
 
 // Errors returned by the bus.
 var (
-	ErrNoPeers = errors.New("pubsub: no topic peers")
+	// ErrNoPeers is protocol.ErrNoPeers: no topic peer within the wait.
+	ErrNoPeers = protocol.ErrNoPeers
 	ErrPattern = errors.New("pubsub: invalid pattern")
 	ErrClosed  = errors.New("pubsub: closed")
 )
@@ -61,7 +62,7 @@ func WithMinPeers(n int) Option { return func(c *config) { c.minPeers = n } }
 func WithQueueSize(n int) Option { return func(c *config) { c.queue = n } }
 
 // WithSelf describes the local agent; without it filters are checked
-// against the signer's id only.
+// against the signer's id only. SetSelf changes it later.
 func WithSelf(s Self) Option { return func(c *config) { c.self = &s } }
 
 // WithReplayGuard shares a replay guard (default: a fresh one).
@@ -86,6 +87,8 @@ type Bus struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	self atomic.Pointer[Self]
 
 	mu       sync.Mutex
 	closed   bool
@@ -152,8 +155,14 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Bus, error) {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
 	}
-	return &Bus{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}}, nil
+	b := &Bus{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}}
+	b.self.Store(cfg.self)
+	return b, nil
 }
+
+// SetSelf replaces the description of the local agent that broadcast
+// filters are checked against (for example after its capabilities change).
+func (b *Bus) SetSelf(s Self) { b.self.Store(&s) }
 
 // Close cancels subscriptions, closes topics, stops the router and waits
 // for the bus's goroutines.

@@ -3,44 +3,15 @@ package pubsub
 import (
 	"encoding/json"
 	"path"
-	"slices"
 
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// Filter is a seed 004 broadcast filter, carried in envelope metadata
-// under "filter". Empty lists do not restrict.
-type Filter struct {
-	Capabilities  []string `json:"capabilities,omitempty"`
-	ExcludeAgents []string `json:"excludeAgents,omitempty"`
-	IncludeAgents []string `json:"includeAgents,omitempty"`
-	PersonaTypes  []string `json:"personaTypes,omitempty"`
-}
+// Filter is a seed 004 broadcast filter; see protocol.Filter.
+type Filter = protocol.Filter
 
 type metadata struct {
 	Filter *Filter `json:"filter,omitempty"`
-}
-
-// Admits reports whether the filter lets self receive a message.
-func (f *Filter) Admits(self Self) bool {
-	if f == nil {
-		return true
-	}
-	if slices.Contains(f.ExcludeAgents, self.AgentID) {
-		return false
-	}
-	if len(f.IncludeAgents) > 0 && !slices.Contains(f.IncludeAgents, self.AgentID) {
-		return false
-	}
-	if len(f.PersonaTypes) > 0 && !slices.Contains(f.PersonaTypes, self.PersonaType) {
-		return false
-	}
-	for _, c := range f.Capabilities {
-		if !slices.Contains(self.Capabilities, c) {
-			return false
-		}
-	}
-	return true
 }
 
 // FilterOf returns the filter an envelope carries, or nil.
@@ -60,7 +31,8 @@ func (b *Bus) admit(e *protocol.Envelope) bool {
 	if err != nil {
 		return false
 	}
-	return f.Admits(*b.cfg.self)
+	self := b.self.Load()
+	return f.Admits(self.AgentID, self.PersonaType, self.Capabilities)
 }
 
 func validPattern(p string) bool {
