@@ -174,8 +174,14 @@ func (d *Directory) FindProviders(ctx context.Context, query string, byKeyword b
 	if byKeyword {
 		k = KeywordKey(query)
 	}
+	return d.findKey(ctx, k, 0)
+}
+
+// findKey streams up to limit (0: all) providers of k, deduplicated and
+// without self.
+func (d *Directory) findKey(ctx context.Context, k cid.Cid, limit int) <-chan peer.AddrInfo {
 	out := make(chan peer.AddrInfo)
-	in := d.kad.FindProvidersAsync(ctx, k, 0)
+	in := d.kad.FindProvidersAsync(ctx, k, limit)
 	go func() {
 		defer close(out)
 		seen := make(map[peer.ID]struct{})

@@ -15,6 +15,10 @@ func CapabilityKey(name string) cid.Cid { return key("meshagent:capability:" + n
 // keyword are recorded.
 func KeywordKey(keyword string) cid.Cid { return key("meshagent:keyword:" + keyword) }
 
+// TopicKey is the DHT key under which the subscribers of a topic
+// namespace are recorded (see Directory.Topics).
+func TopicKey(namespace string) cid.Cid { return key("meshagent:topic:" + namespace) }
+
 func key(s string) cid.Cid {
 	mh, err := multihash.Sum([]byte(s), multihash.SHA2_256, -1)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/event"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/pubsub"
 	"github.com/meshagent/meshagent/sign"
 )
 
@@ -71,6 +73,12 @@ type Node struct {
 	mdns   mdns.Service
 	events event.Subscription
 	dir    *dht.Directory // nil when the DHT is off
+	bus    *pubsub.Bus    // nil when topics are off
+
+	// presence holds other agents' last heartbeats, under mu.
+	presence     map[peer.ID]*presenceState
+	presenceKick chan struct{}
+	busy         atomic.Bool
 }
 
 // New builds and starts a node. It leaves nothing running if it fails.
@@ -109,6 +117,8 @@ func New(opts ...Option) (n *Node, err error) {
 		dialing:      make(map[peer.ID]chan struct{}),
 		helloSignal:  make(chan struct{}),
 		inbound:      make(map[network.Stream]struct{}),
+		presence:     make(map[peer.ID]*presenceState),
+		presenceKick: make(chan struct{}, 1),
 	}
 	defer func() {
 		if err != nil {
@@ -161,6 +171,11 @@ func New(opts ...Option) (n *Node, err error) {
 			return n, fmt.Errorf("node: %w", err)
 		}
 		n.dir.Advertise(n.Capabilities())
+	}
+	if cfg.Topics {
+		if err := n.startTopics(); err != nil {
+			return n, err
+		}
 	}
 	n.log.Info("node started", "addrs", n.Addrs(), "capabilities", n.capabilityNames())
 	return n, nil
@@ -232,6 +247,9 @@ func (n *Node) Close() error {
 		}
 		for _, s := range inbound {
 			_ = s.Reset()
+		}
+		if n.bus != nil {
+			errs = append(errs, n.bus.Close())
 		}
 		if n.dir != nil {
 			errs = append(errs, n.dir.Close())

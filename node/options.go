@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/pubsub"
 )
 
 // Limits bounds what a node accepts from other agents. Rate and size limits
@@ -105,7 +106,43 @@ type Config struct {
 	DHT bool
 	// DHTOptions are passed to dht.New (TTLs, kad-dht options).
 	DHTOptions []dht.Option
+	// Topics enables mesh-wide topics on GossipSub (Publish, Subscribe)
+	// and presence. Default true.
+	Topics bool
+	// PubSubOptions are passed to pubsub.New (queue sizes, publish wait).
+	PubSubOptions []pubsub.Option
+	// Presence configures status heartbeats. Default DefaultPresence().
+	Presence Presence
 }
+
+// Presence configures the status heartbeats of seed 004's registry. A
+// peer whose heartbeats stop is shown as stale after StaleAfter of its own
+// intervals and dropped from Peers after DropAfter of them, unless it is
+// still connected.
+type Presence struct {
+	// Interval between heartbeats. 0 turns heartbeats off (the node
+	// still tracks others').
+	Interval time.Duration
+	// PersonaType is this agent's persona type (seed 004, e.g.
+	// "qa-engineer"), announced in heartbeats and matched by broadcast
+	// filters.
+	PersonaType string
+}
+
+// Staleness of heartbeats, in multiples of the sender's interval.
+const (
+	StaleAfter = 3
+	DropAfter  = 10
+)
+
+// Bounds of a heartbeat interval, ours or a peer's.
+const (
+	MinHeartbeatInterval = 50 * time.Millisecond
+	MaxHeartbeatInterval = 10 * time.Minute
+)
+
+// DefaultPresence returns the default heartbeat settings.
+func DefaultPresence() Presence { return Presence{Interval: 10 * time.Second} }
 
 // Option configures a node.
 type Option func(*Config) error
@@ -115,6 +152,8 @@ func DefaultConfig() Config {
 	return Config{
 		MDNS:           true,
 		DHT:            true,
+		Topics:         true,
+		Presence:       DefaultPresence(),
 		RequestTimeout: 30 * time.Second,
 		Limits:         DefaultLimits(),
 		Now:            time.Now,
@@ -150,6 +189,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Limits.validate(); err != nil {
 		return fmt.Errorf("node: limits: %w", err)
+	}
+	if c.Presence.Interval != 0 && (c.Presence.Interval < MinHeartbeatInterval || c.Presence.Interval > MaxHeartbeatInterval) {
+		return fmt.Errorf("node: heartbeat interval %v outside [%v, %v]", c.Presence.Interval, MinHeartbeatInterval, MaxHeartbeatInterval)
+	}
+	if c.Presence.Interval != 0 && !c.Topics {
+		return errors.New("node: heartbeats need topics (WithTopics(true)) or a zero interval")
 	}
 	return validateServices(c.Services)
 }
@@ -222,4 +267,19 @@ func WithDHTOptions(opts ...dht.Option) Option {
 // WithClock sets the clock used for timestamps and the replay window.
 func WithClock(now func() time.Time) Option {
 	return func(c *Config) error { c.Now = now; return nil }
+}
+
+// WithTopics turns mesh-wide topics (and with them presence) on or off.
+func WithTopics(on bool) Option {
+	return func(c *Config) error { c.Topics = on; return nil }
+}
+
+// WithPubSubOptions passes options to the topic router (pubsub.New).
+func WithPubSubOptions(opts ...pubsub.Option) Option {
+	return func(c *Config) error { c.PubSubOptions = append(c.PubSubOptions, opts...); return nil }
+}
+
+// WithPresence sets the heartbeat interval and persona type.
+func WithPresence(p Presence) Option {
+	return func(c *Config) error { c.Presence = p; return nil }
 }

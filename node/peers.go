@@ -22,11 +22,16 @@ type peerState struct {
 	seq          int64 // Hello.Seq of the last hello applied
 }
 
-// Peers returns every agent this node has exchanged hello with, plus
-// connected peers that have not (yet), sorted by agent id.
+// Peers returns the agents this node knows, sorted by agent id: those it
+// has exchanged hello with, those whose heartbeats it hears (through the
+// mesh, not only direct peers) and connected peers that have done neither
+// yet. An agent whose heartbeats are overdue is shown with status stale,
+// and left out once they are long overdue (see Presence) unless it is
+// connected.
 func (n *Node) Peers() []protocol.PeerInfo {
+	now := n.cfg.Now()
 	n.mu.RLock()
-	known := make(map[peer.ID]protocol.PeerInfo, len(n.peers))
+	known := make(map[peer.ID]protocol.PeerInfo, len(n.peers)+len(n.presence))
 	for id, ps := range n.peers {
 		known[id] = protocol.PeerInfo{
 			AgentID:      id.String(),
@@ -36,7 +41,32 @@ func (n *Node) Peers() []protocol.PeerInfo {
 			LastHello:    ps.lastHello,
 		}
 	}
+	gone := make(map[peer.ID]bool)
+	for id, p := range n.presence {
+		status, listed := p.staleness(now)
+		if !listed {
+			gone[id] = true
+			continue
+		}
+		pi, ok := known[id]
+		if !ok {
+			// Heard of only through the mesh: the heartbeat, signed by
+			// the agent, names its capabilities and addresses.
+			pi = protocol.PeerInfo{AgentID: id.String(), Name: p.hb.Name}
+			for _, c := range p.hb.Capabilities {
+				pi.Capabilities = append(pi.Capabilities, protocol.Capability{Name: c})
+			}
+			pi.Addrs = slices.Clone(p.hb.Addrs)
+		}
+		pi.Status, pi.LastHeartbeat, pi.Load, pi.PersonaType = status, p.at, p.hb.Load, p.hb.PersonaType
+		known[id] = pi
+	}
 	n.mu.RUnlock()
+	for id := range gone {
+		if n.host.Network().Connectedness(id) != network.Connected {
+			delete(known, id)
+		}
+	}
 	if n.host == nil {
 		return nil
 	}
@@ -49,8 +79,11 @@ func (n *Node) Peers() []protocol.PeerInfo {
 	for id, pi := range known {
 		pi.PublicKey, _ = sign.PublicKeyBase64(id)
 		pi.Connected = n.host.Network().Connectedness(id) == network.Connected
-		for _, a := range n.host.Peerstore().Addrs(id) {
-			pi.Addrs = append(pi.Addrs, a.String())
+		if addrs := n.host.Peerstore().Addrs(id); len(addrs) > 0 {
+			pi.Addrs = pi.Addrs[:0]
+			for _, a := range addrs {
+				pi.Addrs = append(pi.Addrs, a.String())
+			}
 		}
 		sort.Strings(pi.Addrs)
 		if pi.Capabilities == nil {
@@ -99,6 +132,10 @@ func (n *Node) SetServices(ss []Service) error {
 	n.log.Info("capabilities changed", "capabilities", n.capabilityNames())
 	if n.dir != nil {
 		n.dir.Advertise(n.Capabilities())
+	}
+	if n.bus != nil {
+		n.bus.SetSelf(n.topicSelf())
+		n.kickPresence()
 	}
 	for _, p := range n.host.Network().Peers() {
 		// A peer speaks hello if identify says so or if it has sent us one

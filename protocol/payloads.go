@@ -81,4 +81,12 @@ type PeerInfo struct {
 	LastHello    time.Time    `json:"lastHello,omitzero"`
 	// LatencyMS is the smoothed round-trip time in milliseconds, 0 if unknown.
 	LatencyMS float64 `json:"latencyMs,omitempty"`
+	// Status is from the agent's last heartbeat, or StatusStale once it is
+	// overdue; empty if no heartbeat was seen.
+	Status PresenceStatus `json:"status,omitempty"`
+	// LastHeartbeat is when its last heartbeat arrived.
+	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`
+	// Load is from the last heartbeat: in-flight requests / capacity.
+	Load        float64 `json:"load,omitempty"`
+	PersonaType string  `json:"personaType,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -44,6 +45,7 @@ type config struct {
 	queue    int
 	self     *Self
 	guard    *sign.ReplayGuard
+	disc     discovery.Discovery
 }
 
 // Option configures New.
@@ -64,6 +66,13 @@ func WithQueueSize(n int) Option { return func(c *config) { c.queue = n } }
 // WithSelf describes the local agent; without it filters are checked
 // against the signer's id only. SetSelf changes it later.
 func WithSelf(s Self) Option { return func(c *config) { c.self = &s } }
+
+// WithDiscovery finds topic peers through d (for example the capability
+// directory's Topics): subscribers advertise their families, keep looking
+// for more subscribers while their mesh is thin, and Publish looks up
+// subscribers when a family has no known peer. Without it only peers that
+// are already connected are found.
+func WithDiscovery(d discovery.Discovery) Option { return func(c *config) { c.disc = d } }
 
 // WithReplayGuard shares a replay guard (default: a fresh one).
 func WithReplayGuard(g *sign.ReplayGuard) Option { return func(c *config) { c.guard = g } }
@@ -144,13 +153,17 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Bus, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sp, st := scoreParams()
 	mesh := newMeshTracer()
-	ps, err := libp2ppubsub.NewGossipSub(ctx, h,
+	psOpts := []libp2ppubsub.Option{
 		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
 		libp2ppubsub.WithMessageIdFn(msgID),
 		libp2ppubsub.WithPeerScore(sp, st),
-		libp2ppubsub.WithMaxMessageSize(cfg.maxSize+4096),
+		libp2ppubsub.WithMaxMessageSize(cfg.maxSize + 4096),
 		libp2ppubsub.WithRawTracer(mesh),
-	)
+	}
+	if cfg.disc != nil {
+		psOpts = append(psOpts, libp2ppubsub.WithDiscovery(cfg.disc))
+	}
+	ps, err := libp2ppubsub.NewGossipSub(ctx, h, psOpts...)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
@@ -337,17 +350,30 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	return n, nil
 }
 
+// lookupEvery spaces the directory lookups of one waiting Publish.
+const lookupEvery = 500 * time.Millisecond
+
 func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration) (int, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends a lookup still running
+	var lookup <-chan struct{}
+	var lastLookup time.Time
 	for {
 		n := len(t.ListPeers())
 		if n >= min && n > 0 {
 			return n, nil
 		}
+		if b.cfg.disc != nil && wait > 0 && lookup == nil && time.Since(lastLookup) >= lookupEvery {
+			lastLookup = time.Now()
+			lookup = b.findTopicPeers(ctx, t.String())
+		}
 		select {
+		case <-lookup:
+			lookup = nil
 		case <-ctx.Done():
 			return n, ctx.Err()
 		case <-b.ctx.Done():
@@ -357,6 +383,44 @@ func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wai
 		case <-tick.C:
 		}
 	}
+}
+
+// discoveryNamespace is the namespace go-libp2p-pubsub advertises a topic
+// under through WithDiscovery (its pubSubDiscovery adds "floodsub:"), so
+// that Publish looks up the same records subscribers provide.
+func discoveryNamespace(gossipTopic string) string { return "floodsub:" + gossipTopic }
+
+// findTopicPeers looks up subscribers of a GossipSub topic in the
+// directory and connects to them; the channel closes when it is done.
+func (b *Bus) findTopicPeers(ctx context.Context, gossipTopic string) <-chan struct{} {
+	done := make(chan struct{})
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		close(done)
+		return done
+	}
+	b.wg.Add(1) // under mu, so never after Close has begun to wait
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		defer close(done)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		found, err := b.cfg.disc.FindPeers(ctx, discoveryNamespace(gossipTopic))
+		if err != nil {
+			return
+		}
+		var wg sync.WaitGroup
+		for ai := range found {
+			if ai.ID == b.h.ID() || len(ai.Addrs) == 0 && len(b.h.Peerstore().Addrs(ai.ID)) == 0 {
+				continue
+			}
+			wg.Go(func() { _ = b.h.Connect(ctx, ai) })
+		}
+		wg.Wait()
+	}()
+	return done
 }
 
 // Subscription delivers messages matching a pattern to a handler.

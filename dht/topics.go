@@ -1,0 +1,69 @@
+package dht
+
+import (
+	"context"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/discovery"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// DefaultTopicPeerLimit bounds how many subscribers one topic lookup
+// returns when the caller sets no limit: enough to join a GossipSub mesh
+// (D = 6) with spares, without dialling every subscriber of a busy topic.
+const DefaultTopicPeerLimit = 12
+
+// Topics returns the directory as a libp2p discovery service for topic
+// namespaces, the form go-libp2p-pubsub's WithDiscovery takes: subscribers
+// advertise themselves under TopicKey(namespace) and publishers find them,
+// so that a topic's peers meet even when no path of subscribers connects
+// them.
+func (d *Directory) Topics() discovery.Discovery { return topicDiscovery{d} }
+
+type topicDiscovery struct{ d *Directory }
+
+var _ discovery.Discovery = topicDiscovery{}
+
+// Advertise provides the namespace's key and returns when to do it again
+// (the directory's re-provide interval). A failed provide, typically an
+// empty routing table while the node is joining, is retried here with a
+// backoff until it succeeds or ctx ends, because go-libp2p-pubsub would
+// otherwise wait two minutes before its next attempt.
+func (t topicDiscovery) Advertise(ctx context.Context, ns string, _ ...discovery.Option) (time.Duration, error) {
+	d := t.d
+	k := TopicKey(ns)
+	retry := retryAfter
+	for {
+		pctx, cancel := context.WithTimeout(ctx, d.every)
+		err := d.kad.Provide(pctx, k, true)
+		cancel()
+		if err == nil {
+			return d.every, nil
+		}
+		d.log.Debug("dht: topic provide failed", "namespace", ns, "err", err)
+		select {
+		case <-ctx.Done():
+			// The subscription or the node is gone: nothing to report, and
+			// the caller stops advertising because ctx is done.
+			return d.every, nil
+		case <-d.ctx.Done():
+			return d.every, nil
+		case <-time.After(retry):
+		}
+		retry = min(retry*2, d.every)
+	}
+}
+
+// FindPeers streams subscribers of the namespace, without self, up to the
+// discovery.Limit option (default DefaultTopicPeerLimit).
+func (t topicDiscovery) FindPeers(ctx context.Context, ns string, opts ...discovery.Option) (<-chan peer.AddrInfo, error) {
+	var o discovery.Options
+	if err := o.Apply(opts...); err != nil {
+		return nil, err
+	}
+	limit := o.Limit
+	if limit <= 0 {
+		limit = DefaultTopicPeerLimit
+	}
+	return t.d.findKey(ctx, TopicKey(ns), limit), nil
+}

@@ -1,0 +1,96 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/pubsub"
+)
+
+// ErrNoTopics is returned by Publish and Subscribe on a node built without
+// topics (WithTopics(false)).
+var ErrNoTopics = errors.New("node: topics are off")
+
+// startTopics starts the topic router and presence. The router finds topic
+// peers through the capability directory when the DHT is on.
+func (n *Node) startTopics() error {
+	opts := []pubsub.Option{pubsub.WithSelf(n.topicSelf())}
+	if n.dir != nil {
+		opts = append(opts, pubsub.WithDiscovery(n.dir.Topics()))
+	}
+	opts = append(opts, n.cfg.PubSubOptions...)
+	bus, err := pubsub.New(n.host, n.signer, opts...)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.bus = bus
+	return n.startPresence()
+}
+
+// topicSelf describes this agent to broadcast filters.
+func (n *Node) topicSelf() pubsub.Self {
+	return pubsub.Self{AgentID: n.idStr, PersonaType: n.cfg.Presence.PersonaType, Capabilities: n.capabilityNames()}
+}
+
+// Publish sends payload (any JSON value) to every agent subscribed to a
+// pattern matching topic, anywhere in the mesh, and returns how many topic
+// peers it went to. filter (nil: everyone) is a seed 004 broadcast filter
+// applied by receivers. When no agent subscribes to the topic's family,
+// Publish looks subscribers up in the directory and waits up to the
+// publish wait (pubsub.WithPublishWait, default 5 s, or ctx) for one, then
+// fails with an error wrapping protocol.ErrNoPeers: a publish is never
+// silently lost. The presence family is reserved to the node.
+func (n *Node) Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+	if n.bus == nil {
+		return 0, ErrNoTopics
+	}
+	if pubsub.Family(topic) == protocol.PresenceFamily {
+		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "topic %q: the %s family is reserved for heartbeats", topic, protocol.PresenceFamily)
+	}
+	if !json.Valid(payload) {
+		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "payload is not valid JSON")
+	}
+	var opts []pubsub.PublishOption
+	if filter != nil {
+		opts = append(opts, pubsub.WithFilter(*filter))
+	}
+	peers, err := n.bus.Publish(ctx, topic, payload, opts...)
+	if errors.Is(err, pubsub.ErrPattern) {
+		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	return peers, err
+}
+
+// Subscribe calls handler, in order and on a goroutine of its own, for each
+// message whose topic matches pattern, from any agent in the mesh
+// (including this one): exactly, fnmatch-style ("outbound:*"), or as a
+// prefix when the pattern has no wildcard and ends in ':', '-', '.', '/'
+// or '_'. The part before the first ':' must be literal. The returned
+// function cancels the subscription.
+func (n *Node) Subscribe(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error) {
+	if n.bus == nil {
+		return nil, ErrNoTopics
+	}
+	if handler == nil {
+		return nil, errors.New("node: Subscribe: nil handler")
+	}
+	s, err := n.bus.Subscribe(pattern, func(m pubsub.Message) { handler(topicMessage(m)) })
+	if errors.Is(err, pubsub.ErrPattern) {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Cancel, nil
+}
+
+func topicMessage(m pubsub.Message) protocol.TopicMessage {
+	tm := protocol.TopicMessage{Topic: m.Topic, From: m.From.String(), Payload: m.Payload, ID: m.Envelope.ID}
+	if ts, err := m.Envelope.Time(); err == nil {
+		tm.Time = ts
+	}
+	return tm
+}
