@@ -35,6 +35,8 @@ const (
 	flagAPIPublic       = "api-public"
 	flagNoMDNS          = "no-mdns"
 	flagShutdownTimeout = "shutdown-timeout"
+	flagHeartbeat       = "heartbeat"
+	flagPersonaType     = "persona-type"
 	flagParams          = "params"
 	flagTimeout         = "timeout"
 )

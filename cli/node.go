@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,7 @@ type nodeSettings struct {
 	services        []node.Service
 	api             string // "" when the API is off
 	mdns            bool
+	presence        node.Presence
 	shutdownTimeout time.Duration
 	json            bool
 	log             logSettings
@@ -54,8 +56,10 @@ func (r *runState) nodeCommand() *ucli.Command {
 		Description: "Runs a libp2p node whose identity is the agent id, offers the capabilities in " +
 			"--capabilities, and serves the local API (JSON-RPC 2.0 over WebSocket) that `call` and " +
 			"`peers` use. Once running it prints one line on stdout: \"node <agent id> addrs <addr,...> " +
-			"api <addr|off>\", or with --json {\"agentId\",\"publicKey\",\"addrs\",\"api\"}. SIGHUP " +
-			"reloads --capabilities.",
+			"api <addr|off>\", or with --json {\"agentId\",\"publicKey\",\"addrs\",\"api\"}. The node " +
+			"reloads --capabilities when the file changes (checked every 2s) or on SIGHUP, and advertises " +
+			"the new set. Every --heartbeat it publishes a signed status heartbeat (status, load, " +
+			"capability digest) that `peers` shows on every node.",
 		Flags: []ucli.Flag{
 			keyFlag(),
 			sliceFlag(flagListen, "`MULTIADDR` to listen on, repeatable (default: TCP and QUIC on all IPv4 interfaces, random ports)"),
@@ -65,6 +69,8 @@ func (r *runState) nodeCommand() *ucli.Command {
 			apiFlag(),
 			boolFlag(flagAPIPublic, "allow --api on a non-loopback address (anyone who reaches it can act as this agent)"),
 			boolFlag(flagNoMDNS, "do not discover or announce agents on the local network with mDNS"),
+			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
+			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
 			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
 		},
@@ -112,6 +118,13 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	}
 	if s.shutdownTimeout, err = r.positiveDuration(c, flagShutdownTimeout); err != nil {
 		return nil, err
+	}
+	s.presence = node.Presence{Interval: c.Duration(flagHeartbeat), PersonaType: c.String(flagPersonaType)}
+	if d := s.presence.Interval; d != 0 && (d < node.MinHeartbeatInterval || d > node.MaxHeartbeatInterval) {
+		return nil, r.flagError(c, flagHeartbeat, "%s is outside [%s, %s]; use 0 to send no heartbeats", d, node.MinHeartbeatInterval, node.MaxHeartbeatInterval)
+	}
+	if len(s.presence.PersonaType) > protocol.MaxNameLen {
+		return nil, r.flagError(c, flagPersonaType, "the persona type is %d bytes; the limit is %d", len(s.presence.PersonaType), protocol.MaxNameLen)
 	}
 	return s, nil
 }
@@ -212,6 +225,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithName(s.name),
 		node.WithServices(s.services...),
 		node.WithMDNS(s.mdns),
+		node.WithPresence(s.presence),
 		node.WithLogger(log),
 	)
 	if err != nil {
@@ -226,15 +240,50 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err := r.printNodeStarted(n, api, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
 	}
+	var watch <-chan time.Time
+	capsDigest := fileDigest(s.capsPath)
+	if s.capsPath != "" {
+		t := time.NewTicker(capsWatchInterval)
+		defer t.Stop()
+		watch = t.C
+	}
 	for {
 		select {
 		case <-c.Context.Done():
 			log.Info("shutting down", "timeout", s.shutdownTimeout)
 			return shutdown(n, api, s.shutdownTimeout, log)
 		case <-hup:
+			capsDigest = fileDigest(s.capsPath)
 			reloadCapabilities(n, s.capsPath, log)
+		case <-watch:
+			// A file being rewritten may be caught half-written; it then
+			// fails to load, the current set stays, and the next check
+			// sees the finished file.
+			if d := fileDigest(s.capsPath); d != capsDigest {
+				capsDigest = d
+				reloadCapabilities(n, s.capsPath, log)
+			}
 		}
 	}
+}
+
+// capsWatchInterval is how often the node checks its capabilities file for
+// changes. Polling the content needs no platform file-event API, and the
+// file is small.
+const capsWatchInterval = 2 * time.Second
+
+// fileDigest returns the SHA-256 of a file's content, or "" if it cannot
+// be read (a missing file is a change too once it comes back).
+func fileDigest(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }
 
 func (r *runState) printNodeStarted(n *node.Node, api *apiServer, asJSON bool) error {

@@ -19,9 +19,12 @@ func (r *runState) peersCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "peers",
 		Usage: "list the agents the local node knows",
-		Description: "Asks the local node (--api) for the agents it has exchanged hello with or is " +
-			"connected to. People get a table; --json prints one JSON array of " +
-			"{\"agentId\",\"publicKey\",\"name\",\"capabilities\",\"features\",\"addrs\",\"connected\",\"lastHello\",\"latencyMs\"}.",
+		Description: "Asks the local node (--api) for the agents it knows: those it has exchanged " +
+			"hello with, those whose heartbeats reach it through the mesh, and connected peers. People " +
+			"get a table (STATUS is available, busy, or stale once 3 heartbeats are missed; HEARTBEAT is " +
+			"the age of the last one; ADDRS shows the first address and how many more); --json prints one " +
+			"JSON array of {\"agentId\",\"publicKey\",\"name\",\"capabilities\",\"features\",\"addrs\"," +
+			"\"connected\",\"lastHello\",\"latencyMs\",\"status\",\"lastHeartbeat\",\"load\",\"personaType\"}.",
 		Flags: []ucli.Flag{
 			apiFlag(),
 			jsonFlag("print the peers as one JSON array"),
@@ -58,16 +61,16 @@ func (r *runState) runPeers(c *ucli.Context) error {
 	if c.Bool(flagJSON) {
 		return writeJSONLine(r.stdout, peers)
 	}
-	return writePeersTable(r, peers)
+	return writePeersTable(r, peers, time.Now())
 }
 
-func writePeersTable(r *runState, peers []protocol.PeerInfo) error {
+func writePeersTable(r *runState, peers []protocol.PeerInfo, now time.Time) error {
 	if len(peers) == 0 {
 		_, err := fmt.Fprintln(r.stdout, "no peers yet")
 		return err
 	}
 	tw := tabwriter.NewWriter(r.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT ID\tNAME\tCONNECTED\tLATENCY\tCAPABILITIES")
+	fmt.Fprintln(tw, "AGENT ID\tNAME\tSTATUS\tHEARTBEAT\tCONNECTED\tLATENCY\tCAPABILITIES\tADDRS")
 	for _, p := range peers {
 		names := make([]string, len(p.Capabilities))
 		for i, cp := range p.Capabilities {
@@ -81,7 +84,19 @@ func writePeersTable(r *runState, peers []protocol.PeerInfo) error {
 		if p.Connected {
 			connected = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.AgentID, orDash(p.Name), connected, latency, orDash(strings.Join(names, ",")))
+		heartbeat := "-"
+		if !p.LastHeartbeat.IsZero() {
+			heartbeat = max(now.Sub(p.LastHeartbeat), 0).Round(time.Second).String()
+		}
+		addrs := "-"
+		if len(p.Addrs) > 0 {
+			addrs = p.Addrs[0]
+			if len(p.Addrs) > 1 {
+				addrs += fmt.Sprintf("(+%d)", len(p.Addrs)-1)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.AgentID, orDash(p.Name), orDash(string(p.Status)),
+			heartbeat, connected, latency, orDash(strings.Join(names, ",")), addrs)
 	}
 	return tw.Flush()
 }

@@ -78,7 +78,9 @@ func (n *Node) kickPresence() {
 }
 
 // presenceLoop sends heartbeats (when enabled) and forgets agents whose
-// heartbeats stopped long ago.
+// heartbeats stopped long ago. It also sends one as soon as a new agent
+// joins the presence topic, so that a newcomer sees this agent's status
+// at once rather than an interval later.
 func (n *Node) presenceLoop() {
 	every := n.cfg.Presence.Interval
 	if every == 0 {
@@ -86,18 +88,32 @@ func (n *Node) presenceLoop() {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	joins := time.NewTicker(newcomerCheck)
+	defer joins.Stop()
+	topic := protocol.PresenceTopic(n.idStr)
+	topicPeers := len(n.bus.Peers(topic))
 	n.sendHeartbeat()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-joins.C:
+			now := len(n.bus.Peers(topic))
+			grew := now > topicPeers
+			topicPeers = now
+			if !grew {
+				continue
+			}
 		case <-t.C:
+			n.sweepPresence()
 		case <-n.presenceKick:
 		}
 		n.sendHeartbeat()
-		n.sweepPresence()
 	}
 }
+
+// newcomerCheck is how often presence looks for new agents on its topic.
+const newcomerCheck = 250 * time.Millisecond
 
 func (n *Node) heartbeat() protocol.Heartbeat {
 	inFlight, capacity := len(n.sem), cap(n.sem)

@@ -136,7 +136,7 @@ func startNode(t *testing.T, name string, args ...string) *nodeProc {
 	t.Helper()
 	p := &nodeProc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, append([]string{"node", "--json", "--no-mdns", "--name", name,
-		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0"}, args...)...)
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--heartbeat", "500ms"}, args...)...)
 	p.cmd.Env = env(t)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -324,15 +324,21 @@ func TestTwoNodes(t *testing.T) {
 		}
 	})
 	t.Run("peers table", func(t *testing.T) {
-		res := meshagent(t, "peers", "--api", b.started.API).must(t, 0)
-		lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "AGENT ID") {
-			t.Fatalf("peers table:\n%s", res.stdout)
-		}
-		f := strings.Fields(lines[1])
-		if len(f) != 5 || f[0] != idA.AgentID || f[1] != "alice" || f[2] != "yes" || f[4] != "echo,upper" {
-			t.Errorf("peers row %q", lines[1])
-		}
+		// Columns: agent id, name, status, heartbeat age, connected,
+		// latency, capabilities, first address.
+		wait.For(t, 30*time.Second, func() error {
+			res := meshagent(t, "peers", "--api", b.started.API).must(t, 0)
+			lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], "AGENT ID") {
+				t.Fatalf("peers table:\n%s", res.stdout)
+			}
+			f := strings.Fields(lines[1])
+			if len(f) != 8 || f[0] != idA.AgentID || f[1] != "alice" || f[2] != "available" || f[3] == "-" ||
+				f[4] != "yes" || f[6] != "echo,upper" || !strings.HasPrefix(f[7], "/ip4/127.0.0.1/tcp/") {
+				return fmt.Errorf("peers row %q", lines[1])
+			}
+			return nil
+		})
 	})
 
 	t.Run("SIGHUP reloads capabilities", func(t *testing.T) {
