@@ -45,7 +45,12 @@ func (n *Node) Peers() []protocol.PeerInfo {
 	for id, p := range n.presence {
 		status, listed := p.staleness(now)
 		if !listed {
+			// Listed below only if still connected, and then as stale.
 			gone[id] = true
+			if pi, ok := known[id]; ok {
+				pi.Status, pi.LastHeartbeat = protocol.StatusStale, p.at
+				known[id] = pi
+			}
 			continue
 		}
 		pi, ok := known[id]
