@@ -58,3 +58,46 @@ func ExampleNode_Call() {
 	fmt.Println(resp.Status, string(resp.Result))
 	// Output: success {"text":"hi"}
 }
+
+// A subscriber to "outbound:*" on one agent receives what another agent
+// publishes to "outbound:42". Publish waits (up to the publish wait) until
+// the topic has a subscriber, so the first message is not lost.
+func ExampleNode_Publish() {
+	quiet := node.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	loopback := node.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0"))
+
+	k1, _ := sign.GenerateKey()
+	listener, err := node.New(node.WithIdentity(k1), loopback, quiet, node.WithMDNS(false))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer listener.Close()
+	received := make(chan protocol.TopicMessage, 1)
+	cancelSub, err := listener.Subscribe("outbound:*", func(m protocol.TopicMessage) { received <- m })
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cancelSub()
+
+	k2, _ := sign.GenerateKey()
+	speaker, err := node.New(node.WithIdentity(k2), loopback, quiet, node.WithMDNS(false),
+		node.WithBootstrap(listener.Addrs()...))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer speaker.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	peers, err := speaker.Publish(ctx, "outbound:42", json.RawMessage(`{"text":"hi"}`), nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := <-received
+	fmt.Println(peers, m.Topic, string(m.Payload), m.From == speaker.AgentID())
+	// Output: 1 outbound:42 {"text":"hi"} true
+}
