@@ -24,7 +24,7 @@ lint: ## gofmt, go vet, and no printing or exiting in library packages
 
 bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, directory vs raw kad-dht, topics vs raw GossipSub, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
-	$(GO) test ./dht -run '^$$' -bench FindProviders -benchtime 1x
+	$(GO) test ./dht -run '^$$' -bench FindProviders -benchtime 200x
 	$(GO) test ./pubsub -run '^$$' -bench Fanout -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
