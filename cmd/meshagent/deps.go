@@ -1,7 +1,7 @@
 //go:build deps
 
 // This file is never built. It keeps the modules that packages still to
-// come (dht, pubsub, store) will use pinned in go.mod, so that `go mod tidy`
+// come (dht, pubsub) will use pinned in go.mod, so that `go mod tidy`
 // does not drop their versions before those packages import them. Delete a
 // line once a package imports that module.
 package main
@@ -9,5 +9,4 @@ package main
 import (
 	_ "github.com/libp2p/go-libp2p-kad-dht"
 	_ "github.com/libp2p/go-libp2p-pubsub"
-	_ "go.etcd.io/bbolt"
 )

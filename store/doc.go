@@ -1,0 +1,85 @@
+// Package store is meshagent's embedded, crash-safe persistence: the bus
+// outbox (messages accepted but not yet delivered), the dead-letter queue,
+// message history with secondary indexes, and lobby registrations (seed
+// 000). It keeps everything in one bbolt file (go.etcd.io/bbolt), which the
+// relay and the node open with Open and close with Close.
+//
+// # Durability and throughput
+//
+// Every write is a bbolt transaction committed with fsync (NoSync is never
+// set), and a method that writes returns only after its commit has reached
+// the disk. That is what lets the bus acknowledge a message as soon as
+// Enqueue returns: an acknowledged message survives a crash of the process.
+// (The crash tests kill a writer with SIGKILL; they prove that commits are
+// atomic and that nothing acknowledged is lost when the process dies, not
+// what a power cut does to a disk that lies about flushing.)
+//
+// One fsync per commit bounds serial throughput. A write that finds another
+// write in flight joins a group commit (bbolt's DB.Batch), waiting up to
+// WithBatchDelay (2 ms by default) for others, so concurrent writers share
+// one fsync; a lone writer commits at once and pays no delay. Each write in
+// a group still returns only after the shared commit is on disk, and a
+// write that fails is retried on its own, so one bad write never fails the
+// others. BenchmarkEnqueue measures both paths.
+//
+// # Outbox
+//
+// Enqueue assigns each message a sequence number (Pending returns messages
+// in that order) and a next-attempt time, now; Retry moves that time and
+// bumps Attempts; Due returns the messages whose time has come, earliest
+// first. Delivered deletes a message and records nothing else: history is
+// written separately with Record, so that the bus decides what history is.
+// An id is in at most one of outbox and dead-letter queue: Enqueue refuses
+// an id present in either, and DeadLetter and Replay move a message between
+// them in one transaction.
+//
+// # History
+//
+// Record is idempotent on the message id (at-least-once delivery must not
+// duplicate history). History is keyed by big-endian time ‖ id, and three
+// index buckets, by agent (From and To), topic and conversation, are keyed
+// by value ‖ 0x00 ‖ time ‖ id. Indexed values may not contain NUL, so the
+// first NUL ends the value and "ab" never matches "abc". A query reads
+// through one index, newest first, and stops when its page is full; a topic
+// prefix query ("inbound:*") reads the index entries of the matching topics
+// and sorts them. Paging uses HistoryQuery.Before: the id of the last
+// message of the previous page. Times are encoded with the sign bit flipped
+// so that byte order is time order, and must lie in the years 1678-2262
+// (time.Time.UnixNano's range).
+//
+// Prune deletes history older than the retention (WithRetention, seven
+// days by default, as seed 004 asks) with its index entries, in bounded
+// transactions; a pruner goroutine owned by the Store runs it every
+// WithPruneInterval and stops in Close.
+//
+// # Tokens
+//
+// The store never writes a lobby auth token, only its SHA-256: a stolen or
+// backed-up store file does not let anyone act as a registered agent.
+// Tokens are issued by the lobby as random values with at least 122 bits of
+// entropy (UUIDs, seed 000 §6), so an unsalted fast hash is enough; a
+// password hash would only slow every lobby message. RegistrationByToken
+// finds the registration through an index on the hash and compares the
+// stored hash with the computed one in constant time; the index lookup's
+// timing can only reveal bits of a hash, which do not help to forge a
+// token. A Registration read back has an empty Token.
+//
+// # Records and corruption
+//
+// Values are a format-version byte followed by JSON; payload and metadata
+// bytes are stored verbatim (base64 inside the JSON), never re-encoded, so
+// signed payloads survive byte for byte. Payload must be valid JSON and
+// metadata empty or valid JSON; payload plus metadata may not exceed
+// WithMaxRecordSize (1 MiB by default). A value or key that cannot be
+// decoded yields a *CorruptError naming its bucket and key (matched by
+// errors.Is(err, ErrCorrupt)); the store never panics on stored bytes.
+//
+// # Contexts and closing
+//
+// bbolt transactions cannot be interrupted, so a method checks its context
+// before it starts, and long scans (History, Prune) check it as they go.
+// After Close every method returns ErrClosed; Close waits for methods in
+// progress and for the pruner.
+//
+// store imports nothing of meshagent; relay and node import it.
+package store

@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Enqueue puts m in the outbox. It returns only after the transaction has
+// been fsync'd to disk, so a caller may acknowledge m as soon as Enqueue
+// returns nil. A missing ID and Time are filled in (Enqueue works on a copy;
+// read the id back with Pending or Due, or set it yourself). m's next
+// attempt is now. An id already in the outbox or the dead-letter queue is
+// refused with ErrExists.
+func (s *Store) Enqueue(ctx context.Context, m Message) error {
+	_, err := s.enqueue(ctx, m)
+	return err
+}
+
+// EnqueueID is Enqueue returning the message's id, generated when m.ID is
+// empty.
+func (s *Store) EnqueueID(ctx context.Context, m Message) (string, error) {
+	return s.enqueue(ctx, m)
+}
+
+func (s *Store) enqueue(ctx context.Context, m Message) (string, error) {
+	if err := s.prepare(&m); err != nil {
+		return "", err
+	}
+	m.NextAttempt = s.cfg.clock()
+	if err := checkTime("next attempt", m.NextAttempt); err != nil {
+		return "", err
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		id := []byte(m.ID)
+		if bucket(tx, bucketOutboxIDs).Get(id) != nil {
+			return fmt.Errorf("%w: message %s is already in the outbox", ErrExists, m.ID)
+		}
+		if bucket(tx, bucketDLQIDs).Get(id) != nil {
+			return fmt.Errorf("%w: message %s is in the dead-letter queue", ErrExists, m.ID)
+		}
+		return putOutbox(tx, m)
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: enqueue %s: %w", m.ID, err)
+	}
+	return m.ID, nil
+}
+
+// putOutbox writes m under a new sequence number with its indexes.
+func putOutbox(tx *bolt.Tx, m Message) error {
+	ob := bucket(tx, bucketOutbox)
+	seq, err := ob.NextSequence()
+	if err != nil {
+		return err
+	}
+	r := toRecord(m)
+	r.Seq = seq
+	v, err := encode(r)
+	if err != nil {
+		return err
+	}
+	sk := seqKey(seq)
+	if err := ob.Put(sk, v); err != nil {
+		return err
+	}
+	if err := bucket(tx, bucketOutboxIDs).Put([]byte(m.ID), sk); err != nil {
+		return err
+	}
+	return bucket(tx, bucketOutboxDue).Put(concat(nanoKey(r.Next), sk), nil)
+}
+
+// getOutbox loads the outbox entry of id.
+func getOutbox(tx *bolt.Tx, id string) (msgRecord, bool, error) {
+	sk := bucket(tx, bucketOutboxIDs).Get([]byte(id))
+	if sk == nil {
+		return msgRecord{}, false, nil
+	}
+	v := bucket(tx, bucketOutbox).Get(sk)
+	if v == nil {
+		return msgRecord{}, false, &CorruptError{Bucket: bucketOutboxIDs, Key: []byte(id), Err: fmt.Errorf("points at missing outbox entry %x", sk)}
+	}
+	r, err := decodeMessage(bucketOutbox, sk, v)
+	return r, err == nil, err
+}
+
+// deleteOutbox removes r and its indexes.
+func deleteOutbox(tx *bolt.Tx, r msgRecord) error {
+	sk := seqKey(r.Seq)
+	if err := bucket(tx, bucketOutbox).Delete(sk); err != nil {
+		return err
+	}
+	if err := bucket(tx, bucketOutboxIDs).Delete([]byte(r.ID)); err != nil {
+		return err
+	}
+	return bucket(tx, bucketOutboxDue).Delete(concat(nanoKey(r.Next), sk))
+}
+
+// Pending returns up to limit outbox messages in enqueue order, whatever
+// their next attempt time. limit <= 0 means all.
+func (s *Store) Pending(ctx context.Context, limit int) ([]Message, error) {
+	var out []Message
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		c := bucket(tx, bucketOutbox).Cursor()
+		for k, v := c.First(); k != nil && (limit <= 0 || len(out) < limit); k, v = c.Next() {
+			r, err := decodeMessage(bucketOutbox, k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r.message())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: pending: %w", err)
+	}
+	return out, nil
+}
+
+// Due returns up to limit outbox messages whose next attempt time is not
+// after now, earliest first (enqueue order among equal times). limit <= 0
+// means all.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]Message, error) {
+	if err := checkTime("now", now); err != nil {
+		return nil, err
+	}
+	end := nanoKey(now.UnixNano())
+	var out []Message
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		ob := bucket(tx, bucketOutbox)
+		c := bucket(tx, bucketOutboxDue).Cursor()
+		for k, _ := c.First(); k != nil && (limit <= 0 || len(out) < limit); k, _ = c.Next() {
+			if len(k) != 16 {
+				return &CorruptError{Bucket: bucketOutboxDue, Key: k, Err: fmt.Errorf("key is %d bytes, want 16", len(k))}
+			}
+			if string(k[:8]) > string(end) {
+				break
+			}
+			v := ob.Get(k[8:])
+			if v == nil {
+				return &CorruptError{Bucket: bucketOutboxDue, Key: k, Err: fmt.Errorf("points at missing outbox entry")}
+			}
+			r, err := decodeMessage(bucketOutbox, k[8:], v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r.message())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: due: %w", err)
+	}
+	return out, nil
+}
+
+// Delivered removes message id from the outbox, and records nothing else
+// (call Record for history). It returns ErrNotFound when id is not in the
+// outbox, which a caller delivering at least once may ignore.
+func (s *Store) Delivered(ctx context.Context, id string) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		r, ok, err := getOutbox(tx, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		return deleteOutbox(tx, r)
+	})
+	if err != nil {
+		return fmt.Errorf("store: delivered %s: %w", id, err)
+	}
+	return nil
+}
+
+// Retry records a failed delivery of message id: it bumps Attempts, keeps
+// errText as LastError and sets the next attempt time to next. It returns
+// ErrNotFound when id is not in the outbox.
+func (s *Store) Retry(ctx context.Context, id, errText string, next time.Time) error {
+	if err := checkTime("next attempt", next); err != nil {
+		return err
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		r, ok, err := getOutbox(tx, id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		sk := seqKey(r.Seq)
+		due := bucket(tx, bucketOutboxDue)
+		if err := due.Delete(concat(nanoKey(r.Next), sk)); err != nil {
+			return err
+		}
+		r.Attempts++
+		r.LastError = errText
+		r.Next = next.UnixNano()
+		v, err := encode(r)
+		if err != nil {
+			return err
+		}
+		if err := bucket(tx, bucketOutbox).Put(sk, v); err != nil {
+			return err
+		}
+		return due.Put(concat(nanoKey(r.Next), sk), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("store: retry %s: %w", id, err)
+	}
+	return nil
+}

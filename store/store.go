@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Bucket names. They are part of the on-disk format.
+const (
+	bucketMeta       = "meta"
+	bucketOutbox     = "outbox"      // seq → message
+	bucketOutboxIDs  = "outbox_ids"  // id → seq
+	bucketOutboxDue  = "outbox_due"  // time(next) ‖ seq → nil
+	bucketDLQ        = "dlq"         // time(deadAt) ‖ id → dead letter
+	bucketDLQIDs     = "dlq_ids"     // id → dlq key
+	bucketHistory    = "history"     // time ‖ id → message
+	bucketHistoryIDs = "history_ids" // id → history key
+	bucketIdxAgent   = "hidx_agent"  // agent ‖ 0 ‖ time ‖ id → nil (From and To)
+	bucketIdxTopic   = "hidx_topic"  // topic ‖ 0 ‖ time ‖ id → nil
+	bucketIdxConv    = "hidx_conv"   // conversation ‖ 0 ‖ time ‖ id → nil
+	bucketRegs       = "registrations"
+	bucketRegTokens  = "registration_tokens" // sha256(token) → agent id
+)
+
+var allBuckets = []string{
+	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketDLQ, bucketDLQIDs,
+	bucketHistory, bucketHistoryIDs, bucketIdxAgent, bucketIdxTopic, bucketIdxConv,
+	bucketRegs, bucketRegTokens,
+}
+
+// schemaVersion is stored in the meta bucket; Open refuses a file written by
+// a newer version.
+const schemaVersion byte = 1
+
+// Store is the relay's and node's embedded persistence: outbox, dead-letter
+// queue, message history and lobby registrations in one bbolt file. Its
+// methods are safe for concurrent use.
+type Store struct {
+	db  *bolt.DB
+	cfg config
+
+	// mu guards closed: methods hold it for reading while they use db,
+	// Close holds it for writing while it closes db.
+	mu     sync.RWMutex
+	closed bool
+
+	// inflight counts writes in progress; a write joins a group commit
+	// (db.Batch) only when another is in flight.
+	inflight atomic.Int64
+
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens, or creates, the store at path. A new file gets mode 0600 and
+// a missing parent directory 0700. Every write is fsync'd before it returns.
+// Open starts the background pruner unless WithPruneInterval(0) is given;
+// Close stops it.
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("store: creating directory for %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.openTimeout, NoSync: false})
+	if err != nil {
+		return nil, fmt.Errorf("store: opening %s: %w", path, err)
+	}
+	db.MaxBatchDelay = cfg.batchDelay
+	if err := db.Update(initBuckets); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
+	}
+	s := &Store{db: db, cfg: cfg}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	if cfg.pruneInterval > 0 {
+		s.wg.Add(1)
+		go s.pruner(ctx)
+	}
+	return s, nil
+}
+
+func initBuckets(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	meta := tx.Bucket([]byte(bucketMeta))
+	switch v := meta.Get([]byte("schema")); {
+	case v == nil:
+		return meta.Put([]byte("schema"), []byte{schemaVersion})
+	case len(v) != 1:
+		return &CorruptError{Bucket: bucketMeta, Key: []byte("schema"), Err: errors.New("schema version is not one byte")}
+	case v[0] > schemaVersion:
+		return fmt.Errorf("file has schema version %d, this build reads up to %d", v[0], schemaVersion)
+	}
+	return nil
+}
+
+// Close stops the background pruner and closes the file. It is safe to call
+// more than once; later calls return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.wg.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.closed = true
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Path returns the file the store is kept in.
+func (s *Store) Path() string { return s.db.Path() }
+
+// enter checks ctx and that the store is open, and holds the store open
+// until the returned function is called.
+func (s *Store) enter(ctx context.Context) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.mu.RUnlock, nil
+}
+
+// view runs fn in a read transaction.
+func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return mapErr(s.db.View(fn))
+}
+
+// update runs fn in a write transaction that is fsync'd before update
+// returns. When another write is in flight, fn joins a group commit
+// (db.Batch), so concurrent writers share one fsync; a lone writer commits
+// at once. Batch may run fn more than once, so fn must only touch tx (and
+// variables it overwrites on every run).
+func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	n := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	if n > 1 && s.cfg.batchDelay > 0 {
+		return mapErr(s.db.Batch(fn))
+	}
+	return mapErr(s.db.Update(fn))
+}
+
+func mapErr(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+func (s *Store) pruner(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.pruneInterval)
+	defer t.Stop()
+	for {
+		n, err := s.Prune(ctx, s.cfg.clock())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.cfg.logger.Warn("store: pruning history", "err", err)
+		case n > 0:
+			s.cfg.logger.Info("store: pruned history", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// bucket returns a bucket that initBuckets created.
+func bucket(tx *bolt.Tx, name string) *bolt.Bucket {
+	return tx.Bucket([]byte(name))
+}
