@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"os"
 
 	"context"
 	"encoding/json"
@@ -106,4 +107,13 @@ func keys(t testing.TB, s *Store, b string) [][]byte {
 func countKeys(t testing.TB, s *Store, b string) int {
 	t.Helper()
 	return len(keys(t, s, b))
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
