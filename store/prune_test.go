@@ -96,32 +96,17 @@ func TestPrune(t *testing.T) {
 func TestPruneManyChunks(t *testing.T) {
 	s, _ := open(t, WithRetention(time.Hour))
 	const old, recent = 1300, 7
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		for i := range old + recent {
-			age := 2 * time.Hour
-			if i >= old {
-				age = 0
-			}
-			m := msg("", "t")
-			if err := s.prepare(&m); err != nil {
-				return err
-			}
-			m.Time = t0.Add(-age + time.Duration(i))
-			r := toRecord(m)
-			v, _ := encode(r)
-			pk := concat(nanoKey(r.Time), []byte(m.ID))
-			if err := tx.Bucket([]byte(bucketHistory)).Put(pk, v); err != nil {
-				return err
-			}
-			if err := tx.Bucket([]byte(bucketHistoryIDs)).Put([]byte(m.ID), pk); err != nil {
-				return err
-			}
-			if err := forIndexes(r, pk, func(b string, k []byte) error { return tx.Bucket([]byte(b)).Put(k, nil) }); err != nil {
-				return err
-			}
+	var ms []Message
+	for i := range old + recent {
+		age := 2 * time.Hour
+		if i >= old {
+			age = 0
 		}
-		return nil
-	}); err != nil {
+		m := msg("", "t")
+		m.Time = t0.Add(-age + time.Duration(i))
+		ms = append(ms, m)
+	}
+	if err := s.recordAll(ms); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.Prune(ctx, t0)
