@@ -22,7 +22,8 @@ type DLQFilter struct {
 // outbox entry with m's id, if there is one, is deleted and the dead letter
 // written together, so a message is never in both places nor in neither.
 // The dead letter is m as given (with the caller's final Attempts and
-// LastError), with reason and the store's clock as DeadAt. A message that
+// LastError), with reason (cut to MaxErrorText bytes) and the store's
+// clock as DeadAt. A message that
 // was never enqueued may be dead-lettered too. Dead-lettering an id that is
 // already in the queue replaces that entry.
 func (s *Store) DeadLetter(ctx context.Context, m Message, reason string) error {
@@ -51,7 +52,7 @@ func (s *Store) DeadLetter(ctx context.Context, m Message, reason string) error 
 		}
 		m.NextAttempt = time.Time{}
 		dr := toRecord(m)
-		dr.Reason = reason
+		dr.Reason = clip(reason)
 		dr.DeadAt = deadAt.UnixNano()
 		v, err := encode(dr)
 		if err != nil {

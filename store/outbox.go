@@ -177,7 +177,7 @@ func (s *Store) Delivered(ctx context.Context, id string) error {
 }
 
 // Retry records a failed delivery of message id: it bumps Attempts, keeps
-// errText as LastError and sets the next attempt time to next. It returns
+// errText as LastError (cut to MaxErrorText bytes) and sets the next attempt time to next. It returns
 // ErrNotFound when id is not in the outbox.
 func (s *Store) Retry(ctx context.Context, id, errText string, next time.Time) error {
 	if err := checkTime("next attempt", next); err != nil {
@@ -197,7 +197,7 @@ func (s *Store) Retry(ctx context.Context, id, errText string, next time.Time) e
 			return err
 		}
 		r.Attempts++
-		r.LastError = errText
+		r.LastError = clip(errText)
 		r.Next = next.UnixNano()
 		v, err := encode(r)
 		if err != nil {

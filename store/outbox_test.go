@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestOpenCreatesPrivateFile(t *testing.T) {
@@ -360,5 +362,53 @@ func TestCanceledContext(t *testing.T) {
 	}
 	if p, _ := s.Pending(ctx, 0); len(p) != 0 {
 		t.Errorf("a canceled Enqueue wrote %v", ids(p))
+	}
+}
+
+func TestErrorTextClipped(t *testing.T) {
+	s, _ := open(t)
+	if err := s.Enqueue(ctx, msg("m1", "t")); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", MaxErrorText-1) + "é" + strings.Repeat("y", 100)
+	if err := s.Retry(ctx, "m1", long, t0); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := s.Pending(ctx, 0)
+	if got := p[0].LastError; got != strings.Repeat("x", MaxErrorText-1) {
+		t.Errorf("LastError is %d bytes ending %q, want cut before the split rune", len(got), got[len(got)-4:])
+	}
+	if err := s.DeadLetter(ctx, p[0], strings.Repeat("é", MaxErrorText)); err != nil {
+		t.Fatal(err)
+	}
+	dl, _ := s.DeadLetters(ctx, DLQFilter{})
+	if r := dl[0].Reason; len(r) != MaxErrorText || !utf8.ValidString(r) {
+		t.Errorf("reason is %d bytes, valid UTF-8 %v", len(r), utf8.ValidString(r))
+	}
+	short := "agent_unavailable"
+	if clip(short) != short {
+		t.Error("a short text was changed")
+	}
+}
+
+func TestOpenWarnsOnOpenPermissions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.db")
+	s, err := Open(path, WithPruneInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	s, err = Open(path, WithPruneInterval(0), WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !strings.Contains(buf.String(), "chmod 600") {
+		t.Errorf("no warning about a world-readable file: %q", buf.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Message is one bus message as the store keeps it: in the outbox while it
@@ -71,6 +72,24 @@ type Registration struct {
 
 // formatVersion is the first byte of every stored value.
 const formatVersion byte = 1
+
+// MaxErrorText is the longest LastError or dead-letter reason kept, in
+// bytes; longer texts are cut (at a UTF-8 boundary) so that an error string
+// cannot grow a record past the size limit.
+const MaxErrorText = 4096
+
+// clip cuts s to MaxErrorText bytes without splitting a UTF-8 sequence.
+func clip(s string) string {
+	if len(s) <= MaxErrorText {
+		return s
+	}
+	i := MaxErrorText
+	// s[i] is the first byte cut; while it continues a rune, cut that rune.
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
 
 // maxIDLen bounds ids and indexed strings so that keys stay small
 // (bbolt's limit is 32 KiB).
@@ -156,6 +175,7 @@ func (s *Store) prepare(m *Message) error {
 	if m.Attempts < 0 {
 		return invalidf("negative attempts")
 	}
+	m.LastError = clip(m.LastError)
 	return checkTime("time", m.Time)
 }
 

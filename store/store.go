@@ -64,7 +64,8 @@ type Store struct {
 }
 
 // Open opens, or creates, the store at path. A new file gets mode 0600 and
-// a missing parent directory 0700. Every write is fsync'd before it returns.
+// a missing parent directory 0700; an existing file that other users may
+// access is used, with a warning logged. Every write is fsync'd before it returns.
 // Open starts the background pruner unless WithPruneInterval(0) is given;
 // Close stops it.
 func Open(path string, opts ...Option) (*Store, error) {
@@ -76,6 +77,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: creating directory for %s: %w", path, err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		cfg.logger.Warn("store: file is accessible to other users; run chmod 600 on it",
+			"path", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.openTimeout, NoSync: false})
 	if err != nil {
