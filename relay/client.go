@@ -35,6 +35,10 @@ type Client struct {
 	pending map[int64]*pendingCall
 	err     error // why the connection ended; set once
 
+	// topics are the mesh.subscribe subscriptions, touched only on the
+	// read goroutine (see Subscribe).
+	topics topicRouter
+
 	closeOnce sync.Once
 }
 
@@ -48,6 +52,9 @@ type pendingCall struct {
 type callHooks struct {
 	progress   func(*protocol.Response)
 	discovered func(protocol.PeerInfo)
+	// response sees the response on the read goroutine before the caller
+	// does, so that what it sets up is in place for the frames after it.
+	response func(*message)
 }
 
 // maxClientRequests bounds the server-initiated requests a client serves
@@ -197,6 +204,9 @@ func (c *Client) handleItem(it item) {
 		delete(c.pending, id)
 		c.mu.Unlock()
 		if p != nil {
+			if p.response != nil {
+				p.response(m)
+			}
 			p.ch <- m
 		}
 	case kindNotification:
@@ -206,6 +216,10 @@ func (c *Client) handleItem(it item) {
 		}
 		if m.Method == MethodMeshDiscovered {
 			c.discovered(m.Params)
+			return
+		}
+		if m.Method == MethodMeshMessage {
+			c.topics.deliver(m.Params)
 			return
 		}
 		if c.cfg.OnNotification != nil {

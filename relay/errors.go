@@ -24,6 +24,7 @@ import (
 //	-32004  CodeSubscriptionNotFound        seed 001: unsubscribe from an unknown pattern
 //	-32005  CodeServerBusy                  Limits.MaxConcurrentCalls requests already running on this connection
 //	-32006  CodeNotInitialized              a bus method before initialize (seed 001 names no code)
+//	-32007  CodeNoPeers                     mesh.publish: no agent subscribes to the topic (nothing was sent)
 //	-32010  CodeMeshInvalidMessage          AgentProtocol INVALID_MESSAGE
 //	-32011  CodeMeshInvalidSignature        AgentProtocol INVALID_SIGNATURE
 //	-32012  CodeMeshUnknownAgent            AgentProtocol UNKNOWN_AGENT
@@ -50,6 +51,7 @@ const (
 
 	CodeServerBusy     = -32005
 	CodeNotInitialized = -32006
+	CodeNoPeers        = -32007
 
 	CodeMeshInvalidMessage         = -32010
 	CodeMeshInvalidSignature       = -32011

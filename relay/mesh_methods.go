@@ -79,6 +79,9 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshPeers, s.meshPeers)
 	s.Handle(MethodMeshCall, s.meshCall)
 	s.Handle(MethodMeshDiscover, s.meshDiscover)
+	s.Handle(MethodMeshPublish, s.meshPublish)
+	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
+	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
