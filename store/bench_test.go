@@ -10,50 +10,63 @@ import (
 	"time"
 )
 
-// BenchmarkEnqueue measures fsync'd Enqueue. Serially every call is its own
-// commit and fsync, so the disk's fsync latency bounds it; in parallel,
-// concurrent calls share group commits (db.Batch). "unbatched-parallel"
-// turns group commit off (WithBatchDelay(0)) to show what it buys. Each
-// reports ops/s.
+// withSoloCommits makes every write its own commit and fsync.
+func withSoloCommits() Option {
+	return func(c *config) error {
+		c.soloCommits = true
+		return nil
+	}
+}
+
+// BenchmarkEnqueue measures fsync'd Enqueue and reports ops/s. Serially
+// every call is its own commit and fsync, so the disk's fsync latency
+// bounds it. In parallel (p = goroutines per GOMAXPROCS), concurrent calls
+// share commits: "group" is the store's leader/follower group commit (the
+// default), "bolt-batch-D" is bbolt's DB.Batch with MaxBatchDelay D
+// (WithBatchDelay), "solo" is one commit per call.
 //
 //	go test ./store -run '^$' -bench Enqueue -benchtime 2s
 func BenchmarkEnqueue(b *testing.B) {
 	payload := json.RawMessage(`{"text":"hello from the bench","n":12345,"tags":["a","b","c"]}`)
-	run := func(b *testing.B, parallel bool, opts ...Option) {
+	run := func(b *testing.B, parallelism int, opts ...Option) {
 		s, err := Open(filepath.Join(b.TempDir(), "bench.db"), append([]Option{WithPruneInterval(0)}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer s.Close()
 		var n atomic.Int64
+		enqueue := func() error {
+			m := Message{ID: fmt.Sprint("m", n.Add(1)), Topic: "inbound:bench", From: "agent", Payload: payload}
+			return s.Enqueue(ctx, m)
+		}
 		b.ReportAllocs()
 		start := time.Now()
-		b.ResetTimer()
-		if parallel {
-			b.SetParallelism(16) // 16 × GOMAXPROCS writers, as a busy bus has
+		if parallelism == 0 {
+			for b.Loop() {
+				if err := enqueue(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		} else {
+			b.SetParallelism(parallelism)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					m := Message{ID: fmt.Sprint("m", n.Add(1)), Topic: "inbound:bench", From: "agent", Payload: payload}
-					if err := s.Enqueue(ctx, m); err != nil {
+					if err := enqueue(); err != nil {
 						b.Error(err)
 						return
 					}
 				}
 			})
-		} else {
-			for b.Loop() {
-				m := Message{ID: fmt.Sprint("m", n.Add(1)), Topic: "inbound:bench", From: "agent", Payload: payload}
-				if err := s.Enqueue(ctx, m); err != nil {
-					b.Fatal(err)
-				}
-			}
 		}
-		b.StopTimer()
 		b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "ops/s")
 	}
-	b.Run("serial", func(b *testing.B) { run(b, false) })
-	b.Run("parallel", func(b *testing.B) { run(b, true) })
-	b.Run("unbatched-parallel", func(b *testing.B) { run(b, true, WithBatchDelay(0)) })
+	b.Run("serial", func(b *testing.B) { run(b, 0) })
+	for _, p := range []int{1, 16} {
+		b.Run(fmt.Sprintf("parallel-p%d/group", p), func(b *testing.B) { run(b, p) })
+		b.Run(fmt.Sprintf("parallel-p%d/bolt-batch-500us", p), func(b *testing.B) { run(b, p, WithBatchDelay(500*time.Microsecond)) })
+		b.Run(fmt.Sprintf("parallel-p%d/bolt-batch-10ms", p), func(b *testing.B) { run(b, p, WithBatchDelay(10*time.Millisecond)) })
+		b.Run(fmt.Sprintf("parallel-p%d/solo", p), func(b *testing.B) { run(b, p, withSoloCommits()) })
+	}
 }
 
 // BenchmarkHistoryByAgent measures a page of 50 by agent out of 20,000

@@ -3,16 +3,28 @@ package store
 import (
 	"errors"
 	"fmt"
+	bolt "go.etcd.io/bbolt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestConcurrentEnqueueGroupCommit enqueues from many goroutines, so that
 // writes share group commits, with duplicates and invalid messages mixed
 // in: a failing write fails alone and every other write lands once.
 func TestConcurrentEnqueueGroupCommit(t *testing.T) {
-	s, _ := open(t)
+	for name, opts := range map[string][]Option{
+		"group":      nil,
+		"bolt batch": {WithBatchDelay(time.Millisecond)},
+		"solo":       {withSoloCommits()},
+	} {
+		t.Run(name, func(t *testing.T) { testConcurrentEnqueue(t, opts...) })
+	}
+}
+
+func testConcurrentEnqueue(t *testing.T, opts ...Option) {
+	s, _ := open(t, opts...)
 	const workers, each = 16, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*each*2)
@@ -120,5 +132,32 @@ func TestCloseDuringWrites(t *testing.T) {
 		if !stored[id] {
 			t.Errorf("acknowledged %s lost across Close", id)
 		}
+	}
+}
+
+// TestGroupCommitPanic checks that a write function that panics fails
+// alone and does not leave the rest of its group waiting.
+func TestGroupCommitPanic(t *testing.T) {
+	s, _ := open(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.update(ctx, func(tx *bolt.Tx) error {
+				if i == 7 {
+					panic("boom")
+				}
+				return tx.Bucket([]byte(bucketMeta)).Put([]byte(fmt.Sprint("k", i)), []byte("v"))
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 7) != (err != nil) {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	if n := countKeys(t, s, bucketMeta); n != 1+19 {
+		t.Errorf("meta has %d keys, want 20 (schema and 19 writes)", n)
 	}
 }

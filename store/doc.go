@@ -14,13 +14,22 @@
 // atomic and that nothing acknowledged is lost when the process dies, not
 // what a power cut does to a disk that lies about flushing.)
 //
-// One fsync per commit bounds serial throughput. A write that finds another
-// write in flight joins a group commit (bbolt's DB.Batch), waiting up to
-// WithBatchDelay (2 ms by default) for others, so concurrent writers share
-// one fsync; a lone writer commits at once and pays no delay. Each write in
-// a group still returns only after the shared commit is on disk, and a
-// write that fails is retried on its own, so one bad write never fails the
-// others. BenchmarkEnqueue measures both paths.
+// One fsync per commit bounds serial throughput (about 3,200 Enqueue/s on
+// the 2-core development machine). Concurrent writes share commits through
+// a leader/follower group commit: a write that finds no commit in progress
+// commits at once; writes that arrive while it is being fsync'd queue, and
+// when it ends the first of them commits the whole queue (up to 1000) in one
+// transaction. Groups grow with the fsync latency and nobody waits for a
+// timer, so a lone writer pays nothing. Every write in a group returns only
+// after the shared commit is on disk, and a write whose function fails is
+// taken out and run on its own, so one bad write never fails the others.
+//
+// bbolt's own DB.Batch is the usual way to do this, and WithBatchDelay
+// selects it, but it makes every write that joins a batch wait for a timer
+// (10 ms by default): with two writers it is slower than committing
+// serially, and at 32 writers it reached 18,600 Enqueue/s (500 µs delay)
+// and 2,900 (10 ms) against the group commit's 32,600. BenchmarkEnqueue
+// measures all of them.
 //
 // # Outbox
 //

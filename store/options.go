@@ -17,15 +17,12 @@ const DefaultPruneInterval = time.Hour
 // DefaultMaxRecordSize bounds a record's payload plus metadata: 1 MiB.
 const DefaultMaxRecordSize = 1 << 20
 
-// DefaultBatchDelay is how long a write that joins a group commit waits for
-// others to join it (see doc.go, "Durability and throughput").
-const DefaultBatchDelay = 2 * time.Millisecond
-
 type config struct {
 	retention     time.Duration
 	pruneInterval time.Duration
 	maxRecordSize int
 	batchDelay    time.Duration
+	soloCommits   bool // every write its own commit (benchmarks)
 	clock         func() time.Time
 	logger        *slog.Logger
 	openTimeout   time.Duration
@@ -36,7 +33,6 @@ func defaults() config {
 		retention:     DefaultRetention,
 		pruneInterval: DefaultPruneInterval,
 		maxRecordSize: DefaultMaxRecordSize,
-		batchDelay:    DefaultBatchDelay,
 		clock:         time.Now,
 		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		openTimeout:   5 * time.Second,
@@ -83,9 +79,11 @@ func WithMaxRecordSize(n int) Option {
 	}
 }
 
-// WithBatchDelay sets how long a concurrent write waits for others to join
-// its group commit. Zero makes every write commit (and fsync) on its own.
-// The default is DefaultBatchDelay.
+// WithBatchDelay switches concurrent writes from the store's own group
+// commit, which never waits for a timer, to bbolt's DB.Batch, which waits
+// up to d for writes to join a batch. Zero, the default, keeps the group
+// commit. It exists to compare the two (see BenchmarkEnqueue); with this
+// machine's fsync latency, DB.Batch is slower at every delay measured.
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

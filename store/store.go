@@ -53,9 +53,10 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 
-	// inflight counts writes in progress; a write joins a group commit
-	// (db.Batch) only when another is in flight.
+	// inflight counts writes in progress; with WithBatchDelay a write
+	// joins a db.Batch only when another is in flight.
 	inflight atomic.Int64
+	group    committer
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -161,22 +162,28 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 }
 
 // update runs fn in a write transaction that is fsync'd before update
-// returns. When another write is in flight, fn joins a group commit
-// (db.Batch), so concurrent writers share one fsync; a lone writer commits
-// at once. Batch may run fn more than once, so fn must only touch tx (and
-// variables it overwrites on every run).
+// returns. Concurrent writes share commits (see committer, or bbolt's
+// DB.Batch when WithBatchDelay is set), so fn may run more than once and
+// must only touch tx and variables it overwrites on every run.
 func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	leave, err := s.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer leave()
-	n := s.inflight.Add(1)
-	defer s.inflight.Add(-1)
-	if n > 1 && s.cfg.batchDelay > 0 {
-		return mapErr(s.db.Batch(fn))
+	switch {
+	case s.cfg.soloCommits:
+		return mapErr(s.db.Update(fn))
+	case s.cfg.batchDelay > 0:
+		n := s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		if n > 1 {
+			return mapErr(s.db.Batch(fn))
+		}
+		return mapErr(s.db.Update(fn))
+	default:
+		return mapErr(s.groupCommit(fn))
 	}
-	return mapErr(s.db.Update(fn))
 }
 
 func mapErr(err error) error {
