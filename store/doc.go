@@ -51,7 +51,8 @@
 // first NUL ends the value and "ab" never matches "abc". A query reads
 // through one index, newest first, and stops when its page is full; a topic
 // prefix query ("inbound:*") reads the index entries of the matching topics
-// and sorts them. Paging uses HistoryQuery.Before: the id of the last
+// and sorts them. (History patterns are only exact or trailing-'*'
+// prefixes, not the bus's fnmatch patterns.) Paging uses HistoryQuery.Before: the id of the last
 // message of the previous page. Times are encoded with the sign bit flipped
 // so that byte order is time order, and must lie in the years 1678-2262
 // (time.Time.UnixNano's range).
@@ -65,8 +66,9 @@
 //
 // The store never writes a lobby auth token, only its SHA-256: a stolen or
 // backed-up store file does not let anyone act as a registered agent.
-// Tokens are issued by the lobby as random values with at least 122 bits of
-// entropy (UUIDs, seed 000 §6), so an unsalted fast hash is enough; a
+// This relies on the lobby issuing tokens as random values with at least
+// 122 bits of entropy (a random UUID, as seed 000 §6 describes): against
+// such tokens an unsalted fast hash is enough, and a slow
 // password hash would only slow every lobby message. RegistrationByToken
 // finds the registration through an index on the hash and compares the
 // stored hash with the computed one in constant time; the index lookup's

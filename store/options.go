@@ -54,9 +54,10 @@ func WithRetention(d time.Duration) Option {
 	}
 }
 
-// WithPruneInterval sets how often the background pruner calls Prune. Zero
-// turns the background pruner off (Prune can still be called). The default
-// is DefaultPruneInterval.
+// WithPruneInterval sets how often the background pruner calls Prune with
+// the store's clock: once as the store opens, then every d. Zero turns the
+// background pruner off (Prune can still be called). The default is
+// DefaultPruneInterval.
 func WithPruneInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

@@ -66,9 +66,10 @@ type Store struct {
 
 // Open opens, or creates, the store at path. A new file gets mode 0600 and
 // a missing parent directory 0700; an existing file that other users may
-// access is used, with a warning logged. Every write is fsync'd before it returns.
-// Open starts the background pruner unless WithPruneInterval(0) is given;
-// Close stops it.
+// access is used, with a warning logged. Every write is fsync'd before it
+// returns. If another process has the file open, Open waits for it up to
+// WithOpenTimeout. Open starts the background pruner unless
+// WithPruneInterval(0) is given; Close stops it.
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := defaults()
 	for _, o := range opts {
