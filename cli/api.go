@@ -13,6 +13,7 @@ import (
 var (
 	_ relay.Mesh       = (*node.Node)(nil)
 	_ relay.Discoverer = (*node.Node)(nil)
+	_ relay.Publisher  = (*node.Node)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port).

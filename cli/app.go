@@ -55,6 +55,8 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.callCommand(),
 		r.peersCommand(),
 		r.discoverCommand(),
+		r.publishCommand(),
+		r.subscribeCommand(),
 		r.signCommand(),
 		r.verifyCommand(),
 	}

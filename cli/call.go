@@ -125,7 +125,14 @@ func (r *runState) connectAPI(ctx context.Context, c *ucli.Context) (*relay.Clie
 // readParams reads --params: a JSON object given inline, @FILE, or - for
 // stdin. An empty value sends no params.
 func (r *runState) readParams(c *ucli.Context) (json.RawMessage, error) {
-	v := c.String(flagParams)
+	return r.readJSONFlag(c, flagParams, true)
+}
+
+// readJSONFlag reads a JSON flag given inline, as @FILE, or as - for
+// stdin, and returns it canonical. An empty value returns nil. With
+// object, only a JSON object is accepted.
+func (r *runState) readJSONFlag(c *ucli.Context, name string, object bool) (json.RawMessage, error) {
+	v := c.String(name)
 	var raw []byte
 	switch {
 	case strings.TrimSpace(v) == "":
@@ -133,28 +140,28 @@ func (r *runState) readParams(c *ucli.Context) (json.RawMessage, error) {
 	case v == "-":
 		b, err := io.ReadAll(io.LimitReader(c.App.Reader, maxParamsSize+1))
 		if err != nil {
-			return nil, exitErrorf(ExitFailure, "--params -: read stdin: %v", err)
+			return nil, exitErrorf(ExitFailure, "--%s -: read stdin: %v", name, err)
 		}
 		raw = b
 	case strings.HasPrefix(v, "@"):
 		b, err := readLimited(expandHome(v[1:]), maxParamsSize)
 		if err != nil {
-			return nil, r.flagError(c, flagParams, "%v", err)
+			return nil, r.flagError(c, name, "%v", err)
 		}
 		raw = b
 	default:
 		raw = []byte(v)
 	}
 	if len(raw) > maxParamsSize {
-		return nil, r.flagError(c, flagParams, "params are larger than %d bytes", maxParamsSize)
+		return nil, r.flagError(c, name, "the value is larger than %d bytes", maxParamsSize)
 	}
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, r.flagError(c, flagParams, "params must be a JSON object, e.g. '{\"text\":\"hi\"}', @params.json or - to read stdin")
+	if object && (len(raw) == 0 || raw[0] != '{') {
+		return nil, r.flagError(c, name, "%s must be a JSON object, e.g. '{\"text\":\"hi\"}', @%s.json or - to read stdin", name, name)
 	}
 	canon, err := sign.Canonicalize(raw)
 	if err != nil {
-		return nil, r.flagError(c, flagParams, "params are not valid JSON: %v", err)
+		return nil, r.flagError(c, name, "%s are not valid JSON: %v; give JSON inline, @FILE or - to read stdin", name, err)
 	}
 	return canon, nil
 }

@@ -35,7 +35,7 @@ func (n *Node) topicSelf() pubsub.Self {
 	return pubsub.Self{AgentID: n.idStr, PersonaType: n.cfg.Presence.PersonaType, Capabilities: n.capabilityNames()}
 }
 
-// Publish sends payload (any JSON value) to every agent subscribed to a
+// Publish sends payload (a JSON object, as every envelope payload is) to every agent subscribed to a
 // pattern matching topic, anywhere in the mesh, and returns how many topic
 // peers it went to. filter (nil: everyone) is a seed 004 broadcast filter
 // applied by receivers. When no agent subscribes to the topic's family,
@@ -50,8 +50,8 @@ func (n *Node) Publish(ctx context.Context, topic string, payload json.RawMessag
 	if pubsub.Family(topic) == protocol.PresenceFamily {
 		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "topic %q: the %s family is reserved for heartbeats", topic, protocol.PresenceFamily)
 	}
-	if !json.Valid(payload) {
-		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "payload is not valid JSON")
+	if len(payload) == 0 || payload[0] != '{' || !json.Valid(payload) {
+		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "payload must be a JSON object")
 	}
 	var opts []pubsub.PublishOption
 	if filter != nil {

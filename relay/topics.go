@@ -22,6 +22,7 @@ type Publisher interface {
 	// filter (nil: everyone), and returns how many topic peers it went
 	// to; errors.Is(err, protocol.ErrNoPeers) when no agent subscribes
 	// within the publish wait.
+	// payload is a JSON object.
 	Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
 	// Subscribe calls handler in order for each message whose topic
 	// matches pattern; the returned func cancels the subscription.
@@ -147,8 +148,8 @@ func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, erro
 	if p.Topic, err = requiredString(w, "topic"); err != nil {
 		return p, 0, err
 	}
-	if p.Payload = w["payload"]; len(p.Payload) == 0 {
-		return p, 0, Errorf(CodeInvalidParams, `invalid params: "payload" is required (any JSON value)`)
+	if p.Payload = w["payload"]; len(p.Payload) == 0 || p.Payload[0] != '{' {
+		return p, 0, Errorf(CodeInvalidParams, `invalid params: "payload" is required and must be a JSON object`)
 	}
 	if f := w["filter"]; len(f) > 0 && !isNull(f) {
 		dec := json.NewDecoder(bytes.NewReader(f))

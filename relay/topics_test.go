@@ -131,14 +131,14 @@ func TestPublishSubscribe(t *testing.T) {
 		t.Fatalf("Subscribe: %q %v", id, err)
 	}
 	for i := range 3 {
-		n, err := pub.Publish(ctxT(t), fmt.Sprintf("outbound:%d", i), json.RawMessage(fmt.Sprint(i)), nil, 0)
+		n, err := pub.Publish(ctxT(t), fmt.Sprintf("outbound:%d", i), json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), nil, 0)
 		if err != nil || n != 1 {
 			t.Fatalf("Publish %d: %d peers, %v", i, n, err)
 		}
 	}
 	wait.For(t, 10*time.Second, func() error {
-		if p := got.payloads(); p != "0 1 2" {
-			return fmt.Errorf("received %q, want 0 1 2 in order", p)
+		if p := got.payloads(); p != `{"i":0} {"i":1} {"i":2}` {
+			return fmt.Errorf("received %q, want i 0, 1, 2 in order", p)
 		}
 		return nil
 	})
@@ -166,7 +166,7 @@ func TestPublishSubscribe(t *testing.T) {
 	if live, _ := mesh.counts(); live != 0 {
 		t.Fatalf("%d mesh subscriptions after unsubscribe", live)
 	}
-	_, err = pub.Publish(ctxT(t), "outbound:9", json.RawMessage(`9`), nil, 0)
+	_, err = pub.Publish(ctxT(t), "outbound:9", json.RawMessage(`{}`), nil, 0)
 	if !errors.Is(err, protocol.ErrNoPeers) {
 		t.Fatalf("publish without subscribers: %v, want ErrNoPeers", err)
 	}
@@ -174,7 +174,7 @@ func TestPublishSubscribe(t *testing.T) {
 	if err := sub.Unsubscribe(ctxT(t), id); !errors.As(err, &re) || re.Code != relay.CodeInvalidParams {
 		t.Fatalf("second unsubscribe: %v, want -32602", err)
 	}
-	_, err = pub.Publish(ctxT(t), "outbound:*", json.RawMessage(`1`), nil, 0)
+	_, err = pub.Publish(ctxT(t), "outbound:*", json.RawMessage(`{}`), nil, 0)
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidMessage {
 		t.Fatalf("publish to a pattern: %v, want INVALID_MESSAGE", err)
@@ -227,13 +227,14 @@ func TestTopicParams(t *testing.T) {
 	for _, tc := range []struct{ method, params, want string }{
 		{"mesh.publish", `{}`, `"topic\" is required`},
 		{"mesh.publish", `{"topic":"a:b"}`, `"payload\" is required`},
-		{"mesh.publish", `{"topic":"","payload":1}`, `is empty`},
-		{"mesh.publish", `{"topic":7,"payload":1}`, `must be a string`},
-		{"mesh.publish", `{"topic":"a:b","payload":1,"extra":1}`, `unknown field`},
-		{"mesh.publish", `{"topic":"a:b","payload":1,"filter":{"nope":[]}}`, `"filter\" must be an object`},
-		{"mesh.publish", `{"topic":"a:b","payload":1,"filter":[1]}`, `"filter\" must be an object`},
-		{"mesh.publish", `{"topic":"a:b","payload":1,"timeoutMs":0}`, `timeoutMs`},
-		{"mesh.publish", `{"topic":"` + strings.Repeat("x", 2000) + `","payload":1}`, `longer than`},
+		{"mesh.publish", `{"topic":"a:b","payload":[1]}`, `must be a JSON object`},
+		{"mesh.publish", `{"topic":"","payload":{}}`, `is empty`},
+		{"mesh.publish", `{"topic":7,"payload":{}}`, `must be a string`},
+		{"mesh.publish", `{"topic":"a:b","payload":{},"extra":1}`, `unknown field`},
+		{"mesh.publish", `{"topic":"a:b","payload":{},"filter":{"nope":[]}}`, `"filter\" must be an object`},
+		{"mesh.publish", `{"topic":"a:b","payload":{},"filter":[1]}`, `"filter\" must be an object`},
+		{"mesh.publish", `{"topic":"a:b","payload":{},"timeoutMs":0}`, `timeoutMs`},
+		{"mesh.publish", `{"topic":"` + strings.Repeat("x", 2000) + `","payload":{}}`, `longer than`},
 		{"mesh.publish", `[1]`, `takes an object`},
 		{"mesh.subscribe", `{}`, `"pattern\" is required`},
 		{"mesh.subscribe", `{"pattern":"*"}`, `must be literal`},

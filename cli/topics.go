@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// Flags of publish and subscribe.
+const (
+	flagPayload           = "payload"
+	flagIncludeAgent      = "include-agent"
+	flagExcludeAgent      = "exclude-agent"
+	flagPersona           = "persona"
+	flagRequireCapability = "require-capability"
+	flagCount             = "count"
+)
+
+// defaultPublishWait is how long publish waits for a subscriber.
+const defaultPublishWait = 10 * time.Second
+
+func (r *runState) publishCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "publish",
+		Usage:     "publish a message to a mesh topic through the local node",
+		ArgsUsage: "TOPIC",
+		Description: "Publishes --payload (a JSON object) to TOPIC, e.g. outbound:42, for every agent in the " +
+			"mesh subscribed to a matching pattern. The node looks subscribers up in the directory and waits " +
+			"up to --timeout for one; if nobody subscribes to the topic's family (the part before ':') the " +
+			"message is not sent and publish exits 1. Prints how many topic peers the message went to " +
+			"(--json: {\"topic\",\"peers\"}). The filter flags attach a seed 004 broadcast filter that each " +
+			"receiver applies.",
+		Flags: []ucli.Flag{
+			stringFlag(flagPayload, "", "the message, a JSON object: inline, @FILE, or - for stdin (required)"),
+			sliceFlag(flagIncludeAgent, "deliver only to this agent `ID` (repeatable)"),
+			sliceFlag(flagExcludeAgent, "never deliver to this agent `ID` (repeatable)"),
+			sliceFlag(flagPersona, "deliver only to agents of this persona `TYPE` (repeatable)"),
+			sliceFlag(flagRequireCapability, "deliver only to agents offering this capability `NAME` (repeatable; all required)"),
+			durationFlag(flagTimeout, defaultPublishWait, "how long to wait for a subscriber"),
+			apiFlag(),
+			jsonFlag(`print {"topic","peers"}`),
+		},
+		Action: r.runPublish,
+	}
+}
+
+func (r *runState) runPublish(c *ucli.Context) error {
+	if len(r.positional) != 1 {
+		return usageErrorf("publish needs one TOPIC, e.g. `meshagent publish outbound:42 --payload '{\"text\":\"hi\"}'`")
+	}
+	topic := r.positional[0]
+	if topic == "" || strings.ContainsAny(topic, "*?[") {
+		return usageErrorf("TOPIC %q must be a topic, not a pattern (patterns are for subscribe)", topic)
+	}
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	payload, err := r.readJSONFlag(c, flagPayload, true)
+	if err != nil {
+		return err
+	}
+	if payload == nil {
+		return r.flagError(c, flagPayload, "a payload is required: JSON inline, @FILE or - for stdin")
+	}
+	filter, err := r.broadcastFilter(c)
+	if err != nil {
+		return err
+	}
+	timeout, err := r.positiveDuration(c, flagTimeout)
+	if err != nil {
+		return err
+	}
+	if timeout > relay.MaxPublishTimeout {
+		return usageErrorf("--timeout %s is longer than the %s a publish may wait", timeout, relay.MaxPublishTimeout)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
+	defer cancel()
+	cl, addr, err := r.connectAPI(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	peers, err := cl.Publish(ctx, topic, payload, filter, timeout)
+	if err != nil {
+		var pe *protocol.Error
+		switch {
+		case errors.Is(err, protocol.ErrNoPeers):
+			return exitErrorf(ExitFailure, "not published: no agent subscribes to %q within %s (is a `meshagent subscribe` running for a pattern of the %q family?)",
+				topic, timeout, strings.SplitN(topic, ":", 2)[0])
+		case errors.As(err, &pe):
+			return protocolExit("publish", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	if c.Bool(flagJSON) {
+		return writeJSONLine(r.stdout, relay.PublishResult{Topic: topic, Peers: peers})
+	}
+	_, err = r.stdout.Write([]byte("published to " + topic + " (" + plural(peers, "peer") + ")\n"))
+	return err
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// broadcastFilter builds the seed 004 filter from the filter flags, or nil.
+func (r *runState) broadcastFilter(c *ucli.Context) (*protocol.Filter, error) {
+	var f protocol.Filter
+	for _, spec := range []struct {
+		flag string
+		ids  bool
+		dst  *[]string
+	}{
+		{flagIncludeAgent, true, &f.IncludeAgents},
+		{flagExcludeAgent, true, &f.ExcludeAgents},
+		{flagPersona, false, &f.PersonaTypes},
+		{flagRequireCapability, false, &f.Capabilities},
+	} {
+		for _, v := range c.StringSlice(spec.flag) {
+			v = strings.TrimSpace(v)
+			if v == "" {
+				continue
+			}
+			if spec.ids {
+				id, err := sign.ParseAgentID(v)
+				if err != nil {
+					return nil, r.flagError(c, spec.flag, "%q is not an agent id (%v)", v, err)
+				}
+				v = id.String() // receivers compare peer IDs
+			}
+			*spec.dst = append(*spec.dst, v)
+		}
+	}
+	if len(f.IncludeAgents)+len(f.ExcludeAgents)+len(f.PersonaTypes)+len(f.Capabilities) == 0 {
+		return nil, nil
+	}
+	return &f, nil
+}
+
+func (r *runState) subscribeCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "subscribe",
+		Usage:     "print the messages of mesh topics matching a pattern",
+		ArgsUsage: "PATTERN",
+		Description: "Subscribes through the local node to PATTERN: a topic (outbound:42), a wildcard " +
+			"(outbound:*), or a prefix ending in ':', '-', '.', '/' or '_' (outbound:). The part before the " +
+			"first ':' must be literal. Prints each message, from any agent in the mesh, as one JSON line " +
+			"{\"topic\",\"from\",\"payload\",\"time\",\"id\"} and nothing else on stdout. Runs until SIGINT or " +
+			"SIGTERM (exit 0), or until --count messages (exit 0); exits 1 if the node goes away.",
+		Flags: []ucli.Flag{
+			&ucli.IntFlag{Name: flagCount, Usage: "exit after `N` messages (0: run until interrupted)", EnvVars: []string{envVar(flagCount)}},
+			apiFlag(),
+		},
+		Action: r.runSubscribe,
+	}
+}
+
+func (r *runState) runSubscribe(c *ucli.Context) error {
+	if len(r.positional) != 1 || r.positional[0] == "" {
+		return usageErrorf("subscribe needs one PATTERN, e.g. `meshagent subscribe 'outbound:*'`")
+	}
+	pattern := r.positional[0]
+	count := c.Int(flagCount)
+	if count < 0 {
+		return r.flagError(c, flagCount, "%d is negative; use 0 to run until interrupted", count)
+	}
+	log, err := r.parseLogSettings(c)
+	if err != nil {
+		return err
+	}
+	dialCtx, cancel := context.WithTimeout(c.Context, peersTimeout)
+	defer cancel()
+	cl, addr, err := r.connectAPI(dialCtx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	done := make(chan struct{})
+	var (
+		mu       sync.Mutex
+		printed  int
+		writeErr error
+	)
+	// Messages arrive on the client's reader goroutine, in order.
+	handler := func(m protocol.TopicMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		if writeErr != nil || count > 0 && printed >= count {
+			return
+		}
+		if writeErr = writeJSONLine(r.stdout, m); writeErr != nil {
+			close(done)
+			return
+		}
+		printed++
+		if count > 0 && printed == count {
+			close(done)
+		}
+	}
+	id, err := cl.Subscribe(dialCtx, pattern, handler)
+	if err != nil {
+		var pe *protocol.Error
+		var re *relay.RPCError
+		switch {
+		case errors.As(err, &re) && re.Code == relay.CodeInvalidParams:
+			return usageErrorf("PATTERN %q: %s", pattern, strings.TrimPrefix(re.Message, "invalid params: "))
+		case errors.As(err, &pe):
+			return protocolExit("subscribe", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	log.newLogger(r.stderr).Info("subscribed", "pattern", pattern, "subscription", id, "api", addr)
+	select {
+	case <-done:
+		mu.Lock()
+		defer mu.Unlock()
+		if writeErr != nil {
+			return exitErrorf(ExitFailure, "subscribe: write output: %v", writeErr)
+		}
+		return nil
+	case <-c.Context.Done():
+		return nil // interrupted: the normal way to stop
+	case <-cl.Done():
+		return exitErrorf(ExitFailure, "subscribe: lost the local API at %s: %v", addr, cl.Err())
+	}
+}
