@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
@@ -39,8 +40,9 @@ func (n *Node) topicSelf() pubsub.Self {
 // pattern matching topic, anywhere in the mesh, and returns how many topic
 // peers it went to. filter (nil: everyone) is a seed 004 broadcast filter
 // applied by receivers. When no agent subscribes to the topic's family,
-// Publish looks subscribers up in the directory and waits up to the
-// publish wait (pubsub.WithPublishWait, default 5 s, or ctx) for one, then
+// Publish looks subscribers up in the directory and waits for one until
+// ctx's deadline (without one, the publish wait: pubsub.WithPublishWait,
+// default 5 s), then
 // fails with an error wrapping protocol.ErrNoPeers: a publish is never
 // silently lost. The presence family is reserved to the node.
 func (n *Node) Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
@@ -54,6 +56,9 @@ func (n *Node) Publish(ctx context.Context, topic string, payload json.RawMessag
 		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "payload must be a JSON object")
 	}
 	var opts []pubsub.PublishOption
+	if deadline, ok := ctx.Deadline(); ok {
+		opts = append(opts, pubsub.WithWait(max(time.Until(deadline), 0)))
+	}
 	if filter != nil {
 		opts = append(opts, pubsub.WithFilter(*filter))
 	}
