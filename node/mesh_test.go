@@ -182,8 +182,8 @@ func TestMesh(t *testing.T) {
 		forged, unsigned := body(impersonated, "forged"), body(attacker, "unsigned")
 		ctx := meshtest.Context(t, 10*time.Second)
 		for _, d := range [][]byte{
-			wire(attacker.Sign(forged), forged),    // from.agentId is not the signer
-			wire(make([]byte, 64), unsigned),       // no signature
+			wire(attacker.Sign(forged), forged),     // from.agentId is not the signer
+			wire(make([]byte, 64), unsigned),        // no signature
 			[]byte(`{"type":"notify","payload":1}`), // not an envelope at all
 		} {
 			if err := topic.Publish(ctx, d); err != nil {
