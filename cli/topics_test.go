@@ -31,7 +31,9 @@ func TestPublishSubscribe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	subDone := make(chan result, 1)
-	go func() { subDone <- runCLIContext(t, ctx, "", "subscribe", "news:*", "--count", "2", "--api", listenAPI) }()
+	go func() {
+		subDone <- runCLIContext(t, ctx, "", "subscribe", "news:*", "--count", "2", "--api", listenAPI)
+	}()
 
 	// Publish until the subscription has reached the speaker; then the
 	// first message published must be the first one printed.
