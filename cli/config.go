@@ -36,6 +36,7 @@ const (
 	flagNoMDNS          = "no-mdns"
 	flagShutdownTimeout = "shutdown-timeout"
 	flagHeartbeat       = "heartbeat"
+	flagCapsPoll        = "capabilities-poll"
 	flagPersonaType     = "persona-type"
 	flagParams          = "params"
 	flagTimeout         = "timeout"

@@ -36,6 +36,7 @@ type nodeSettings struct {
 	api             string // "" when the API is off
 	mdns            bool
 	presence        node.Presence
+	capsPoll        time.Duration // 0: reload only on SIGHUP
 	shutdownTimeout time.Duration
 	json            bool
 	log             logSettings
@@ -57,7 +58,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			"--capabilities, and serves the local API (JSON-RPC 2.0 over WebSocket) that `call` and " +
 			"`peers` use. Once running it prints one line on stdout: \"node <agent id> addrs <addr,...> " +
 			"api <addr|off>\", or with --json {\"agentId\",\"publicKey\",\"addrs\",\"api\"}. The node " +
-			"reloads --capabilities when the file changes (checked every 2s) or on SIGHUP, and advertises " +
+			"reloads --capabilities when the file changes (checked every --capabilities-poll) or on SIGHUP, and advertises " +
 			"the new set. Every --heartbeat it publishes a signed status heartbeat (status, load, " +
 			"capability digest) that `peers` shows on every node.",
 		Flags: []ucli.Flag{
@@ -69,6 +70,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			apiFlag(),
 			boolFlag(flagAPIPublic, "allow --api on a non-loopback address (anyone who reaches it can act as this agent)"),
 			boolFlag(flagNoMDNS, "do not discover or announce agents on the local network with mDNS"),
+			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities for changes; 0 reloads only on SIGHUP"),
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
@@ -118,6 +120,9 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	}
 	if s.shutdownTimeout, err = r.positiveDuration(c, flagShutdownTimeout); err != nil {
 		return nil, err
+	}
+	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
+		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
 	}
 	s.presence = node.Presence{Interval: c.Duration(flagHeartbeat), PersonaType: c.String(flagPersonaType)}
 	if d := s.presence.Interval; d != 0 && (d < node.MinHeartbeatInterval || d > node.MaxHeartbeatInterval) {
@@ -242,8 +247,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 	}
 	var watch <-chan time.Time
 	capsDigest := fileDigest(s.capsPath)
-	if s.capsPath != "" {
-		t := time.NewTicker(capsWatchInterval)
+	if s.capsPath != "" && s.capsPoll > 0 {
+		t := time.NewTicker(s.capsPoll)
 		defer t.Stop()
 		watch = t.C
 	}
@@ -267,10 +272,10 @@ func (r *runState) runNode(c *ucli.Context) error {
 	}
 }
 
-// capsWatchInterval is how often the node checks its capabilities file for
+// defaultCapsPoll is how often the node checks its capabilities file for
 // changes. Polling the content needs no platform file-event API, and the
 // file is small.
-const capsWatchInterval = 2 * time.Second
+const defaultCapsPoll = 2 * time.Second
 
 // fileDigest returns the SHA-256 of a file's content, or "" if it cannot
 // be read (a missing file is a change too once it comes back).

@@ -264,7 +264,9 @@ func TestTwoNodes(t *testing.T) {
 		 "handler": {"exec": ["sh", "-c", "tr a-z A-Z"], "timeout": "10s"}}
 	]`)
 
-	a := startNode(t, "alice", "--key", keyA, "--data", filepath.Join(dir, "a"), "--capabilities", caps)
+	// A reloads its capabilities on SIGHUP only, so that the SIGHUP test
+	// below fails if the signal does nothing.
+	a := startNode(t, "alice", "--key", keyA, "--data", filepath.Join(dir, "a"), "--capabilities", caps, "--capabilities-poll", "0")
 	if a.started.AgentID != idA.AgentID {
 		t.Fatalf("node A runs as %s, want %s", a.started.AgentID, idA.AgentID)
 	}

@@ -166,6 +166,16 @@ func TestFiveNodesInALine(t *testing.T) {
 		})
 	})
 
+	t.Run("an edited capabilities file is advertised without a signal", func(t *testing.T) {
+		// n1 stops offering translate and starts offering summarize.
+		writeFile(t, byName, `[{"name": "summarize", "description": "tl;dr", "handler": "echo"}]`)
+		discover(t, []string{nodes[3].started.AgentID + " n3: translate (en to fr)"}, "translate")
+		discover(t, []string{nodes[1].started.AgentID + " n1: summarize (tl;dr)"}, "summarize")
+		if !nodes[1].logged("capabilities reloaded") {
+			t.Error("n1 did not log the reload")
+		}
+	})
+
 	for _, n := range slices.Backward(nodes) {
 		n.stop(t, 20*time.Second)
 	}
