@@ -84,7 +84,7 @@ func WithMaxRecordSize(n int) Option {
 // commit, which never waits for a timer, to bbolt's DB.Batch, which waits
 // up to d for writes to join a batch. Zero, the default, keeps the group
 // commit. It exists to compare the two (see BenchmarkEnqueue); with this
-// machine's fsync latency, DB.Batch is slower at every delay measured.
+// machine's fsync latency, DB.Batch was slower at every delay measured.
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
