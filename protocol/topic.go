@@ -3,7 +3,9 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"path"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -63,4 +65,27 @@ type TopicMessage struct {
 	Time time.Time `json:"time"`
 	// ID is the envelope id.
 	ID string `json:"id"`
+}
+
+// MatchTopic reports whether a bus pattern matches a topic, as seed 001
+// reads and DESIGN.md settles it: fnmatch-style (path.Match: "*", "?",
+// "[...]", where "*" does not cross "/") when the pattern has wildcards;
+// as a prefix when it has none and ends in ':', '-', '.', '/' or '_'
+// ("inbound:chat-" matches "inbound:chat-1"); exactly otherwise.
+func MatchTopic(pattern, topic string) bool {
+	if strings.ContainsAny(pattern, "*?[\\") {
+		ok, err := path.Match(pattern, topic)
+		return err == nil && ok
+	}
+	if pattern != "" && strings.ContainsRune(":-./_", rune(pattern[len(pattern)-1])) {
+		return strings.HasPrefix(topic, pattern)
+	}
+	return pattern == topic
+}
+
+// ValidPattern reports whether a pattern is well formed (no unterminated
+// "[" class).
+func ValidPattern(pattern string) bool {
+	_, err := path.Match(pattern, "")
+	return err == nil
 }

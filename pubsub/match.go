@@ -1,8 +1,9 @@
 package pubsub
 
 import (
-	"path"
 	"strings"
+
+	"github.com/meshagent/meshagent/protocol"
 )
 
 // GossipPrefix is the prefix of every GossipSub topic the bus uses.
@@ -20,19 +21,6 @@ func GossipTopic(topic string) string { return GossipPrefix + Family(topic) }
 
 func hasWild(s string) bool { return strings.ContainsAny(s, "*?[\\") }
 
-// Match reports whether a bus pattern matches a topic: fnmatch-style when
-// the pattern has wildcards, as a prefix when it has none and ends in ':',
-// '-', '.', '/' or '_', and exactly otherwise.
-func Match(pattern, topic string) bool {
-	if hasWild(pattern) {
-		ok, err := path.Match(pattern, topic)
-		if err == nil {
-			return ok
-		}
-		return false
-	}
-	if pattern != "" && strings.ContainsRune(":-./_", rune(pattern[len(pattern)-1])) {
-		return strings.HasPrefix(topic, pattern)
-	}
-	return pattern == topic
-}
+// Match reports whether a bus pattern matches a topic; see
+// protocol.MatchTopic.
+func Match(pattern, topic string) bool { return protocol.MatchTopic(pattern, topic) }
