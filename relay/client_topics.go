@@ -23,6 +23,9 @@ type topicRouter struct {
 	// early holds messages for ids not (yet) known: the server may send a
 	// subscription's first message before the response that names it.
 	early map[string][]protocol.TopicMessage
+	// gone holds the ids unsubscribed: a message the server queued just
+	// before the subscription ended is dropped, not kept as early.
+	gone map[string]struct{}
 }
 
 func (r *topicRouter) deliver(params json.RawMessage) {
@@ -32,6 +35,9 @@ func (r *topicRouter) deliver(params json.RawMessage) {
 	}
 	if h := r.handlers[p.Subscription]; h != nil {
 		h(p.Message)
+		return
+	}
+	if _, ok := r.gone[p.Subscription]; ok {
 		return
 	}
 	if r.early == nil {
@@ -54,7 +60,17 @@ func (r *topicRouter) add(id string, h func(protocol.TopicMessage)) {
 	delete(r.early, id)
 }
 
-// Publish runs mesh.publish: payload (any JSON value) to every agent
+// remove forgets a handler once the server has ended its subscription.
+func (r *topicRouter) remove(id string) {
+	delete(r.handlers, id)
+	delete(r.early, id)
+	if r.gone == nil {
+		r.gone = map[string]struct{}{}
+	}
+	r.gone[id] = struct{}{}
+}
+
+// Publish runs mesh.publish: payload (a JSON object) to every agent
 // subscribed to topic, with an optional seed 004 filter, waiting up to
 // timeout (0: DefaultPublishTimeout) for a subscriber. It returns how many
 // topic peers the message went to. When no agent subscribes the error
@@ -108,8 +124,14 @@ func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(pro
 	return out.Subscription, nil
 }
 
-// Unsubscribe runs mesh.unsubscribe. Messages already on their way may
-// still reach the handler.
+// Unsubscribe runs mesh.unsubscribe. Once it returns nil the handler is
+// not called again (a message the server queued just before is dropped);
+// a message being handled when it is called may still finish.
 func (c *Client) Unsubscribe(ctx context.Context, id string) error {
-	return c.Call(ctx, MethodMeshUnsubscribe, UnsubscribeParams{Subscription: id}, nil)
+	hooks := callHooks{response: func(m *message) {
+		if m.Error == nil {
+			c.topics.remove(id)
+		}
+	}}
+	return c.call(ctx, MethodMeshUnsubscribe, UnsubscribeParams{Subscription: id}, nil, hooks)
 }

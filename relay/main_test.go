@@ -168,7 +168,14 @@ type testServer struct {
 func newTestServer(t *testing.T, opts ...relay.Option) *testServer {
 	t.Helper()
 	mesh := newFakeMesh()
-	srv, err := relay.New(mesh, append([]relay.Option{relay.WithLogger(testLogger(t))}, opts...)...)
+	return serveMesh(t, mesh, mesh, opts...)
+}
+
+// serveMesh is newTestServer for m, which is mesh or embeds it (as
+// topicMesh does).
+func serveMesh(t *testing.T, m relay.Mesh, mesh *fakeMesh, opts ...relay.Option) *testServer {
+	t.Helper()
+	srv, err := relay.New(m, append([]relay.Option{relay.WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

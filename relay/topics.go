@@ -21,11 +21,14 @@ type Publisher interface {
 	// Publish sends payload to every agent subscribed to topic, applying
 	// filter (nil: everyone), and returns how many topic peers it went
 	// to; errors.Is(err, protocol.ErrNoPeers) when no agent subscribes
-	// within the publish wait.
-	// payload is a JSON object.
+	// within the publish wait. payload is a JSON object (the server
+	// refuses anything else before calling Publish).
 	Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
 	// Subscribe calls handler in order for each message whose topic
-	// matches pattern; the returned func cancels the subscription.
+	// matches pattern (exact, an fnmatch wildcard such as "outbound:*",
+	// or a prefix ending in ':', '-', '.', '/' or '_'); the returned func
+	// cancels the subscription. handler must not block: the server's
+	// handler only queues a notification.
 	Subscribe(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error)
 }
 

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +18,10 @@ import (
 )
 
 // topicMesh adds topics to the fake mesh: Publish delivers to its own
-// subscribers whose pattern is the topic or ends in '*' matching it, and
-// fails with ErrNoPeers when there are none.
+// subscribers whose pattern is the topic or ends in '*' matching it, in
+// the order they subscribed, and fails with ErrNoPeers when there are
+// none. A pattern starting with "retained:" is handed two messages
+// (payloads {"retained":1} and {"retained":2}) before Subscribe returns.
 type topicMesh struct {
 	*fakeMesh
 	mu        sync.Mutex
@@ -42,7 +45,8 @@ func (m *topicMesh) Publish(_ context.Context, topic string, payload json.RawMes
 	m.mu.Lock()
 	m.filters = append(m.filters, filter)
 	var hs []func(protocol.TopicMessage)
-	for _, s := range m.subs {
+	for _, id := range slices.Sorted(maps.Keys(m.subs)) {
+		s := m.subs[id]
 		if s.pattern == topic || strings.HasSuffix(s.pattern, "*") && strings.HasPrefix(topic, strings.TrimSuffix(s.pattern, "*")) {
 			hs = append(hs, s.handler)
 		}
@@ -62,10 +66,15 @@ func (m *topicMesh) Subscribe(pattern string, handler func(protocol.TopicMessage
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "pattern %q: the family before ':' must be literal", pattern)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.next++
 	id := m.next
 	m.subs[id] = topicSub{pattern, handler}
+	m.mu.Unlock()
+	if strings.HasPrefix(pattern, "retained:") {
+		for i := 1; i <= 2; i++ {
+			handler(protocol.TopicMessage{Topic: "retained:x", From: "publisher", Payload: json.RawMessage(fmt.Sprintf(`{"retained":%d}`, i)), Time: time.Unix(1700000000, 0).UTC(), ID: "id"})
+		}
+	}
 	return func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -82,20 +91,9 @@ func (m *topicMesh) counts() (live, cancelled int) {
 	return len(m.subs), m.cancelled
 }
 
-func topicServer(t *testing.T, mesh relay.Mesh) string {
+func topicServer(t *testing.T, mesh *topicMesh, opts ...relay.Option) string {
 	t.Helper()
-	srv, err := relay.New(mesh, relay.WithLogger(testLogger(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	return serveMesh(t, mesh, mesh.fakeMesh, opts...).url
 }
 
 // collector gathers the messages handed to a subscription handler.
@@ -262,4 +260,96 @@ func TestTopicsWithoutPublisher(t *testing.T) {
 			t.Errorf("%s: got %s, want -32601", m, got)
 		}
 	}
+}
+
+// TestSubscribeEarlyMessages checks that messages the server sends before
+// the mesh.subscribe response reach the handler, in order, before later
+// ones.
+func TestSubscribeEarlyMessages(t *testing.T) {
+	mesh := newTopicMesh()
+	url := topicServer(t, mesh)
+	c := dialClient(t, url)
+	var got collector
+	if _, err := c.Subscribe(ctxT(t), "retained:*", got.add); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctxT(t), "retained:3", json.RawMessage(`{"retained":3}`), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, testTimeout, func() error {
+		if p := got.payloads(); p != `{"retained":1} {"retained":2} {"retained":3}` {
+			return fmt.Errorf("received %q, want retained 1, 2, 3 in order", p)
+		}
+		return nil
+	})
+}
+
+// TestUnsubscribeDropsLateMessages checks that after Unsubscribe returns
+// the handler sees nothing more, even a message the server queued for the
+// subscription afterwards, and that a second subscription to the same
+// pattern still gets its messages.
+func TestUnsubscribeDropsLateMessages(t *testing.T) {
+	mesh := newTopicMesh()
+	c := dialClient(t, topicServer(t, mesh))
+	var first, second collector
+	id1, err := c.Subscribe(ctxT(t), "a:*", first.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(ctxT(t), "a:*", second.add); err != nil {
+		t.Fatal(err)
+	}
+	// Keep the mesh handler of the first subscription past Unsubscribe,
+	// as a message in flight in the mesh would be.
+	mesh.mu.Lock()
+	late := mesh.subs[1].handler
+	mesh.mu.Unlock()
+	if err := c.Unsubscribe(ctxT(t), id1); err != nil {
+		t.Fatal(err)
+	}
+	late(protocol.TopicMessage{Topic: "a:late", Payload: json.RawMessage(`{"late":true}`)})
+	if _, err := c.Publish(ctxT(t), "a:1", json.RawMessage(`{"n":1}`), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, testTimeout, func() error {
+		if p := second.payloads(); p != `{"n":1}` {
+			return fmt.Errorf("second subscription received %q", p)
+		}
+		return nil
+	})
+	// The late message was queued before the publish, so it has been read.
+	if p := first.payloads(); p != "" {
+		t.Errorf("unsubscribed handler received %q", p)
+	}
+}
+
+// TestSlowSubscriberDisconnected checks that a subscriber that stops
+// reading never blocks the mesh: its notifications are queued without
+// waiting, and when its queue is full it is disconnected and its mesh
+// subscription cancelled.
+func TestSlowSubscriberDisconnected(t *testing.T) {
+	l := relay.DefaultLimits()
+	l.SendQueue = 4
+	l.WriteTimeout = 500 * time.Millisecond
+	mesh := newTopicMesh()
+	url := topicServer(t, mesh, relay.WithLimits(l))
+	slow := dialRaw(t, url)
+	writeFrame(t, slow, `{"jsonrpc":"2.0","id":1,"method":"mesh.subscribe","params":{"pattern":"flood:*"}}`)
+	if got := readFrame(t, slow); !strings.Contains(got, `"subscription":"s1"`) {
+		t.Fatalf("subscribe: %s", got)
+	}
+	// slow never reads again.
+	pub := dialClient(t, url)
+	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 64<<10) + `"}`)
+	wait.For(t, testTimeout, func() error {
+		// The fake delivers synchronously: a blocking Notify would hang
+		// this Publish.
+		if _, err := pub.Publish(ctxT(t), "flood:1", payload, nil, 0); err != nil && !errors.Is(err, protocol.ErrNoPeers) {
+			t.Fatalf("publish: %v", err)
+		}
+		if live, cancelled := mesh.counts(); live != 0 || cancelled != 1 {
+			return fmt.Errorf("%d live, %d cancelled subscriptions; want the slow one cancelled", live, cancelled)
+		}
+		return nil
+	})
 }

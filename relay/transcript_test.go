@@ -24,6 +24,9 @@ var update = flag.Bool("update", false, "rewrite the <-- lines of testdata/*.txt
 // answer, or any other extra frame, fails the test. Frames are compared
 // as compact JSON, byte for byte: key order is part of the contract.
 //
+// Transcripts named mesh_topics*.txt talk to a mesh with topics
+// (topicMesh); the others to the fake mesh, which has none.
+//
 // With -update the <-- lines are rewritten with what the server sent.
 // Review the diff before committing it.
 func TestTranscripts(t *testing.T) {
@@ -45,8 +48,13 @@ func runTranscript(t *testing.T, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := newTestServer(t)
-	ws := dialRaw(t, ts.url)
+	var url string
+	if strings.HasPrefix(filepath.Base(file), "mesh_topics") {
+		url = topicServer(t, newTopicMesh())
+	} else {
+		url = newTestServer(t).url
+	}
+	ws := dialRaw(t, url)
 
 	lines := strings.Split(string(src), "\n")
 	changed := false
