@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/meshagent/meshagent/store"
 )
 
 // Limits bound what one WebSocket client can make a server hold. Every
@@ -101,11 +103,18 @@ type Config struct {
 	OriginPatterns []string
 	// Logger receives structured logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Bus configures the seed 001 bus. Default: DefaultBusConfig().
+	Bus BusConfig
+	// Store persists the bus's outbox, dead letters and history. Without
+	// one a failed delivery is reported in its ack and not retried, and
+	// bus.history, bus.deadLetters and bus.replay are not served. The
+	// caller keeps ownership: close it after the server.
+	Store *store.Store
 }
 
 // DefaultConfig returns every default in one place.
 func DefaultConfig() Config {
-	return Config{Limits: DefaultLimits(), Logger: slog.Default()}
+	return Config{Limits: DefaultLimits(), Logger: slog.Default(), Bus: DefaultBusConfig()}
 }
 
 // Option configures a Server.
@@ -137,7 +146,17 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		return errors.New("relay: Config.Logger is nil")
 	}
-	return nil
+	return c.Bus.validate()
+}
+
+// WithBus replaces the bus configuration.
+func WithBus(b BusConfig) Option {
+	return func(c *Config) error { c.Bus = b; return b.validate() }
+}
+
+// WithStore persists the bus's outbox, dead letters and history in st.
+func WithStore(st *store.Store) Option {
+	return func(c *Config) error { c.Store = st; return nil }
 }
 
 // WithLimits replaces the connection limits.

@@ -22,6 +22,7 @@ type Server struct {
 	log  *slog.Logger
 	mesh Mesh
 	now  func() time.Time // replaced in tests
+	bus  *bus
 
 	hmu      sync.RWMutex
 	handlers map[string]HandlerFunc
@@ -61,6 +62,7 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 		conns:    make(map[*Conn]struct{}),
 	}
 	s.registerMeshMethods()
+	s.bus = newBus(s, cfg.Bus, cfg.Store)
 	return s, nil
 }
 
@@ -284,6 +286,7 @@ func (s *Server) Close() error {
 			c.shut(websocket.StatusGoingAway, "server closing", false)
 		}
 		s.wg.Wait()
+		s.bus.close()
 		s.log.Info("stopped")
 	})
 	return errors.Join(errs...)

@@ -12,7 +12,8 @@ import (
 // been fsync'd to disk, so a caller may acknowledge m as soon as Enqueue
 // returns nil. A missing ID and Time are filled in (Enqueue works on a copy;
 // read the id back with Pending or Due, or set it yourself). m's next
-// attempt is now. An id already in the outbox or the dead-letter queue is
+// attempt is now unless m.NextAttempt is set (a delivery that already
+// failed once and waits for its retry). An id already in the outbox or the dead-letter queue is
 // refused with ErrExists.
 func (s *Store) Enqueue(ctx context.Context, m Message) error {
 	_, err := s.enqueue(ctx, m)
@@ -29,7 +30,9 @@ func (s *Store) enqueue(ctx context.Context, m Message) (string, error) {
 	if err := s.prepare(&m); err != nil {
 		return "", err
 	}
-	m.NextAttempt = s.cfg.clock()
+	if m.NextAttempt.IsZero() {
+		m.NextAttempt = s.cfg.clock()
+	}
 	if err := checkTime("next attempt", m.NextAttempt); err != nil {
 		return "", err
 	}

@@ -1,0 +1,918 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+	"github.com/meshagent/meshagent/store"
+)
+
+// Method names of the seed 001 bus.
+const (
+	MethodInitialize     = "initialize"
+	MethodSubscribe      = "subscribe"
+	MethodUnsubscribe    = "unsubscribe"
+	MethodSendMessage    = "sendMessage"
+	MethodProcessMessage = "processMessage"
+	// Extensions for the CLI: history and the dead-letter queue.
+	MethodBusHistory     = "bus.history"
+	MethodBusDeadLetters = "bus.deadLetters"
+	MethodBusReplay      = "bus.replay"
+)
+
+// Policy is a subscription's propagation policy (seed 001).
+type Policy string
+
+// The propagation policies of seed 001.
+const (
+	// PolicyStopOnProcessed stops after a subscriber that returns
+	// processed: true (or stopPropagation: true). The default.
+	PolicyStopOnProcessed Policy = "stopPropagationOnProcessed"
+	// PolicyStopOnStop stops only after stopPropagation: true.
+	PolicyStopOnStop Policy = "stopPropagationOnStop"
+	// PolicyContinueAll never stops.
+	PolicyContinueAll Policy = "continueAll"
+)
+
+func (p Policy) valid() bool {
+	return p == PolicyStopOnProcessed || p == PolicyStopOnStop || p == PolicyContinueAll
+}
+
+// BusConfig configures the bus a Server serves.
+type BusConfig struct {
+	// ServerID is initialize's serverId. Default: the mesh agent id.
+	ServerID string
+	// DefaultPolicy applies to subscriptions that name none.
+	DefaultPolicy Policy
+	// MaxAttempts is how many times a delivery is tried before its message
+	// goes to the dead-letter queue (seed 001's diagram: 3).
+	MaxAttempts int
+	// RetryBackoff is the first wait before a retry when the subscriber
+	// gives no retry_seconds; it doubles per attempt up to MaxBackoff.
+	RetryBackoff time.Duration
+	MaxBackoff   time.Duration
+	// DeliveryTimeout bounds one processMessage call.
+	DeliveryTimeout time.Duration
+	// MeshWait bounds how long sendMessage waits for mesh topic peers.
+	MeshWait time.Duration
+}
+
+// DefaultBusConfig returns the bus defaults.
+func DefaultBusConfig() BusConfig {
+	return BusConfig{
+		DefaultPolicy:   PolicyStopOnProcessed,
+		MaxAttempts:     3,
+		RetryBackoff:    time.Second,
+		MaxBackoff:      time.Minute,
+		DeliveryTimeout: 30 * time.Second,
+		MeshWait:        2 * time.Second,
+	}
+}
+
+func (b BusConfig) validate() error {
+	switch {
+	case !b.DefaultPolicy.valid():
+		return fmt.Errorf("relay: unknown default policy %q", b.DefaultPolicy)
+	case b.MaxAttempts < 1:
+		return errors.New("relay: BusConfig.MaxAttempts must be at least 1")
+	case b.RetryBackoff <= 0 || b.MaxBackoff < b.RetryBackoff:
+		return errors.New("relay: BusConfig backoffs must be positive, MaxBackoff at least RetryBackoff")
+	case b.DeliveryTimeout <= 0 || b.MeshWait < 0:
+		return errors.New("relay: BusConfig.DeliveryTimeout must be positive and MeshWait not negative")
+	}
+	return nil
+}
+
+// InitializeParams are initialize's params (seed 001).
+type InitializeParams struct {
+	ClientID   string     `json:"clientId"`
+	ClientInfo ClientInfo `json:"clientInfo"`
+}
+
+// ClientInfo names a bus client's software.
+type ClientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+}
+
+// InitializeResult is initialize's result (seed 001).
+type InitializeResult struct {
+	ServerID     string          `json:"serverId"`
+	ServerInfo   ClientInfo      `json:"serverInfo"`
+	Capabilities BusCapabilities `json:"capabilities"`
+}
+
+// BusCapabilities are what initialize announces.
+type BusCapabilities struct {
+	Subscribe bool     `json:"subscribe"`
+	Publish   bool     `json:"publish"`
+	Topics    []string `json:"topics"`
+}
+
+// SuccessResult is subscribe's and unsubscribe's result.
+type SuccessResult struct {
+	Success bool `json:"success"`
+}
+
+// Ack is one subscriber's acknowledgement in a sendMessage result.
+type Ack struct {
+	ClientID  string `json:"client_id"`
+	Processed bool   `json:"processed"`
+	Message   string `json:"message,omitempty"`
+	// Retrying is set when the delivery will be retried (the message is
+	// in the persisted outbox).
+	Retrying bool `json:"retrying,omitempty"`
+}
+
+// SendResult is sendMessage's result (seed 001, extended form).
+type SendResult struct {
+	Success         bool   `json:"success"`
+	StopPropagation bool   `json:"stopPropagation"`
+	Acks            []Ack  `json:"acks"`
+	MessageID       string `json:"messageId"`
+}
+
+// ProcessParams are the params of processMessage (and of sendMessage
+// when the bus delivers to a client that does not know processMessage).
+type ProcessParams struct {
+	Topic   string          `json:"topic"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// ProcessResult is what a subscriber answers to processMessage.
+type ProcessResult struct {
+	Processed       bool   `json:"processed"`
+	ShouldRetry     bool   `json:"should_retry"`
+	RetrySeconds    int    `json:"retry_seconds"`
+	Message         string `json:"message,omitempty"`
+	StopPropagation bool   `json:"stopPropagation"`
+	// Success is the base protocol's answer to a delivered sendMessage,
+	// read as Processed when Processed is absent.
+	Success *bool `json:"success,omitempty"`
+}
+
+// busClient is a connection's bus state.
+type busClient struct {
+	mu          sync.Mutex
+	initialized bool
+	id          string
+	// legacy is set once the client answered processMessage with
+	// method-not-found: it gets deliveries as sendMessage, as the base
+	// protocol of seed 001 does.
+	legacy bool
+}
+
+type busClientKey struct{}
+
+// subscription is one entry of the bus's ordered subscription list.
+type subscription struct {
+	seq         uint64
+	conn        *Conn
+	client      *busClient
+	pattern     string
+	policy      Policy
+	defaultOnly bool // a default handler for unrouted topics matching pattern
+	meshCancel  func()
+}
+
+// bus is the seed 001 message bus of a Server.
+type bus struct {
+	s     *Server
+	cfg   BusConfig
+	store *store.Store // nil: no retries, no history, no dead letters
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	subs []*subscription // in subscription order
+	seq  uint64
+	// meshSubs counts local subscriptions per pattern subscribed on the
+	// mesh, with the cancel of the mesh subscription.
+	meshSubs map[string]*meshSub
+
+	kick   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type meshSub struct {
+	n      int
+	cancel func()
+}
+
+func newBus(s *Server, cfg BusConfig, st *store.Store) *bus {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &bus{s: s, cfg: cfg, store: st, log: s.log.With("component", "bus"), meshSubs: map[string]*meshSub{},
+		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	if b.cfg.ServerID == "" {
+		b.cfg.ServerID = s.mesh.AgentID()
+	}
+	s.Handle(MethodInitialize, b.initialize)
+	s.Handle(MethodSubscribe, b.subscribe)
+	s.Handle(MethodUnsubscribe, b.unsubscribe)
+	s.Handle(MethodSendMessage, b.sendMessage)
+	s.Handle(MethodBusHistory, b.history)
+	s.Handle(MethodBusDeadLetters, b.deadLetters)
+	s.Handle(MethodBusReplay, b.replay)
+	if st != nil {
+		b.wg.Go(b.retryLoop)
+	}
+	return b
+}
+
+func (b *bus) close() {
+	b.cancel()
+	b.wg.Wait()
+	b.mu.Lock()
+	subs := b.subs
+	b.subs = nil
+	b.mu.Unlock()
+	for _, sub := range subs {
+		b.dropMeshSub(sub)
+	}
+}
+
+// clientOf returns a connection's bus state, creating it on first use.
+func clientOf(c *Conn) *busClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.values[busClientKey{}].(*busClient); ok {
+		return v
+	}
+	bc := &busClient{}
+	if c.values == nil {
+		c.values = make(map[any]any)
+	}
+	c.values[busClientKey{}] = bc
+	return bc
+}
+
+// initialized returns the client's id, or -32006 before initialize.
+func initializedClient(c *Conn) (*busClient, string, error) {
+	bc := clientOf(c)
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if !bc.initialized {
+		return nil, "", Errorf(CodeNotInitialized, "not initialized: send initialize first (seed 001)")
+	}
+	return bc, bc.id, nil
+}
+
+var (
+	initializeFields  = map[string]bool{"clientId": true, "clientInfo": true}
+	busSubFields      = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
+	sendMessageFields = map[string]bool{"topic": true, "payload": true}
+)
+
+const maxClientID = 256
+
+func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
+	bc := clientOf(r.Conn)
+	var p InitializeParams
+	var w map[string]json.RawMessage
+	if len(r.Params) == 0 || r.Params[0] != '{' || json.Unmarshal(r.Params, &w) != nil {
+		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)
+	}
+	for k := range w {
+		if !initializeFields[k] {
+			return nil, Errorf(CodeInvalidClientInfo, "invalid client info: unknown field %q", k)
+		}
+	}
+	if json.Unmarshal(w["clientId"], &p.ClientID) != nil || p.ClientID == "" || len(p.ClientID) > maxClientID || strings.ContainsRune(p.ClientID, 0) {
+		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
+	}
+	if ci := w["clientInfo"]; len(ci) > 0 {
+		if ci[0] != '{' || json.Unmarshal(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
+			return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
+		}
+	}
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if bc.initialized {
+		return nil, Errorf(CodeAlreadyInitialized, "already initialized as %q", bc.id)
+	}
+	bc.initialized, bc.id = true, p.ClientID
+	return InitializeResult{
+		ServerID:     b.cfg.ServerID,
+		ServerInfo:   ClientInfo{Name: "meshagent-bus", Version: protocol.HelloVersion},
+		Capabilities: BusCapabilities{Subscribe: true, Publish: true, Topics: []string{"inbound:*", "outbound:*", "agent:*"}},
+	}, nil
+}
+
+// busParams decodes a bus method's object params. A missing or malformed
+// params object is -32600, as seed 001 lists for subscribe.
+func busParams(method string, raw json.RawMessage, fields map[string]bool) (map[string]json.RawMessage, error) {
+	var w map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
+		return nil, Errorf(CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
+	}
+	for k := range w {
+		if !fields[k] {
+			return nil, Errorf(CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
+		}
+	}
+	return w, nil
+}
+
+// topicParam reads the "topic" member; missing is -32600 (seed 001).
+func topicParam(method string, w map[string]json.RawMessage) (string, error) {
+	raw, ok := w["topic"]
+	var topic string
+	if !ok || json.Unmarshal(raw, &topic) != nil || topic == "" {
+		return "", Errorf(CodeInvalidRequest, `invalid params: %s needs "topic", a non-empty string`, method)
+	}
+	if len(topic) > maxTopicLen || strings.ContainsRune(topic, 0) {
+		return "", Errorf(CodeInvalidParams, "invalid params: topic longer than %d bytes or with a NUL", maxTopicLen)
+	}
+	return topic, nil
+}
+
+func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
+	bc, id, err := initializedClient(r.Conn)
+	if err != nil {
+		return nil, err
+	}
+	w, err := busParams(MethodSubscribe, r.Params, busSubFields)
+	if err != nil {
+		return nil, err
+	}
+	pattern, err := topicParam(MethodSubscribe, w)
+	if err != nil {
+		return nil, err
+	}
+	if !protocol.ValidPattern(pattern) {
+		return nil, Errorf(CodeInvalidParams, "invalid params: pattern %q is malformed", pattern)
+	}
+	policy := b.cfg.DefaultPolicy
+	if raw, ok := w["policy"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &policy) != nil || !policy.valid() {
+			return nil, Errorf(CodeInvalidParams, "invalid params: policy must be %s, %s or %s", PolicyStopOnProcessed, PolicyStopOnStop, PolicyContinueAll)
+		}
+	}
+	var dflt bool
+	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
+		return nil, Errorf(CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
+	}
+	b.mu.Lock()
+	for _, s := range b.subs {
+		if s.conn == r.Conn && s.pattern == pattern && s.defaultOnly == dflt {
+			b.mu.Unlock()
+			return nil, Errorf(CodeAlreadySubscribed, "already subscribed to %q", pattern)
+		}
+	}
+	b.seq++
+	sub := &subscription{seq: b.seq, conn: r.Conn, client: bc, pattern: pattern, policy: policy, defaultOnly: dflt}
+	b.subs = append(b.subs, sub)
+	b.mu.Unlock()
+	if !dflt {
+		b.addMeshSub(pattern)
+	}
+	r.Conn.AfterClose(func() { b.removeSub(sub) })
+	b.log.Debug("subscribed", "client", id, "pattern", pattern, "policy", policy, "default", dflt)
+	b.wake() // the outbox may hold messages for this client
+	return SuccessResult{Success: true}, nil
+}
+
+func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
+	if _, _, err := initializedClient(r.Conn); err != nil {
+		return nil, err
+	}
+	w, err := busParams(MethodUnsubscribe, r.Params, map[string]bool{"topic": true, "defaultHandler": true})
+	if err != nil {
+		return nil, err
+	}
+	pattern, err := topicParam(MethodUnsubscribe, w)
+	if err != nil {
+		return nil, err
+	}
+	var dflt bool
+	if raw, ok := w["defaultHandler"]; ok {
+		_ = json.Unmarshal(raw, &dflt)
+	}
+	b.mu.Lock()
+	var found *subscription
+	for _, s := range b.subs { // the first match: seed 001's FIFO rule
+		if s.conn == r.Conn && s.pattern == pattern && s.defaultOnly == dflt {
+			found = s
+			break
+		}
+	}
+	b.mu.Unlock()
+	if found == nil {
+		return nil, Errorf(CodeSubscriptionNotFound, "subscription not found: %q", pattern)
+	}
+	b.removeSub(found)
+	return SuccessResult{Success: true}, nil
+}
+
+func (b *bus) removeSub(sub *subscription) {
+	b.mu.Lock()
+	i := -1
+	for j, s := range b.subs {
+		if s == sub {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		b.mu.Unlock()
+		return
+	}
+	b.subs = append(b.subs[:i], b.subs[i+1:]...)
+	b.mu.Unlock()
+	b.dropMeshSub(sub)
+}
+
+// addMeshSub subscribes the pattern on the mesh (once per pattern) so that
+// messages published elsewhere reach local subscribers.
+func (b *bus) addMeshSub(pattern string) {
+	pub, ok := b.s.mesh.(Publisher)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ms := b.meshSubs[pattern]; ms != nil {
+		ms.n++
+		return
+	}
+	cancel, err := pub.Subscribe(pattern, b.fromMesh)
+	if err != nil {
+		// A pattern the mesh cannot carry (a wildcard family) is still a
+		// local subscription.
+		b.log.Debug("pattern not subscribed on the mesh", "pattern", pattern, "err", err)
+		cancel = func() {}
+	}
+	b.meshSubs[pattern] = &meshSub{n: 1, cancel: cancel}
+}
+
+func (b *bus) dropMeshSub(sub *subscription) {
+	if sub.defaultOnly {
+		return
+	}
+	b.mu.Lock()
+	ms := b.meshSubs[sub.pattern]
+	if ms == nil {
+		b.mu.Unlock()
+		return
+	}
+	ms.n--
+	if ms.n > 0 {
+		b.mu.Unlock()
+		return
+	}
+	delete(b.meshSubs, sub.pattern)
+	b.mu.Unlock()
+	ms.cancel()
+}
+
+// route returns the subscriptions a topic goes to, newest first, without
+// default handlers and without subscriptions shadowed by a newer one to
+// the same pattern (seed 001: later subscriptions take precedence).
+func (b *bus) route(topic string) []*subscription {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*subscription
+	seen := map[string]bool{}
+	for i := len(b.subs) - 1; i >= 0; i-- {
+		s := b.subs[i]
+		if s.defaultOnly || !protocol.MatchTopic(s.pattern, topic) || seen[s.pattern] {
+			continue
+		}
+		seen[s.pattern] = true
+		out = append(out, s)
+	}
+	return out
+}
+
+// defaultHandler returns the newest default handler for a topic, or nil.
+func (b *bus) defaultHandler(topic string) *subscription {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.subs) - 1; i >= 0; i-- {
+		if s := b.subs[i]; s.defaultOnly && protocol.MatchTopic(s.pattern, topic) {
+			return s
+		}
+	}
+	return nil
+}
+
+// subscriptionOf returns the newest live subscription of a client matching
+// topic, for a retry addressed to that client.
+func (b *bus) subscriptionOf(clientID, topic string) *subscription {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.subs) - 1; i >= 0; i-- {
+		s := b.subs[i]
+		if s.client.id == clientID && protocol.MatchTopic(s.pattern, topic) {
+			return s
+		}
+	}
+	return nil
+}
+
+func newMessageID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// conversationOf reads a conversation id from a payload: its
+// "conversation_id", else its "chat_id" (seed 001's channel messages).
+func conversationOf(payload json.RawMessage) string {
+	var p struct {
+		ConversationID any `json:"conversation_id"`
+		ChatID         any `json:"chat_id"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return ""
+	}
+	for _, v := range []any{p.ConversationID, p.ChatID} {
+		switch v := v.(type) {
+		case string:
+			return v
+		case float64:
+			return fmt.Sprint(v)
+		}
+	}
+	return ""
+}
+
+func (b *bus) sendMessage(ctx context.Context, r *Request) (any, error) {
+	_, clientID, err := initializedClient(r.Conn)
+	if err != nil {
+		return nil, err
+	}
+	w, err := busParams(MethodSendMessage, r.Params, sendMessageFields)
+	if err != nil {
+		return nil, err
+	}
+	topic, err := topicParam(MethodSendMessage, w)
+	if err != nil {
+		return nil, err
+	}
+	if !protocol.ValidPattern(topic) || strings.ContainsAny(topic, "*?[") {
+		return nil, Errorf(CodeInvalidParams, "invalid params: send to a topic, not a pattern: %q", topic)
+	}
+	payload := w["payload"]
+	if len(payload) == 0 || payload[0] != '{' {
+		return nil, Errorf(CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
+	}
+	msg := store.Message{ID: newMessageID(), Topic: topic, From: clientID, Payload: payload, Time: b.s.now().UTC(), ConversationID: conversationOf(payload)}
+	res, err := b.dispatch(ctx, msg, true)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// dispatch routes a message: to a mesh agent for agent:<id> topics that no
+// local client holds, to local subscribers in order under their policies,
+// to the mesh, and to a default handler when nothing else takes it. local
+// is false for messages that came from the mesh: they are not published
+// back, and never go to a default handler (every node would spawn one).
+func (b *bus) dispatch(ctx context.Context, msg store.Message, local bool) (SendResult, error) {
+	res := SendResult{MessageID: msg.ID, Acks: []Ack{}}
+	subs := b.route(msg.Topic)
+	if local && len(subs) == 0 {
+		if ack, ok := b.toMeshAgent(ctx, msg); ok {
+			res.Acks = append(res.Acks, ack)
+			res.Success = true
+			b.record(msg)
+			return res, nil
+		}
+	}
+	var meshDone chan Ack
+	if local {
+		meshDone = b.toMesh(ctx, msg)
+	}
+	var retries []store.Message
+	for _, s := range subs {
+		pr, err := b.deliver(ctx, s, msg)
+		ack := Ack{ClientID: s.client.id, Processed: err == nil && pr.Processed}
+		switch {
+		case err != nil:
+			ack.Message = err.Error()
+		default:
+			ack.Message = pr.Message
+		}
+		if err != nil || pr.ShouldRetry {
+			if rm, ok := b.retryFor(msg, s.client.id, pr, err); ok {
+				retries = append(retries, rm)
+				ack.Retrying = true
+			}
+		}
+		res.Acks = append(res.Acks, ack)
+		if err == nil && b.stops(s.policy, pr) {
+			res.StopPropagation = true
+			break
+		}
+	}
+	if meshDone != nil {
+		if ack, ok := <-meshDone; ok {
+			res.Acks = append(res.Acks, ack)
+		}
+	}
+	res.Success = len(res.Acks) > 0
+	if local && len(subs) == 0 && !res.Success {
+		if d := b.defaultHandler(msg.Topic); d != nil {
+			pr, err := b.deliver(ctx, d, msg)
+			ack := Ack{ClientID: d.client.id, Processed: err == nil && pr.Processed, Message: pr.Message}
+			if err != nil {
+				ack.Message = err.Error()
+			}
+			if err != nil || pr.ShouldRetry {
+				// The default handler has wired up a subscriber (or will):
+				// the retry routes the message afresh.
+				if rm, ok := b.retryFor(msg, "", pr, err); ok {
+					retries = append(retries, rm)
+					ack.Retrying = true
+				}
+			}
+			res.Acks = append(res.Acks, ack)
+			res.Success = true
+		}
+	}
+	// Acknowledge only what is on disk: retries are in the outbox before
+	// the answer leaves.
+	for _, rm := range retries {
+		if err := b.store.Enqueue(ctx, rm); err != nil {
+			return res, fmt.Errorf("persist retry: %w", err)
+		}
+	}
+	if len(retries) > 0 {
+		b.wake()
+	}
+	if local && !res.Success && b.store != nil {
+		if err := b.store.DeadLetter(ctx, msg, "no subscriber and no default handler"); err != nil {
+			return res, fmt.Errorf("persist dead letter: %w", err)
+		}
+	}
+	b.record(msg)
+	return res, nil
+}
+
+// stops applies a subscription's policy to its subscriber's answer.
+func (b *bus) stops(p Policy, pr ProcessResult) bool {
+	switch p {
+	case PolicyContinueAll:
+		return false
+	case PolicyStopOnStop:
+		return pr.StopPropagation
+	}
+	return pr.Processed || pr.StopPropagation
+}
+
+// retryFor builds the outbox entry retrying msg for one client ("" routes
+// afresh), or false without a store.
+func (b *bus) retryFor(msg store.Message, clientID string, pr ProcessResult, err error) (store.Message, bool) {
+	if b.store == nil {
+		return store.Message{}, false
+	}
+	rm := msg
+	rm.ID = msg.ID + "." + hex.EncodeToString([]byte(clientID))
+	rm.To = clientID
+	rm.Attempts = 1
+	wait := b.cfg.RetryBackoff
+	if err == nil && pr.RetrySeconds > 0 {
+		wait = min(time.Duration(pr.RetrySeconds)*time.Second, b.cfg.MaxBackoff)
+	}
+	rm.NextAttempt = b.s.now().Add(wait)
+	if err != nil {
+		rm.LastError = err.Error()
+	} else {
+		rm.LastError = "should_retry: " + pr.Message
+	}
+	return rm, true
+}
+
+// record writes a message to history, in the background: history is not
+// part of what sendMessage acknowledges.
+func (b *bus) record(msg store.Message) {
+	if b.store == nil {
+		return
+	}
+	if err := b.store.Record(b.ctx, msg); err != nil && b.ctx.Err() == nil {
+		b.log.Warn("history not recorded", "id", msg.ID, "err", err)
+	}
+}
+
+// deliver sends one message to one subscription's client: processMessage,
+// or sendMessage for a client that does not know processMessage.
+func (b *bus) deliver(ctx context.Context, s *subscription, msg store.Message) (ProcessResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
+	defer cancel()
+	params := ProcessParams{Topic: msg.Topic, Payload: msg.Payload}
+	s.client.mu.Lock()
+	legacy := s.client.legacy
+	s.client.mu.Unlock()
+	method := MethodProcessMessage
+	if legacy {
+		method = MethodSendMessage
+	}
+	var pr ProcessResult
+	err := s.conn.Call(ctx, method, params, &pr)
+	var re *RPCError
+	if !legacy && errors.As(err, &re) && re.Code == CodeMethodNotFound {
+		s.client.mu.Lock()
+		s.client.legacy = true
+		s.client.mu.Unlock()
+		pr = ProcessResult{}
+		err = s.conn.Call(ctx, MethodSendMessage, params, &pr)
+	}
+	if err != nil {
+		return ProcessResult{}, fmt.Errorf("delivery to %s failed: %w", s.client.id, err)
+	}
+	if pr.Success != nil && !pr.Processed {
+		pr.Processed = *pr.Success
+	}
+	return pr, nil
+}
+
+// toMeshAgent calls a mesh agent for a topic agent:<id> naming one: the
+// payload's "type" is the capability, the payload the params.
+func (b *bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
+	id, ok := strings.CutPrefix(msg.Topic, "agent:")
+	if !ok {
+		return Ack{}, false
+	}
+	pid, err := sign.ParseAgentID(id)
+	if err != nil || pid.String() == b.s.mesh.AgentID() {
+		return Ack{}, false
+	}
+	var p struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(msg.Payload, &p)
+	ack := Ack{ClientID: pid.String()}
+	if p.Type == "" {
+		ack.Message = `the payload has no "type": it names the capability to call on a mesh agent`
+		return ack, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
+	defer cancel()
+	resp, err := b.s.mesh.Call(ctx, protocol.CallRequest{To: pid.String(), Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
+	if err != nil {
+		pe := protocol.AsError(err)
+		ack.Message = string(pe.Code) + ": " + pe.Message
+		return ack, true
+	}
+	ack.Processed = resp.Status == protocol.StatusSuccess
+	ack.Message = compactResult(resp.Result)
+	return ack, true
+}
+
+func compactResult(raw json.RawMessage) string {
+	if len(raw) > 4096 {
+		return string(raw[:4096]) + "…"
+	}
+	return string(raw)
+}
+
+// toMesh publishes a local message to the mesh, in the background, and
+// reports an ack when it reached topic peers (nothing when there were
+// none, or the mesh has no topics).
+func (b *bus) toMesh(ctx context.Context, msg store.Message) chan Ack {
+	pub, ok := b.s.mesh.(Publisher)
+	if !ok || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
+		return nil
+	}
+	out := make(chan Ack, 1)
+	b.wg.Go(func() {
+		defer close(out)
+		ctx, cancel := context.WithTimeout(ctx, b.cfg.MeshWait)
+		defer cancel()
+		n, err := pub.Publish(ctx, msg.Topic, msg.Payload, nil)
+		if err != nil || n == 0 {
+			return
+		}
+		out <- Ack{ClientID: "mesh", Processed: true, Message: fmt.Sprintf("published to %d mesh peers", n)}
+	})
+	return out
+}
+
+// fromMesh delivers a message published elsewhere in the mesh to local
+// subscribers. Messages this node published itself were delivered
+// locally already.
+func (b *bus) fromMesh(m protocol.TopicMessage) {
+	if m.From == b.s.mesh.AgentID() {
+		return
+	}
+	msg := store.Message{ID: newMessageID(), Topic: m.Topic, From: m.From, Payload: m.Payload, Time: m.Time, ConversationID: conversationOf(m.Payload)}
+	// Deliveries can wait on slow subscribers: never on the mesh's
+	// goroutine.
+	b.s.mu.Lock()
+	closed := b.s.closed
+	if !closed {
+		b.wg.Add(1)
+	}
+	b.s.mu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer b.wg.Done()
+		if _, err := b.dispatch(b.ctx, msg, false); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("mesh message not delivered", "topic", m.Topic, "err", err)
+		}
+	}()
+}
+
+func (b *bus) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// retryLoop delivers the outbox: retries whose time has come, replayed
+// dead letters, and what a restart found waiting.
+func (b *bus) retryLoop() {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		case <-b.kick:
+		}
+		due, err := b.store.Due(b.ctx, b.s.now(), 64)
+		if err != nil {
+			if b.ctx.Err() == nil {
+				b.log.Warn("outbox unreadable", "err", err)
+			}
+			continue
+		}
+		for _, m := range due {
+			b.retry(m)
+		}
+	}
+}
+
+// retry makes one more attempt at an outbox message.
+func (b *bus) retry(m store.Message) {
+	ctx := b.ctx
+	var (
+		pr  ProcessResult
+		err error
+	)
+	if m.To == "" {
+		subs := b.route(m.Topic)
+		if len(subs) == 0 {
+			err = errors.New("no subscriber")
+		}
+		for _, s := range subs {
+			var e error
+			if pr, e = b.deliver(ctx, s, m); e != nil || pr.ShouldRetry {
+				err = errors.Join(err, e)
+			}
+			if e == nil && b.stops(s.policy, pr) {
+				break
+			}
+		}
+	} else if s := b.subscriptionOf(m.To, m.Topic); s != nil {
+		pr, err = b.deliver(ctx, s, m)
+	} else {
+		err = fmt.Errorf("client %s is not subscribed", m.To)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil && !pr.ShouldRetry {
+		if err := b.store.Delivered(ctx, m.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			b.log.Warn("outbox not updated", "id", m.ID, "err", err)
+		}
+		return
+	}
+	why := "should_retry: " + pr.Message
+	if err != nil {
+		why = err.Error()
+	}
+	if m.Attempts+1 >= b.cfg.MaxAttempts {
+		m.Attempts++
+		m.LastError = why
+		if err := b.store.DeadLetter(ctx, m, fmt.Sprintf("gave up after %d attempts: %s", m.Attempts, why)); err != nil {
+			b.log.Warn("dead letter not stored", "id", m.ID, "err", err)
+		}
+		b.log.Info("message dead-lettered", "id", m.ID, "topic", m.Topic, "client", m.To, "attempts", m.Attempts)
+		return
+	}
+	wait := min(b.cfg.RetryBackoff<<m.Attempts, b.cfg.MaxBackoff)
+	if err == nil && pr.RetrySeconds > 0 {
+		wait = min(time.Duration(pr.RetrySeconds)*time.Second, b.cfg.MaxBackoff)
+	}
+	if err := b.store.Retry(ctx, m.ID, why, b.s.now().Add(wait)); err != nil {
+		b.log.Warn("outbox not updated", "id", m.ID, "err", err)
+	}
+}

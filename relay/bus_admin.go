@@ -1,0 +1,154 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/meshagent/meshagent/store"
+)
+
+// HistoryParams are the params of bus.history: every field optional.
+type HistoryParams struct {
+	Agent          string    `json:"agent,omitempty"`
+	Topic          string    `json:"topic,omitempty"`
+	ConversationID string    `json:"conversationId,omitempty"`
+	Since          time.Time `json:"since,omitzero"`
+	Until          time.Time `json:"until,omitzero"`
+	Limit          int       `json:"limit,omitempty"`
+	Before         string    `json:"before,omitempty"`
+}
+
+// StoredMessage is a message as bus.history and bus.deadLetters return it.
+type StoredMessage struct {
+	ID             string          `json:"id"`
+	Topic          string          `json:"topic"`
+	From           string          `json:"from"`
+	To             string          `json:"to,omitempty"`
+	ConversationID string          `json:"conversationId,omitempty"`
+	Payload        json.RawMessage `json:"payload"`
+	Time           time.Time       `json:"time"`
+	Attempts       int             `json:"attempts,omitempty"`
+	LastError      string          `json:"lastError,omitempty"`
+	// Reason and DeadAt are set for dead letters.
+	Reason string    `json:"reason,omitempty"`
+	DeadAt time.Time `json:"deadAt,omitzero"`
+}
+
+func storedMessage(m store.Message) StoredMessage {
+	return StoredMessage{ID: m.ID, Topic: m.Topic, From: m.From, To: m.To, ConversationID: m.ConversationID,
+		Payload: m.Payload, Time: m.Time, Attempts: m.Attempts, LastError: m.LastError}
+}
+
+// DeadLettersParams are the params of bus.deadLetters.
+type DeadLettersParams struct {
+	Topic string    `json:"topic,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	Limit int       `json:"limit,omitempty"`
+}
+
+// ReplayParams are the params of bus.replay.
+type ReplayParams struct {
+	ID string `json:"id"`
+}
+
+// strictParams decodes an object with known fields only (absent params
+// are an empty object).
+func strictParams(method string, raw json.RawMessage, v any) error {
+	if len(raw) == 0 || isNull(raw) {
+		return nil
+	}
+	if raw[0] != '{' {
+		return Errorf(CodeInvalidParams, "invalid params: %s takes an object", method)
+	}
+	if err := decodeStrict(raw, v); err != nil {
+		return Errorf(CodeInvalidParams, "invalid params: %s: %v", method, err)
+	}
+	return nil
+}
+
+func (b *bus) needStore(method string) error {
+	if b.store == nil {
+		return Errorf(CodeMethodNotFound, "method not found: %s (this server keeps no message store)", method)
+	}
+	return nil
+}
+
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Errorf(CodeInvalidParams, "invalid params: %v", err)
+	case errors.Is(err, store.ErrInvalid):
+		return Errorf(CodeInvalidParams, "invalid params: %v", err)
+	}
+	return err
+}
+
+func (b *bus) history(ctx context.Context, r *Request) (any, error) {
+	if err := b.needStore(r.Method); err != nil {
+		return nil, err
+	}
+	var p HistoryParams
+	if err := strictParams(r.Method, r.Params, &p); err != nil {
+		return nil, err
+	}
+	msgs, err := b.store.History(ctx, store.HistoryQuery{Agent: p.Agent, Topic: p.Topic, ConversationID: p.ConversationID,
+		Since: p.Since, Until: p.Until, Limit: p.Limit, Before: p.Before})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]StoredMessage, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, storedMessage(m))
+	}
+	return out, nil
+}
+
+func (b *bus) deadLetters(ctx context.Context, r *Request) (any, error) {
+	if err := b.needStore(r.Method); err != nil {
+		return nil, err
+	}
+	var p DeadLettersParams
+	if err := strictParams(r.Method, r.Params, &p); err != nil {
+		return nil, err
+	}
+	dls, err := b.store.DeadLetters(ctx, store.DLQFilter{Topic: p.Topic, Since: p.Since, Limit: p.Limit})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]StoredMessage, 0, len(dls))
+	for _, d := range dls {
+		sm := storedMessage(d.Message)
+		sm.Reason, sm.DeadAt = d.Reason, d.DeadAt
+		out = append(out, sm)
+	}
+	return out, nil
+}
+
+func (b *bus) replay(ctx context.Context, r *Request) (any, error) {
+	if err := b.needStore(r.Method); err != nil {
+		return nil, err
+	}
+	var p ReplayParams
+	if err := strictParams(r.Method, r.Params, &p); err != nil {
+		return nil, err
+	}
+	if p.ID == "" {
+		return nil, Errorf(CodeInvalidParams, `invalid params: bus.replay needs "id"`)
+	}
+	m, err := b.store.Replay(ctx, p.ID)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	b.wake()
+	return storedMessage(m), nil
+}
+
+// decodeStrict decodes a JSON object refusing unknown members.
+func decodeStrict(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
