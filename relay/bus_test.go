@@ -433,7 +433,9 @@ func TestBusSlowSubscriber(t *testing.T) {
 	fast := newPeer(t, url, "fast", nil)
 	fast.subscribe(t, map[string]any{"topic": "fast:*"})
 	p1, p2 := newPeer(t, url, "p1", nil), newPeer(t, url, "p2", nil)
-	go func() { _ = p1.Call(context.Background(), "sendMessage", map[string]any{"topic": "slow:1", "payload": map[string]any{}}, nil) }()
+	go func() {
+		_ = p1.Call(context.Background(), "sendMessage", map[string]any{"topic": "slow:1", "payload": map[string]any{}}, nil)
+	}()
 	receive(t, stuck.notify, "the stuck delivery")
 	start := time.Now()
 	if got := ackIDs(p2.send(t, "fast:1", "x")); got != "fast=true" {
