@@ -12,6 +12,10 @@
 //	               [--shutdown-timeout D] [--json]
 //	meshagent call AGENT_ID CAPABILITY [--params JSON|@FILE|-] [--timeout D] [--api ADDR] [--json]
 //	meshagent peers [--api ADDR] [--json]
+//	meshagent discover CAPABILITY [--keyword] [--timeout D] [--api ADDR] [--json]
+//	meshagent publish TOPIC --payload JSON|@FILE|- [--include-agent ID]... [--exclude-agent ID]...
+//	               [--persona TYPE]... [--require-capability NAME]... [--timeout D] [--api ADDR] [--json]
+//	meshagent subscribe PATTERN [--count N] [--api ADDR]
 //	meshagent sign [--key PATH] < envelope.json
 //	meshagent verify < signed.json
 //
@@ -39,6 +43,15 @@
 // sent it), and a failure also prints the AgentProtocol error object
 // {"code","message","details"} as one line on stdout before exiting with
 // the code's status.
+//
+// `meshagent publish` prints "published to TOPIC (N peers)" (--json:
+// {"topic","peers"}). When no agent subscribes to the topic within
+// --timeout nothing is sent and it exits 1. The filter flags build a seed
+// 004 broadcast filter; agent ids may be peer IDs or base64 public keys.
+// `meshagent subscribe` prints each message as one JSON line
+// {"topic","from","payload","time","id"} and nothing else on stdout; it
+// runs until SIGINT or SIGTERM (exit 0) or --count messages (exit 0), and
+// exits 1 if the local API goes away. An invalid PATTERN is a usage error.
 //
 // `meshagent sign` sets from.agentId to the key's agent id (refusing an
 // envelope whose from.agentId names another agent) and fills protocol, id

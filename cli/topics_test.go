@@ -28,12 +28,7 @@ func TestPublishSubscribe(t *testing.T) {
 		res.wantStderr(t, `not published: no agent subscribes to "news:1"`, `"news" family`)
 	})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	subDone := make(chan result, 1)
-	go func() {
-		subDone <- runCLIContext(t, ctx, "", "subscribe", "news:*", "--count", "2", "--api", listenAPI)
-	}()
+	sub := startSubscribe(t, "news:*", "--count", "2", "--api", listenAPI)
 
 	// Publish until the subscription has reached the speaker; then the
 	// first message published must be the first one printed.
@@ -56,16 +51,11 @@ func TestPublishSubscribe(t *testing.T) {
 		t.Errorf("publish printed %q", res.stdout)
 	}
 
-	var sub result
-	select {
-	case sub = <-subDone:
-	case <-time.After(20 * time.Second):
-		t.Fatal("subscribe did not exit after --count 2")
-	}
-	sub.wantCode(t, ExitOK)
-	lines := strings.Split(strings.TrimSpace(sub.stdout), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("subscribe printed:\n%s", sub.stdout)
+	res = sub.wait(t)
+	res.wantCode(t, ExitOK)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(res.stdout, "\n") {
+		t.Fatalf("subscribe printed:\n%s", res.stdout)
 	}
 	for i, want := range []struct{ topic, payload string }{{"news:1", `{"n":1}`}, {"news:3", `{"n":3}`}} {
 		var m protocol.TopicMessage
@@ -76,6 +66,93 @@ func TestPublishSubscribe(t *testing.T) {
 			t.Errorf("line %d: %s, want topic %s payload %s from %s", i, lines[i], want.topic, want.payload, speaker.AgentID())
 		}
 	}
+}
+
+// runningSubscribe is a `meshagent subscribe` running in the test.
+type runningSubscribe struct {
+	stdout, stderr syncBuffer
+	cancel         context.CancelFunc
+	done           chan int
+}
+
+// startSubscribe runs `meshagent subscribe` with args and waits until it
+// has subscribed. Other commands may run only after that: urfave/cli's
+// help and version flags are package globals that every run writes while
+// it parses flags, so two runs must not parse at once.
+func startSubscribe(t *testing.T, args ...string) *runningSubscribe {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningSubscribe{cancel: cancel, done: make(chan int, 1)}
+	app := NewApp(&rs.stdout, &rs.stderr)
+	go func() { rs.done <- run(ctx, app, append([]string{"meshagent", "subscribe"}, args...)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-rs.done:
+		case <-time.After(20 * time.Second):
+			t.Error("subscribe did not stop")
+		}
+	})
+	wait.For(t, 20*time.Second, func() error {
+		select {
+		case code := <-rs.done:
+			rs.done <- code
+			t.Fatalf("subscribe exited with %d before subscribing:\n%s", code, rs.stderr.String())
+		default:
+		}
+		if !strings.Contains(rs.stderr.String(), "subscribed") {
+			return fmt.Errorf("not subscribed yet; stderr:\n%s", rs.stderr.String())
+		}
+		return nil
+	})
+	return rs
+}
+
+// wait returns the command's result once it has exited on its own.
+func (rs *runningSubscribe) wait(t *testing.T) result {
+	t.Helper()
+	select {
+	case code := <-rs.done:
+		rs.done <- code // for the cleanup
+		return result{code: code, stdout: rs.stdout.String(), stderr: rs.stderr.String()}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("subscribe did not exit; stdout:\n%s\nstderr:\n%s", rs.stdout.String(), rs.stderr.String())
+		panic("unreachable")
+	}
+}
+
+// TestSubscribeEnds checks that a cancelled subscribe (SIGINT or
+// SIGTERM in Main) exits 0 having printed nothing, and that one whose
+// local API goes away exits 1 saying so.
+func TestSubscribeEnds(t *testing.T) {
+	n := meshtest.Node(t, 43)
+	t.Run("interrupted", func(t *testing.T) {
+		sub := startSubscribe(t, "news:*", "--api", serveAPI(t, n))
+		sub.cancel()
+		res := sub.wait(t)
+		res.wantCode(t, ExitOK)
+		if res.stdout != "" {
+			t.Errorf("stdout %q, want nothing", res.stdout)
+		}
+	})
+	t.Run("api gone", func(t *testing.T) {
+		api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := startSubscribe(t, "news:*", "--api", api.addr)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := api.close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res := sub.wait(t)
+		res.wantCode(t, ExitFailure)
+		res.wantStderr(t, "subscribe: lost the local API at "+api.addr)
+		if res.stdout != "" {
+			t.Errorf("stdout %q, want nothing", res.stdout)
+		}
+	})
 }
 
 func TestTopicUsageErrors(t *testing.T) {
