@@ -45,6 +45,9 @@ type Client struct {
 type pendingCall struct {
 	ch chan *message // buffered 1
 	callHooks
+	// abandoned is set (under Client.mu) when the caller gave up on a
+	// call with an orphan hook, which stays pending for its response.
+	abandoned bool
 }
 
 // callHooks receive the notifications a server sends about one call
@@ -55,6 +58,11 @@ type callHooks struct {
 	// response sees the response on the read goroutine before the caller
 	// does, so that what it sets up is in place for the frames after it.
 	response func(*message)
+	// orphan, if set, sees the response instead of response when the
+	// caller's context ended first (for example to undo what the server
+	// did). Such a call stays pending until its response arrives or the
+	// connection ends.
+	orphan func(*message)
 }
 
 // maxClientRequests bounds the server-initiated requests a client serves
@@ -201,9 +209,14 @@ func (c *Client) handleItem(it item) {
 		}
 		c.mu.Lock()
 		p := c.pending[id]
+		abandoned := p != nil && p.abandoned
 		delete(c.pending, id)
 		c.mu.Unlock()
-		if p != nil {
+		switch {
+		case p == nil:
+		case abandoned:
+			p.orphan(m)
+		default:
 			if p.response != nil {
 				p.response(m)
 			}
@@ -364,7 +377,9 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ho
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		delete(c.pending, id)
+		if !pc.abandoned {
+			delete(c.pending, id)
+		}
 		c.mu.Unlock()
 	}()
 	b, err := marshal(outRequest{JSONRPC: "2.0", ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: p})
@@ -378,7 +393,27 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ho
 	case m := <-pc.ch:
 		return m.decodeResult(method, result)
 	case <-ctx.Done():
-		return ctx.Err()
+		if hooks.orphan == nil {
+			return ctx.Err()
+		}
+		c.mu.Lock()
+		_, waiting := c.pending[id]
+		if waiting {
+			pc.abandoned = true
+		}
+		c.mu.Unlock()
+		if waiting {
+			return ctx.Err()
+		}
+		// The read goroutine has the response and is about to hand it
+		// over (its response hook has run or is running): take it, so
+		// that what the hook set up is not lost.
+		select {
+		case m := <-pc.ch:
+			return m.decodeResult(method, result)
+		case <-c.ctx.Done():
+			return c.Err()
+		}
 	case <-c.ctx.Done():
 		return c.Err()
 	}

@@ -15,6 +15,10 @@ import (
 // mesh.subscribe response).
 const maxEarlyMessages = 256
 
+// orphanUnsubscribeTimeout bounds the mesh.unsubscribe a client sends for
+// a subscription whose Subscribe gave up before the server answered.
+const orphanUnsubscribeTimeout = 10 * time.Second
+
 // topicRouter hands mesh.message notifications to subscription handlers.
 // It is used only on the client's read goroutine, which keeps each
 // subscription's messages in order without a lock.
@@ -103,16 +107,28 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 // receives each matching message in order, on the client's read
 // goroutine: it must not block for long (a client that stops reading is
 // disconnected by the server). Messages that arrive before Subscribe
-// returns are delivered too, none lost.
+// returns are delivered too, none lost. If ctx ends before the server
+// answers, Subscribe returns ctx's error and the subscription, should
+// the server make it, is cancelled when its answer arrives.
 func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(protocol.TopicMessage)) (string, error) {
 	if handler == nil {
 		return "", errors.New("relay: Subscribe: nil handler")
 	}
 	var out SubscribeResult
 	hooks := callHooks{response: func(m *message) {
-		var r SubscribeResult
-		if m.Error == nil && json.Unmarshal(m.Result, &r) == nil && r.Subscription != "" {
-			c.topics.add(r.Subscription, handler)
+		if id := subscriptionOf(m); id != "" {
+			c.topics.add(id, handler)
+		}
+	}, orphan: func(m *message) {
+		// ctx ended before the server answered: undo the subscription
+		// rather than leave it running with nobody to read it.
+		if id := subscriptionOf(m); id != "" {
+			c.topics.remove(id)
+			c.wg.Go(func() {
+				ctx, cancel := context.WithTimeout(c.ctx, orphanUnsubscribeTimeout)
+				defer cancel()
+				_ = c.Call(ctx, MethodMeshUnsubscribe, UnsubscribeParams{Subscription: id}, nil)
+			})
 		}
 	}}
 	if err := c.call(ctx, MethodMeshSubscribe, SubscribeParams{Pattern: pattern}, &out, hooks); err != nil {
@@ -122,6 +138,16 @@ func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(pro
 		return "", err
 	}
 	return out.Subscription, nil
+}
+
+// subscriptionOf returns the id in a successful mesh.subscribe response,
+// or "".
+func subscriptionOf(m *message) string {
+	var r SubscribeResult
+	if m.Error != nil || json.Unmarshal(m.Result, &r) != nil {
+		return ""
+	}
+	return r.Subscription
 }
 
 // Unsubscribe runs mesh.unsubscribe. Once it returns nil the handler is

@@ -22,8 +22,11 @@ import (
 // the order they subscribed, and fails with ErrNoPeers when there are
 // none. A pattern starting with "retained:" is handed two messages
 // (payloads {"retained":1} and {"retained":2}) before Subscribe returns.
+// A pattern starting with "slow:" signals held, then waits for release.
 type topicMesh struct {
 	*fakeMesh
+	held      chan struct{}
+	release   chan struct{}
 	mu        sync.Mutex
 	subs      map[int]topicSub
 	next      int
@@ -36,7 +39,9 @@ type topicSub struct {
 	handler func(protocol.TopicMessage)
 }
 
-func newTopicMesh() *topicMesh { return &topicMesh{fakeMesh: newFakeMesh(), subs: map[int]topicSub{}} }
+func newTopicMesh() *topicMesh {
+	return &topicMesh{fakeMesh: newFakeMesh(), subs: map[int]topicSub{}, held: make(chan struct{}, 1), release: make(chan struct{})}
+}
 
 func (m *topicMesh) Publish(_ context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
 	if strings.ContainsAny(topic, "*?") {
@@ -64,6 +69,10 @@ func (m *topicMesh) Publish(_ context.Context, topic string, payload json.RawMes
 func (m *topicMesh) Subscribe(pattern string, handler func(protocol.TopicMessage)) (func(), error) {
 	if strings.HasPrefix(pattern, "*") {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "pattern %q: the family before ':' must be literal", pattern)
+	}
+	if strings.HasPrefix(pattern, "slow:") {
+		m.held <- struct{}{}
+		<-m.release
 	}
 	m.mu.Lock()
 	m.next++
@@ -352,4 +361,33 @@ func TestSlowSubscriberDisconnected(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSubscribeGivenUp checks that a subscription the server makes after
+// the client's Subscribe gave up is cancelled, not left running.
+func TestSubscribeGivenUp(t *testing.T) {
+	mesh := newTopicMesh()
+	c := dialClient(t, topicServer(t, mesh))
+	ctx, cancel := context.WithCancel(ctxT(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Subscribe(ctx, "slow:*", func(protocol.TopicMessage) { t.Error("handler called") })
+		errc <- err
+	}()
+	receive(t, mesh.held, "the mesh's Subscribe")
+	cancel()
+	if err := receive(t, errc, "Subscribe to give up"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Subscribe: %v, want context.Canceled", err)
+	}
+	close(mesh.release)
+	wait.For(t, testTimeout, func() error {
+		if live, cancelled := mesh.counts(); live != 0 || cancelled != 1 {
+			return fmt.Errorf("%d live, %d cancelled subscriptions; want the given-up one cancelled", live, cancelled)
+		}
+		return nil
+	})
+	// The connection is still good, and a publish reaches nobody.
+	if _, err := c.Publish(ctxT(t), "slow:1", json.RawMessage(`{}`), nil, 0); !errors.Is(err, protocol.ErrNoPeers) {
+		t.Fatalf("Publish: %v, want ErrNoPeers", err)
+	}
 }
