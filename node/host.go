@@ -2,15 +2,18 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -74,6 +77,41 @@ func newHost(cfg Config) (host.Host, error) {
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
+	}
+	if cfg.RelayService {
+		// Relayed connections are not "limited": meshagent's streams are
+		// long-lived and multiplexed, and a per-circuit byte or time cap
+		// would cut them mid-call. The relay's own resource limits
+		// (reservations, circuits per peer) still bound what it carries.
+		// go-libp2p starts the service only once AutoNAT finds the host
+		// publicly reachable; a relay is deployed to be reachable, so say so.
+		opts = append(opts, libp2p.EnableRelayService(relayv2.WithInfiniteLimits()), libp2p.ForceReachabilityPublic())
+	}
+	if len(cfg.StaticRelays) > 0 {
+		relays, err := peer.AddrInfosFromP2pAddrs(cfg.StaticRelays...)
+		if err != nil {
+			return nil, fmt.Errorf("node: relay addresses must end in /p2p/<agent id>: %w", err)
+		}
+		// Advertise <relay>/p2p-circuit for every static relay: autorelay
+		// derives circuit addresses only from a relay's public addresses,
+		// so a relay on a LAN or loopback would otherwise give none.
+		var circuits []ma.Multiaddr
+		for _, r := range cfg.StaticRelays {
+			circuits = append(circuits, r.Encapsulate(ma.StringCast("/p2p-circuit")))
+		}
+		opts = append(opts,
+			libp2p.EnableRelay(),
+			libp2p.EnableAutoRelayWithStaticRelays(relays, autorelay.WithBackoff(10*time.Second)),
+			libp2p.ForceReachabilityPrivate(),
+			libp2p.AddrsFactory(func(addrs []ma.Multiaddr) []ma.Multiaddr {
+				out := slices.Clone(addrs)
+				for _, c := range circuits {
+					if !slices.ContainsFunc(out, c.Equal) {
+						out = append(out, c)
+					}
+				}
+				return out
+			}))
 	}
 	opts = append(opts, cfg.HostOptions...)
 	h, err := libp2p.New(opts...)

@@ -113,6 +113,15 @@ type Config struct {
 	PubSubOptions []pubsub.Option
 	// Presence configures status heartbeats. Default DefaultPresence().
 	Presence Presence
+	// RelayService makes the node a libp2p circuit relay (v2) for others:
+	// agents that cannot be dialled reserve a slot on it and are reached
+	// through it. The relay command turns it on.
+	RelayService bool
+	// StaticRelays are circuit relays (with /p2p/ ids) this node reserves
+	// a slot on, so that peers that cannot dial it directly reach it
+	// through them. The node then treats itself as unreachable directly
+	// and advertises its /p2p-circuit addresses.
+	StaticRelays []ma.Multiaddr
 }
 
 // Presence configures the status heartbeats of seed 004's registry. A
@@ -282,4 +291,15 @@ func WithPubSubOptions(opts ...pubsub.Option) Option {
 // WithPresence sets the heartbeat interval and persona type.
 func WithPresence(p Presence) Option {
 	return func(c *Config) error { c.Presence = p; return nil }
+}
+
+// WithRelayService makes the node a circuit relay for other agents.
+func WithRelayService(on bool) Option {
+	return func(c *Config) error { c.RelayService = on; return nil }
+}
+
+// WithStaticRelays adds circuit relays (ending in /p2p/<id>) to reserve a
+// slot on.
+func WithStaticRelays(addrs ...ma.Multiaddr) Option {
+	return func(c *Config) error { c.StaticRelays = append(c.StaticRelays, addrs...); return nil }
 }
