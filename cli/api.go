@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/store"
 )
 
 // *node.Node is what the local API serves.
@@ -30,8 +31,13 @@ type apiServer struct {
 }
 
 // startAPI serves the local API for n on addr and returns once listening.
-func startAPI(n *node.Node, addr string, log *slog.Logger) (*apiServer, error) {
-	srv, err := relay.New(n, relay.WithLogger(log))
+// st (may be nil) persists the bus's outbox, dead letters and history.
+func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store) (*apiServer, error) {
+	opts := []relay.Option{relay.WithLogger(log)}
+	if st != nil {
+		opts = append(opts, relay.WithStore(st))
+	}
+	srv, err := relay.New(n, opts...)
 	if err != nil {
 		return nil, exitErrorf(ExitFailure, "local API: %v", err)
 	}

@@ -25,6 +25,8 @@ type runState struct {
 	// positional are the running command's arguments without its flags
 	// (flags may follow them: `call ID echo --params …`).
 	positional []string
+	// relayMode is set while `meshagent relay` runs the node command.
+	relayMode bool
 	// knownFlags holds every flag name of every command: the keys a
 	// config file may use.
 	knownFlags map[string]bool
@@ -52,6 +54,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 	commands := []*ucli.Command{
 		r.idCommand(),
 		r.nodeCommand(),
+		r.relayCommand(),
 		r.callCommand(),
 		r.peersCommand(),
 		r.discoverCommand(),

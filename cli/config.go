@@ -37,6 +37,8 @@ const (
 	flagShutdownTimeout = "shutdown-timeout"
 	flagHeartbeat       = "heartbeat"
 	flagCapsPoll        = "capabilities-poll"
+	flagRelay           = "relay"
+	flagWS              = "ws"
 	flagPersonaType     = "persona-type"
 	flagParams          = "params"
 	flagTimeout         = "timeout"

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,23 +21,32 @@ import (
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
 )
 
 const defaultShutdownTimeout = 10 * time.Second
 
+// storeFileName is the message store under --data.
+const storeFileName = "store.db"
+
 // nodeSettings is the validated configuration of `meshagent node`.
 type nodeSettings struct {
-	dataDir         string
-	keyPath         string
-	listen          []ma.Multiaddr
-	bootstrap       []ma.Multiaddr
-	name            string
-	capsPath        string
-	services        []node.Service
-	api             string // "" when the API is off
-	mdns            bool
-	presence        node.Presence
-	capsPoll        time.Duration // 0: reload only on SIGHUP
+	dataDir      string
+	keyPath      string
+	listen       []ma.Multiaddr
+	bootstrap    []ma.Multiaddr
+	name         string
+	capsPath     string
+	services     []node.Service
+	api          string // "" when the API is off
+	mdns         bool
+	presence     node.Presence
+	capsPoll     time.Duration // 0: reload only on SIGHUP
+	staticRelays []ma.Multiaddr
+	// relay mode (meshagent relay): a public bus and lobby, and a circuit
+	// relay service.
+	relayMode       bool
+	ws              string
 	shutdownTimeout time.Duration
 	json            bool
 	log             logSettings
@@ -48,6 +58,8 @@ type nodeStarted struct {
 	PublicKey string   `json:"publicKey"`
 	Addrs     []string `json:"addrs"`
 	API       string   `json:"api"`
+	// WS is the relay's public bus and lobby address (relay only).
+	WS string `json:"ws,omitempty"`
 }
 
 func (r *runState) nodeCommand() *ucli.Command {
@@ -70,6 +82,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			apiFlag(),
 			boolFlag(flagAPIPublic, "allow --api on a non-loopback address (anyone who reaches it can act as this agent)"),
 			boolFlag(flagNoMDNS, "do not discover or announce agents on the local network with mDNS"),
+			sliceFlag(flagRelay, "circuit relay `MULTIADDR` (ending in /p2p/<id>) to reserve a slot on, so that peers that cannot dial this node reach it through the relay; repeatable"),
 			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities for changes; 0 reloads only on SIGHUP"),
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
@@ -85,7 +98,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if err := r.noArgs(c); err != nil {
 		return nil, err
 	}
-	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), json: c.Bool(flagJSON), name: c.String(flagName)}
+	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
 	var err error
 	if s.log, err = r.parseLogSettings(c); err != nil {
 		return nil, err
@@ -118,8 +131,22 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if s.api, err = r.apiListenAddr(c); err != nil {
 		return nil, err
 	}
+	if s.relayMode {
+		s.ws = c.String(flagWS)
+		if _, err := r.hostPort(c, flagWS, s.ws); err != nil {
+			return nil, err
+		}
+	}
 	if s.shutdownTimeout, err = r.positiveDuration(c, flagShutdownTimeout); err != nil {
 		return nil, err
+	}
+	if s.staticRelays, err = r.multiaddrs(c, flagRelay, "/ip4/203.0.113.7/tcp/4001/p2p/12D3KooW…"); err != nil {
+		return nil, err
+	}
+	for i, m := range s.staticRelays {
+		if _, err := peer.AddrInfoFromP2pAddr(m); err != nil {
+			return nil, r.flagError(c, flagRelay, "%q does not end in /p2p/<agent id>; append the relay's agent id", c.StringSlice(flagRelay)[i])
+		}
 	}
 	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
 		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
@@ -169,8 +196,14 @@ func (r *runState) apiListenAddr(c *ucli.Context) (string, error) {
 	return v, nil
 }
 
-// apiHostPort checks that v is host:port and returns the host.
+// apiHostPort checks that --api's value v is host:port and returns the
+// host.
 func (r *runState) apiHostPort(c *ucli.Context, v string) (string, error) {
+	return r.hostPort(c, flagAPI, v)
+}
+
+// hostPort checks that a flag's value v is host:port and returns the host.
+func (r *runState) hostPort(c *ucli.Context, flag, v string) (string, error) {
 	host, port, err := net.SplitHostPort(v)
 	if err == nil {
 		var p int
@@ -179,7 +212,11 @@ func (r *runState) apiHostPort(c *ucli.Context, v string) (string, error) {
 		}
 	}
 	if err != nil {
-		return "", r.flagError(c, flagAPI, "%q is not host:port (%v); use e.g. %s, or off", v, err, defaultAPIAddr)
+		example := defaultAPIAddr + ", or off"
+		if flag == flagWS {
+			example = defaultWSAddr
+		}
+		return "", r.flagError(c, flag, "%q is not host:port (%v); use e.g. %s", v, err, example)
 	}
 	return host, nil
 }
@@ -223,6 +260,12 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if created {
 		log.Info("created identity", "path", s.keyPath)
 	}
+	// The bus's outbox, dead letters and history, and the lobby's
+	// registrations, live next to the identity.
+	st, err := store.Open(filepath.Join(s.dataDir, storeFileName), store.WithLogger(log.With("component", "store")))
+	if err != nil {
+		return exitErrorf(ExitFailure, "open the message store in %s: %v (is another node using --data %s?)", s.dataDir, err, s.dataDir)
+	}
 	n, err := node.New(
 		node.WithIdentity(key),
 		node.WithListenAddrs(s.listen...),
@@ -231,18 +274,29 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithServices(s.services...),
 		node.WithMDNS(s.mdns),
 		node.WithPresence(s.presence),
+		node.WithStaticRelays(s.staticRelays...),
+		node.WithRelayService(s.relayMode),
 		node.WithLogger(log),
 	)
 	if err != nil {
-		return exitErrorf(ExitFailure, "start node: %v", err)
+		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
 	}
-	var api *apiServer
+	var doors frontDoors
 	if s.api != "" {
-		if api, err = startAPI(n, s.api, log); err != nil {
-			return errors.Join(err, n.Close())
+		api, err := startAPI(n, s.api, log, st)
+		if err != nil {
+			return errors.Join(err, n.Close(), st.Close())
 		}
+		doors.api = api
 	}
-	if err := r.printNodeStarted(n, api, s.json); err != nil {
+	if s.ws != "" {
+		ws, err := startPublicBus(n, s.ws, log, st)
+		if err != nil {
+			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())
+		}
+		doors.ws = ws
+	}
+	if err := r.printNodeStarted(n, doors, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
 	}
 	var watch <-chan time.Time
@@ -256,7 +310,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		select {
 		case <-c.Context.Done():
 			log.Info("shutting down", "timeout", s.shutdownTimeout)
-			return shutdown(n, api, s.shutdownTimeout, log)
+			return shutdown(n, doors, st, s.shutdownTimeout, log)
 		case <-hup:
 			capsDigest = fileDigest(s.capsPath)
 			reloadCapabilities(n, s.capsPath, log)
@@ -291,19 +345,26 @@ func fileDigest(path string) string {
 	return string(sum[:])
 }
 
-func (r *runState) printNodeStarted(n *node.Node, api *apiServer, asJSON bool) error {
+func (r *runState) printNodeStarted(n *node.Node, doors frontDoors, asJSON bool) error {
 	addrs := make([]string, 0, len(n.Addrs()))
 	for _, a := range n.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	apiAddr := ""
-	if api != nil {
-		apiAddr = api.addr
+	apiAddr, wsAddr := "", ""
+	if doors.api != nil {
+		apiAddr = doors.api.addr
+	}
+	if doors.ws != nil {
+		wsAddr = doors.ws.addr
 	}
 	if asJSON {
-		return writeJSONLine(r.stdout, nodeStarted{AgentID: n.AgentID(), PublicKey: n.PublicKeyBase64(), Addrs: addrs, API: apiAddr})
+		return writeJSONLine(r.stdout, nodeStarted{AgentID: n.AgentID(), PublicKey: n.PublicKeyBase64(), Addrs: addrs, API: apiAddr, WS: wsAddr})
 	}
-	_, err := fmt.Fprintf(r.stdout, "node %s addrs %s api %s\n", n.AgentID(), strings.Join(addrs, ","), orOff(apiAddr))
+	line := fmt.Sprintf("node %s addrs %s api %s", n.AgentID(), strings.Join(addrs, ","), orOff(apiAddr))
+	if doors.ws != nil {
+		line += " ws " + wsAddr
+	}
+	_, err := fmt.Fprintln(r.stdout, line)
 	return err
 }
 
@@ -334,16 +395,12 @@ func reloadCapabilities(n *node.Node, path string, log *slog.Logger) {
 
 // shutdown closes the local API, then the node, within timeout (front door
 // first, network last).
-func shutdown(n *node.Node, api *apiServer, timeout time.Duration, log *slog.Logger) error {
+func shutdown(n *node.Node, doors frontDoors, st *store.Store, timeout time.Duration, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		var errs []error
-		if api != nil {
-			errs = append(errs, api.close(ctx))
-		}
-		errs = append(errs, n.Close())
+		errs := []error{doors.close(ctx), n.Close(), st.Close()}
 		done <- errors.Join(errs...)
 	}()
 	select {

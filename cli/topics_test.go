@@ -136,7 +136,7 @@ func TestSubscribeEnds(t *testing.T) {
 		}
 	})
 	t.Run("api gone", func(t *testing.T) {
-		api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t))
+		api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
