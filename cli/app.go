@@ -60,6 +60,9 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.discoverCommand(),
 		r.publishCommand(),
 		r.subscribeCommand(),
+		r.sendMessageCommand(),
+		r.historyCommand(),
+		r.dlqCommand(),
 		r.signCommand(),
 		r.verifyCommand(),
 	}

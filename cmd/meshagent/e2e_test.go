@@ -60,7 +60,7 @@ func env(t *testing.T) []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "MESHAGENT_") || strings.HasPrefix(k, "GOLOG_") || k == "HOME" {
+		if strings.HasPrefix(k, "MESHAGENT_") || strings.HasPrefix(k, "BUB_") || strings.HasPrefix(k, "GOLOG_") || k == "HOME" {
 			continue
 		}
 		out = append(out, kv)
@@ -128,14 +128,22 @@ type nodeProc struct {
 		PublicKey string   `json:"publicKey"`
 		Addrs     []string `json:"addrs"`
 		API       string   `json:"api"`
+		WS        string   `json:"ws"`
 	}
 }
 
 // startNode starts a node process and waits for its start line.
 func startNode(t *testing.T, name string, args ...string) *nodeProc {
 	t.Helper()
+	return startCommand(t, "node", name, args...)
+}
+
+// startCommand starts `meshagent node` or `meshagent relay` and waits for
+// its start line.
+func startCommand(t *testing.T, command, name string, args ...string) *nodeProc {
+	t.Helper()
 	p := &nodeProc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"node", "--json", "--no-mdns", "--name", name,
+	p.cmd = exec.Command(binary, append([]string{command, "--json", "--no-mdns", "--name", name,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--heartbeat", "500ms"}, args...)...)
 	p.cmd.Env = env(t)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr

@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/meshagent/meshagent/relay"
+)
+
+// Flags of the bus client commands.
+const (
+	flagBus          = "bus"
+	flagTopic        = "topic"
+	flagAgent        = "agent"
+	flagConversation = "conversation"
+	flagSince        = "since"
+	flagUntil        = "until"
+	flagLimit        = "limit"
+)
+
+// busTimeout bounds a bus client command.
+const busTimeout = 60 * time.Second
+
+func busFlag() ucli.Flag {
+	return &ucli.StringFlag{
+		Name: flagBus, Value: "ws://" + defaultAPIAddr + "/",
+		EnvVars: []string{envVar(flagBus), "MESHAGENT_BUS_URL", "BUB_BUS_URL"},
+		Usage:   "`URL` of the bus: a relay's ws://host:port/ or a node's local API (seed 001's agents set BUB_BUS_URL)",
+	}
+}
+
+// dialBus connects to the bus and initializes as clientID.
+func (r *runState) dialBus(ctx context.Context, c *ucli.Context) (*relay.Client, string, error) {
+	url := strings.TrimSpace(c.String(flagBus))
+	if url == "" {
+		return nil, "", r.flagError(c, flagBus, "a bus URL is required, e.g. ws://127.0.0.1:7892/")
+	}
+	cl, err := relay.Dial(ctx, url)
+	if err != nil {
+		if errors.Is(err, relay.ErrNoServer) {
+			return nil, url, exitErrorf(ExitFailure, "no bus is listening at %s: start `meshagent node` or `meshagent relay`, or set --bus / MESHAGENT_BUS_URL", url)
+		}
+		return nil, url, exitErrorf(ExitFailure, "bus at %s: %v", url, err)
+	}
+	id := os.Getenv("BUB_AGENT_ID")
+	if id == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		id = "meshagent-cli-" + hex.EncodeToString(b[:])
+	}
+	if err := cl.Call(ctx, relay.MethodInitialize, relay.InitializeParams{ClientID: id, ClientInfo: relay.ClientInfo{Name: "meshagent", Version: "cli"}}, nil); err != nil {
+		_ = cl.Close()
+		return nil, url, exitErrorf(ExitFailure, "bus at %s: initialize: %v", url, err)
+	}
+	return cl, url, nil
+}
+
+func (r *runState) sendMessageCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "send-message",
+		Usage: "send a message through the bus (seed 001's send-message) and print the acks",
+		Description: "Connects to the bus at --bus (MESHAGENT_BUS_URL or BUB_BUS_URL; default the local node), " +
+			"initializes as BUB_AGENT_ID (or a generated id), and sends --payload to --topic (default " +
+			"BUB_DEFAULT_TOPIC). Prints the sendMessage result as one JSON line: " +
+			"{\"success\",\"stopPropagation\",\"acks\":[{\"client_id\",\"processed\",\"message\"}],\"messageId\"}. " +
+			"Exits 1 when no subscriber took the message.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: flagTopic, EnvVars: []string{envVar(flagTopic), "BUB_DEFAULT_TOPIC"}, Usage: "`TOPIC` to send to (default BUB_DEFAULT_TOPIC)"},
+			stringFlag(flagPayload, "", "the message, a JSON object: inline, @FILE, or - for stdin (required)"),
+			busFlag(),
+		},
+		Action: r.runSendMessage,
+	}
+}
+
+func (r *runState) runSendMessage(c *ucli.Context) error {
+	if err := r.noArgs(c); err != nil {
+		return err
+	}
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	topic := strings.TrimSpace(c.String(flagTopic))
+	if topic == "" {
+		return r.flagError(c, flagTopic, "a topic is required (or set BUB_DEFAULT_TOPIC)")
+	}
+	payload, err := r.readJSONFlag(c, flagPayload, true)
+	if err != nil {
+		return err
+	}
+	if payload == nil {
+		return r.flagError(c, flagPayload, "a payload is required: JSON inline, @FILE or - for stdin")
+	}
+	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
+	defer cancel()
+	cl, url, err := r.dialBus(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var res relay.SendResult
+	if err := cl.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res); err != nil {
+		var re *relay.RPCError
+		if errors.As(err, &re) && (re.Code == relay.CodeInvalidParams || re.Code == relay.CodeInvalidRequest) {
+			return usageErrorf("send-message: %s", re.Message)
+		}
+		return exitErrorf(ExitFailure, "send-message via %s: %v", url, err)
+	}
+	if err := writeJSONLine(r.stdout, res); err != nil {
+		return err
+	}
+	if !res.Success {
+		return exitErrorf(ExitFailure, "send-message: no subscriber took the message on %q (it is in the dead-letter queue as %s)", topic, res.MessageID)
+	}
+	return nil
+}
+
+func (r *runState) historyCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "history",
+		Usage: "query the bus's persisted message history",
+		Description: "Asks the bus at --bus for recorded messages, newest first, filtered by agent (sender or " +
+			"recipient), topic (exact, or a trailing * as a prefix), conversation and time. --since and " +
+			"--until take RFC 3339 times or durations back from now (1h). History is kept 7 days. --json " +
+			"prints one JSON object per message.",
+		Flags: []ucli.Flag{
+			stringFlag(flagAgent, "", "only messages from or to this `AGENT`"),
+			stringFlag(flagTopic, "", "only this `TOPIC` (a trailing * matches a prefix)"),
+			stringFlag(flagConversation, "", "only this conversation `ID`"),
+			stringFlag(flagSince, "", "only messages at or after `TIME` (RFC 3339, or a duration ago such as 1h)"),
+			stringFlag(flagUntil, "", "only messages before `TIME`"),
+			&ucli.IntFlag{Name: flagLimit, Value: 50, Usage: "at most `N` messages", EnvVars: []string{envVar(flagLimit)}},
+			busFlag(),
+			jsonFlag("print one JSON object per message"),
+		},
+		Action: r.runHistory,
+	}
+}
+
+// timeFlag reads an RFC 3339 time or a duration back from now.
+func (r *runState) timeFlag(c *ucli.Context, name string) (time.Time, error) {
+	v := strings.TrimSpace(c.String(name))
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, r.flagError(c, name, "%q is neither an RFC 3339 time (2026-11-22T10:00:00Z) nor a duration (1h)", v)
+	}
+	return t, nil
+}
+
+func (r *runState) runHistory(c *ucli.Context) error {
+	if err := r.noArgs(c); err != nil {
+		return err
+	}
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	p := relay.HistoryParams{Agent: c.String(flagAgent), Topic: c.String(flagTopic), ConversationID: c.String(flagConversation), Limit: c.Int(flagLimit)}
+	var err error
+	if p.Since, err = r.timeFlag(c, flagSince); err != nil {
+		return err
+	}
+	if p.Until, err = r.timeFlag(c, flagUntil); err != nil {
+		return err
+	}
+	if p.Limit < 1 {
+		return r.flagError(c, flagLimit, "%d is not a positive number", p.Limit)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
+	defer cancel()
+	cl, url, err := r.dialBus(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var msgs []relay.StoredMessage
+	if err := cl.Call(ctx, relay.MethodBusHistory, p, &msgs); err != nil {
+		return busAdminError("history", url, err)
+	}
+	return r.writeMessages(c, msgs, false)
+}
+
+func busAdminError(op, url string, err error) error {
+	var re *relay.RPCError
+	if errors.As(err, &re) {
+		switch re.Code {
+		case relay.CodeInvalidParams:
+			return usageErrorf("%s: %s", op, strings.TrimPrefix(re.Message, "invalid params: "))
+		case relay.CodeMethodNotFound:
+			return exitErrorf(ExitFailure, "%s: the bus at %s keeps no message store", op, url)
+		}
+	}
+	return exitErrorf(ExitFailure, "%s via %s: %v", op, url, err)
+}
+
+// writeMessages prints stored messages: JSON lines, or a table.
+func (r *runState) writeMessages(c *ucli.Context, msgs []relay.StoredMessage, dead bool) error {
+	if c.Bool(flagJSON) {
+		for _, m := range msgs {
+			if err := writeJSONLine(r.stdout, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(msgs) == 0 {
+		_, err := fmt.Fprintln(r.stdout, "no messages")
+		return err
+	}
+	tw := tabwriter.NewWriter(r.stdout, 0, 4, 2, ' ', 0)
+	if dead {
+		fmt.Fprintln(tw, "ID\tDEAD AT\tTOPIC\tFROM\tTO\tATTEMPTS\tREASON")
+	} else {
+		fmt.Fprintln(tw, "ID\tTIME\tTOPIC\tFROM\tTO\tPAYLOAD")
+	}
+	for _, m := range msgs {
+		if dead {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.ID, m.DeadAt.Format(time.RFC3339), m.Topic, orDash(m.From), orDash(m.To), m.Attempts, m.Reason)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Time.Format(time.RFC3339), m.Topic, orDash(m.From), orDash(m.To), compactJSON(m.Payload))
+		}
+	}
+	return tw.Flush()
+}
+
+func (r *runState) dlqCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "dlq",
+		Usage:     "list and replay the bus's dead letters",
+		ArgsUsage: "list | replay ID",
+		Description: "`dlq list` lists the messages the bus gave up on (after its retries, or with no " +
+			"subscriber), oldest first, with why; `dlq replay ID` moves one back to the outbox with its " +
+			"attempts reset, and the bus delivers it again.",
+		Flags: []ucli.Flag{
+			stringFlag(flagTopic, "", "list: only this `TOPIC`"),
+			&ucli.IntFlag{Name: flagLimit, Usage: "list: at most `N` (0: all)", EnvVars: []string{envVar(flagLimit)}},
+			busFlag(),
+			jsonFlag("list: print one JSON object per dead letter"),
+		},
+		Action: func(c *ucli.Context) error {
+			switch {
+			case len(r.positional) == 1 && r.positional[0] == "list":
+				return r.runDLQList(c)
+			case len(r.positional) == 2 && r.positional[0] == "replay" && r.positional[1] != "":
+				return r.runDLQReplay(c, r.positional[1])
+			case len(r.positional) >= 1 && r.positional[0] == "replay":
+				return usageErrorf("dlq replay needs the ID of a dead letter (see `meshagent dlq list`)")
+			}
+			return usageErrorf("dlq needs `list` or `replay ID`")
+		},
+	}
+}
+
+func (r *runState) runDLQList(c *ucli.Context) error {
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	if c.Int(flagLimit) < 0 {
+		return r.flagError(c, flagLimit, "%d is negative", c.Int(flagLimit))
+	}
+	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
+	defer cancel()
+	cl, url, err := r.dialBus(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var msgs []relay.StoredMessage
+	if err := cl.Call(ctx, relay.MethodBusDeadLetters, relay.DeadLettersParams{Topic: c.String(flagTopic), Limit: c.Int(flagLimit)}, &msgs); err != nil {
+		return busAdminError("dlq list", url, err)
+	}
+	return r.writeMessages(c, msgs, true)
+}
+
+func (r *runState) runDLQReplay(c *ucli.Context, id string) error {
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
+	defer cancel()
+	cl, url, err := r.dialBus(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var m relay.StoredMessage
+	if err := cl.Call(ctx, relay.MethodBusReplay, relay.ReplayParams{ID: id}, &m); err != nil {
+		return busAdminError("dlq replay", url, err)
+	}
+	_, err = fmt.Fprintf(r.stdout, "replayed %s (%s): back in the outbox\n", m.ID, m.Topic)
+	return err
+}
