@@ -175,5 +175,27 @@ func TestRelay(t *testing.T) {
 		}
 		n.stop(t, 20*time.Second)
 	})
+	t.Run("two relays exchange messages through the mesh", func(t *testing.T) {
+		rl2 := startCommand(t, "relay", "relay2", "--data", filepath.Join(dir, "relay2"), "--ws", "127.0.0.1:0", "--bootstrap", rl.started.Addrs[0])
+		url2 := "ws://" + rl2.started.WS + "/"
+		far := dialBusPeer(t, url2, "far-bridge", "alerts:*")
+		// Each way: relay 1's client to relay 2's subscriber, and back.
+		wait.For(t, 60*time.Second, func() error {
+			busCommand(t, url, "send-message", "--topic", "alerts:1", "--payload", `{"type":"plaintext_message","text":"east to west"}`)
+			if !strings.Contains(far.received(), "alerts:1=east to west") {
+				return fmt.Errorf("relay 2's subscriber received %q", far.received())
+			}
+			return nil
+		})
+		near := dialBusPeer(t, url, "near-bridge", "replies:*")
+		wait.For(t, 60*time.Second, func() error {
+			busCommand(t, url2, "send-message", "--topic", "replies:1", "--payload", `{"type":"plaintext_message","text":"west to east"}`)
+			if !strings.Contains(near.received(), "replies:1=west to east") {
+				return fmt.Errorf("relay 1's subscriber received %q", near.received())
+			}
+			return nil
+		})
+		rl2.stop(t, 20*time.Second)
+	})
 	rl.stop(t, 20*time.Second)
 }
