@@ -594,7 +594,10 @@ func (b *bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 	}
 	var meshDone chan Ack
 	if local {
-		meshDone = b.toMesh(ctx, msg)
+		// With local subscribers the mesh copy goes out in the background
+		// (it may wait for topic peers to be found) and is not in the
+		// acks; without any, its ack is what routes the message.
+		meshDone = b.toMesh(ctx, msg, len(subs) > 0)
 	}
 	var retries []store.Message
 	for _, s := range subs {
@@ -779,18 +782,23 @@ func compactResult(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// toMesh publishes a local message to the mesh, in the background, and
-// reports an ack when it reached topic peers (nothing when there were
-// none, or the mesh has no topics).
-func (b *bus) toMesh(ctx context.Context, msg store.Message) chan Ack {
+// toMesh publishes a local message to the mesh. In the background it
+// returns nil and reports nothing; otherwise the channel yields an ack
+// when the message reached topic peers within MeshWait (nothing when there
+// were none, or the mesh has no topics).
+func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) chan Ack {
 	pub, ok := b.s.mesh.(Publisher)
 	if !ok || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
 		return nil
 	}
+	wait := b.cfg.MeshWait
+	if background {
+		ctx, wait = b.ctx, 10*time.Second // outlives the request
+	}
 	out := make(chan Ack, 1)
 	b.wg.Go(func() {
 		defer close(out)
-		ctx, cancel := context.WithTimeout(ctx, b.cfg.MeshWait)
+		ctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
 		n, err := pub.Publish(ctx, msg.Topic, msg.Payload, nil)
 		if err != nil || n == 0 {
@@ -798,6 +806,9 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message) chan Ack {
 		}
 		out <- Ack{ClientID: "mesh", Processed: true, Message: fmt.Sprintf("published to %d mesh peers", n)}
 	})
+	if background {
+		return nil
+	}
 	return out
 }
 
