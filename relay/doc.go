@@ -51,6 +51,30 @@
 // code (-32010…-32017) with data {"code": "UNAUTHORIZED", "details": …};
 // Client.MeshCall turns it back into a *protocol.Error.
 //
+// The seed 001 bus (bus.go; seed 001 is followed where it is exact and its
+// loose parts are read as DESIGN.md settles them):
+//
+//	initialize   {"clientId", "clientInfo": {"name", "version"}} -> {"serverId", "serverInfo", "capabilities"}
+//	subscribe    {"topic", "policy"?, "defaultHandler"?} -> {"success": true}
+//	unsubscribe  {"topic", "defaultHandler"?} -> {"success": true}
+//	sendMessage  {"topic", "payload"} -> {"success", "stopPropagation", "acks", "messageId"}
+//	bus.history, bus.deadLetters, bus.replay   (need a store: WithStore)
+//
+// A client must initialize before the other bus methods (-32006); ping and
+// the mesh.* methods need no initialize, so the local API's CLI does not.
+// The bus delivers with processMessage (sendMessage to a client that
+// answers processMessage with -32601), newest matching subscription first,
+// skipping subscriptions shadowed by a newer one to the same pattern, and
+// stops as each subscription's policy says. Failed or should_retry
+// deliveries go to the store's outbox before sendMessage answers, are
+// retried with backoff, and become dead letters after BusConfig.MaxAttempts.
+// A default handler (subscribe with "defaultHandler": true) takes local
+// messages nobody subscribes to; its should_retry routes the message
+// afresh. agent:<mesh agent id> becomes a mesh call; other topics are
+// published on the mesh when the Mesh is a Publisher, and mesh messages
+// reach local subscribers (never a default handler: every node would take
+// them).
+//
 // # Server-initiated messages
 //
 // A handler (HandlerFunc, registered with Server.Handle) receives the
