@@ -79,6 +79,9 @@ type Node struct {
 	presence     map[peer.ID]*presenceState
 	presenceKick chan struct{}
 	busy         atomic.Bool
+
+	// policy is the requester policy (nil: none).
+	policy atomic.Pointer[compiledPolicy]
 }
 
 // New builds and starts a node. It leaves nothing running if it fails.
@@ -128,6 +131,13 @@ func New(opts ...Option) (n *Node, err error) {
 	}()
 	if err := n.setServices(cfg.Services); err != nil {
 		return n, err
+	}
+	if cfg.Policy != nil {
+		cp, err := compilePolicy(cfg.Policy)
+		if err != nil {
+			return n, err
+		}
+		n.policy.Store(cp)
 	}
 	if cfg.Host != nil {
 		if cfg.Host.ID() != n.id {

@@ -122,6 +122,8 @@ type Config struct {
 	// through them. The node then treats itself as unreachable directly
 	// and advertises its /p2p-circuit addresses.
 	StaticRelays []ma.Multiaddr
+	// Policy limits requesters by agent or group (see Policy); nil: none.
+	Policy *Policy
 }
 
 // Presence configures the status heartbeats of seed 004's registry. A
@@ -302,4 +304,9 @@ func WithRelayService(on bool) Option {
 // slot on.
 func WithStaticRelays(addrs ...ma.Multiaddr) Option {
 	return func(c *Config) error { c.StaticRelays = append(c.StaticRelays, addrs...); return nil }
+}
+
+// WithPolicy sets the requester policy; Node.SetPolicy changes it later.
+func WithPolicy(p *Policy) Option {
+	return func(c *Config) error { c.Policy = p; return nil }
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,10 @@ func (n *Node) handleRequestStream(s network.Stream) {
 		if !n.limiter.allow(ss.remote) {
 			ss.reply(correlationHint(frame), nil, protocol.Errorf(protocol.CodeRateLimited,
 				"more than %g requests per second (burst %d) from %s", lim.RequestsPerSecond, lim.Burst, ss.remote))
+			continue
+		}
+		if err := n.policy.Load().rule(ss.remote).admitFrame(ss.remote, len(frame)); err != nil {
+			ss.reply(correlationHint(frame), nil, err)
 			continue
 		}
 		// Back-pressure: wait for a slot rather than reading more.
@@ -189,6 +194,10 @@ func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request,
 	}
 	if len(svc.allowed) > 0 && !svc.allowed[from] {
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "agent %s is not authorized to call capability %s", from, req.Action)
+	}
+	if r := n.policy.Load().rule(from); !r.allows(req.Action) {
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to call capability %s (allowed_capabilities: %s)",
+			r.name, from, req.Action, strings.Join(r.allowed, ", "))
 	}
 	if err := svc.in.Validate("params", req.Params); err != nil {
 		return nil, err
