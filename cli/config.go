@@ -38,6 +38,7 @@ const (
 	flagHeartbeat       = "heartbeat"
 	flagCapsPoll        = "capabilities-poll"
 	flagRelay           = "relay"
+	flagPolicy          = "policy"
 	flagWS              = "ws"
 	flagPersonaType     = "persona-type"
 	flagParams          = "params"

@@ -37,6 +37,8 @@ type nodeSettings struct {
 	bootstrap    []ma.Multiaddr
 	name         string
 	capsPath     string
+	policyPath   string
+	policy       *node.Policy
 	services     []node.Service
 	api          string // "" when the API is off
 	mdns         bool
@@ -83,7 +85,8 @@ func (r *runState) nodeCommand() *ucli.Command {
 			boolFlag(flagAPIPublic, "allow --api on a non-loopback address (anyone who reaches it can act as this agent)"),
 			boolFlag(flagNoMDNS, "do not discover or announce agents on the local network with mDNS"),
 			sliceFlag(flagRelay, "circuit relay `MULTIADDR` (ending in /p2p/<id>) to reserve a slot on, so that peers that cannot dial this node reach it through the relay; repeatable"),
-			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities for changes; 0 reloads only on SIGHUP"),
+			stringFlag(flagPolicy, "", "requester policy `FILE` (JSON): per agent or group a rate_limit, max_request_size and allowed_capabilities"),
+			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities and --policy for changes; 0 reloads only on SIGHUP"),
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
@@ -122,6 +125,11 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	}
 	if len(s.name) > protocol.MaxNameLen {
 		return nil, r.flagError(c, flagName, "the name is %d bytes; the limit is %d", len(s.name), protocol.MaxNameLen)
+	}
+	if s.policyPath = expandHome(c.String(flagPolicy)); s.policyPath != "" {
+		if s.policy, err = node.LoadPolicy(s.policyPath); err != nil {
+			return nil, r.flagError(c, flagPolicy, "%v", err)
+		}
 	}
 	if s.capsPath = expandHome(c.String(flagCapabilities)); s.capsPath != "" {
 		if s.services, err = node.LoadServices(s.capsPath); err != nil {
@@ -276,6 +284,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithPresence(s.presence),
 		node.WithStaticRelays(s.staticRelays...),
 		node.WithRelayService(s.relayMode),
+		node.WithPolicy(s.policy),
 		node.WithLogger(log),
 	)
 	if err != nil {
@@ -299,12 +308,20 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err := r.printNodeStarted(n, doors, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
 	}
+	// The capabilities and policy files are re-read when their content
+	// changes (checked every --capabilities-poll) and on SIGHUP.
+	files := []*watchedFile{
+		{path: s.capsPath, reload: func() { reloadCapabilities(n, s.capsPath, log) }},
+		{path: s.policyPath, reload: func() { reloadPolicy(n, s.policyPath, log) }},
+	}
 	var watch <-chan time.Time
-	capsDigest := fileDigest(s.capsPath)
-	if s.capsPath != "" && s.capsPoll > 0 {
-		t := time.NewTicker(s.capsPoll)
-		defer t.Stop()
-		watch = t.C
+	for _, f := range files {
+		f.digest = fileDigest(f.path)
+		if f.path != "" && s.capsPoll > 0 && watch == nil {
+			t := time.NewTicker(s.capsPoll)
+			defer t.Stop()
+			watch = t.C
+		}
 	}
 	for {
 		select {
@@ -312,18 +329,48 @@ func (r *runState) runNode(c *ucli.Context) error {
 			log.Info("shutting down", "timeout", s.shutdownTimeout)
 			return shutdown(n, doors, st, s.shutdownTimeout, log)
 		case <-hup:
-			capsDigest = fileDigest(s.capsPath)
-			reloadCapabilities(n, s.capsPath, log)
+			if s.capsPath == "" && s.policyPath == "" {
+				log.Warn("SIGHUP ignored: there is no --capabilities or --policy file to reload")
+			}
+			for _, f := range files {
+				if f.path != "" {
+					f.digest = fileDigest(f.path)
+					f.reload()
+				}
+			}
 		case <-watch:
 			// A file being rewritten may be caught half-written; it then
-			// fails to load, the current set stays, and the next check
+			// fails to load, the current settings stay, and the next check
 			// sees the finished file.
-			if d := fileDigest(s.capsPath); d != capsDigest {
-				capsDigest = d
-				reloadCapabilities(n, s.capsPath, log)
+			for _, f := range files {
+				if d := fileDigest(f.path); f.path != "" && d != f.digest {
+					f.digest = d
+					f.reload()
+				}
 			}
 		}
 	}
+}
+
+// watchedFile is a settings file the node reloads when it changes.
+type watchedFile struct {
+	path   string
+	digest string
+	reload func()
+}
+
+// reloadPolicy replaces the node's requester policy with the file's. A
+// file that does not load leaves the current policy in place.
+func reloadPolicy(n *node.Node, path string, log *slog.Logger) {
+	p, err := node.LoadPolicy(path)
+	if err == nil {
+		err = n.SetPolicy(p)
+	}
+	if err != nil {
+		log.Error("policy not reloaded; keeping the current one", "path", path, "err", err)
+		return
+	}
+	log.Info("policy reloaded", "path", path)
 }
 
 // defaultCapsPoll is how often the node checks its capabilities file for
@@ -378,10 +425,6 @@ func orOff(s string) string {
 // reloadCapabilities replaces the node's capabilities with the file's. A
 // file that does not load leaves the current set in place.
 func reloadCapabilities(n *node.Node, path string, log *slog.Logger) {
-	if path == "" {
-		log.Warn("SIGHUP ignored: there is no --capabilities file to reload")
-		return
-	}
 	services, err := node.LoadServices(path)
 	if err == nil {
 		err = n.SetServices(services)

@@ -274,7 +274,9 @@ func TestTwoNodes(t *testing.T) {
 
 	// A reloads its capabilities on SIGHUP only, so that the SIGHUP test
 	// below fails if the signal does nothing.
-	a := startNode(t, "alice", "--key", keyA, "--data", filepath.Join(dir, "a"), "--capabilities", caps, "--capabilities-poll", "0")
+	policy := filepath.Join(dir, "policy.json")
+	writeFile(t, policy, `{"default": {"allowed_capabilities": ["all"]}}`)
+	a := startNode(t, "alice", "--key", keyA, "--data", filepath.Join(dir, "a"), "--capabilities", caps, "--capabilities-poll", "0", "--policy", policy)
 	if a.started.AgentID != idA.AgentID {
 		t.Fatalf("node A runs as %s, want %s", a.started.AgentID, idA.AgentID)
 	}
@@ -376,6 +378,29 @@ func TestTwoNodes(t *testing.T) {
 			return nil
 		})
 		meshagent(t, "call", idA.AgentID, "shout", "--api", b.started.API).must(t, 0)
+	})
+
+	t.Run("a policy change takes effect without a restart", func(t *testing.T) {
+		writeFile(t, policy, `{"rules": [{"name": "no-bob", "agents": ["`+idB.AgentID+`"], "allowed_capabilities": ["shout"]}]}`)
+		a.signal(t, syscall.SIGHUP)
+		wait.For(t, 30*time.Second, func() error {
+			res := meshagent(t, "call", idA.AgentID, "echo", "--api", b.started.API)
+			if res.code != 10 || !strings.Contains(res.stderr, "policy no-bob does not allow") {
+				return fmt.Errorf("call exited %d: %s", res.code, res.stderr)
+			}
+			return nil
+		})
+		meshagent(t, "call", idA.AgentID, "shout", "--api", b.started.API).must(t, 0)
+		// A policy file that does not load keeps the current policy.
+		writeFile(t, policy, `{"rules": "nope"}`)
+		a.signal(t, syscall.SIGHUP)
+		wait.For(t, 30*time.Second, func() error {
+			if !a.logged("policy not reloaded") {
+				return errors.New("A has not logged the failed policy reload")
+			}
+			return nil
+		})
+		meshagent(t, "call", idA.AgentID, "echo", "--api", b.started.API).must(t, 10)
 	})
 
 	// SIGTERM shuts both down cleanly.
