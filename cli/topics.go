@@ -35,7 +35,7 @@ func (r *runState) publishCommand() *ucli.Command {
 		ArgsUsage: "TOPIC",
 		Description: "Publishes --payload (a JSON object) to TOPIC, e.g. outbound:42, for every agent in the " +
 			"mesh subscribed to a matching pattern. The node looks subscribers up in the directory and waits " +
-			"up to --timeout for one; if nobody subscribes to the topic's family (the part before ':') the " +
+			"up to --timeout for one; if nobody subscribes to the topic's family (the part before the first ':' or '.') the " +
 			"message is not sent and publish exits 1. Prints how many topic peers the message went to " +
 			"(--json: {\"topic\",\"peers\"}). The filter flags attach a seed 004 broadcast filter that each " +
 			"receiver applies.",
@@ -95,7 +95,7 @@ func (r *runState) runPublish(c *ucli.Context) error {
 		switch {
 		case errors.Is(err, protocol.ErrNoPeers):
 			return exitErrorf(ExitFailure, "not published: no agent subscribes to %q within %s (is a `meshagent subscribe` running for a pattern of the %q family?)",
-				topic, timeout, strings.SplitN(topic, ":", 2)[0])
+				topic, timeout, protocol.TopicFamily(topic))
 		case errors.As(err, &pe):
 			return protocolExit("publish", pe)
 		}
@@ -156,7 +156,7 @@ func (r *runState) subscribeCommand() *ucli.Command {
 		ArgsUsage: "PATTERN",
 		Description: "Subscribes through the local node to PATTERN: a topic (outbound:42), a wildcard " +
 			"(outbound:*), or a prefix ending in ':', '-', '.', '/' or '_' (outbound:). The part before the " +
-			"first ':' must be literal. Prints each message, from any agent in the mesh, as one JSON line " +
+			"first ':' or '.' must be literal. Prints each message, from any agent in the mesh, as one JSON line " +
 			"{\"topic\",\"from\",\"payload\",\"time\",\"id\"} and nothing else on stdout. Runs until SIGINT or " +
 			"SIGTERM (exit 0), or until --count messages (exit 0); exits 1 if the node goes away.",
 		Flags: []ucli.Flag{

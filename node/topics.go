@@ -73,7 +73,7 @@ func (n *Node) Publish(ctx context.Context, topic string, payload json.RawMessag
 // message whose topic matches pattern, from any agent in the mesh
 // (including this one): exactly, fnmatch-style ("outbound:*"), or as a
 // prefix when the pattern has no wildcard and ends in ':', '-', '.', '/'
-// or '_'. The part before the first ':' must be literal. The returned
+// or '_'. The family, the part before the first ':' or '.', must be literal. The returned
 // function cancels the subscription.
 func (n *Node) Subscribe(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error) {
 	if n.bus == nil {

@@ -89,3 +89,13 @@ func ValidPattern(pattern string) bool {
 	_, err := path.Match(pattern, "")
 	return err == nil
 }
+
+// TopicFamily returns the part of a topic or pattern before the first ':'
+// or '.', or the whole name if it has neither. The mesh carries each family
+// on one GossipSub topic.
+func TopicFamily(topic string) string {
+	if i := strings.IndexAny(topic, ":."); i >= 0 {
+		return topic[:i]
+	}
+	return topic
+}

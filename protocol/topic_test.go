@@ -28,3 +28,19 @@ func TestFilterAdmits(t *testing.T) {
 		})
 	}
 }
+
+func TestTopicFamily(t *testing.T) {
+	for topic, want := range map[string]string{
+		"inbound:chat-1":        "inbound",
+		"bead.status.completed": "bead",
+		"system:agent.spawned":  "system",
+		"news":                  "news",
+		"outbound:*":            "outbound",
+		"*":                     "*",
+		"":                      "",
+	} {
+		if got := TopicFamily(topic); got != want {
+			t.Errorf("TopicFamily(%q) = %q, want %q", topic, got, want)
+		}
+	}
+}

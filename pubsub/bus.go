@@ -457,7 +457,7 @@ func (s *Subscription) Cancel() {
 func (b *Bus) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
 	fam := Family(pattern)
 	if fam == "" || hasWild(fam) || !validPattern(pattern) {
-		return nil, fmt.Errorf("%w: %q (the family before ':' must be literal)", ErrPattern, pattern)
+		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

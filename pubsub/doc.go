@@ -29,7 +29,7 @@
 // # Topics and patterns
 //
 // A bus topic "family:rest" maps to the GossipSub topic
-// "/meshagent/topic/family", family being the part before the first ':'
+// "/meshagent/topic/family", family being the part before the first ':' or '.'
 // (the whole name if there is none). Receivers filter exactly with Match:
 // a pattern matches fnmatch-style (path.Match: "*", "?", "[...]", where
 // "*" does not cross "/"); a pattern without

@@ -9,12 +9,11 @@ import (
 // GossipPrefix is the prefix of every GossipSub topic the bus uses.
 const GossipPrefix = "/meshagent/topic/"
 
-// Family returns the part of a topic or pattern before the first ':', or
-// the whole name if it has none.
-func Family(topic string) string {
-	f, _, _ := strings.Cut(topic, ":")
-	return f
-}
+// Family returns the part of a topic or pattern before the first ':' or
+// '.', or the whole name if it has neither: "inbound:chat-1" and
+// "inbound.chat" are of family "inbound", seed 004's
+// "bead.status.completed" of family "bead".
+func Family(topic string) string { return protocol.TopicFamily(topic) }
 
 // GossipTopic maps a bus topic to its GossipSub topic.
 func GossipTopic(topic string) string { return GossipPrefix + Family(topic) }
