@@ -1,0 +1,244 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// lobbyConn is one lobby client connection. Its goroutines, as for the
+// bus's Conn: the read loop (the HTTP handler's goroutine), one writer,
+// one pinger when Limits.PingInterval > 0, and one per REQUEST or
+// DISCOVER_SERVICES in flight (at most Limits.MaxConcurrentCalls). The
+// read loop starts the others and waits for them before it returns;
+// Lobby.Close waits for the read loops.
+//
+// Outgoing messages go through a bounded queue drained by the writer. A
+// full queue, or a write that misses Limits.WriteTimeout, disconnects the
+// client: the lobby never waits for a slow reader.
+type lobbyConn struct {
+	l       *Lobby
+	id      uint64
+	ws      *websocket.Conn
+	netConn net.Conn
+	log     *slog.Logger
+	limits  Limits
+
+	ctx    context.Context // ends when the connection starts closing
+	cancel context.CancelFunc
+	send   chan []byte
+	slots  chan struct{}
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closing   bool
+	closeCode websocket.StatusCode
+	closeWhy  string
+	abrupt    bool
+
+	// agent is the agent id this connection serves, "" until a REGISTER
+	// or a message with a valid auth_token binds it. Guarded by l.mu.
+	agent string
+}
+
+// enqueue hands an encoded message to the writer without blocking. A full
+// queue disconnects the client.
+func (c *lobbyConn) enqueue(b []byte) error {
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	select {
+	case c.send <- b:
+		return nil
+	default:
+		if c.shut(websocket.StatusPolicyViolation, "slow consumer: send queue full", true) {
+			c.log.Warn("slow lobby client disconnected", "reason", "send queue full", "queued", len(c.send))
+		}
+		return ErrSlowConsumer
+	}
+}
+
+// sendMsg encodes and queues m.
+func (c *lobbyConn) sendMsg(m *LobbyMessage) error {
+	b, err := encodeLobbyMessage(m)
+	if err != nil {
+		c.log.Error("encode lobby message", "type", m.MessageType, "err", err)
+		return err
+	}
+	return c.enqueue(b)
+}
+
+// shut starts closing the connection once; see Conn.shut.
+func (c *lobbyConn) shut(code websocket.StatusCode, reason string, abrupt bool) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	c.closing = true
+	c.closeCode, c.closeWhy, c.abrupt = code, reason, abrupt
+	c.mu.Unlock()
+	c.cancel()
+	if abrupt {
+		_ = c.ws.CloseNow()
+	}
+	return true
+}
+
+// serve is the read loop. It returns once the connection has ended and
+// every goroutine it started has returned.
+func (c *lobbyConn) serve() {
+	c.wg.Go(c.writeLoop)
+	if c.limits.PingInterval > 0 {
+		c.wg.Go(c.pingLoop)
+	}
+	for {
+		_, frame, err := c.ws.Read(context.Background())
+		if err != nil {
+			c.readFailed(err)
+			break
+		}
+		c.handle(frame)
+	}
+	c.wg.Wait()
+	c.l.connEnded(c)
+	c.log.Debug("lobby client disconnected")
+}
+
+// handle serves one message on the read loop, turning a panic into an
+// ERROR for the sender: one bad message never ends the connection.
+func (c *lobbyConn) handle(frame []byte) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("lobby message handler panicked", "panic", p, "stack", string(debug.Stack()))
+			c.l.sendError(c, nil, protocol.Errorf(protocol.CodeInternalError, "internal error"))
+		}
+	}()
+	c.l.handleFrame(c, frame)
+}
+
+// spawn runs f on its own goroutine if a slot is free, and reports whether
+// it did.
+func (c *lobbyConn) spawn(f func()) bool {
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		return false
+	}
+	c.wg.Go(func() {
+		defer func() { <-c.slots }()
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error("lobby request panicked", "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		f()
+	})
+	return true
+}
+
+func (c *lobbyConn) readFailed(err error) {
+	switch {
+	case errors.Is(err, websocket.ErrMessageTooBig):
+		c.log.Warn("lobby client sent an oversize message; disconnected", "limit", c.limits.MaxMessageBytes)
+		c.shut(websocket.StatusMessageTooBig, "message too big", true)
+	case c.ctx.Err() != nil:
+	default:
+		c.log.Debug("lobby client read ended", "err", err)
+		c.shut(websocket.StatusNormalClosure, "", true)
+	}
+}
+
+// writeLoop is the connection's only writer; see Conn.writeLoop.
+func (c *lobbyConn) writeLoop() {
+	defer c.closeWS()
+	for {
+		select {
+		case <-c.ctx.Done():
+			c.drain()
+			return
+		case b := <-c.send:
+			ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, b)
+			timedOut := ctx.Err() != nil
+			cancel()
+			if err != nil {
+				if timedOut && c.shut(websocket.StatusPolicyViolation, "slow consumer: write timeout", true) {
+					c.log.Warn("slow lobby client disconnected", "reason", "write timeout", "timeout", c.limits.WriteTimeout)
+				} else if c.shut(websocket.StatusInternalError, "write failed", true) {
+					c.log.Debug("lobby client write failed", "err", err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// drain writes what is still queued when an orderly close begins.
+func (c *lobbyConn) drain() {
+	c.mu.Lock()
+	abrupt := c.abrupt
+	c.mu.Unlock()
+	if abrupt {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
+	defer cancel()
+	for {
+		select {
+		case b := <-c.send:
+			if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// closeWS ends the WebSocket; see Conn.closeWS.
+func (c *lobbyConn) closeWS() {
+	c.mu.Lock()
+	code, why, abrupt := c.closeCode, c.closeWhy, c.abrupt
+	c.mu.Unlock()
+	if abrupt {
+		_ = c.ws.CloseNow()
+		return
+	}
+	if c.netConn != nil {
+		t := time.AfterFunc(c.limits.WriteTimeout, func() { _ = c.netConn.Close() })
+		defer t.Stop()
+	}
+	_ = c.ws.Close(code, why)
+}
+
+// pingLoop pings the client every PingInterval and disconnects it if a
+// pong does not come back within the interval.
+func (c *lobbyConn) pingLoop() {
+	t := time.NewTicker(c.limits.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.limits.PingInterval)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil {
+				if c.ctx.Err() == nil && c.shut(websocket.StatusPolicyViolation, "ping timeout", true) {
+					c.log.Warn("lobby client missed a ping; disconnected", "err", err)
+				}
+				return
+			}
+		}
+	}
+}
