@@ -45,7 +45,7 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 		Timeout:       timeout.Milliseconds(),
 	}
 	if to == n.id {
-		return n.callSelf(ctx, payload, req.Progress)
+		return n.callSelf(ctx, payload, req.Progress, req.Signed)
 	}
 	// Address the envelope with the canonical peer ID string; skip
 	// re-encoding when the caller already gave that form.
@@ -64,7 +64,7 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 	if err != nil {
 		return nil, err
 	}
-	return c.roundTrip(ctx, payload.CorrelationID, frame, req.Progress)
+	return c.roundTrip(ctx, payload.CorrelationID, frame, req.Progress, req.Signed)
 }
 
 func canonicalParams(p json.RawMessage) (json.RawMessage, error) {
@@ -83,7 +83,7 @@ func canonicalParams(p json.RawMessage) (json.RawMessage, error) {
 
 // callSelf runs a request against this node's own services, with the same
 // checks a remote request gets.
-func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress func(*protocol.Response)) (*protocol.Response, error) {
+func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, error) {
 	var pf func(json.RawMessage) error
 	if progress != nil {
 		pf = func(r json.RawMessage) error {
@@ -95,7 +95,29 @@ func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress fun
 	if err != nil {
 		return nil, err
 	}
-	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: res}, nil
+	resp := &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: res}
+	if signed != nil {
+		// Sign the answer as a remote provider would, so that a caller
+		// keeping signed answers gets one from itself too.
+		frame, err := n.sealFrame(protocol.TypeResponse, n.idStr, resp)
+		if err != nil {
+			return nil, err
+		}
+		if sj, err := signedJSON(frame); err == nil {
+			signed(sj)
+		}
+	}
+	return resp, nil
+}
+
+// signedJSON turns a signed frame (signature ‖ canonical envelope) into the
+// envelope's embedded JSON form.
+func signedJSON(frame []byte) (json.RawMessage, error) {
+	sig, body, err := protocol.SplitSigned(frame)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.SignedJSON(body, sig)
 }
 
 // conn returns the request stream to p, opening it if needed. Concurrent
@@ -181,6 +203,7 @@ type reqConn struct {
 
 type pendingCall struct {
 	progress func(*protocol.Response)
+	signed   func(json.RawMessage)
 	final    chan callResult // buffered 1
 }
 
@@ -189,8 +212,8 @@ type callResult struct {
 	err  error
 }
 
-func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response)) (*protocol.Response, error) {
-	pc := &pendingCall{progress: progress, final: make(chan callResult, 1)}
+func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, error) {
+	pc := &pendingCall{progress: progress, signed: signed, final: make(chan callResult, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -297,6 +320,11 @@ func (c *reqConn) readLoop() {
 				pc.progress(resp)
 			}
 		default:
+			if pc.signed != nil && resp.Status == protocol.StatusSuccess {
+				if sj, err := signedJSON(frame); err == nil {
+					pc.signed(sj)
+				}
+			}
 			pc.final <- callResult{resp: resp}
 		}
 	}

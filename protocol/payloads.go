@@ -67,6 +67,10 @@ type CallRequest struct {
 	// Progress, if set, receives each in_progress response in order. It is
 	// called from the node's reader goroutine and must not block.
 	Progress func(*Response) `json:"-"`
+	// Signed, if set, receives the final success response as its signed
+	// envelope in the embedded JSON form (with "signature"), for keeping
+	// and verifying offline (meshagent verify). Called before Call returns.
+	Signed func(json.RawMessage) `json:"-"`
 }
 
 // PeerInfo is what a node knows of another agent.
