@@ -15,6 +15,7 @@ var (
 	_ relay.Mesh       = (*node.Node)(nil)
 	_ relay.Discoverer = (*node.Node)(nil)
 	_ relay.Publisher  = (*node.Node)(nil)
+	_ relay.Consenter  = (*node.Node)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port).

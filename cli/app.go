@@ -63,6 +63,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.sendMessageCommand(),
 		r.historyCommand(),
 		r.dlqCommand(),
+		r.consensusCommand(),
 		r.signCommand(),
 		r.verifyCommand(),
 	}

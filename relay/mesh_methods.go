@@ -82,6 +82,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshPublish, s.meshPublish)
 	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
+	s.Handle(MethodMeshConsensus, s.meshConsensus)
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {

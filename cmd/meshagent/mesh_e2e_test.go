@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -260,4 +262,86 @@ func lines(s string) []string {
 		return nil
 	}
 	return strings.Split(s, "\n")
+}
+
+// TestConsensusVote runs three voters (two vote yes through an exec
+// handler, one never answers) and a caller, asks them with
+// `meshagent consensus`, and verifies a signed vote with `meshagent verify`.
+func TestConsensusVote(t *testing.T) {
+	dir := t.TempDir()
+	yes := filepath.Join(dir, "yes.json")
+	writeFile(t, yes, `[{"name": "consensus.vote", "handler": {"exec": ["sh", "-c",
+		"cat >/dev/null; echo '{\"vote\":\"yes\",\"rationale\":\"tech debt\",\"confidence\":0.85}'"]}}]`)
+	silent := filepath.Join(dir, "silent.json")
+	writeFile(t, silent, `[{"name": "consensus.vote", "handler": {"exec": ["sleep", "30"], "timeout": "60s"}}]`)
+	caller := startNode(t, "pm", "--data", filepath.Join(dir, "pm"))
+	var voters []*nodeProc
+	for i, caps := range []string{yes, yes, silent} {
+		voters = append(voters, startNode(t, fmt.Sprintf("v%d", i), "--data", filepath.Join(dir, fmt.Sprint(i)),
+			"--bootstrap", caller.started.Addrs[0], "--capabilities", caps))
+	}
+	var ids []string
+	for _, v := range voters {
+		ids = append(ids, v.started.AgentID)
+	}
+	// Wait until the caller knows every voter.
+	wait.For(t, 30*time.Second, func() error {
+		for _, v := range voters {
+			if _, err := capabilitiesOf(t, caller.started.API, v.started.AgentID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	res := meshagent(t, "consensus", "--agents", strings.Join(ids, ","), "--question", "Refactor auth?", "--options", "yes,no,defer",
+		"--threshold", "0.66", "--deadline", "2s", "--json", "--api", caller.started.API).must(t, 0)
+	var out struct {
+		Outcome  string         `json:"outcome"`
+		Decision string         `json:"decision"`
+		Tally    map[string]int `json:"tally"`
+		Votes    []struct {
+			Agent  string          `json:"agent"`
+			Vote   string          `json:"vote"`
+			Error  string          `json:"error"`
+			Signed json.RawMessage `json:"signed"`
+		} `json:"votes"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
+		t.Fatalf("stdout %q: %v", res.stdout, err)
+	}
+	if out.Outcome != "reached" || out.Decision != "yes" || out.Tally["yes"] != 2 || len(out.Votes) != 3 || !strings.HasPrefix(out.Votes[2].Error, "TIMEOUT") {
+		t.Fatalf("result %s", res.stdout)
+	}
+	vote := filepath.Join(dir, "vote.json")
+	writeFile(t, vote, string(out.Votes[0].Signed))
+	verify := func(file string) result {
+		cmd := exec.Command(binary, "verify")
+		cmd.Env = env(t)
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdin = f
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		_ = cmd.Run()
+		return result{code: cmd.ProcessState.ExitCode(), stdout: o.String(), stderr: e.String()}
+	}
+	verify(vote).must(t, 0)
+	writeFile(t, vote, strings.Replace(string(out.Votes[0].Signed), "tech debt", "tech dept", 1))
+	verify(vote).must(t, 4)
+
+	// The table for people.
+	res = meshagent(t, "consensus", "--agents", ids[0], "--question", "Ship?", "--options", "no,yes", "--threshold", "1",
+		"--deadline", "5s", "--api", caller.started.API).must(t, 0)
+	if !strings.HasPrefix(res.stdout, "reached: yes") || !strings.Contains(res.stdout, "tech debt") {
+		t.Errorf("stdout %q", res.stdout)
+	}
+	// Only the silent voter: its vote could have decided it, so the vote
+	// timed out (exit 7, TIMEOUT's status).
+	res = meshagent(t, "consensus", "--agents", ids[2], "--question", "Ship?", "--deadline", "1s", "--api", caller.started.API).must(t, 7)
+	if !strings.Contains(res.stderr, "timed out") {
+		t.Errorf("stderr %q", res.stderr)
+	}
 }
