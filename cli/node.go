@@ -299,7 +299,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		doors.api = api
 	}
 	if s.ws != "" {
-		ws, err := startPublicBus(n, s.ws, log, st)
+		ws, err := startPublicBus(n, s.ws, log, st, s.services)
 		if err != nil {
 			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())
 		}
@@ -311,7 +311,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 	// The capabilities and policy files are re-read when their content
 	// changes (checked every --capabilities-poll) and on SIGHUP.
 	files := []*watchedFile{
-		{path: s.capsPath, reload: func() { reloadCapabilities(n, s.capsPath, log) }},
+		{path: s.capsPath, reload: func() { reloadCapabilities(doors.setServices(n), s.capsPath, log) }},
 		{path: s.policyPath, reload: func() { reloadPolicy(n, s.policyPath, log) }},
 	}
 	var watch <-chan time.Time
@@ -424,10 +424,10 @@ func orOff(s string) string {
 
 // reloadCapabilities replaces the node's capabilities with the file's. A
 // file that does not load leaves the current set in place.
-func reloadCapabilities(n *node.Node, path string, log *slog.Logger) {
+func reloadCapabilities(set func([]node.Service) error, path string, log *slog.Logger) {
 	services, err := node.LoadServices(path)
 	if err == nil {
-		err = n.SetServices(services)
+		err = set(services)
 	}
 	if err != nil {
 		log.Error("capabilities not reloaded; keeping the current set", "path", path, "err", err)

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -65,37 +67,101 @@ func (d frontDoors) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// publicBus is a relay's public endpoint: the bus at "/" (and the lobby at
-// "/lobby" when mounted).
-type publicBus struct {
-	addr string
-	bus  *relay.Server
-	hs   *http.Server
-	done chan error
+// setServices returns how the node's own capabilities are replaced: on a
+// relay, merged with its lobby agents'.
+func (d frontDoors) setServices(n *node.Node) func([]node.Service) error {
+	if d.ws != nil {
+		return d.ws.setBase
+	}
+	return n.SetServices
 }
 
-// startPublicBus serves the bus for n on addr, reachable from anywhere.
-func startPublicBus(n *node.Node, addr string, log *slog.Logger, st *store.Store) (*publicBus, error) {
+// publicBus is a relay's public endpoint: the bus at "/" and the lobby at
+// "/lobby".
+type publicBus struct {
+	addr  string
+	bus   *relay.Server
+	lobby *relay.Lobby
+	hs    *http.Server
+	done  chan error
+
+	n    *node.Node
+	log  *slog.Logger
+	mu   sync.Mutex
+	base []node.Service // the relay's own capabilities
+}
+
+// startPublicBus serves the bus and the lobby for n on addr, reachable
+// from anywhere, and offers the lobby agents' capabilities in the mesh as
+// the relay's own (next to base, the relay's capabilities file), so mesh
+// agents discover and call them.
+func startPublicBus(n *node.Node, addr string, log *slog.Logger, st *store.Store, base []node.Service) (*publicBus, error) {
 	bus, err := relay.New(n, relay.WithLogger(log), relay.WithStore(st))
 	if err != nil {
 		return nil, exitErrorf(ExitFailure, "bus: %v", err)
 	}
+	lobby, err := relay.NewLobby(n, st, relay.WithLobbyLogger(log.With("component", "lobby")))
+	if err != nil {
+		_ = bus.Close()
+		return nil, exitErrorf(ExitFailure, "lobby: %v", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", bus)
+	mux.Handle("/lobby", lobby)
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		_ = bus.Close()
+		_ = lobby.Close()
 		return nil, exitErrorf(ExitFailure, "the relay cannot listen on --ws %s: %v", addr, err)
 	}
-	p := &publicBus{addr: l.Addr().String(), bus: bus, done: make(chan error, 1),
+	p := &publicBus{addr: l.Addr().String(), bus: bus, lobby: lobby, done: make(chan error, 1), n: n, log: log, base: base,
 		hs: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	lobby.OnChange(func() {
+		if err := p.apply(); err != nil {
+			log.Error("lobby capabilities not offered in the mesh", "err", err)
+		}
+	})
 	go func() { p.done <- p.hs.Serve(l) }()
 	log.Info("relay serving", "ws", p.addr, "bus", "ws://"+p.addr+"/", "lobby", "ws://"+p.addr+"/lobby")
 	return p, nil
 }
 
+// setBase replaces the relay's own capabilities.
+func (p *publicBus) setBase(ss []node.Service) error {
+	p.mu.Lock()
+	p.base = ss
+	p.mu.Unlock()
+	return p.apply()
+}
+
+// apply offers the relay's own capabilities and, under names it does not
+// use itself, its lobby agents' capabilities. A lobby capability's
+// authorized_requester_ids (lobby ids) are enforced by the lobby (seed 000
+// §5.3), so the mesh copy carries none.
+func (p *publicBus) apply() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	merged := append([]node.Service(nil), p.base...)
+	own := map[string]bool{}
+	for _, s := range p.base {
+		own[s.Capability.Name] = true
+	}
+	for _, c := range p.lobby.Capabilities() {
+		if own[c.Name] {
+			p.log.Warn("a lobby capability has the name of one of the relay's own; the relay's wins", "capability", c.Name)
+			continue
+		}
+		c.AuthorizedRequesterIDs = nil
+		name := c.Name
+		merged = append(merged, node.Service{Capability: c, Handler: node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
+			return p.lobby.Serve(ctx, call.From.String(), name, call.Request.Params)
+		})})
+	}
+	return p.n.SetServices(merged)
+}
+
 func (p *publicBus) close(ctx context.Context) error {
-	errs := []error{p.bus.Close()}
+	errs := []error{p.lobby.Close(), p.bus.Close()}
 	if err := p.hs.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("relay: %w", err))
 	}
