@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -201,4 +202,47 @@ func TestRelay(t *testing.T) {
 		rl2.stop(t, 20*time.Second)
 	})
 	rl.stop(t, 20*time.Second)
+}
+
+// TestRelayKilled: a message the relay acknowledged as retrying survives
+// the relay being killed with SIGKILL; the restarted relay (same --data)
+// delivers it once the subscriber is back.
+func TestRelayKilled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "relay")
+	rl := startCommand(t, "relay", "relay", "--data", dir, "--ws", "127.0.0.1:0")
+	url := "ws://" + rl.started.WS + "/"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	busy, err := relay.Dial(ctx, url, relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+		return map[string]any{"processed": false, "should_retry": true, "retry_seconds": 1, "message": "busy, later"}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if err := busy.Call(ctx, "initialize", map[string]any{"clientId": "worker"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := busy.Call(ctx, "subscribe", map[string]any{"topic": "jobs:*"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	res := busCommand(t, url, "send-message", "--topic", "jobs:1", "--payload", `{"type":"task_request","text":"survive"}`).must(t, 0)
+	var sr relay.SendResult
+	if err := json.Unmarshal([]byte(res.stdout), &sr); err != nil || len(sr.Acks) != 1 || !sr.Acks[0].Retrying {
+		t.Fatalf("ack %q (%v): want one ack, retrying", res.stdout, err)
+	}
+	_ = busy.Close()
+	rl.signal(t, syscall.SIGKILL)
+	<-rl.exited
+
+	// The same data directory and ws port: the worker comes back.
+	rl2 := startCommand(t, "relay", "relay-restarted", "--data", dir, "--ws", rl.started.WS)
+	worker := dialBusPeer(t, "ws://"+rl2.started.WS+"/", "worker", "jobs:*")
+	wait.For(t, 30*time.Second, func() error {
+		if worker.received() != "jobs:1=survive" {
+			return fmt.Errorf("worker received %q after the restart", worker.received())
+		}
+		return nil
+	})
+	rl2.stop(t, 20*time.Second)
 }
