@@ -285,6 +285,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithStaticRelays(s.staticRelays...),
 		node.WithRelayService(s.relayMode),
 		node.WithPolicy(s.policy),
+		node.WithStore(st),
 		node.WithLogger(log),
 	)
 	if err != nil {

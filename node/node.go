@@ -82,6 +82,9 @@ type Node struct {
 
 	// policy is the requester policy (nil: none).
 	policy atomic.Pointer[compiledPolicy]
+
+	msgHandler MessageHandler // under mu
+	dedup      dedup
 }
 
 // New builds and starts a node. It leaves nothing running if it fails.

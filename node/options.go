@@ -14,6 +14,7 @@ import (
 	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
+	"github.com/meshagent/meshagent/store"
 )
 
 // Limits bounds what a node accepts from other agents. Rate and size limits
@@ -124,6 +125,12 @@ type Config struct {
 	StaticRelays []ma.Multiaddr
 	// Policy limits requesters by agent or group (see Policy); nil: none.
 	Policy *Policy
+	// Store keeps dead letters of direct messages (SendMessage); the caller
+	// owns it. Optional.
+	Store *store.Store
+	// MessageBackoff is SendMessage's first wait between attempts; it
+	// doubles. Default 500 ms.
+	MessageBackoff time.Duration
 }
 
 // Presence configures the status heartbeats of seed 004's registry. A
@@ -165,6 +172,7 @@ func DefaultConfig() Config {
 		DHT:            true,
 		Topics:         true,
 		Presence:       DefaultPresence(),
+		MessageBackoff: 500 * time.Millisecond,
 		RequestTimeout: 30 * time.Second,
 		Limits:         DefaultLimits(),
 		Now:            time.Now,
@@ -309,4 +317,21 @@ func WithStaticRelays(addrs ...ma.Multiaddr) Option {
 // WithPolicy sets the requester policy; Node.SetPolicy changes it later.
 func WithPolicy(p *Policy) Option {
 	return func(c *Config) error { c.Policy = p; return nil }
+}
+
+// WithStore gives the node a store for the dead letters of direct
+// messages.
+func WithStore(st *store.Store) Option {
+	return func(c *Config) error { c.Store = st; return nil }
+}
+
+// WithMessageBackoff sets SendMessage's first wait between attempts.
+func WithMessageBackoff(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return errors.New("message backoff must be positive")
+		}
+		c.MessageBackoff = d
+		return nil
+	}
 }

@@ -184,6 +184,12 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 // authorised, the params match input_schema; then the result must match
 // output_schema.
 func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
+	if req.Action == protocol.MessageCapability {
+		if r := n.policy.Load().rule(from); !r.allows(req.Action) {
+			return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to send messages", r.name, from)
+		}
+		return n.receiveMessage(ctx, from, req)
+	}
 	n.mu.RLock()
 	svc := n.services[req.Action]
 	n.mu.RUnlock()

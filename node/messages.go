@@ -1,0 +1,204 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+	"github.com/meshagent/meshagent/store"
+)
+
+// ErrDeadLettered is returned by SendMessage when every attempt failed; the
+// message is in the store's dead-letter queue when the node has a store.
+var ErrDeadLettered = errors.New("node: message dead-lettered")
+
+// MessageDLQTopic is the dead-letter topic of direct messages (seed 004).
+const MessageDLQTopic = "agent.messages.dlq"
+
+// MessageHandler processes a direct message. Its result is the response
+// when the message requires one. It must be idempotent in spirit: the node
+// already drops duplicates by message id, but only for a while.
+type MessageHandler func(ctx context.Context, from peer.ID, m protocol.AgentMessage) (json.RawMessage, error)
+
+// Delivery of direct messages.
+const (
+	// MessageAttempts is how many times SendMessage tries (seed 004: a
+	// message goes to the dead-letter queue after 3 attempts).
+	MessageAttempts = 3
+	// dedupTTL is how long a receiver remembers a message id.
+	dedupTTL = 10 * time.Minute
+	// maxDedup bounds the ids remembered.
+	maxDedup = 16384
+)
+
+// OnMessage sets the handler of direct messages (nil: messages are
+// accepted and logged, and one that requires a response is refused).
+func (n *Node) OnMessage(h MessageHandler) {
+	n.mu.Lock()
+	n.msgHandler = h
+	n.mu.Unlock()
+}
+
+// SendMessage delivers a direct message to agent to, at least once: up to
+// MessageAttempts attempts with a doubling backoff, each bounded by
+// attemptTimeout (0: the node's request timeout); refusals that a retry
+// cannot fix (UNAUTHORIZED, INVALID_MESSAGE) are not retried. The
+// receiver processes a message id once, so a retry after a lost answer is
+// harmless. It returns the receiver's response (null unless
+// RequiresResponse). When every attempt fails the message goes to the
+// dead-letter queue (the store given with WithStore, topic
+// agent.messages.dlq) and the error wraps ErrDeadLettered.
+func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessage, attemptTimeout time.Duration) (json.RawMessage, error) {
+	if m.MessageID == "" {
+		m.MessageID = protocol.NewID()
+	}
+	if m.Priority == "" {
+		m.Priority = protocol.PriorityNormal
+	}
+	if err := m.Validate(); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	id, err := sign.ParseAgentID(to)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "target agent: %v", err)
+	}
+	params, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("node: encode message: %w", err)
+	}
+	backoff := n.cfg.MessageBackoff
+	var last error
+	for attempt := 1; attempt <= MessageAttempts; attempt++ {
+		resp, err := n.Call(ctx, protocol.CallRequest{To: id.String(), Action: protocol.MessageCapability, Params: params, Timeout: attemptTimeout})
+		if err == nil {
+			return resp.Result, nil
+		}
+		last = err
+		switch protocol.CodeOf(err) {
+		case protocol.CodeUnauthorized, protocol.CodeInvalidMessage, protocol.CodeInvalidSignature:
+			return nil, err
+		}
+		if ctx.Err() != nil || attempt == MessageAttempts {
+			break
+		}
+		n.log.Debug("message not delivered; retrying", "remote_peer", id, "message_id", m.MessageID, "attempt", attempt, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		case <-n.ctx.Done():
+			return nil, ErrClosed
+		}
+		backoff *= 2
+	}
+	if n.cfg.Store != nil {
+		dl := store.Message{ID: m.MessageID, Topic: MessageDLQTopic, From: n.idStr, To: id.String(), Payload: params, Attempts: MessageAttempts, LastError: last.Error()}
+		if err := n.cfg.Store.DeadLetter(context.WithoutCancel(ctx), dl, fmt.Sprintf("gave up after %d attempts: %v", MessageAttempts, last)); err != nil {
+			return nil, errors.Join(fmt.Errorf("%w (%v)", ErrDeadLettered, last), fmt.Errorf("store the dead letter: %w", err))
+		}
+	}
+	return nil, fmt.Errorf("%w after %d attempts: %w", ErrDeadLettered, MessageAttempts, last)
+}
+
+// inflight is one message id being processed or recently processed.
+type inflight struct {
+	done chan struct{}
+	at   time.Time
+	res  json.RawMessage
+	err  error
+}
+
+// dedup remembers recent message ids per sender.
+type dedup struct {
+	mu sync.Mutex
+	m  map[string]*inflight
+}
+
+// receiveMessage serves agent.message: each (sender, message id) is
+// processed once; a duplicate waits for, and gets, the first one's answer.
+// The handler runs under the node's context (bounded by HandlerTimeout),
+// not the request's, so that a retry after the caller gave up finds the
+// work done rather than cancelled.
+func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.Request) (json.RawMessage, error) {
+	var m protocol.AgentMessage
+	if err := json.Unmarshal(req.Params, &m); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "not an agent message: %v", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	key := from.String() + "\x00" + m.MessageID
+	now := time.Now()
+	d := &n.dedup
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[string]*inflight{}
+	}
+	f, dup := d.m[key]
+	if !dup {
+		if len(d.m) >= maxDedup {
+			for k, old := range d.m {
+				select {
+				case <-old.done:
+					if now.Sub(old.at) > dedupTTL || len(d.m) >= maxDedup {
+						delete(d.m, k)
+					}
+				default:
+				}
+			}
+		}
+		f = &inflight{done: make(chan struct{}), at: now}
+		d.m[key] = f
+	}
+	d.mu.Unlock()
+	if dup {
+		n.log.Debug("duplicate message", "remote_peer", from, "message_id", m.MessageID)
+		select {
+		case <-f.done:
+			return f.res, f.err
+		case <-ctx.Done():
+			return nil, protocol.Errorf(protocol.CodeTimeout, "message %s is still being processed", m.MessageID)
+		}
+	}
+	// Run the handler on a node-owned goroutine, detached from this
+	// request, and wait for it here.
+	n.mu.RLock()
+	h := n.msgHandler
+	n.mu.RUnlock()
+	if !n.goTracked(func() {
+		defer close(f.done)
+		hctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
+		defer cancel()
+		switch {
+		case h != nil:
+			f.res, f.err = h(hctx, from, m)
+		case m.RequiresResponse:
+			f.err = protocol.Errorf(protocol.CodeCapabilityNotSupported, "agent takes no messages that need a response")
+		default:
+			n.log.Info("message", "remote_peer", from, "message_id", m.MessageID, "subject", m.Subject, "priority", m.Priority)
+		}
+		if f.err != nil {
+			// A failure is not remembered: the sender's retry runs it again.
+			d.mu.Lock()
+			delete(d.m, key)
+			d.mu.Unlock()
+		}
+	}) {
+		return nil, ErrClosed
+	}
+	select {
+	case <-f.done:
+		if f.res == nil && f.err == nil {
+			return json.RawMessage("null"), nil
+		}
+		return f.res, f.err
+	case <-ctx.Done():
+		return nil, protocol.Errorf(protocol.CodeTimeout, "message %s is still being processed", m.MessageID)
+	}
+}

@@ -1,0 +1,48 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// MessageCapability is the capability every node answers for seed 004's
+// direct agent messages. It is built in (a node need not declare it) and
+// not advertised.
+const MessageCapability = "agent.message"
+
+// Message priorities (seed 004).
+const (
+	PriorityLow    = "low"
+	PriorityNormal = "normal"
+	PriorityHigh   = "high"
+	PriorityUrgent = "urgent"
+)
+
+// AgentMessage is seed 004's direct message ("type": "agent_message"),
+// carried as the params of an agent.message request. MessageID is what the
+// receiver deduplicates on: a message retried after a lost answer is
+// processed once.
+type AgentMessage struct {
+	MessageID        string          `json:"message_id"`
+	Subject          string          `json:"subject"`
+	Body             string          `json:"body"`
+	Priority         string          `json:"priority,omitempty"`
+	RequiresResponse bool            `json:"requires_response,omitempty"`
+	Context          json.RawMessage `json:"context,omitempty"`
+}
+
+// Validate checks a message's fields.
+func (m AgentMessage) Validate() error {
+	switch {
+	case m.MessageID == "" || len(m.MessageID) > 128:
+		return fmt.Errorf("message_id must be 1 to 128 bytes")
+	case m.Subject == "" && m.Body == "":
+		return fmt.Errorf("a message needs a subject or a body")
+	}
+	switch m.Priority {
+	case "", PriorityLow, PriorityNormal, PriorityHigh, PriorityUrgent:
+	default:
+		return fmt.Errorf("priority %q must be low, normal, high or urgent", m.Priority)
+	}
+	return nil
+}
