@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -124,7 +125,8 @@ type Lobby struct {
 	cancel  context.CancelFunc
 	changed chan struct{} // capacity 1: a coalesced "look again" for the notifier
 
-	regMu sync.Mutex // serialises REGISTER's check-then-write
+	regMu      sync.Mutex // serialises REGISTER's check-then-write
+	registered int        // agents in the store, as of the last write; guarded by regMu
 
 	// mu guards the fields below (and lobbyConn.agent). wg.Add happens
 	// only under mu while closed is false.
@@ -176,20 +178,27 @@ func NewLobby(mesh Mesh, st *store.Store, opts ...LobbyOption) (*Lobby, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	rctx, rcancel := context.WithTimeout(context.Background(), cfg.Limits.WriteTimeout)
+	regs, err := st.Registrations(rctx)
+	rcancel()
+	if err != nil {
+		return nil, fmt.Errorf("relay: lobby: read registrations: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Lobby{
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "lobby"),
-		mesh:     mesh,
-		st:       st,
-		origins:  Config{OriginPatterns: cfg.OriginPatterns},
-		newToken: newLobbyToken,
-		ctx:      ctx,
-		cancel:   cancel,
-		changed:  make(chan struct{}, 1),
-		conns:    make(map[*lobbyConn]struct{}),
-		agents:   make(map[string]*lobbyAgent),
-		pending:  make(map[pendingKey]*lobbyPending),
+		registered: len(regs),
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "lobby"),
+		mesh:       mesh,
+		st:         st,
+		origins:    Config{OriginPatterns: cfg.OriginPatterns},
+		newToken:   newLobbyToken,
+		ctx:        ctx,
+		cancel:     cancel,
+		changed:    make(chan struct{}, 1),
+		conns:      make(map[*lobbyConn]struct{}),
+		agents:     make(map[string]*lobbyAgent),
+		pending:    make(map[pendingKey]*lobbyPending),
 	}
 	l.wg.Go(l.notifier)
 	return l, nil
@@ -697,6 +706,7 @@ func (l *Lobby) register(c *lobbyConn, m *LobbyMessage) {
 	defer cancel()
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
+	stored := false
 	_, err = l.st.Registration(ctx, id)
 	switch {
 	case err == nil:
@@ -710,6 +720,17 @@ func (l *Lobby) register(c *lobbyConn, m *LobbyMessage) {
 			return
 		}
 	case errors.Is(err, store.ErrNotFound):
+		if l.registered >= l.cfg.MaxRegistrations {
+			c.log.Warn("lobby registration refused: too many agents", "agent", id, "max", l.cfg.MaxRegistrations)
+			l.sendError(c, m, protocol.Errorf(protocol.CodeRateLimited, "the lobby holds the most registrations it may (%d); try another lobby", l.cfg.MaxRegistrations))
+			return
+		}
+		l.registered++ // taken back below if the write fails
+		defer func() {
+			if !stored {
+				l.registered--
+			}
+		}()
 	default:
 		c.log.Error("lobby store lookup failed", "agent", id, "err", err)
 		l.sendError(c, m, protocol.Errorf(protocol.CodeInternalError, "registration failed: store unavailable"))
@@ -725,6 +746,7 @@ func (l *Lobby) register(c *lobbyConn, m *LobbyMessage) {
 		l.sendError(c, m, protocol.Errorf(code, "registration failed: %v", err))
 		return
 	}
+	stored = true
 	l.attach(c, id, caps)
 	c.log.Info("lobby agent registered", "agent", id, "capabilities", len(caps))
 	ack, _ := marshal(RegisterAckPayload{Status: RegisterStatus, LobbyID: l.cfg.LobbyID, AuthToken: token})

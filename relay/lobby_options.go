@@ -14,7 +14,10 @@ type LobbyConfig struct {
 	// Limits bound each connection, as for the bus (MaxBatch is unused:
 	// the lobby has no batches). MaxConcurrentCalls bounds the REQUESTs
 	// and DISCOVER_SERVICES one connection has in flight; beyond it the
-	// lobby answers ERROR with code RATE_LIMITED. Default: DefaultLimits().
+	// lobby answers ERROR with code RATE_LIMITED. Keep SendQueue at least
+	// MaxConcurrentCalls: all the requests in flight may be answered at
+	// once, and a client whose queue fills is disconnected. Default:
+	// DefaultLimits().
 	Limits Limits
 	// LobbyID is the lobby's agent id. Default: DefaultLobbyID.
 	LobbyID string
@@ -24,6 +27,12 @@ type LobbyConfig struct {
 	// TIMEOUT. It also bounds Lobby.Serve when ctx has no earlier deadline.
 	// Default: 30 s.
 	RequestTimeout time.Duration
+	// MaxRegistrations bounds the agents registered in the store (which
+	// keeps them until they are removed from it: the seed has no
+	// unregistering). A REGISTER of a new agent_id beyond it is refused
+	// with ERROR code RATE_LIMITED; re-registering is always allowed.
+	// Default: 10000.
+	MaxRegistrations int
 	// DiscoverTimeout bounds the mesh directory search of one
 	// DISCOVER_SERVICES. Default: 3 s.
 	DiscoverTimeout time.Duration
@@ -38,11 +47,12 @@ type LobbyConfig struct {
 // DefaultLobbyConfig returns every default in one place.
 func DefaultLobbyConfig() LobbyConfig {
 	return LobbyConfig{
-		Limits:          DefaultLimits(),
-		LobbyID:         DefaultLobbyID,
-		RequestTimeout:  30 * time.Second,
-		DiscoverTimeout: 3 * time.Second,
-		Logger:          slog.Default(),
+		Limits:           DefaultLimits(),
+		LobbyID:          DefaultLobbyID,
+		RequestTimeout:   30 * time.Second,
+		DiscoverTimeout:  3 * time.Second,
+		MaxRegistrations: 10000,
+		Logger:           slog.Default(),
 	}
 }
 
@@ -74,6 +84,8 @@ func (c *LobbyConfig) Validate() error {
 		return errors.New("relay: LobbyConfig.RequestTimeout must be positive")
 	case c.DiscoverTimeout <= 0:
 		return errors.New("relay: LobbyConfig.DiscoverTimeout must be positive")
+	case c.MaxRegistrations < 1:
+		return errors.New("relay: LobbyConfig.MaxRegistrations must be positive")
 	case c.Logger == nil:
 		return errors.New("relay: LobbyConfig.Logger is nil")
 	}
@@ -151,6 +163,18 @@ func WithLobbyOriginPatterns(patterns ...string) LobbyOption {
 			}
 		}
 		c.OriginPatterns = append(c.OriginPatterns, patterns...)
+		return nil
+	}
+}
+
+// WithLobbyMaxRegistrations bounds the agents registered in the store (see
+// LobbyConfig.MaxRegistrations).
+func WithLobbyMaxRegistrations(n int) LobbyOption {
+	return func(c *LobbyConfig) error {
+		if n < 1 {
+			return errors.New("max registrations must be positive")
+		}
+		c.MaxRegistrations = n
 		return nil
 	}
 }

@@ -914,6 +914,7 @@ func TestNewLobbyOptions(t *testing.T) {
 		{mesh, st, relay.WithLobbyRequestTimeout(0)},
 		{mesh, st, relay.WithLobbyDiscoverTimeout(-1)},
 		{mesh, st, relay.WithLobbyOriginPatterns("[")},
+		{mesh, st, relay.WithLobbyMaxRegistrations(0)},
 	} {
 		if l, err := relay.NewLobby(tc.mesh, tc.st, tc.opt); err == nil {
 			_ = l.Close()
@@ -1038,4 +1039,25 @@ func runLobbyTranscript(t *testing.T, file string) {
 		}
 		t.Logf("rewrote %s", file)
 	}
+}
+
+func TestLobbyMaxRegistrations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	tl := lobbyAt(t, path, relay.WithLobbyMaxRegistrations(2))
+	a := dialLobby(t, tl.url, "agent_a")
+	a.register()
+	b := dialLobby(t, tl.url, "agent_b")
+	b.register()
+	c := dialLobby(t, tl.url, "agent_c")
+	c.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{})
+	c.expectError(protocol.CodeRateLimited, "most registrations")
+	a.register(protocol.Capability{Name: "still_allowed"}) // re-registering
+	_, _, _ = a.ws.CloseNow(), b.ws.CloseNow(), c.ws.CloseNow()
+	tl.stop()
+
+	// A restarted lobby counts what the store holds.
+	tl = lobbyAt(t, path, relay.WithLobbyMaxRegistrations(2))
+	d := dialLobby(t, tl.url, "agent_d")
+	d.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{})
+	d.expectError(protocol.CodeRateLimited, "most registrations")
 }
