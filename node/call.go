@@ -38,9 +38,13 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 	if err != nil {
 		return nil, err
 	}
+	corrID := req.CorrelationID
+	if corrID == "" {
+		corrID = protocol.NewID()
+	}
 	payload := &protocol.Request{
 		Action:        req.Action,
-		CorrelationID: protocol.NewID(),
+		CorrelationID: corrID,
 		Params:        params,
 		Timeout:       timeout.Milliseconds(),
 	}
@@ -63,6 +67,9 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 	c, err := n.conn(ctx, to)
 	if err != nil {
 		return nil, err
+	}
+	if !builtin(req.Action) {
+		n.rememberTask(corrID, to)
 	}
 	return c.roundTrip(ctx, payload.CorrelationID, frame, req.Progress, req.Signed)
 }

@@ -85,6 +85,7 @@ type Node struct {
 
 	msgHandler MessageHandler // under mu
 	dedup      dedup
+	tasks      taskTable
 }
 
 // New builds and starts a node. It leaves nothing running if it fails.

@@ -130,21 +130,44 @@ func (ss *serverStream) serve(frame []byte) {
 		ss.reply(req.CorrelationID, nil, err)
 		return
 	}
-	progress := func(r json.RawMessage) error {
-		res, err := protocol.MarshalCanonical(r)
-		if err != nil {
-			return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
-		}
-		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
-	}
 	timeout := n.cfg.Limits.HandlerTimeout
 	if req.Timeout > 0 {
 		timeout = min(timeout, time.Duration(req.Timeout)*time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, timeout)
 	defer cancel()
+	var t *task
+	if !builtin(req.Action) {
+		ctx, t = n.startTask(ctx, ss.remote, req)
+	}
+	progress := func(r json.RawMessage) error {
+		res, err := protocol.MarshalCanonical(r)
+		if err != nil {
+			return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
+		}
+		if t != nil {
+			t.noteProgress(res)
+		}
+		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
+	}
 	res, err := n.execute(ctx, ss.remote, req, progress)
+	if t != nil {
+		n.finishTask(t, res, err)
+		if t.snapshot().State == protocol.TaskCancelled {
+			err = protocol.Errorf(protocol.CodeInternalError, "task %s was cancelled by its requester", req.CorrelationID)
+		}
+	}
 	ss.reply(req.CorrelationID, res, err)
+}
+
+// builtin reports whether an action is one of the node's own capabilities
+// rather than a service's.
+func builtin(action string) bool {
+	switch action {
+	case protocol.MessageCapability, protocol.TaskStatusCapability, protocol.TaskCancelCapability:
+		return true
+	}
+	return false
 }
 
 // reply writes the final answer: a success response, or an error envelope.
@@ -184,6 +207,9 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 // authorised, the params match input_schema; then the result must match
 // output_schema.
 func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
+	if req.Action == protocol.TaskStatusCapability || req.Action == protocol.TaskCancelCapability {
+		return n.taskRequest(from, req)
+	}
 	if req.Action == protocol.MessageCapability {
 		if r := n.policy.Load().rule(from); !r.allows(req.Action) {
 			return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to send messages", r.name, from)
@@ -211,7 +237,11 @@ func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request,
 	if progress == nil {
 		progress = func(json.RawMessage) error { return nil }
 	}
-	res, err := svc.Handler.Handle(ctx, &Call{From: from, Request: req, Progress: progress})
+	t := taskOf(ctx)
+	if t != nil {
+		t.set(n, protocol.TaskApproved, "")
+	}
+	res, err := svc.Handler.Handle(ctx, &Call{From: from, Request: req, Progress: progress, node: n, task: t})
 	if err != nil {
 		if ctx.Err() != nil && protocol.CodeOf(err) == protocol.CodeInternalError {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -27,6 +27,9 @@ type Call struct {
 	// caller. It may be called any number of times before the handler
 	// returns, and returns an error once the caller is gone.
 	Progress func(result json.RawMessage) error
+
+	node *Node
+	task *task // nil for requests without a task (calls to self)
 }
 
 // Handler runs a capability. Handle returns the result (a JSON value) or an

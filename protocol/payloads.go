@@ -64,6 +64,9 @@ type CallRequest struct {
 	Params json.RawMessage `json:"params,omitempty"`
 	// Timeout bounds the whole call; 0 means the node's default.
 	Timeout time.Duration `json:"-"`
+	// CorrelationID is the request's id, which is also its task id on the
+	// provider (task.status, task.cancel). Empty: a fresh one.
+	CorrelationID string `json:"-"`
 	// Progress, if set, receives each in_progress response in order. It is
 	// called from the node's reader goroutine and must not block.
 	Progress func(*Response) `json:"-"`

@@ -1,0 +1,119 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// TestTasks follows a long request through its states, reads its status
+// from the requester (as one would after reconnecting) and cancels it.
+func TestTasks(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	long := node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
+		if err := call.Progress(json.RawMessage(`{"step":"validating content"}`)); err != nil {
+			return nil, err
+		}
+		call.SetState(protocol.TaskEscalated, "needs a human")
+		started <- struct{}{}
+		select {
+		case <-release:
+			return json.RawMessage(`{"approved":true}`), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	provider := meshtest.Node(t, 120, node.WithServices(
+		node.Service{Capability: protocol.Capability{Name: "approval"}, Handler: long},
+		node.Service{Capability: protocol.Capability{Name: "strict", InputSchema: json.RawMessage(`{"type":"object","required":["content"]}`)}, Handler: node.EchoHandler()}))
+	requester, other := meshtest.Node(t, 121), meshtest.Node(t, 122)
+	meshtest.Connect(t, requester, provider)
+	meshtest.Connect(t, other, provider)
+	ctx := meshtest.Context(t, 30*time.Second)
+
+	states := func(tk *protocol.Task) string {
+		var s []string
+		for _, e := range tk.History {
+			s = append(s, string(e.State))
+		}
+		return strings.Join(s, ">")
+	}
+
+	t.Run("completed", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := requester.Call(ctx, protocol.CallRequest{To: provider.AgentID(), Action: "approval", CorrelationID: "task-1"})
+			done <- err
+		}()
+		<-started
+		tk, err := requester.TaskStatus(ctx, "task-1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.State != protocol.TaskEscalated || states(tk) != "VALIDATING>APPROVED>ESCALATED" || len(tk.Progress) != 1 || tk.Requester != requester.AgentID() {
+			t.Fatalf("running task %+v", tk)
+		}
+		if _, err := other.TaskStatus(ctx, "task-1", provider.AgentID()); protocol.CodeOf(err) != protocol.CodeUnauthorized {
+			t.Errorf("another agent read the task: %v", err)
+		}
+		release <- struct{}{}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		tk, err = requester.TaskStatus(ctx, "task-1", provider.AgentID())
+		if err != nil || tk.State != protocol.TaskCompleted || string(tk.Result) != `{"approved":true}` {
+			t.Fatalf("finished task %+v %v", tk, err)
+		}
+	})
+
+	t.Run("cancelled mid-way", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := requester.Call(ctx, protocol.CallRequest{To: provider.AgentID(), Action: "approval", CorrelationID: "task-2"})
+			done <- err
+		}()
+		<-started
+		tk, err := requester.CancelTask(ctx, "task-2", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = <-done
+		if err == nil || !strings.Contains(err.Error(), "cancelled by its requester") {
+			t.Fatalf("the cancelled call returned %v", err)
+		}
+		meshtest.WaitFor(t, 10*time.Second, func() error {
+			if tk, err = requester.TaskStatus(ctx, "task-2", ""); err != nil || tk.State != protocol.TaskCancelled {
+				return fmt.Errorf("task %+v %v", tk, err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("rejected", func(t *testing.T) {
+		_, err := requester.Call(ctx, protocol.CallRequest{To: provider.AgentID(), Action: "strict", Params: json.RawMessage(`{}`), CorrelationID: "task-3"})
+		if protocol.CodeOf(err) != protocol.CodeInvalidMessage {
+			t.Fatalf("%v", err)
+		}
+		tk, err := requester.TaskStatus(ctx, "task-3", "")
+		if err != nil || tk.State != protocol.TaskRejected || tk.Error == nil || states(tk) != "VALIDATING>REJECTED" {
+			t.Fatalf("task %+v %v", tk, err)
+		}
+	})
+
+	t.Run("unknown task", func(t *testing.T) {
+		if _, err := requester.TaskStatus(ctx, "nope", ""); protocol.CodeOf(err) != protocol.CodeInvalidMessage {
+			t.Errorf("%v", err)
+		}
+		if _, err := requester.TaskStatus(ctx, "nope", provider.AgentID()); protocol.CodeOf(err) != protocol.CodeInvalidMessage {
+			t.Errorf("%v", err)
+		}
+	})
+}
