@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -1060,4 +1061,43 @@ func TestLobbyMaxRegistrations(t *testing.T) {
 	d := dialLobby(t, tl.url, "agent_d")
 	d.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{})
 	d.expectError(protocol.CodeRateLimited, "most registrations")
+}
+
+func TestLobbyOriginsAndMaxClients(t *testing.T) {
+	limits := relay.DefaultLimits()
+	limits.MaxClients = 2
+	tl := newTestLobby(t, relay.WithLobbyOriginPatterns("app.example.com"), relay.WithLobbyLimits(limits))
+	for _, tc := range []struct {
+		origin string
+		status int
+	}{
+		{"https://evil.example", http.StatusForbidden},
+		{"https://app.example.com", 0},
+		{"", 0}, // not a browser
+	} {
+		h := http.Header{}
+		if tc.origin != "" {
+			h.Set("Origin", tc.origin)
+		}
+		ws, resp, err := websocket.Dial(ctxT(t), tl.url, &websocket.DialOptions{HTTPHeader: h})
+		if tc.status == 0 {
+			if err != nil {
+				t.Fatalf("origin %q refused: %v", tc.origin, err)
+			}
+			defer ws.CloseNow()
+			continue
+		}
+		if err == nil {
+			_ = ws.CloseNow()
+			t.Fatalf("origin %q accepted", tc.origin)
+		}
+		if resp == nil || resp.StatusCode != tc.status {
+			t.Fatalf("origin %q refused with %v, want HTTP %d", tc.origin, resp, tc.status)
+		}
+	}
+	waitFor(t, "two clients", func() bool { return tl.lobby.Clients() == 2 })
+	_, resp, err := websocket.Dial(ctxT(t), tl.url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third client: %v %v, want HTTP 503", resp, err)
+	}
 }
