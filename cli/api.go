@@ -16,6 +16,7 @@ var (
 	_ relay.Discoverer = (*node.Node)(nil)
 	_ relay.Publisher  = (*node.Node)(nil)
 	_ relay.Consenter  = (*node.Node)(nil)
+	_ relay.Tasker     = (*node.Node)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port).

@@ -37,7 +37,8 @@ func (r *runState) callCommand() *ucli.Command {
 			"result as indented JSON; in-progress results go to stderr. With --json, each response " +
 			"payload is one line on stdout, the final one last, and a failure prints the error object " +
 			"{\"code\",\"message\",\"details\"}. Each AgentProtocol error code has its own exit status " +
-			"(see `meshagent --help`).",
+			"(see `meshagent --help`). The request's task id goes to stderr first (--json: each line's " +
+			"correlationId); `meshagent task status|cancel ID` follows or cancels it.",
 		Flags: []ucli.Flag{
 			stringFlag(flagParams, "", "the capability's params: a JSON object, @FILE to read one from a file, or - for stdin"),
 			durationFlag(flagTimeout, defaultCallTimeout, "how long to wait for the final response"),
@@ -89,7 +90,13 @@ func (r *runState) runCall(c *ucli.Context) error {
 		}
 		r.stderr.printf("in progress: %s\n", compactJSON(resp.Result))
 	}
-	resp, err := cl.MeshCall(ctx, protocol.CallRequest{To: agent, Action: capability, Params: params, Timeout: timeout}, progress)
+	// The request's id is its task id on the provider: say it first, so
+	// that a long request can be followed or cancelled from elsewhere.
+	taskID := protocol.NewID()
+	if !asJSON {
+		r.stderr.printf("task %s (meshagent task status %s)\n", taskID, taskID)
+	}
+	resp, err := cl.MeshCall(ctx, protocol.CallRequest{To: agent, Action: capability, Params: params, Timeout: timeout, CorrelationID: taskID}, progress)
 	outMu.Lock()
 	defer outMu.Unlock()
 	if err != nil {

@@ -435,7 +435,7 @@ func (c *Client) MeshCall(ctx context.Context, req protocol.CallRequest, onProgr
 	if onProgress == nil {
 		onProgress = req.Progress
 	}
-	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params}
+	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params, TaskID: req.CorrelationID}
 	if req.Timeout > 0 {
 		params.TimeoutMS = int64((req.Timeout + time.Millisecond - 1) / time.Millisecond)
 		var cancel context.CancelFunc

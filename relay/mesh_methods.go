@@ -52,6 +52,10 @@ type CallParams struct {
 	// TimeoutMS bounds the call in milliseconds; 0 means the node's
 	// default. At most MaxCallTimeout.
 	TimeoutMS int64 `json:"timeoutMs,omitempty"`
+	// TaskID names the request (its correlation id), so that the caller
+	// can ask for its status or cancel it (mesh.taskStatus,
+	// mesh.taskCancel). Optional: a fresh one otherwise.
+	TaskID string `json:"taskId,omitempty"`
 }
 
 // ProgressParams are the params of a mesh.progress notification: one
@@ -83,6 +87,8 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
 	s.Handle(MethodMeshConsensus, s.meshConsensus)
+	s.Handle(MethodMeshTaskStatus, s.meshTask)
+	s.Handle(MethodMeshTaskCancel, s.meshTask)
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
@@ -121,7 +127,7 @@ func noParams(req *Request) error {
 
 // callParamsFields are the members mesh.call accepts, matched exactly
 // (encoding/json would also take "AGENTID").
-var callParamsFields = map[string]bool{"agentId": true, "capability": true, "action": true, "params": true, "timeoutMs": true}
+var callParamsFields = map[string]bool{"agentId": true, "capability": true, "action": true, "params": true, "timeoutMs": true, "taskId": true}
 
 // parseCallParams validates mesh.call's params and returns the request
 // for the mesh, without Progress.
@@ -181,6 +187,15 @@ func parseCallParams(raw json.RawMessage) (protocol.CallRequest, error) {
 		}
 		req.Params = p
 	}
+
+	taskID, err := stringField("taskId", w["taskId"])
+	if err != nil {
+		return req, err
+	}
+	if len(taskID) > 128 {
+		return req, Errorf(CodeInvalidParams, `invalid params: "taskId" is longer than 128 bytes`)
+	}
+	req.CorrelationID = taskID
 
 	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
 		var n json.Number

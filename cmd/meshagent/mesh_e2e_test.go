@@ -345,3 +345,61 @@ func TestConsensusVote(t *testing.T) {
 		t.Errorf("stderr %q", res.stderr)
 	}
 }
+
+// TestTaskStatusAndCancel: a long request sent with `meshagent call` is
+// followed from another process with `meshagent task status` and
+// cancelled with `meshagent task cancel`.
+func TestTaskStatusAndCancel(t *testing.T) {
+	dir := t.TempDir()
+	caps := filepath.Join(dir, "caps.json")
+	writeFile(t, caps, `[{"name": "approval", "handler": {"exec": ["sleep", "60"], "timeout": "120s"}}]`)
+	provider := startNode(t, "librarian", "--data", filepath.Join(dir, "p"), "--capabilities", caps)
+	requester := startNode(t, "agent", "--data", filepath.Join(dir, "r"), "--bootstrap", provider.started.Addrs[0])
+	wait.For(t, 30*time.Second, func() error {
+		_, err := capabilitiesOf(t, requester.started.API, provider.started.AgentID)
+		return err
+	})
+	call := exec.Command(binary, "call", provider.started.AgentID, "approval", "--timeout", "100s", "--api", requester.started.API)
+	call.Env = env(t)
+	stderr := &syncBuffer{}
+	call.Stderr = stderr
+	if err := call.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- call.Wait() }()
+	t.Cleanup(func() { _ = call.Process.Kill() })
+	var taskID string
+	wait.For(t, 20*time.Second, func() error {
+		line, _, _ := strings.Cut(stderr.String(), "\n")
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "task" {
+			taskID = f[1]
+			return nil
+		}
+		return fmt.Errorf("call has not named its task: %q", stderr.String())
+	})
+	wait.For(t, 20*time.Second, func() error {
+		res := meshagent(t, "task", "status", taskID, "--json", "--api", requester.started.API)
+		if res.code != 0 || !strings.Contains(res.stdout, `"state":"APPROVED"`) {
+			return fmt.Errorf("task status exited %d: %s %s", res.code, res.stdout, res.stderr)
+		}
+		return nil
+	})
+	res := meshagent(t, "task", "cancel", taskID, "--api", requester.started.API).must(t, 0)
+	if !strings.HasPrefix(res.stdout, "task "+taskID+": ") {
+		t.Errorf("cancel printed %q", res.stdout)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancelled call did not end")
+	}
+	if code := call.ProcessState.ExitCode(); code != 9 || !strings.Contains(stderr.String(), "cancelled by its requester") {
+		t.Errorf("the cancelled call exited %d: %s", code, stderr.String())
+	}
+	res = meshagent(t, "task", "status", taskID, "--api", requester.started.API).must(t, 0)
+	if !strings.Contains(res.stdout, "CANCELLED") {
+		t.Errorf("status after cancel: %q", res.stdout)
+	}
+	meshagent(t, "task", "status", "no-such-task", "--api", requester.started.API).must(t, 3)
+}
