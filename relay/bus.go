@@ -199,10 +199,11 @@ type bus struct {
 	// mesh, with the cancel of the mesh subscription.
 	meshSubs map[string]*meshSub
 
-	kick   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	kick     chan struct{}
+	historyQ chan store.Message
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 type meshSub struct {
@@ -225,7 +226,11 @@ func newBus(s *Server, cfg BusConfig, st *store.Store) *bus {
 	s.Handle(MethodBusDeadLetters, b.deadLetters)
 	s.Handle(MethodBusReplay, b.replay)
 	if st != nil {
+		b.historyQ = make(chan store.Message, historyQueue)
 		b.wg.Go(b.retryLoop)
+		for range historyWriters {
+			b.wg.Go(b.historyLoop)
+		}
 	}
 	return b
 }
@@ -600,14 +605,10 @@ func (b *bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 		meshDone = b.toMesh(ctx, msg, len(subs) > 0)
 	}
 	var retries []store.Message
-	for _, s := range subs {
-		pr, err := b.deliver(ctx, s, msg)
-		ack := Ack{ClientID: s.client.id, Processed: err == nil && pr.Processed}
-		switch {
-		case err != nil:
+	outcome := func(s *subscription, pr ProcessResult, err error) Ack {
+		ack := Ack{ClientID: s.client.id, Processed: err == nil && pr.Processed, Message: pr.Message}
+		if err != nil {
 			ack.Message = err.Error()
-		default:
-			ack.Message = pr.Message
 		}
 		if err != nil || pr.ShouldRetry {
 			if rm, ok := b.retryFor(msg, s.client.id, pr, err); ok {
@@ -615,7 +616,33 @@ func (b *bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 				ack.Retrying = true
 			}
 		}
-		res.Acks = append(res.Acks, ack)
+		return ack
+	}
+	for i := 0; i < len(subs); {
+		// A run of continueAll subscriptions cannot stop propagation, so
+		// its deliveries go out at once; their acks keep the order.
+		if j := i; subs[j].policy == PolicyContinueAll {
+			for j < len(subs) && subs[j].policy == PolicyContinueAll {
+				j++
+			}
+			if j-i > 1 {
+				prs, errs := make([]ProcessResult, j-i), make([]error, j-i)
+				var wg sync.WaitGroup
+				for k := i; k < j; k++ {
+					wg.Go(func() { prs[k-i], errs[k-i] = b.deliver(ctx, subs[k], msg) })
+				}
+				wg.Wait()
+				for k := i; k < j; k++ {
+					res.Acks = append(res.Acks, outcome(subs[k], prs[k-i], errs[k-i]))
+				}
+				i = j
+				continue
+			}
+		}
+		s := subs[i]
+		pr, err := b.deliver(ctx, s, msg)
+		res.Acks = append(res.Acks, outcome(s, pr, err))
+		i++
 		if err == nil && b.stops(s.policy, pr) {
 			res.StopPropagation = true
 			break
@@ -705,8 +732,41 @@ func (b *bus) record(msg store.Message) {
 	if b.store == nil {
 		return
 	}
-	if err := b.store.Record(b.ctx, msg); err != nil && b.ctx.Err() == nil {
-		b.log.Warn("history not recorded", "id", msg.ID, "err", err)
+	select {
+	case b.historyQ <- msg: // blocks only when the writers fall behind
+	case <-b.ctx.Done():
+		b.recordNow(context.Background(), msg)
+	}
+}
+
+// History is written by a few writers, so that concurrent messages share
+// the store's group commits and no sendMessage waits for an fsync.
+const (
+	historyQueue   = 4096
+	historyWriters = 4
+)
+
+func (b *bus) historyLoop() {
+	for {
+		select {
+		case m := <-b.historyQ:
+			b.recordNow(b.ctx, m)
+		case <-b.ctx.Done():
+			for { // what was queued before Close is still written
+				select {
+				case m := <-b.historyQ:
+					b.recordNow(context.Background(), m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (b *bus) recordNow(ctx context.Context, m store.Message) {
+	if err := b.store.Record(ctx, m); err != nil {
+		b.log.Warn("history not recorded", "id", m.ID, "err", err)
 	}
 }
 

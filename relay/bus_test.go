@@ -358,10 +358,12 @@ func TestBusRetryThenDeadLetter(t *testing.T) {
 	if err := sender.Call(ctxT(t), "bus.replay", map[string]any{"id": dls[0].ID}, nil); rpcCode(err) != relay.CodeInvalidParams {
 		t.Errorf("second replay: %v, want -32602 (not found)", err)
 	}
-	var hist []relay.StoredMessage
-	if err := sender.Call(ctxT(t), "bus.history", map[string]any{"topic": "task:*", "agent": "sender"}, &hist); err != nil || len(hist) != 1 || hist[0].ID != res.MessageID {
-		t.Errorf("history %+v %v, want the one message %s", hist, err, res.MessageID)
-	}
+	// History is written in the background.
+	waitFor(t, "the message in history", func() bool {
+		var hist []relay.StoredMessage
+		err := sender.Call(ctxT(t), "bus.history", map[string]any{"topic": "task:*", "agent": "sender"}, &hist)
+		return err == nil && len(hist) == 1 && hist[0].ID == res.MessageID
+	})
 }
 
 // TestBusDefaultHandler is seed 001's default handler flow: nobody
@@ -484,4 +486,25 @@ func TestBusRestart(t *testing.T) {
 	worker := newPeer(t, url2, "worker", nil)
 	worker.subscribe(t, map[string]any{"topic": "job:*"})
 	waitFor(t, "the message after the restart", func() bool { return strings.Join(worker.texts(), ",") == "keep me" })
+}
+
+// TestBusContinueAllConcurrent: subscriptions under continueAll cannot
+// stop propagation, so they are delivered to at once: each of these two
+// answers only once both have the message (sequential delivery would
+// never finish).
+func TestBusContinueAllConcurrent(t *testing.T) {
+	_, url := busServer(t, newFakeMesh(), nil)
+	var both sync.WaitGroup
+	both.Add(2)
+	for i, pattern := range []string{"audit:*", "audit:"} {
+		p := newPeer(t, url, fmt.Sprintf("auditor-%d", i), func(delivery) (any, error) {
+			both.Done()
+			both.Wait()
+			return map[string]any{"processed": true}, nil
+		})
+		p.subscribe(t, map[string]any{"topic": pattern, "policy": "continueAll"})
+	}
+	if got := ackIDs(newPeer(t, url, "sender", nil).send(t, "audit:1", "x")); got != "auditor-1=true auditor-0=true" {
+		t.Errorf("acks %q, want both in subscription order, newest first", got)
+	}
 }
