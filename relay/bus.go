@@ -750,7 +750,9 @@ func (b *bus) historyLoop() {
 	for {
 		select {
 		case m := <-b.historyQ:
-			b.recordNow(b.ctx, m)
+			// Not b.ctx: a record taken before Close began is still
+			// written, like those left in the queue.
+			b.recordNow(context.Background(), m)
 		case <-b.ctx.Done():
 			for { // what was queued before Close is still written
 				select {
