@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -110,8 +111,12 @@ func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress fun
 		if err != nil {
 			return nil, err
 		}
-		if sj, err := signedJSON(frame); err == nil {
-			signed(sj)
+		// The frame starts with its uvarint length prefix; the signed
+		// JSON form is made from the body after it.
+		if _, k := binary.Uvarint(frame); k > 0 {
+			if sj, err := signedJSON(frame[k:]); err == nil {
+				signed(sj)
+			}
 		}
 	}
 	return resp, nil
