@@ -159,6 +159,9 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Bus, error) {
 		libp2ppubsub.WithPeerScore(sp, st),
 		libp2ppubsub.WithMaxMessageSize(cfg.maxSize + 4096),
 		libp2ppubsub.WithRawTracer(mesh),
+		// A node's own messages go to every topic peer, not only its mesh
+		// (gossipsub v1.1 flood publishing): see the package doc.
+		libp2ppubsub.WithFloodPublish(true),
 	}
 	if cfg.disc != nil {
 		psOpts = append(psOpts, libp2ppubsub.WithDiscovery(cfg.disc))

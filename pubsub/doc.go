@@ -56,7 +56,17 @@
 // WithMinPeers topic peers (default 1), then publishes and returns how
 // many topic peers it went to; with none it returns an error wrapping
 // ErrNoPeers (go-libp2p-pubsub issue 331: a publish is never silently
-// lost). Subscribers on the publishing node receive its own messages.
+// lost). A node's own messages are flood-published (gossipsub v1.1): sent
+// to every topic peer scoring above the publish threshold, not only to its
+// GossipSub mesh. Without it a node that subscribes to the family sends
+// only to its mesh, which is empty until the heartbeat after the
+// subscription grafts, and a peer grafted just after a message was sent
+// never gets it (gossip goes to non-mesh peers only): a message published
+// right after subscribing reached nobody while Publish counted its topic
+// peers. The cost is fan-out bandwidth at the publisher, one copy per
+// connected topic peer instead of one per mesh peer; forwarded messages
+// still go through the mesh. Subscribers on the publishing node receive
+// its own messages.
 // Each subscription has a bounded queue (WithQueueSize, default 256); when
 // it is full the newest message is dropped and counted (Dropped).
 //

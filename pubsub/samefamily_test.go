@@ -1,0 +1,47 @@
+package pubsub
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestPublisherSubscribedToFamily: a publisher that itself subscribes to
+// another topic of the family still reaches the family's other
+// subscribers, whether the GossipSub mesh has formed or not.
+func TestPublisherSubscribedToFamily(t *testing.T) {
+	ha, hb, hc := newHost(t), newHost(t), newHost(t)
+	a, b, c := newBus(t, ha), newBus(t, hb), newBus(t, hc)
+	connect(t, ha, hb)
+	connect(t, hb, hc)
+	connect(t, ha, hc)
+	all := collect(t, a, "pr.*")
+	opened := collect(t, c, "pr.opened")
+	approved := collect(t, b, "pr.approved")
+	waitFor(t, 10*time.Second, "b sees both family peers", func() bool { return len(b.Peers("pr.opened")) >= 2 })
+	n, err := b.Publish(context.Background(), "pr.opened", payload("opened"))
+	if err != nil || n < 2 {
+		t.Fatalf("Publish = %d, %v", n, err)
+	}
+	if m := recv(t, opened, "pr.opened on c"); mark(m) != "opened" {
+		t.Errorf("c got %q", mark(m))
+	}
+	if m := recv(t, all, "pr.* on a"); mark(m) != "opened" {
+		t.Errorf("a got %q", mark(m))
+	}
+	n, err = c.Publish(context.Background(), "pr.approved", payload("approved"))
+	if err != nil || n < 2 {
+		t.Fatalf("Publish = %d, %v", n, err)
+	}
+	if m := recv(t, approved, "pr.approved on b"); mark(m) != "approved" {
+		t.Errorf("b got %q", mark(m))
+	}
+	if m := recv(t, all, "pr.* on a"); mark(m) != "approved" {
+		t.Errorf("a got %q", mark(m))
+	}
+	select {
+	case m := <-approved:
+		t.Errorf("pr.approved subscriber also got %q", mark(m))
+	default:
+	}
+}
