@@ -130,6 +130,7 @@ type submission struct {
 	history  []protocol.TaskState
 	assigned string
 	decision chan reviewDecision // an ESCALATED submission waits on it
+	reviewed bool                // a human decided it
 }
 
 type reviewDecision struct {
@@ -187,17 +188,17 @@ func (l *Librarian) Escalations() <-chan string { return l.escalated }
 // Review is the human decision on an escalated submission.
 func (l *Librarian) Review(id string, approve bool, note string) error {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	s := l.submissions[id]
-	l.mu.Unlock()
-	if s == nil || s.decision == nil {
+	switch {
+	case s == nil || s.decision == nil:
 		return fmt.Errorf("librarian: no escalated submission %s", id)
-	}
-	select {
-	case s.decision <- reviewDecision{approve: approve, note: note}:
-		return nil
-	default:
+	case s.reviewed:
 		return fmt.Errorf("librarian: submission %s was already reviewed", id)
 	}
+	s.reviewed = true
+	s.decision <- reviewDecision{approve: approve, note: note} // buffered for one
+	return nil
 }
 
 // State returns a submission's governance state and its history.
@@ -485,7 +486,9 @@ func (l *Librarian) approval(ctx context.Context, c *node.Call) (json.RawMessage
 	}
 
 	if why := escalation(r); why != "" {
+		l.mu.Lock()
 		s.decision = make(chan reviewDecision, 1)
+		l.mu.Unlock()
 		l.setState(s, protocol.TaskEscalated)
 		c.SetState(protocol.TaskEscalated, why)
 		progress(Progress{State: string(protocol.TaskEscalated), Note: why})
