@@ -110,7 +110,9 @@ func (n *Node) finishTask(t *task, res json.RawMessage, err error) {
 		t.set(n, protocol.TaskCompleted, "")
 	case cancelled:
 		t.set(n, protocol.TaskCancelled, "cancelled by the requester")
-	case state == protocol.TaskValidating:
+	case state == protocol.TaskValidating || state == protocol.TaskEscalated:
+		// Seed 003: an escalated request is decided by a human, approved or
+		// rejected; a handler's error there is that rejection, not a fault.
 		t.mu.Lock()
 		t.t.Error = protocol.AsError(err)
 		t.mu.Unlock()

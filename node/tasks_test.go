@@ -33,6 +33,13 @@ func TestTasks(t *testing.T) {
 	})
 	provider := meshtest.Node(t, 120, node.WithServices(
 		node.Service{Capability: protocol.Capability{Name: "approval"}, Handler: long},
+		node.Service{Capability: protocol.Capability{Name: "refused-by-human"}, Handler: node.HandlerFunc(func(_ context.Context, call *node.Call) (json.RawMessage, error) {
+			call.SetState(protocol.TaskEscalated, "needs a human")
+			return nil, protocol.Errorf(protocol.CodeUnauthorized, "the reviewer said no")
+		})},
+		node.Service{Capability: protocol.Capability{Name: "broken"}, Handler: node.HandlerFunc(func(context.Context, *node.Call) (json.RawMessage, error) {
+			return nil, fmt.Errorf("disk full")
+		})},
 		node.Service{Capability: protocol.Capability{Name: "strict", InputSchema: json.RawMessage(`{"type":"object","required":["content"]}`)}, Handler: node.EchoHandler()}))
 	requester, other := meshtest.Node(t, 121), meshtest.Node(t, 122)
 	meshtest.Connect(t, requester, provider)
@@ -105,6 +112,21 @@ func TestTasks(t *testing.T) {
 		tk, err := requester.TaskStatus(ctx, "task-3", "")
 		if err != nil || tk.State != protocol.TaskRejected || tk.Error == nil || states(tk) != "VALIDATING>REJECTED" {
 			t.Fatalf("task %+v %v", tk, err)
+		}
+	})
+
+	t.Run("an escalation turned down is rejected, a handler fault failed", func(t *testing.T) {
+		for _, tc := range []struct{ action, id, state, history string }{
+			{"refused-by-human", "task-4", "REJECTED", "VALIDATING>APPROVED>ESCALATED>REJECTED"},
+			{"broken", "task-5", "FAILED", "VALIDATING>APPROVED>FAILED"},
+		} {
+			if _, err := requester.Call(ctx, protocol.CallRequest{To: provider.AgentID(), Action: tc.action, CorrelationID: tc.id}); err == nil {
+				t.Fatalf("%s: no error", tc.action)
+			}
+			tk, err := requester.TaskStatus(ctx, tc.id, "")
+			if err != nil || string(tk.State) != tc.state || tk.Error == nil || states(tk) != tc.history {
+				t.Errorf("%s: task %+v %v", tc.action, tk, err)
+			}
 		}
 	})
 

@@ -139,6 +139,9 @@ func TestHumanRejects(t *testing.T) {
 	if st, hist := lib.State(id); st != protocol.TaskRejected || joinStates(hist) != "PENDING > VALIDATING > ESCALATED > REJECTED" {
 		t.Errorf("state %s, history %s", st, joinStates(hist))
 	}
+	if tk, err := a[claude].n.TaskStatus(ctx, id, ""); err != nil || tk.State != protocol.TaskRejected {
+		t.Errorf("the node's task record: %+v %v, want REJECTED", tk, err)
+	}
 	if err := lib.Review(id, true, "again"); err == nil {
 		t.Error("a second review was accepted")
 	}
