@@ -22,10 +22,12 @@ lint: ## gofmt, go vet, and no printing or exiting in library packages
 	$(GO) vet ./...
 	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node relay dht pubsub store 2>/dev/null | grep -v '_test.go'
 
-bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, directory vs raw kad-dht, topics vs raw GossipSub, canonical JSON vs jcs)
+bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, directory vs raw kad-dht, topics vs raw GossipSub, bus vs nats-server, idle client memory, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
 	$(GO) test ./dht -run '^$$' -bench FindProviders -benchtime 200x
 	$(GO) test ./pubsub -run '^$$' -bench Fanout -benchtime 1x
+	$(GO) test ./relay -run '^$$' -bench BusRoundTrip -benchtime 1x
+	$(GO) test ./relay -run '^$$' -bench IdleClients -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
 fuzz: ## Run every fuzz target for FUZZTIME
