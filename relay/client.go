@@ -309,8 +309,11 @@ func (c *Client) serveRequest(m *message) {
 		return
 	}
 	c.wg.Go(func() {
-		defer func() { <-c.reqs }()
 		res, err := c.cfg.OnRequest(c.ctx, m.Method, m.Params)
+		// Free the slot before answering: the server may send its next
+		// request as soon as it has the answer, and a server keeping
+		// maxClientRequests outstanding must not be told the client is busy.
+		<-c.reqs
 		if err != nil {
 			c.send(errorResponse(m.ID, toRPCError(err)))
 			return
