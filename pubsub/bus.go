@@ -14,6 +14,7 @@ import (
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -366,7 +367,7 @@ func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wai
 	var lookup <-chan struct{}
 	var lastLookup time.Time
 	for {
-		n := len(t.ListPeers())
+		n := b.connected(t.ListPeers())
 		if n >= min && n > 0 {
 			return n, nil
 		}
@@ -386,6 +387,19 @@ func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wai
 		case <-tick.C:
 		}
 	}
+}
+
+// connected counts the peers that are connected now. The router learns of
+// a closed connection a moment after it closes, and until then still lists
+// the peer in the topic: a message published to it then is lost.
+func (b *Bus) connected(peers []peer.ID) int {
+	n := 0
+	for _, p := range peers {
+		if b.h.Network().Connectedness(p) == network.Connected {
+			n++
+		}
+	}
+	return n
 }
 
 // discoveryNamespace is the namespace go-libp2p-pubsub advertises a topic
