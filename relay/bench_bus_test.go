@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -181,17 +179,7 @@ func BenchmarkBusRoundTrip(b *testing.B) {
 // checks every ack.
 func busRoundTrip(b *testing.B, opts ...relay.Option) roundTrip {
 	b.Helper()
-	quiet := slog.New(slog.DiscardHandler)
-	srv, err := relay.New(newFakeMesh(), append([]relay.Option{relay.WithLogger(quiet)}, opts...)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	b.Cleanup(func() {
-		_ = srv.Close()
-		hs.Close()
-	})
-	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	url := scaleServer(b, relay.DefaultLimits().MaxClients, opts...).URL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dial := func(id string, copts ...relay.ClientOption) *relay.Client {

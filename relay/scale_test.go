@@ -91,13 +91,13 @@ func forEach(n, par int, f func(i int) error) error {
 	return first
 }
 
-// scaleServer starts a bus (no store, fake mesh) on a loopback port that
-// admits max clients.
-func scaleServer(tb testing.TB, max int) *relay.Server {
+// scaleServer starts a bus (fake mesh, no store unless opts give one) on
+// a loopback port that admits max clients.
+func scaleServer(tb testing.TB, max int, opts ...relay.Option) *relay.Server {
 	tb.Helper()
 	lim := relay.DefaultLimits()
 	lim.MaxClients = max
-	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(tb)), relay.WithLimits(lim))
+	srv, err := relay.New(newFakeMesh(), append([]relay.Option{relay.WithLogger(testLogger(tb)), relay.WithLimits(lim)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -106,15 +106,7 @@ func TestRun(t *testing.T) {
 func TestRunExternal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := startRelay(slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	r := testRelay(t)
 	addr := fmt.Sprintf("%s/p2p/%s", r.node.Addrs()[0], r.node.ID())
 	suffix := regexp.MustCompile(`(?m)^shopper_B1(_[0-9a-f]{6}): REGISTER_ACK`)
 	var suffixes []string
@@ -140,15 +132,7 @@ func TestRunExternal(t *testing.T) {
 func TestRunExternalNoMesh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := startRelay(slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	r := testRelay(t)
 	var out bytes.Buffer
 	if err := runExternal(ctx, &out, r.url, ""); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -161,4 +145,19 @@ func TestRunExternalNoMesh(t *testing.T) {
 	if strings.Contains(out.String(), "mesh_hunter") {
 		t.Errorf("a mesh side without -relay:\n%s", out.String())
 	}
+}
+
+// testRelay starts an in-process relay that the test's end closes.
+func testRelay(t *testing.T) *inProcessRelay {
+	t.Helper()
+	r, err := startRelay(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
 }
