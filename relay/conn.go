@@ -55,7 +55,10 @@ type HandlerFunc func(ctx context.Context, req *Request) (any, error)
 //
 // Outgoing messages go through a bounded queue drained by the writer. A
 // full queue, or a write that misses Limits.WriteTimeout, disconnects the
-// client: the server never waits for a slow reader.
+// client: the server never waits for a slow reader. Requests of the
+// server's own (Call) are bounded separately by Limits.MaxPendingCalls:
+// beyond it Call waits for a slot, which slows the callers (the bus's
+// senders) instead of filling the queue of a client that is reading.
 type Conn struct {
 	srv     *Server
 	id      uint64

@@ -22,13 +22,25 @@ import (
 // Limits.MaxPendingCalls slots, so a burst of sends slows the senders
 // down instead of overrunning the subscriber's send queue.
 
-// flowSenders × flowPerSender messages are in flight at once: each sender
-// connection keeps its client's (and the server's per-connection) 64
-// requests busy.
+// flowSenders × flowPerSender = 512 messages are in flight at once: each
+// sender connection keeps flowLimits' MaxConcurrentCalls requests busy.
 const (
-	flowSenders   = 8
-	flowPerSender = 64
+	flowSenders   = 64
+	flowPerSender = 8
 )
+
+// flowLimits are small per-connection limits, so that a burst of 512
+// deliveries overruns a subscriber's send queue on any machine unless
+// deliveries wait for MaxPendingCalls (the defaults keep the same
+// proportions: 64 + 64 below 256).
+func flowLimits() relay.Limits {
+	l := relay.DefaultLimits()
+	l.SendQueue = 32
+	l.MaxConcurrentCalls = flowPerSender
+	l.MaxBatch = flowPerSender
+	l.MaxPendingCalls = 16
+	return l
+}
 
 // flowServer serves a bus with a store and limits l.
 func flowServer(t *testing.T, l relay.Limits) string {
@@ -113,10 +125,11 @@ func flood(t *testing.T, url, topic string, payload map[string]any) ([]relay.Sen
 // A subscriber that reads and answers keeps its connection under 512
 // messages in flight to its topic, and every send succeeds, processed.
 func TestReadingSubscriberKeptUnderFlood(t *testing.T) {
-	url := flowServer(t, relay.DefaultLimits())
+	url := flowServer(t, flowLimits())
 	var got atomic.Int64
 	sub := newPeer(t, url, "reader", func(delivery) (any, error) {
 		got.Add(1)
+		time.Sleep(time.Millisecond) // a subscriber doing some work
 		return map[string]any{"processed": true}, nil
 	})
 	sub.subscribe(t, map[string]any{"topic": "flow:*"})
@@ -158,7 +171,7 @@ func TestReadingSubscriberKeptUnderFlood(t *testing.T) {
 // and its writes stall past WriteTimeout) while a reading one under the
 // same flood keeps its connection; the reading one gets every message.
 func TestNonReadingSubscriberCutReaderKept(t *testing.T) {
-	l := relay.DefaultLimits()
+	l := flowLimits()
 	// Short enough to keep the test fast, long enough that a client that
 	// reads answers in time on a loaded 2-core machine under the race
 	// detector (at 2 s, readers and senders missed pings there too).
@@ -168,6 +181,7 @@ func TestNonReadingSubscriberCutReaderKept(t *testing.T) {
 	var got atomic.Int64
 	reader := newPeer(t, url, "reader", func(delivery) (any, error) {
 		got.Add(1)
+		time.Sleep(time.Millisecond) // a subscriber doing some work
 		return map[string]any{"processed": true}, nil
 	})
 	reader.subscribe(t, map[string]any{"topic": "flow:*", "policy": "continueAll"})
