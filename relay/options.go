@@ -21,14 +21,17 @@ import (
 // be positive, except PingInterval, where 0 turns keep-alive pings off.
 //
 // Memory: a connection holds at most SendQueue encoded messages waiting to
-// be written, MaxConcurrentCalls requests being served (each at most
-// MaxMessageBytes as read) and MaxPendingCalls requests of the server's
-// own (processMessage deliveries, mesh.handle) awaiting answers; a server
-// holds at most MaxClients connections, plus the ones being torn down
-// (each for at most WriteTimeout). With the defaults and 1 KiB messages
-// that is about 0.4 MiB per connection at its worst, 0.4 GiB for a full
-// server; the worst case is dominated by the message size, so lower
-// MaxMessageBytes (or SendQueue) where clients send large messages.
+// be written, MaxConcurrentCalls requests being served (each read whole,
+// at most MaxMessageBytes) and MaxPendingCalls requests of the server's
+// own (processMessage deliveries, mesh.handle) awaiting answers, so about
+// (SendQueue + MaxConcurrentCalls + MaxPendingCalls) messages of at most
+// MaxMessageBytes each (a delivery carries a payload some client sent); a
+// server holds at most MaxClients connections, plus the ones being torn
+// down (each for at most WriteTimeout). With the defaults that is 384
+// messages per connection: 384 KiB with 1 KiB messages (0.4 GiB for a
+// full server), and a worst case of 384 MiB per connection with messages
+// at the 1 MiB limit. Size MaxMessageBytes (and SendQueue) for the
+// messages clients really send.
 type Limits struct {
 	// MaxMessageBytes is the read limit per WebSocket message (one
 	// JSON-RPC request or batch). A client that sends more is disconnected
