@@ -79,7 +79,7 @@ type fuzzBus struct {
 	n      atomic.Int64
 }
 
-func newFuzzBus(f *testing.F) *fuzzBus {
+func newFuzzBus(f testing.TB) *fuzzBus {
 	f.Helper()
 	st, err := store.Open(filepath.Join(f.TempDir(), "fuzz.db"))
 	if err != nil {
