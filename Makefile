@@ -31,7 +31,7 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
 fuzz: ## Run every fuzz target for FUZZTIME
-	@for pkg in sign protocol relay; do \
+	@for pkg in sign protocol store relay; do \
 	  for f in $$($(GO) test ./$$pkg -list '^Fuzz' | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test ./$$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \
