@@ -20,7 +20,7 @@ import (
 
 // rawStream opens a request stream from a's host to p, bypassing a's
 // well-behaved client, so a test can write whatever bytes it likes.
-func rawStream(t *testing.T, a, p *node.Node) network.Stream {
+func rawStream(t testing.TB, a, p *node.Node) network.Stream {
 	t.Helper()
 	s, err := a.Host().NewStream(meshtest.Context(t, 10*time.Second), p.ID(), protocol.RequestProtocol)
 	if err != nil {
@@ -50,7 +50,7 @@ func readAnswer(t *testing.T, s network.Stream, p peer.ID) (*protocol.Response, 
 	return protocol.DecodeResponse(e)
 }
 
-func signer(t *testing.T, i int) *sign.Signer {
+func signer(t testing.TB, i int) *sign.Signer {
 	t.Helper()
 	s, err := sign.NewSigner(meshtest.Key(t, i))
 	if err != nil {
