@@ -3,8 +3,8 @@ package store
 import (
 	"context"
 	"errors"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
