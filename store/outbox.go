@@ -215,19 +215,25 @@ func (s *Store) Delivered(ctx context.Context, id string) error {
 // errText as LastError (cut to MaxErrorText bytes) and sets the next attempt time to next. It returns
 // ErrNotFound when id is not in the outbox.
 func (s *Store) Retry(ctx context.Context, id, errText string, next time.Time) error {
-	return s.reschedule(ctx, "retry", id, errText, next, 1)
+	return s.reschedule(ctx, "retry", id, errText, next, 1, time.Time{})
 }
 
 // Postpone moves message id's next attempt to next without counting a
 // failed delivery: Attempts is kept, errText (cut to MaxErrorText bytes)
-// becomes LastError. The bus postpones a message whose subscriber is away,
-// since an attempt that found nobody to deliver to is not a delivery. It
-// returns ErrNotFound when id is not in the outbox.
-func (s *Store) Postpone(ctx context.Context, id, errText string, next time.Time) error {
-	return s.reschedule(ctx, "postpone", id, errText, next, 0)
+// becomes LastError, and a non-zero expires replaces Expires. The bus
+// postpones a message whose subscriber is away, since an attempt that
+// found nobody to deliver to is not a delivery. It returns ErrNotFound
+// when id is not in the outbox.
+func (s *Store) Postpone(ctx context.Context, id, errText string, next, expires time.Time) error {
+	if !expires.IsZero() {
+		if err := checkTime("expiry", expires); err != nil {
+			return err
+		}
+	}
+	return s.reschedule(ctx, "postpone", id, errText, next, 0, expires)
 }
 
-func (s *Store) reschedule(ctx context.Context, op, id, errText string, next time.Time, bump int) error {
+func (s *Store) reschedule(ctx context.Context, op, id, errText string, next time.Time, bump int, expires time.Time) error {
 	if err := checkTime("next attempt", next); err != nil {
 		return err
 	}
@@ -241,6 +247,9 @@ func (s *Store) reschedule(ctx context.Context, op, id, errText string, next tim
 		}
 		r.Attempts += bump
 		r.LastError = clip(errText)
+		if !expires.IsZero() {
+			r.Expires = expires.UnixNano()
+		}
 		return moveDue(tx, r, next.UnixNano())
 	})
 	if err != nil {

@@ -17,15 +17,18 @@ func TestPostponeKeepsAttempts(t *testing.T) {
 	s, clk := open(t)
 	ctx := context.Background()
 	m := msg("m1", "task:1")
-	m.To = "worker"
+	m.To, m.Expires = "worker", clk.Now().Add(2*time.Hour)
 	if err := s.Enqueue(ctx, m); err != nil {
 		t.Fatal(err)
+	}
+	if p, err := s.Pending(ctx, 0); err != nil || len(p) != 1 || !p[0].Expires.Equal(m.Expires) {
+		t.Fatalf("pending %+v %v, want the expiry kept", p, err)
 	}
 	if err := s.Retry(ctx, "m1", "busy", clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	later := clk.Now().Add(time.Hour)
-	if err := s.Postpone(ctx, "m1", "waiting for worker", later); err != nil {
+	if err := s.Postpone(ctx, "m1", "waiting for worker", later, later); err != nil {
 		t.Fatal(err)
 	}
 	if due, _ := s.Due(ctx, clk.Now(), 0); len(due) != 0 {
@@ -35,10 +38,17 @@ func TestPostponeKeepsAttempts(t *testing.T) {
 	if err != nil || len(p) != 1 {
 		t.Fatalf("pending %+v %v", p, err)
 	}
-	if p[0].Attempts != 1 || p[0].LastError != "waiting for worker" || !p[0].NextAttempt.Equal(later) {
-		t.Errorf("postponed %+v, want 1 attempt, the note, next attempt in an hour", p[0])
+	if p[0].Attempts != 1 || p[0].LastError != "waiting for worker" || !p[0].NextAttempt.Equal(later) || !p[0].Expires.Equal(later) {
+		t.Errorf("postponed %+v, want 1 attempt, the note, next attempt and expiry in an hour", p[0])
 	}
-	if err := s.Postpone(ctx, "nope", "x", later); !errors.Is(err, ErrNotFound) {
+	// Replay starts afresh: no expiry.
+	if err := s.DeadLetter(ctx, p[0], "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Replay(ctx, "m1"); err != nil || !m.Expires.IsZero() || m.Attempts != 0 {
+		t.Errorf("replayed %+v %v, want no expiry and no attempts", m, err)
+	}
+	if err := s.Postpone(ctx, "nope", "x", later, time.Time{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("postpone of a missing id: %v", err)
 	}
 }
@@ -79,7 +89,7 @@ func TestWake(t *testing.T) {
 	if _, err := s.Replay(ctx, "b1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Postpone(ctx, "b1", "away", later); err != nil {
+	if err := s.Postpone(ctx, "b1", "away", later, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.Wake(ctx, "bob", clk.Now()); err != nil || n != 1 {
@@ -91,7 +101,7 @@ func TestWake(t *testing.T) {
 	if err := s.Delivered(ctx, "a1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Postpone(ctx, "a2", "away", later); err != nil {
+	if err := s.Postpone(ctx, "a2", "away", later, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.Wake(ctx, "alice", clk.Now()); err != nil || n != 1 {
