@@ -69,7 +69,10 @@
 // Prune deletes history older than the retention (WithRetention, seven
 // days by default, as seed 004 asks) with its index entries, in bounded
 // transactions; a pruner goroutine owned by the Store runs it every
-// WithPruneInterval and stops in Close.
+// WithPruneInterval and stops in Close. History is also bounded in size
+// (WithMaxHistoryBytes, 256 MiB by default): a Record that takes it past
+// the cap deletes the oldest records in its own transaction, and the
+// meta bucket keeps the running size so that the check costs no scan.
 //
 // # Tokens
 //
