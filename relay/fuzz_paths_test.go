@@ -51,7 +51,20 @@ func (fuzzMesh) Publish(context.Context, string, json.RawMessage, *protocol.Filt
 	return 1, nil
 }
 
+func (fuzzMesh) PublishID(context.Context, string, string, json.RawMessage, *protocol.Filter) (int, error) {
+	return 1, nil
+}
+
 func (fuzzMesh) Subscribe(string, func(protocol.TopicMessage)) (func(), error) { return func() {}, nil }
+
+// fuzzMesh offers every optional part of the mesh, so that every method
+// reaches its params decoding.
+var (
+	_ Publisher  = fuzzMesh{}
+	_ Discoverer = fuzzMesh{}
+	_ Consenter  = fuzzMesh{}
+	_ Tasker     = fuzzMesh{}
+)
 
 func (fuzzMesh) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo, error) {
 	ch := make(chan protocol.PeerInfo)

@@ -353,7 +353,10 @@ func TestSlowSubscriberDisconnected(t *testing.T) {
 	}
 	// slow never reads again.
 	pub := dialClient(t, url)
-	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 64<<10) + `"}`)
+	// Large enough that a few dozen publishes fill the socket buffers
+	// (several MiB on loopback) and the writer stalls: with 64 KiB, under
+	// the race detector on a loaded machine, 10 s of publishing did not.
+	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 512<<10) + `"}`)
 	wait.For(t, testTimeout, func() error {
 		// The fake delivers synchronously: a blocking Notify would hang
 		// this Publish.
