@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
@@ -346,18 +349,25 @@ func TestSlowSubscriberDisconnected(t *testing.T) {
 	l.WriteTimeout = 500 * time.Millisecond
 	mesh := newTopicMesh()
 	url := topicServer(t, mesh, relay.WithLimits(l))
-	slow := dialRaw(t, url)
+	// A small receive buffer, so that the server's writes stall after a
+	// few messages whatever the machine's TCP autotuning allows.
+	hc := &http.Client{Transport: &http.Transport{DialContext: smallReceiveBuffer().DialContext}}
+	slow, _, err := websocket.Dial(ctxT(t), url, &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.CloseNow() })
 	writeFrame(t, slow, `{"jsonrpc":"2.0","id":1,"method":"mesh.subscribe","params":{"pattern":"flood:*"}}`)
 	if got := readFrame(t, slow); !strings.Contains(got, `"subscription":"s1"`) {
 		t.Fatalf("subscribe: %s", got)
 	}
 	// slow never reads again.
 	pub := dialClient(t, url)
-	// Large enough that a few dozen publishes fill the socket buffers
-	// (several MiB on loopback) and the writer stalls: with 64 KiB, under
-	// the race detector on a loaded machine, 10 s of publishing did not.
+	// Large, so that a few publishes fill the server's send buffer too
+	// (autotuned up to 4 MiB on Linux): at 64 KiB a loaded machine under
+	// the race detector did not publish enough in 10 s.
 	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 512<<10) + `"}`)
-	wait.For(t, testTimeout, func() error {
+	wait.For(t, 3*testTimeout, func() error { // a loaded machine under the race detector took 9 s
 		// The fake delivers synchronously: a blocking Notify would hang
 		// this Publish.
 		if _, err := pub.Publish(ctxT(t), "flood:1", payload, nil, 0); err != nil && !errors.Is(err, protocol.ErrNoPeers) {
