@@ -312,7 +312,7 @@ func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
 		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
 	}
 	if ci := w["clientInfo"]; len(ci) > 0 {
-		if ci[0] != '{' || json.Unmarshal(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
+		if ci[0] != '{' || decodeStrict(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
 			return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
 		}
 	}
@@ -416,8 +416,8 @@ func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	var dflt bool
-	if raw, ok := w["defaultHandler"]; ok {
-		_ = json.Unmarshal(raw, &dflt)
+	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
+		return nil, Errorf(CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
 	}
 	b.mu.Lock()
 	var found *subscription

@@ -175,7 +175,7 @@ func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, erro
 	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
 		var n json.Number
 		ms, err := int64(0), error(nil)
-		if err = json.Unmarshal(t, &n); err == nil {
+		if err = unmarshalNumber(t, &n); err == nil {
 			ms, err = n.Int64()
 		}
 		if err != nil || ms <= 0 || ms > MaxPublishTimeout.Milliseconds() {
