@@ -28,7 +28,8 @@ func dialAPI(ctx context.Context, addr string) (*relay.Client, error) {
 }
 
 // apiServer is a node's local API: the relay's JSON-RPC server on a
-// loopback address.
+// loopback address. On a relay the public listener serves the same server
+// (one bus, one retry loop).
 type apiServer struct {
 	addr string // the address bound, with the real port
 	srv  *relay.Server
