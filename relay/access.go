@@ -68,10 +68,10 @@ func accessOf(c *Conn) *access {
 	return localAccess
 }
 
-// admit applies the listener's rules to a request before its handler
+// allow applies the listener's rules to a request before its handler
 // runs. Everything but initialize needs initialize first (seed 001), on
 // every listener.
-func (s *Server) admit(r *Request) error {
+func (s *Server) allow(r *Request) error {
 	if r.Method == MethodInitialize {
 		return nil
 	}

@@ -33,6 +33,7 @@ type Server struct {
 	closed    bool
 	conns     map[*Conn]struct{}
 	clientIDs map[string]*Conn // initialized bus clients, by clientId
+	admit     *admission
 	servers   []*http.Server
 	addr      net.Addr
 	nextConn  uint64
@@ -61,6 +62,7 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 		now:      time.Now,
 		handlers: make(map[string]HandlerFunc),
 		conns:    make(map[*Conn]struct{}),
+		admit:    newAdmission(cfg.Limits),
 
 		clientIDs: make(map[string]*Conn),
 	}
@@ -82,7 +84,7 @@ func (s *Server) Handle(method string, h HandlerFunc) {
 }
 
 // handler returns the handler of a method, behind the rules of the
-// connection's listener (admit), or nil.
+// connection's listener (allow), or nil.
 func (s *Server) handler(method string) HandlerFunc {
 	s.hmu.RLock()
 	h := s.handlers[method]
@@ -91,7 +93,7 @@ func (s *Server) handler(method string) HandlerFunc {
 		return nil
 	}
 	return func(ctx context.Context, r *Request) (any, error) {
-		if err := s.admit(r); err != nil {
+		if err := s.allow(r); err != nil {
 			return nil, err
 		}
 		return h(ctx, r)
@@ -231,10 +233,6 @@ func (s *Server) newConn(remote string) (*Conn, int) {
 	if s.closed {
 		return nil, http.StatusServiceUnavailable
 	}
-	if len(s.conns) >= s.cfg.Limits.MaxClients {
-		s.log.Warn("client refused: too many clients", "remote_addr", remote, "max", s.cfg.Limits.MaxClients)
-		return nil, http.StatusServiceUnavailable
-	}
 	s.nextConn++
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
@@ -247,7 +245,17 @@ func (s *Server) newConn(remote string) (*Conn, int) {
 		cancel: cancel,
 		send:   make(chan []byte, s.cfg.Limits.SendQueue),
 		slots:  make(chan struct{}, s.cfg.Limits.MaxConcurrentCalls),
+		calls:  make(chan struct{}, s.cfg.Limits.MaxPendingCalls),
 	}
+	t, status := s.admit.take(remote, c.evict)
+	if t == nil {
+		s.nextConn--
+		cancel()
+		s.log.Warn("client refused: every slot holds an initialized client", "remote_addr", remote,
+			"status", status, "max", s.cfg.Limits.MaxClients, "max_per_ip", s.cfg.Limits.MaxClientsPerIP)
+		return nil, status
+	}
+	c.ticket = t
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c, 0
@@ -256,6 +264,14 @@ func (s *Server) newConn(remote string) (*Conn, int) {
 func (s *Server) removeConn(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.admit.release(c.ticket)
+	s.mu.Unlock()
+}
+
+// establish takes c out of the connections evicted to make room.
+func (s *Server) establish(c *Conn) {
+	s.mu.Lock()
+	s.admit.establish(c.ticket)
 	s.mu.Unlock()
 }
 

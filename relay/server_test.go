@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -317,7 +318,10 @@ func TestMaxClients(t *testing.T) {
 	l := relay.DefaultLimits()
 	l.MaxClients = 1
 	ts := newTestServer(t, relay.WithLimits(l))
-	first, err := relay.Dial(ctxT(t), ts.url)
+	// An initialized client (Dial initializes) keeps its slot (one that
+	// never initializes would be evicted for the newcomer:
+	// TestIdleFloodDoesNotLockOut).
+	first, err := relay.Dial(ctxT(t), ts.url, relay.WithClientID("first"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,6 +489,10 @@ func TestLimitsValidate(t *testing.T) {
 		"MaxConcurrentCalls": func(l *relay.Limits) { l.MaxConcurrentCalls = 0 },
 		"MaxClients":         func(l *relay.Limits) { l.MaxClients = 0 },
 		"PingInterval":       func(l *relay.Limits) { l.PingInterval = -1 },
+		"MaxClientsPerIP":    func(l *relay.Limits) { l.MaxClientsPerIP = 0 },
+		"InitTimeout":        func(l *relay.Limits) { l.InitTimeout = 0 },
+		"MaxPendingCalls":    func(l *relay.Limits) { l.MaxPendingCalls = 0 },
+		"PerIPExempt":        func(l *relay.Limits) { l.PerIPExempt = append(l.PerIPExempt, netip.Prefix{}) },
 	}
 	if err := relay.DefaultLimits().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
