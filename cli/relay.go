@@ -164,7 +164,8 @@ func (d frontDoors) reloadTokens(log *slog.Logger) {
 		log.Error("tokens not reloaded; keeping the current ones", "path", p.tokensPath, "err", err)
 		return
 	}
-	log.Info("tokens reloaded", "path", p.tokensPath, "count", p.tokens.Len())
+	dropped := d.ws.srv.DropRevoked()
+	log.Info("tokens reloaded", "path", p.tokensPath, "count", p.tokens.Len(), "revoked_connections", dropped)
 }
 
 // setServices returns how the node's own capabilities are replaced: on a
@@ -183,7 +184,8 @@ type publicBus struct {
 	addr  string
 	url   string // ws:// or wss://
 	pub   publicSettings
-	own   *relay.Server // the bus server, when there is no local API to share
+	srv   *relay.Server // the bus server
+	own   *relay.Server // srv, when there is no local API to share it
 	lobby *relay.Lobby
 	hs    *http.Server
 	done  chan error
@@ -235,7 +237,7 @@ func startPublicBus(n *node.Node, srv *relay.Server, pub publicSettings, log *sl
 		scheme = "wss"
 		l = tls.NewListener(l, pub.tls)
 	}
-	p := &publicBus{addr: l.Addr().String(), pub: pub, own: own, lobby: lobby, done: make(chan error, 1), n: n, log: log, base: base,
+	p := &publicBus{addr: l.Addr().String(), pub: pub, srv: srv, own: own, lobby: lobby, done: make(chan error, 1), n: n, log: log, base: base,
 		hs: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 	p.url = scheme + "://" + p.addr + "/"

@@ -68,6 +68,26 @@ func accessOf(c *Conn) *access {
 	return localAccess
 }
 
+// DropRevoked closes every connection whose credential's token is no
+// longer in its Tokens (after Tokens.Reload), with close status 1008
+// "credential revoked", and returns how many it closed. Without it such a
+// connection is closed on its next request.
+func (s *Server) DropRevoked() int {
+	s.mu.Lock()
+	var revoked []*Conn
+	for c := range s.conns {
+		if cred := accessOf(c).cred; cred != nil && cred.current() == nil {
+			revoked = append(revoked, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range revoked {
+		c.log.Info("credential revoked; client disconnected", "credential", accessOf(c).cred.Name)
+		c.shut(websocket.StatusPolicyViolation, "credential revoked", false)
+	}
+	return len(revoked)
+}
+
 // allow applies the listener's rules to a request before its handler
 // runs. Everything but initialize needs initialize first (seed 001), on
 // every listener.

@@ -187,9 +187,9 @@ func LoadTokens(file string) (*Tokens, error) {
 }
 
 // Reload replaces the set with the file's. On error the set is unchanged.
-// A connection whose token is no longer in the set is refused on its next
-// request and disconnected; the others see their new grants on their next
-// request.
+// A connection whose token is no longer in the set is disconnected on its
+// next request, or at once by Server.DropRevoked; the others see their
+// new grants on their next request.
 func (t *Tokens) Reload(file string) error {
 	data, err := readTokensFile(file)
 	if err != nil {
