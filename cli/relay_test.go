@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/relay"
 )
@@ -199,6 +201,17 @@ func TestRelayTokensAndTLS(t *testing.T) {
 	} {
 		if _, err := dial(url); err == nil || !strings.Contains(err.Error(), "401") {
 			t.Errorf("%s: %v, want HTTP 401", name, err)
+		}
+	}
+	// The lobby is behind the same tokens.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for token, want := range map[string]int{"": http.StatusUnauthorized, "?token=nope-0123456789abcdef": http.StatusUnauthorized, "?token=" + bridgeToken: http.StatusSwitchingProtocols} {
+		ws, resp, err := websocket.Dial(ctx, wss+"lobby"+token, &websocket.DialOptions{HTTPClient: hc})
+		if err == nil {
+			_ = ws.CloseNow()
+		}
+		if resp == nil || resp.StatusCode != want {
+			t.Errorf("lobby with %q: %v %v, want HTTP %d", token, resp, err, want)
 		}
 	}
 	if _, err := relay.Dial(ctx, wss+"?token="+opsToken); err == nil {
