@@ -3,6 +3,9 @@ package relay_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -45,11 +48,6 @@ func TestParseTokens(t *testing.T) {
 }
 
 func TestCredentialGrants(t *testing.T) {
-	tk, err := relay.ParseTokens([]byte(testTokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = tk
 	c := &relay.Credential{Name: "x", Methods: []string{"admin", "mesh.call"}, Topics: []string{"jobs.", "inbound:*"}}
 	for m, want := range map[string]bool{"bus.history": true, "bus.replay": true, "mesh.call": true, "mesh.id": false, "admin": false} {
 		if got := c.AllowsMethod(m); got != want {
@@ -82,4 +80,28 @@ func FuzzParseTokens(f *testing.F) {
 			t.Fatalf("%d tokens", tk.Len())
 		}
 	})
+}
+
+// BenchmarkAuthenticate1024 measures one upgrade's token check against a
+// full tokens file (MaxTokens entries, each compared in constant time).
+func BenchmarkAuthenticate1024(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"tokens":[`)
+	for i := range relay.MaxTokens {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"name":"t%d","token":"token-%016d"}`, i, i)
+	}
+	sb.WriteString(`]}`)
+	tk, err := relay.ParseTokens([]byte(sb.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/?token="+fmt.Sprintf("token-%016d", relay.MaxTokens-1), nil)
+	for b.Loop() {
+		if _, err := tk.Authenticate(r); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
