@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -160,7 +161,7 @@ func (s *Server) meshConnect(ctx context.Context, r *Request) (any, error) {
 	defer cancel()
 	id, err := s.cfg.Control.Connect(ctx, addr)
 	if errors.Is(err, ErrInvalidAddr) {
-		return nil, Errorf(CodeInvalidParams, `invalid params: "addr": %v`, err)
+		return nil, Errorf(CodeInvalidParams, `invalid params: "addr": %s`, strings.TrimPrefix(err.Error(), ErrInvalidAddr.Error()+": "))
 	}
 	if err != nil {
 		return nil, protocol.AsError(err)
