@@ -14,7 +14,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -357,7 +359,7 @@ func TestSystemdNotify(t *testing.T) {
 		}
 		last = time.Now()
 	}
-	p.signal(t, 15) // SIGTERM
+	p.signal(t, syscall.SIGTERM)
 	for {
 		m := next("STOPPING")
 		if m == "STOPPING=1" {
@@ -410,4 +412,93 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("systemd-analyze verify %s: %v\n%s", filepath.Base(u), err, out)
 		}
 	}
+}
+
+// TestNextStepsOnTerminal runs a node with its stdout on a terminal (a
+// pseudo-terminal from util-linux script) and checks the start line is
+// followed by the next steps, with the command another node runs.
+func TestNextStepsOnTerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil || runtime.GOOS != "linux" {
+		t.Skip("needs util-linux script on Linux for a pseudo-terminal")
+	}
+	data := t.TempDir()
+	args := []string{binary, "node", "--data", data, "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0"}
+	cmd := exec.Command(script, "-qfec", strings.Join(args, " "), "/dev/null")
+	cmd.Env = env(t)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The node outlives a killed script: WaitDelay stops waiting for its
+	// output, and the cleanup kills it too.
+	cmd.WaitDelay = 5 * time.Second
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		if pid := pidWithArg(t, data); pid != 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	wait.For(t, 30*time.Second, func() error {
+		if !strings.Contains(out.String(), "look around") {
+			return fmt.Errorf("no next steps yet:\n%s", out)
+		}
+		return nil
+	})
+	text := strings.ReplaceAll(out.String(), "\r\n", "\n")
+	start := strings.Index(text, "node 12D3KooW")
+	steps := strings.Index(text, "Next steps:")
+	if start < 0 || steps < start {
+		t.Fatalf("want the start line, then the next steps:\n%s", text)
+	}
+	fields := strings.Fields(text[start:])
+	addr := strings.Split(fields[3], ",")[0] // node <id> addrs <addr,...> api <addr>
+	if want := `meshagent node --data "$(mktemp -d)" --api 127.0.0.1:0 --bootstrap ` + addr; !strings.Contains(text, want) {
+		t.Errorf("next steps lack %q:\n%s", want, text)
+	}
+	// Stop the node itself (script's child), found by its unique --data.
+	pid := 0
+	wait.For(t, 10*time.Second, func() error {
+		pid = pidWithArg(t, data)
+		if pid == 0 {
+			return errors.New("the node's process is not found")
+		}
+		return nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node did not stop on SIGTERM")
+	}
+}
+
+// pidWithArg returns the process whose command line is the binary under
+// test with arg among its arguments, or 0.
+func pidWithArg(t *testing.T, arg string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		if len(argv) > 0 && argv[0] == binary && slices.Contains(argv, arg) {
+			return pid
+		}
+	}
+	return 0
 }
