@@ -114,8 +114,8 @@ func (r *runState) statusCommand() *ucli.Command {
 		Name:  "status",
 		Usage: "summarise the running node: identity, addresses, peers, capabilities, bus",
 		Description: "Asks the local node (--api) for its agent id, public key, listen addresses, log " +
-			"level, the capabilities it serves, the agents it knows, and its bus (clients and the " +
-			"topic patterns they subscribe to), and prints them for people. --json prints the node's " +
+			"level, the capabilities it serves, the agents it knows, and its bus (clients other than " +
+			"this command, and the topic patterns they subscribe to), and prints them for people. --json prints the node's " +
 			"answer as one JSON object {\"agentId\",\"publicKey\",\"addrs\",\"logLevel\",\"capabilities\"," +
 			"\"peers\",\"busClients\",\"topics\",\"busSubscriptions\"} (peers as `peers --json` prints them).",
 		Flags: []ucli.Flag{

@@ -102,7 +102,8 @@ type StatusResult struct {
 	Capabilities []string `json:"capabilities"`
 	// Peers are the agents the node knows, as mesh.peers returns them.
 	Peers []protocol.PeerInfo `json:"peers"`
-	// BusClients is how many WebSocket clients this server holds.
+	// BusClients is how many WebSocket clients this server holds besides
+	// the one asking.
 	BusClients int `json:"busClients"`
 	// Topics are the distinct patterns the bus's clients subscribe to.
 	Topics []string `json:"topics"`
@@ -202,6 +203,9 @@ func (s *Server) meshStatus(_ context.Context, r *Request) (any, error) {
 		Capabilities: []string{},
 		Peers:        s.mesh.Peers(),
 		BusClients:   s.Clients(),
+	}
+	if r.Conn != nil && res.BusClients > 0 {
+		res.BusClients-- // the client asking is no client of the bus
 	}
 	if res.Peers == nil {
 		res.Peers = []protocol.PeerInfo{}

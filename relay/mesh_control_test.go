@@ -164,7 +164,7 @@ func TestControlMethods(t *testing.T) {
 		if strings.Join(res.Capabilities, ",") != "echo,translate" || len(res.Peers) != 1 || res.Peers[0].AgentID != peerID {
 			t.Errorf("capabilities or peers: %s", raw)
 		}
-		if res.BusClients != 2 || strings.Join(res.Topics, ",") != "inbound:*" || res.BusSubscriptions != 1 {
+		if res.BusClients != 1 || strings.Join(res.Topics, ",") != "inbound:*" || res.BusSubscriptions != 1 {
 			t.Errorf("bus: %s", raw)
 		}
 	})
