@@ -37,8 +37,9 @@ type apiServer struct {
 
 // startAPI serves the local API for n on addr and returns once listening.
 // st (may be nil) persists the bus's outbox, dead letters and history.
-func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store) (*apiServer, error) {
-	opts := []relay.Option{relay.WithLogger(log)}
+// level is the process's log level, which the API's mesh.logLevel changes.
+func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar) (*apiServer, error) {
+	opts := []relay.Option{relay.WithLogger(log), relay.WithControl(nodeControl{n: n, level: level})}
 	if st != nil {
 		opts = append(opts, relay.WithStore(st))
 	}

@@ -128,11 +128,11 @@ type frontDoors struct {
 
 // startDoors serves the local API on api (unless "") and, when pub.addr
 // is set, the public listener, from one server.
-func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service) (frontDoors, error) {
+func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar) (frontDoors, error) {
 	var d frontDoors
 	var srv *relay.Server
 	if api != "" {
-		a, err := startAPI(n, api, log, st)
+		a, err := startAPI(n, api, log, st, level)
 		if err != nil {
 			return d, err
 		}

@@ -175,6 +175,11 @@ type Config struct {
 	// bus.history, bus.deadLetters and bus.replay are not served. The
 	// caller keeps ownership: close it after the server.
 	Store *store.Store
+	// Control serves the operator's methods (mesh.connect, mesh.logLevel,
+	// mesh.status) and the node's addresses in mesh.id. Default: nil, and
+	// those methods are not found. Set it only for a node's loopback
+	// local API (WithControl).
+	Control Control
 }
 
 // DefaultConfig returns every default in one place.
