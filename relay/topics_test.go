@@ -31,6 +31,7 @@ type topicMesh struct {
 	subs      map[int]topicSub
 	next      int
 	cancelled int
+	ids       int
 	filters   []*protocol.Filter
 }
 
@@ -44,9 +45,13 @@ func newTopicMesh() *topicMesh {
 }
 
 func (m *topicMesh) Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
-	// Like the real mesh: every message gets a fresh id (the bus drops a
-	// mesh message id it has seen).
-	return m.PublishID(ctx, protocol.NewID(), topic, payload, filter)
+	// Like the real mesh, every message gets an id of its own (the bus
+	// drops a mesh message id it has seen); these are m1, m2, ...
+	m.mu.Lock()
+	m.ids++
+	id := fmt.Sprintf("m%d", m.ids)
+	m.mu.Unlock()
+	return m.PublishID(ctx, id, topic, payload, filter)
 }
 
 func (m *topicMesh) PublishID(_ context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
@@ -158,7 +163,7 @@ func TestPublishSubscribe(t *testing.T) {
 	got.mu.Lock()
 	m := got.msgs[2]
 	got.mu.Unlock()
-	if m.Topic != "outbound:2" || m.From != "publisher" || m.ID != "id" || m.Time.IsZero() {
+	if m.Topic != "outbound:2" || m.From != "publisher" || m.ID != "m3" || m.Time.IsZero() {
 		t.Errorf("message %+v", m)
 	}
 
