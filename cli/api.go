@@ -20,14 +20,17 @@ var (
 	_ relay.Tasker      = (*node.Node)(nil)
 )
 
-// dialAPI connects to the local API of a running node at addr (host:port).
-// If nothing listens there the error wraps relay.ErrNoServer.
+// dialAPI connects to the local API of a running node at addr (host:port)
+// and initializes (as a fresh meshagent-go-… client id). If nothing
+// listens there the error wraps relay.ErrNoServer.
 func dialAPI(ctx context.Context, addr string) (*relay.Client, error) {
-	return relay.Dial(ctx, addr) // a bare host:port means ws://host:port/
+	// A bare host:port means ws://host:port/.
+	return relay.Dial(ctx, addr, relay.WithClientInfo(relay.ClientInfo{Name: "meshagent", Version: "cli"}))
 }
 
 // apiServer is a node's local API: the relay's JSON-RPC server on a
-// loopback address.
+// loopback address. On a relay the public listener serves the same server
+// (one bus, one retry loop).
 type apiServer struct {
 	addr string // the address bound, with the real port
 	srv  *relay.Server

@@ -10,6 +10,7 @@
 //	meshagent node [--key PATH] [--data DIR] [--listen MULTIADDR]... [--bootstrap MULTIADDR]...
 //	               [--name NAME] [--capabilities FILE] [--api ADDR] [--api-public] [--no-mdns]
 //	               [--shutdown-timeout D] [--json]
+//	meshagent relay [node flags] [--ws ADDR] [--tokens FILE] [--tls-cert PEM --tls-key PEM]
 //	meshagent call AGENT_ID CAPABILITY [--params JSON|@FILE|-] [--timeout D] [--api ADDR] [--json]
 //	meshagent peers [--api ADDR] [--json]
 //	meshagent discover CAPABILITY [--keyword] [--timeout D] [--api ADDR] [--json]
@@ -36,6 +37,15 @@
 // when clean, 1 when it times out); a second signal ends the process at
 // once. SIGHUP reloads --capabilities and announces the new set with a
 // fresh hello; a file that fails to load is logged and the old set kept.
+// A relay rereads --tokens the same way (and when it changes) and closes
+// the connections of tokens it no longer lists.
+//
+// `meshagent relay` serves one bus on its public --ws (and the lobby) and,
+// with --api, on the loopback local API: one subscription list, one outbox
+// and retry loop. On --ws anonymous clients get the bus methods only;
+// --tokens requires a token per connection (401 without) granting topics
+// and methods; --tls-cert/--tls-key serve wss. A non-loopback --ws without
+// --tokens is logged as a warning.
 //
 // `meshagent call` prints the final result as indented JSON; in-progress
 // results go to stderr. With --json every response payload is one line on

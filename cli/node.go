@@ -48,7 +48,7 @@ type nodeSettings struct {
 	// relay mode (meshagent relay): a public bus and lobby, and a circuit
 	// relay service.
 	relayMode       bool
-	ws              string
+	public          publicSettings
 	shutdownTimeout time.Duration
 	json            bool
 	log             logSettings
@@ -140,8 +140,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		return nil, err
 	}
 	if s.relayMode {
-		s.ws = c.String(flagWS)
-		if _, err := r.hostPort(c, flagWS, s.ws); err != nil {
+		if s.public, err = r.resolvePublic(c); err != nil {
 			return nil, err
 		}
 	}
@@ -291,20 +290,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err != nil {
 		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
 	}
-	var doors frontDoors
-	if s.api != "" {
-		api, err := startAPI(n, s.api, log, st)
-		if err != nil {
-			return errors.Join(err, n.Close(), st.Close())
-		}
-		doors.api = api
-	}
-	if s.ws != "" {
-		ws, err := startPublicBus(n, s.ws, log, st, s.services)
-		if err != nil {
-			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())
-		}
-		doors.ws = ws
+	doors, err := startDoors(n, s.api, s.public, log, st, s.services)
+	if err != nil {
+		return errors.Join(err, n.Close(), st.Close())
 	}
 	if err := r.printNodeStarted(n, doors, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
@@ -314,6 +302,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 	files := []*watchedFile{
 		{path: s.capsPath, reload: func() { reloadCapabilities(doors.setServices(n), s.capsPath, log) }},
 		{path: s.policyPath, reload: func() { reloadPolicy(n, s.policyPath, log) }},
+		{path: s.public.tokensPath, reload: func() { doors.reloadTokens(log) }},
 	}
 	var watch <-chan time.Time
 	for _, f := range files {
@@ -330,8 +319,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 			log.Info("shutting down", "timeout", s.shutdownTimeout)
 			return shutdown(n, doors, st, s.shutdownTimeout, log)
 		case <-hup:
-			if s.capsPath == "" && s.policyPath == "" {
-				log.Warn("SIGHUP ignored: there is no --capabilities or --policy file to reload")
+			if s.capsPath == "" && s.policyPath == "" && s.public.tokensPath == "" {
+				log.Warn("SIGHUP ignored: there is no --capabilities, --policy or --tokens file to reload")
 			}
 			for _, f := range files {
 				if f.path != "" {

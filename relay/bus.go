@@ -321,6 +321,9 @@ func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
 	if bc.initialized {
 		return nil, Errorf(CodeAlreadyInitialized, "already initialized as %q", bc.id)
 	}
+	if err := b.s.claimClientID(r.Conn, p.ClientID); err != nil {
+		return nil, err
+	}
 	bc.initialized, bc.id = true, p.ClientID
 	return InitializeResult{
 		ServerID:     b.cfg.ServerID,
