@@ -12,11 +12,12 @@ import (
 
 // *node.Node is what the local API serves.
 var (
-	_ relay.Mesh       = (*node.Node)(nil)
-	_ relay.Discoverer = (*node.Node)(nil)
-	_ relay.Publisher  = (*node.Node)(nil)
-	_ relay.Consenter  = (*node.Node)(nil)
-	_ relay.Tasker     = (*node.Node)(nil)
+	_ relay.Mesh        = (*node.Node)(nil)
+	_ relay.Discoverer  = (*node.Node)(nil)
+	_ relay.Publisher   = (*node.Node)(nil)
+	_ relay.IDPublisher = (*node.Node)(nil)
+	_ relay.Consenter   = (*node.Node)(nil)
+	_ relay.Tasker      = (*node.Node)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port)

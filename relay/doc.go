@@ -87,7 +87,7 @@
 // them), those this node publishes by other ways than the bus
 // (mesh.publish, Node.Publish) included. Each mesh message is dispatched
 // once, however many local patterns match it; the bus publishes its own
-// with Publisher.PublishID and knows them when they come back.
+// with IDPublisher.PublishID and knows them when they come back.
 //
 // # Listeners and credentials
 //
