@@ -79,6 +79,10 @@ func newHost(cfg Config) (host.Host, error) {
 		libp2p.Identity(cfg.Identity),
 		libp2p.Peerstore(ps),
 		libp2p.NoListenAddrs, // see listenOn below
+		// NoListenAddrs also switches the circuit relay transport off; a
+		// node must still dial and accept /p2p-circuit addresses (peers
+		// behind NAT, reached through a relay), as libp2p's default has it.
+		libp2p.EnableRelay(),
 		// No SO_REUSEPORT: with it a second node (or any process setting
 		// it) binds the same TCP port silently and the kernel splits
 		// incoming connections between them. QUIC's listener binds its
