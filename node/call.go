@@ -65,6 +65,7 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 	if len(frame) > n.cfg.Limits.MaxFrameSize {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "request of %d bytes exceeds the %d-byte frame limit", len(frame), n.cfg.Limits.MaxFrameSize)
 	}
+	defer n.guard.hold(to)() // a peer with a call in flight is not trimmed
 	c, err := n.conn(ctx, to)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,22 @@
 // peer can hold is bounded by the resource manager (a few request streams
 // per peer) and by Limits.MaxPerStream, and every stream is reset on Close.
 //
+// # Connections and listeners
+//
+// A node binds each listen address itself and never shares a port
+// (SO_REUSEPORT is off): an address held by another process is a
+// *ListenError. Connections are bounded by ConnLimits: the resource
+// manager admits at most MaxInbound inbound connections, and the
+// connection manager's watermarks sit below that, so idle connections are
+// trimmed before they can lock a new peer out. Reaching HighWater inbound
+// triggers a trim at once, idle unprotected connections first; peers with
+// a call in flight, bootstrap peers, static relays and GossipSub mesh
+// peers are protected.
+//
+// Payloads from the network are decoded with every member's JSON type
+// checked (protocol.DecodePayload): a wrong type is INVALID_MESSAGE naming
+// the member, never a panic.
+//
 // # Lock order
 //
 // Node.mu (peers, conns) is never held while calling into a reqConn; reqConn.mu

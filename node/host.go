@@ -30,13 +30,10 @@ var DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic
 
 // Resource budget of a node's libp2p resource manager. The figures are
 // explicit rather than auto-scaled from the machine, so a node behaves the
-// same everywhere; they allow a busy agent hundreds of peers.
+// same everywhere; connection limits come from ConnLimits.
 const (
-	rcmgrMemory  = 1 << 30
-	rcmgrFDs     = 4096
-	connMgrLow   = 96
-	connMgrHigh  = 192
-	connMgrGrace = time.Minute
+	rcmgrMemory = 1 << 30
+	rcmgrFDs    = 4096
 )
 
 func newHost(cfg Config) (host.Host, error) {
@@ -63,11 +60,18 @@ func newHost(cfg Config) (host.Host, error) {
 	limits.AddProtocolPeerLimit(protocol.HelloProtocol,
 		rcmgr.BaseLimit{StreamsInbound: 4, StreamsOutbound: 4, Streams: 8, Memory: 4 << 20},
 		rcmgr.BaseLimitIncrease{})
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(rcmgrMemory, rcmgrFDs)))
+	// Connection limits are explicit (ConnLimits), not scaled: the
+	// connection manager's watermarks must sit below them.
+	conns := rcmgr.PartialLimitConfig{System: rcmgr.ResourceLimits{
+		ConnsInbound: rcmgr.LimitVal(cfg.Conns.MaxInbound),
+		Conns:        rcmgr.LimitVal(cfg.Conns.MaxConns),
+	}}.Build(limits.Scale(rcmgrMemory, rcmgrFDs))
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(conns))
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)
 	}
-	cm, err := connmgr.NewConnManager(connMgrLow, connMgrHigh, connmgr.WithGracePeriod(connMgrGrace))
+	cm, err := connmgr.NewConnManager(cfg.Conns.LowWater, cfg.Conns.HighWater,
+		connmgr.WithGracePeriod(cfg.Conns.GracePeriod), connmgr.WithSilencePeriod(cfg.Conns.TrimInterval))
 	if err != nil {
 		return nil, fmt.Errorf("node: connection manager: %w", err)
 	}

@@ -86,6 +86,7 @@ type Node struct {
 	msgHandler MessageHandler // under mu
 	dedup      dedup
 	tasks      taskTable
+	guard      *guard
 }
 
 // New builds and starts a node. It leaves nothing running if it fails.
@@ -154,6 +155,12 @@ func New(opts ...Option) (n *Node, err error) {
 			return n, err
 		}
 		n.host, n.ownsHost = h, true
+	}
+	n.guard = newGuard(n)
+	n.guard.protectAddrs(tagBootstrap, cfg.Bootstrap)
+	n.guard.protectAddrs(tagRelay, cfg.StaticRelays)
+	if n.ownsHost {
+		n.guard.start()
 	}
 	n.events, err = n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
 	if err != nil {

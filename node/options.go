@@ -92,6 +92,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Limits bound what the node accepts. Default DefaultLimits().
 	Limits Limits
+	// Conns bounds libp2p connections (resource manager limits and
+	// connection manager watermarks). Default DefaultConnLimits(). Not
+	// applied to a host given with WithHost.
+	Conns ConnLimits
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Host, if set, is used instead of building one; the node does not
@@ -175,6 +179,7 @@ func DefaultConfig() Config {
 		MessageBackoff: 500 * time.Millisecond,
 		RequestTimeout: 30 * time.Second,
 		Limits:         DefaultLimits(),
+		Conns:          DefaultConnLimits(),
 		Now:            time.Now,
 	}
 }
@@ -208,6 +213,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Limits.validate(); err != nil {
 		return fmt.Errorf("node: limits: %w", err)
+	}
+	if err := c.Conns.validate(); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	if c.Presence.Interval != 0 && (c.Presence.Interval < MinHeartbeatInterval || c.Presence.Interval > MaxHeartbeatInterval) {
 		return fmt.Errorf("node: heartbeat interval %v outside [%v, %v]", c.Presence.Interval, MinHeartbeatInterval, MaxHeartbeatInterval)

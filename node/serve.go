@@ -102,7 +102,9 @@ func (n *Node) handleRequestStream(s network.Stream) {
 		buf := append([]byte(nil), frame...)
 		ss.wg.Add(1)
 		go func() {
+			release := n.guard.hold(ss.remote) // a peer with work in flight is not trimmed
 			defer func() {
+				release()
 				<-n.sem
 				<-ss.slots
 				ss.wg.Done()
