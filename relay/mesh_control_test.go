@@ -143,10 +143,7 @@ func TestControlMethods(t *testing.T) {
 	})
 
 	t.Run("status", func(t *testing.T) {
-		sub := dialClient(t, ts.url)
-		if err := sub.Call(ctx, relay.MethodInitialize, map[string]any{"clientId": "watcher", "clientInfo": map[string]string{"name": "watcher", "version": "1"}}, nil); err != nil {
-			t.Fatal(err)
-		}
+		sub := dialClient(t, ts.url, relay.WithClientID("watcher"))
 		if err := sub.Call(ctx, relay.MethodSubscribe, map[string]any{"topic": "inbound:*"}, nil); err != nil {
 			t.Fatal(err)
 		}
