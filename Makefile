@@ -4,6 +4,8 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 3s
 # Tests run with the race detector, shuffled, with a per-package timeout.
 TESTFLAGS ?= -race -shuffle=on -count=1 -timeout=15m
+# make chaos runs each scenario within 3 minutes and all of them within this.
+CHAOSTIMEOUT ?= 14m
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-10s %s\n",$$1,$$2}'
@@ -21,6 +23,13 @@ lint: ## gofmt, go vet, and no printing or exiting in library packages
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 	$(GO) vet ./...
 	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node relay dht pubsub store 2>/dev/null | grep -v '_test.go'
+
+chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods), each bounded, printing its figures
+	@log=$$(mktemp); \
+	$(GO) test -tags chaos -count=1 -timeout=$(CHAOSTIMEOUT) -v -run '^TestChaos' ./cmd/meshagent >$$log 2>&1; rc=$$?; \
+	grep -E '^(chaos: |--- (FAIL|SKIP)|FAIL|ok )' $$log; \
+	if [ $$rc -ne 0 ]; then echo "make chaos failed; the end of its log:"; tail -n 200 $$log; fi; \
+	rm -f $$log; exit $$rc
 
 bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, directory vs raw kad-dht, topics vs raw GossipSub, bus vs nats-server, idle client memory, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
@@ -44,4 +53,4 @@ vectors: ## Regenerate golden vectors (review the diff: it is a protocol change)
 clean: ## Remove build output
 	rm -rf bin
 
-.PHONY: help build run test lint bench fuzz vectors clean
+.PHONY: help build run test chaos lint bench fuzz vectors clean
