@@ -534,8 +534,12 @@ func commonRPCCases() []rpcCase {
 // answers a subscribe without a usable topic with -32600, and the bus's
 // methods take their params as an object.
 var busRPCCases = []rpcCase{
-	{"topic a number", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"topic":5}}`, i) }, relay.CodeInvalidRequest},
-	{"params an array", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":[1,2]}`, i) }, relay.CodeInvalidRequest},
+	{"topic a number", func(i int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"topic":5}}`, i)
+	}, relay.CodeInvalidRequest},
+	{"params an array", func(i int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":[1,2]}`, i)
+	}, relay.CodeInvalidRequest},
 	{"payload a string", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sendMessage","params":{"topic":"t:1","payload":"x"}}`, i)
 	}, relay.CodeInvalidParams},
@@ -613,7 +617,9 @@ var lobbyCases = []malformedCase{
 	{"no message_type", func(i int) []byte { return []byte(`{"sender_id":"intruder"}`) }, string(protocol.CodeInvalidMessage)},
 	{"sender_id a number", func(i int) []byte { return []byte(`{"sender_id":5,"message_type":"REGISTER"}`) }, string(protocol.CodeInvalidMessage)},
 	{"payload an array", func(i int) []byte { return []byte(`{"sender_id":"intruder","message_type":"REGISTER","payload":[]}`) }, string(protocol.CodeInvalidMessage)},
-	{"id too long", func(i int) []byte { return []byte(`{"sender_id":"` + strings.Repeat("x", 300) + `","message_type":"REGISTER"}`) }, string(protocol.CodeInvalidMessage)},
+	{"id too long", func(i int) []byte {
+		return []byte(`{"sender_id":"` + strings.Repeat("x", 300) + `","message_type":"REGISTER"}`)
+	}, string(protocol.CodeInvalidMessage)},
 	{"unknown type", func(i int) []byte { return []byte(`{"sender_id":"intruder","message_type":"HELLO"}`) }, string(protocol.CodeInvalidMessage)},
 	{"lobby's own type", func(i int) []byte { return []byte(`{"sender_id":"intruder","message_type":"REGISTER_ACK"}`) }, string(protocol.CodeInvalidMessage)},
 	{"forged token", func(i int) []byte {
