@@ -261,6 +261,10 @@ func (b *Bus) validate(fam string, data []byte, now time.Time) (*protocol.Envelo
 	if e.Type != protocol.TypeNotify || e.To == nil || !e.To.Broadcast || e.To.Topic == "" || Family(e.To.Topic) != fam {
 		return nil, libp2ppubsub.ValidationReject
 	}
+	if _, err := FilterOf(e); err != nil {
+		// A filter no receiver can read is refused here, not forwarded.
+		return nil, libp2ppubsub.ValidationReject
+	}
 	ts, err := e.Time()
 	if err != nil {
 		return nil, libp2ppubsub.ValidationReject

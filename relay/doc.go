@@ -67,7 +67,10 @@
 // skipping subscriptions shadowed by a newer one to the same pattern, and
 // stops as each subscription's policy says. Failed or should_retry
 // deliveries go to the store's outbox before sendMessage answers, are
-// retried with backoff, and become dead letters after BusConfig.MaxAttempts.
+// retried with backoff, and become dead letters after BusConfig.MaxAttempts
+// deliveries. A retry that finds its client id away does not count: the
+// message waits (subscribe wakes it) until BusConfig.MessageTTL, then is a
+// dead letter. The retry loop sleeps until the next retry is due.
 // A default handler (subscribe with "defaultHandler": true) takes local
 // messages nobody subscribes to; its should_retry routes the message
 // afresh. agent:<mesh agent id> becomes a mesh call; other topics are
