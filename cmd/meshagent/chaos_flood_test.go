@@ -164,7 +164,6 @@ func TestChaosLibp2pFlood(t *testing.T) {
 // throughout, a fresh honest client arriving every second connects,
 // initializes and has a message delivered within 2 s.
 func TestChaosWebSocketFlood(t *testing.T) {
-	pending(t, "issue 12 defect 2: WebSocket connections that never initialize hold their slots forever, and new clients get HTTP 503")
 	mesh := meshtest.Node(t, 1100)
 	limits := relay.DefaultLimits()
 	limits.MaxClients = wsMaxClients
