@@ -209,6 +209,11 @@ type bus struct {
 	// mesh, with the cancel of the mesh subscription.
 	meshSubs map[string]*meshSub
 
+	// seen holds the (author, id) of recent mesh messages: the bus's own,
+	// published with an id it chose, and each one received, which comes
+	// once per local pattern that matches it.
+	seen *recentIDs
+
 	kick     chan struct{}
 	historyQ chan store.Message
 	ctx      context.Context
@@ -224,7 +229,7 @@ type meshSub struct {
 func newBus(s *Server, cfg BusConfig, st *store.Store) *bus {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bus{s: s, cfg: cfg, store: st, log: s.log.With("component", "bus"), meshSubs: map[string]*meshSub{},
-		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	if b.cfg.ServerID == "" {
 		b.cfg.ServerID = s.mesh.AgentID()
 	}
@@ -307,7 +312,7 @@ func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
 		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
 	}
 	if ci := w["clientInfo"]; len(ci) > 0 {
-		if ci[0] != '{' || json.Unmarshal(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
+		if ci[0] != '{' || decodeStrict(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
 			return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
 		}
 	}
@@ -411,8 +416,8 @@ func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	var dflt bool
-	if raw, ok := w["defaultHandler"]; ok {
-		_ = json.Unmarshal(raw, &dflt)
+	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
+		return nil, Errorf(CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
 	}
 	b.mu.Lock()
 	var found *subscription
@@ -876,12 +881,16 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 	if background {
 		ctx, wait = b.ctx, 10*time.Second // outlives the request
 	}
+	// The copy comes back through this bus's own mesh subscriptions,
+	// if any match: its id tells fromMesh it was delivered here already.
+	id := protocol.NewID()
+	b.seen.add(meshKey(b.s.mesh.AgentID(), id))
 	out := make(chan Ack, 1)
 	b.wg.Go(func() {
 		defer close(out)
 		ctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		n, err := pub.Publish(ctx, msg.Topic, msg.Payload, nil)
+		n, err := pub.PublishID(ctx, id, msg.Topic, msg.Payload, nil)
 		if err != nil || n == 0 {
 			return
 		}
@@ -893,11 +902,13 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 	return out
 }
 
-// fromMesh delivers a message published elsewhere in the mesh to local
-// subscribers. Messages this node published itself were delivered
-// locally already.
+// fromMesh delivers a mesh message to local subscribers: one published
+// by another agent, or by this node other than through this bus
+// (mesh.publish, the CLI's publish, Node.Publish). It comes once per local
+// pattern that matches it and is dispatched once; the bus's own messages
+// were delivered locally already and are recognised by their id.
 func (b *bus) fromMesh(m protocol.TopicMessage) {
-	if m.From == b.s.mesh.AgentID() {
+	if !b.seen.add(meshKey(m.From, m.ID)) {
 		return
 	}
 	msg := store.Message{ID: newMessageID(), Topic: m.Topic, From: m.From, Payload: m.Payload, Time: m.Time, ConversationID: conversationOf(m.Payload)}

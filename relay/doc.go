@@ -76,7 +76,10 @@
 // afresh. agent:<mesh agent id> becomes a mesh call; other topics are
 // published on the mesh when the Mesh is a Publisher, and mesh messages
 // reach local subscribers (never a default handler: every node would take
-// them).
+// them), those this node publishes by other ways than the bus
+// (mesh.publish, Node.Publish) included. Each mesh message is dispatched
+// once, however many local patterns match it; the bus publishes its own
+// with Publisher.PublishID and knows them when they come back.
 //
 // # Server-initiated messages
 //

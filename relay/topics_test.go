@@ -43,7 +43,11 @@ func newTopicMesh() *topicMesh {
 	return &topicMesh{fakeMesh: newFakeMesh(), subs: map[int]topicSub{}, held: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
-func (m *topicMesh) Publish(_ context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+func (m *topicMesh) Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+	return m.PublishID(ctx, "id", topic, payload, filter)
+}
+
+func (m *topicMesh) PublishID(_ context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
 	if strings.ContainsAny(topic, "*?") {
 		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "cannot publish to the pattern %q", topic)
 	}
@@ -61,7 +65,7 @@ func (m *topicMesh) Publish(_ context.Context, topic string, payload json.RawMes
 		return 0, fmt.Errorf("after 5s: %w", protocol.ErrNoPeers)
 	}
 	for _, h := range hs {
-		h(protocol.TopicMessage{Topic: topic, From: "publisher", Payload: payload, Time: time.Unix(1700000000, 0).UTC(), ID: "id"})
+		h(protocol.TopicMessage{Topic: topic, From: "publisher", Payload: payload, Time: time.Unix(1700000000, 0).UTC(), ID: id})
 	}
 	return len(hs), nil
 }
