@@ -17,11 +17,12 @@ import (
 )
 
 // relayKillMessages is how many messages flow through the relay's bus
-// while it is killed; relayKillPace spaces them so that the run spans
-// about sixteen kills.
+// while it is killed; message i is sent no earlier than i*relayKillPace
+// after the start (a late producer catches up), so the run spans about
+// sixteen kills.
 const (
 	relayKillMessages = 2000
-	relayKillPace     = 25 * time.Millisecond
+	relayKillPace     = 40 * time.Millisecond
 	relayKillEvery    = 5 * time.Second
 )
 
@@ -117,10 +118,14 @@ func relayKill(t *testing.T, scenario string, extra ...string) {
 	produced := make(chan error, 1)
 	go func() {
 		defer producer.drop()
-		pace := time.NewTicker(relayKillPace)
-		defer pace.Stop()
+		start := time.Now()
 		for i := range relayKillMessages {
-			<-pace.C
+			if d := time.Until(start.Add(time.Duration(i) * relayKillPace)); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
 			text := fmt.Sprintf("m-%d", i)
 			for {
 				cl, err := producer.client(ctx)
@@ -230,7 +235,7 @@ loop:
 	if acked != sent {
 		t.Errorf("%d of %d messages acknowledged", acked, sent)
 	}
-	if kills < 10 {
+	if kills < 12 {
 		t.Errorf("only %d kills during the run", kills)
 	}
 	if len(wrongDups) > 0 {
