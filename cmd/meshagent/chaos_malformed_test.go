@@ -271,7 +271,7 @@ func TestChaosMalformed(t *testing.T) {
 			}
 		}
 		logHistogram(t, got)
-		report(t.Name(), malformedPerEndpoint, right, honest, "")
+		report(strings.TrimPrefix(t.Name(), "TestChaosMalformed/"), malformedPerEndpoint, right, honest, "")
 	})
 
 	t.Run("hello stream", func(t *testing.T) {
@@ -321,7 +321,7 @@ func TestChaosMalformed(t *testing.T) {
 			_, err := fresh.WaitHello(hctx, tg.id)
 			return err
 		})
-		report(t.Name(), malformedPerEndpoint, right, honest, "")
+		report(strings.TrimPrefix(t.Name(), "TestChaosMalformed/"), malformedPerEndpoint, right, honest, "")
 	})
 
 	busURL := "ws://" + tg.proc.started.WS + "/"
@@ -361,7 +361,7 @@ func TestChaosMalformed(t *testing.T) {
 			t.Fatalf("initialize: %s", code)
 		}
 		right := rpcFlood(t, ctx, raw, append(commonRPCCases(), busRPCCases...), func() { honest.run(honestSend); honest.run(honestCall) })
-		report(t.Name(), malformedPerEndpoint, right, honest, "")
+		report(strings.TrimPrefix(t.Name(), "TestChaosMalformed/"), malformedPerEndpoint, right, honest, "")
 	})
 
 	t.Run("local API", func(t *testing.T) {
@@ -382,7 +382,7 @@ func TestChaosMalformed(t *testing.T) {
 		}
 		raw := dialRaw(t, ctx, tg.proc.started.API)
 		right := rpcFlood(t, ctx, raw, append(commonRPCCases(), apiRPCCases...), func() { honest.run(honestID); honest.run(honestCall) })
-		report(t.Name(), malformedPerEndpoint, right, honest, "")
+		report(strings.TrimPrefix(t.Name(), "TestChaosMalformed/"), malformedPerEndpoint, right, honest, "")
 	})
 
 	t.Run("lobby", func(t *testing.T) {
@@ -435,7 +435,7 @@ func TestChaosMalformed(t *testing.T) {
 			}
 		}
 		logHistogram(t, got)
-		report(t.Name(), malformedPerEndpoint, right, honest, "")
+		report(strings.TrimPrefix(t.Name(), "TestChaosMalformed/"), malformedPerEndpoint, right, honest, "")
 	})
 }
 
