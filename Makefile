@@ -9,6 +9,8 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 UNITS   := meshagent.service meshagent-relay.service
+# make chaos runs each scenario within 3 minutes and all of them within this.
+CHAOSTIMEOUT ?= 14m
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-10s %s\n",$$1,$$2}'
@@ -26,6 +28,13 @@ lint: ## gofmt, go vet, and no printing or exiting in library packages
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 	$(GO) vet ./...
 	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node relay dht pubsub store 2>/dev/null | grep -v '_test.go'
+
+chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods), each bounded, printing its figures
+	@log=$$(mktemp); \
+	$(GO) test -tags chaos -count=1 -timeout=$(CHAOSTIMEOUT) -v -run '^TestChaos' ./cmd/meshagent >$$log 2>&1; rc=$$?; \
+	grep -E '^(chaos: |--- (FAIL|SKIP)|FAIL|ok )|pending fix' $$log; \
+	if [ $$rc -ne 0 ]; then echo "make chaos failed; the end of its log:"; tail -n 200 $$log; fi; \
+	rm -f $$log; exit $$rc
 
 bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, directory vs raw kad-dht, topics vs raw GossipSub, bus vs nats-server, idle client memory, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
@@ -61,4 +70,4 @@ uninstall: ## Remove what install installed
 clean: ## Remove build output
 	rm -rf bin
 
-.PHONY: help build run test lint bench fuzz vectors install uninstall clean
+.PHONY: help build run test chaos lint bench fuzz vectors install uninstall clean

@@ -1,0 +1,126 @@
+//go:build chaos && unix
+
+package main
+
+// Fault and abuse scenarios (make chaos). Each TestChaos* test runs one
+// scenario within a bounded time, asserts what a user relies on, and prints
+// its figures as one line starting "chaos: <scenario>:". They are behind
+// the chaos build tag because they take tens of seconds each and load the
+// machine; make test does not run them.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/relay"
+)
+
+// figures prints a scenario's pass figures on one line (stdout, so make
+// chaos can collect them) and into the test log.
+func figures(t *testing.T, scenario, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf("chaos: %s: %s", scenario, fmt.Sprintf(format, args...))
+	fmt.Println(line)
+	t.Log(line)
+}
+
+// pending skips a scenario (or part of one) that fails because of a known
+// defect whose fix has not landed yet, unless MESHAGENT_CHAOS_PENDING=1
+// asks to run it anyway. why names the defect and its issue; the call is
+// removed once the fix lands.
+func pending(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("MESHAGENT_CHAOS_PENDING") != "1" {
+		t.Skipf("pending fix (%s); MESHAGENT_CHAOS_PENDING=1 runs it", why)
+	}
+}
+
+// busSession is a bus client that survives its server: when the
+// connection ends, the next use dials again, initializes with the same
+// client id and subscribes again. It is used from one goroutine at a time
+// except for handler, which the client's read goroutine calls.
+type busSession struct {
+	url, id string
+	topics  []string
+	handler func(ctx context.Context, method string, params json.RawMessage) (any, error)
+
+	mu  sync.Mutex
+	cl  *relay.Client
+	ups int // successful (re)connections
+}
+
+// client returns a live, initialized client, dialling until ctx ends.
+func (s *busSession) client(ctx context.Context) (*relay.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		select {
+		case <-s.cl.Done():
+			_ = s.cl.Close()
+			s.cl = nil
+		default:
+			return s.cl, nil
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		cl, err := s.dial(ctx)
+		if err == nil {
+			s.cl = cl
+			s.ups++
+			return cl, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: no connection: %w (last: %v)", s.id, ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *busSession) dial(ctx context.Context) (*relay.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var opts []relay.ClientOption
+	if s.handler != nil {
+		opts = append(opts, relay.WithRequestHandler(s.handler))
+	}
+	cl, err := relay.Dial(dctx, s.url, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Call(dctx, "initialize", map[string]any{"clientId": s.id, "clientInfo": map[string]string{"name": "chaos"}}, nil); err != nil {
+		_ = cl.Close()
+		return nil, err
+	}
+	for _, topic := range s.topics {
+		if err := cl.Call(dctx, "subscribe", map[string]any{"topic": topic}, nil); err != nil {
+			_ = cl.Close()
+			return nil, err
+		}
+	}
+	return cl, nil
+}
+
+// drop closes the current connection, if any, so the next use redials.
+func (s *busSession) drop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		_ = s.cl.Close()
+		s.cl = nil
+	}
+}
+
+// connections returns how many times the session has connected.
+func (s *busSession) connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ups
+}
