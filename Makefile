@@ -30,8 +30,8 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./relay -run '^$$' -bench IdleClients -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
-fuzz: ## Run every fuzz target for FUZZTIME
-	@for pkg in sign protocol relay; do \
+fuzz: ## Run every fuzz target for FUZZTIME (node's and relay's drive whole paths: serve, hello, topics, bus, lobby, local API)
+	@for pkg in sign protocol store relay node; do \
 	  for f in $$($(GO) test ./$$pkg -list '^Fuzz' | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test ./$$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \

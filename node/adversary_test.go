@@ -20,7 +20,7 @@ import (
 
 // rawStream opens a request stream from a's host to p, bypassing a's
 // well-behaved client, so a test can write whatever bytes it likes.
-func rawStream(t *testing.T, a, p *node.Node) network.Stream {
+func rawStream(t testing.TB, a, p *node.Node) network.Stream {
 	t.Helper()
 	s, err := a.Host().NewStream(meshtest.Context(t, 10*time.Second), p.ID(), protocol.RequestProtocol)
 	if err != nil {
@@ -50,7 +50,7 @@ func readAnswer(t *testing.T, s network.Stream, p peer.ID) (*protocol.Response, 
 	return protocol.DecodeResponse(e)
 }
 
-func signer(t *testing.T, i int) *sign.Signer {
+func signer(t testing.TB, i int) *sign.Signer {
 	t.Helper()
 	s, err := sign.NewSigner(meshtest.Key(t, i))
 	if err != nil {
@@ -204,4 +204,59 @@ func TestAdversarialRequests(t *testing.T) {
 			t.Fatalf("%v %v", resp, err)
 		}
 	})
+}
+
+// TestWrongTypedMembers sends validly signed requests whose payload members
+// have the wrong JSON type. Each must be answered INVALID_MESSAGE naming the
+// member (one such frame used to crash the provider), and the provider
+// must keep serving.
+func TestWrongTypedMembers(t *testing.T) {
+	var handled atomic.Int32
+	counting := node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
+		handled.Add(1)
+		return c.Request.Params, nil
+	})
+	p := meshtest.Node(t, 2, node.WithServices(node.Service{Capability: protocol.Capability{Name: "echo"}, Handler: counting}))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	self := signer(t, 1)
+
+	tests := []struct {
+		name, payload, wantInMessage string
+	}{
+		{"action a number", `{"action":5,"correlationId":"c1","params":{}}`, `"action" must be a string`},
+		{"correlationId a number", `{"action":"echo","correlationId":7,"params":{}}`, `"correlationId" must be a string`},
+		{"timeout a string", `{"action":"echo","correlationId":"c3","params":{},"timeout":"10000"}`, `"timeout" must be an integer`},
+		{"timeout a fraction", `{"action":"echo","correlationId":"c4","params":{},"timeout":1.5}`, `"timeout" must be an integer`},
+		{"timeout out of range", `{"action":"echo","correlationId":"c5","params":{},"timeout":1e300}`, `"timeout" must be an integer`},
+		{"action an object", `{"action":{"x":1},"correlationId":"c6"}`, `"action" must be a string`},
+		{"params an array", `{"action":"echo","correlationId":"c7","params":[1]}`, "params must be a JSON object"},
+		{"params a string", `{"action":"echo","correlationId":"c8","params":"x"}`, "params must be a JSON object"},
+		{"message_id a number", `{"action":"agent.message","correlationId":"c9","params":{"body":"b","message_id":5}}`, `"message_id" must be a string`},
+		{"requires_response a string", `{"action":"agent.message","correlationId":"c10","params":{"body":"b","message_id":"m","requires_response":"yes"}}`, `"requires_response" must be a boolean`},
+		{"task_id a number", `{"action":"task.status","correlationId":"c11","params":{"task_id":5}}`, `"task_id" must be a string`},
+		{"task.cancel params an array", `{"action":"task.cancel","correlationId":"c12","params":[]}`, "params must be a JSON object"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := handled.Load()
+			s := rawStream(t, a, p)
+			frame := requestFrame(t, self, p.ID(), craft{envelope: func(e *protocol.Envelope) { e.Payload = json.RawMessage(tc.payload) }})
+			if _, err := s.Write(frame); err != nil {
+				t.Fatal(err)
+			}
+			_, err := readAnswer(t, s, p.ID())
+			pe := wantCode(t, err, protocol.CodeInvalidMessage)
+			if !strings.Contains(pe.Message, tc.wantInMessage) {
+				t.Errorf("message %q does not say %q", pe.Message, tc.wantInMessage)
+			}
+			if handled.Load() != before {
+				t.Fatal("handler ran for a rejected request")
+			}
+			resp, err := call(t, a, p, "echo", `{"ok":true}`)
+			if err != nil || string(resp.Result) != `{"ok":true}` {
+				t.Fatalf("honest call after the bad frame: %v %v", resp, err)
+			}
+		})
+	}
 }

@@ -97,7 +97,7 @@ func (n *Node) askVote(ctx context.Context, agent string, params json.RawMessage
 		return v
 	}
 	var a protocol.VoteAnswer
-	if err := json.Unmarshal(resp.Result, &a); err != nil {
+	if err := protocol.DecodePayload(resp.Result, "vote", &a); err != nil {
 		v.Error = "the answer is not a vote: " + err.Error()
 		return v
 	}
@@ -170,7 +170,7 @@ func VerifyVote(signed json.RawMessage, agent string, options []string) (*protoc
 		return nil, err
 	}
 	var a protocol.VoteAnswer
-	if err := json.Unmarshal(resp.Result, &a); err != nil {
+	if err := protocol.DecodePayload(resp.Result, "vote", &a); err != nil {
 		return nil, fmt.Errorf("not a vote: %w", err)
 	}
 	if err := a.Validate(options); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -66,12 +67,16 @@ func (n *Node) Discover(ctx context.Context, query string, byKeyword bool) (<-ch
 const helloFreshness = time.Minute
 
 // confirmByHello returns the capabilities p signed in a hello, exchanging
-// a fresh one if the last is missing or old.
+// a fresh one if the last is missing or old. A cached hello is trusted only
+// while p is connected: a provider that has gone away since its last hello
+// (its DHT records outlive it) must answer a dial before it is listed, so
+// discovery does not hand callers an agent they cannot reach.
 func (n *Node) confirmByHello(ctx context.Context, ai peer.AddrInfo) ([]protocol.Capability, error) {
 	n.mu.RLock()
 	ps, ok := n.peers[ai.ID]
 	n.mu.RUnlock()
-	if ok && n.cfg.Now().Sub(ps.lastHello) < helloFreshness {
+	connected := n.host.Network().Connectedness(ai.ID) == network.Connected
+	if ok && connected && n.cfg.Now().Sub(ps.lastHello) < helloFreshness {
 		return ps.capabilities, nil
 	}
 	if err := n.host.Connect(ctx, ai); err != nil {

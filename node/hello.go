@@ -133,7 +133,7 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 		return false
 	}
 	var h protocol.Hello
-	if err := json.Unmarshal(e.Payload, &h); err != nil {
+	if err := protocol.DecodePayload(e.Payload, "hello payload", &h); err != nil {
 		n.log.Warn("hello rejected", "remote_peer", p, "err", err)
 		return false
 	}

@@ -1,14 +1,17 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	"github.com/libp2p/go-libp2p/p2p/host/peerstore/pstoremem"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
@@ -68,10 +71,19 @@ func newHost(cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: connection manager: %w", err)
 	}
+	ps, err := pstoremem.NewPeerstore()
+	if err != nil {
+		return nil, fmt.Errorf("node: peerstore: %w", err)
+	}
 	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Identity),
-		libp2p.ListenAddrs(listen...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Peerstore(ps),
+		libp2p.NoListenAddrs, // see listenOn below
+		// No SO_REUSEPORT: with it a second node (or any process setting
+		// it) binds the same TCP port silently and the kernel splits
+		// incoming connections between them. QUIC's listener binds its
+		// UDP port exclusively already; its reuse is in-process only.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Transport(quic.NewTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
@@ -116,9 +128,37 @@ func newHost(cfg Config) (host.Host, error) {
 	opts = append(opts, cfg.HostOptions...)
 	h, err := libp2p.New(opts...)
 	if err != nil {
+		// libp2p closes what it built, not what it was given.
+		_ = cm.Close()
+		_ = rm.Close()
+		_ = ps.Close()
 		return nil, fmt.Errorf("node: libp2p host: %w", err)
 	}
+	// Listen after construction, one address at a time: libp2p.New
+	// succeeds when any one address binds (a node asked for an address it
+	// did not get must say so, not run half-listening), flattens the bind
+	// errors to text, and leaks its swarm when none binds.
+	for _, a := range listen {
+		if err := listenOn(h, a); err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+	}
 	return h, nil
+}
+
+// listenOn makes h listen on a, or returns a *ListenError naming a.
+func listenOn(h host.Host, a ma.Multiaddr) error {
+	var err error
+	if sw, ok := h.Network().(*swarm.Swarm); ok {
+		err = sw.AddListenAddr(a) // keeps the bind error's type
+	} else {
+		err = h.Network().Listen(a)
+	}
+	if err == nil {
+		return nil
+	}
+	return &ListenError{Addr: a.String(), InUse: errors.Is(err, syscall.EADDRINUSE), Err: err}
 }
 
 // clearBackoff forgets failed dials to p, so a redial happens now rather

@@ -354,7 +354,7 @@ func peerInfo(n *node.Node, agentID string) protocol.PeerInfo {
 
 // rogue connects a raw GossipSub router to victim, joined to a family's
 // GossipSub topic, that publishes whatever bytes it is given.
-func rogue(t *testing.T, victim *node.Node, family string) *libp2ppubsub.Topic {
+func rogue(t testing.TB, victim *node.Node, family string) *libp2ppubsub.Topic {
 	t.Helper()
 	h := p2ptest.Host(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -127,8 +127,8 @@ type dedup struct {
 // work done rather than cancelled.
 func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.Request) (json.RawMessage, error) {
 	var m protocol.AgentMessage
-	if err := json.Unmarshal(req.Params, &m); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "not an agent message: %v", err)
+	if err := protocol.DecodePayload(req.Params, "agent message params", &m); err != nil {
+		return nil, err
 	}
 	if err := m.Validate(); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)

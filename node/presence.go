@@ -174,7 +174,7 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 		return
 	}
 	var hb protocol.Heartbeat
-	if err := json.Unmarshal(m.Payload, &hb); err != nil || hb.AgentID != m.From.String() ||
+	if err := protocol.DecodePayload(m.Payload, "heartbeat", &hb); err != nil || hb.AgentID != m.From.String() ||
 		(hb.Status != protocol.StatusAvailable && hb.Status != protocol.StatusBusy) {
 		n.log.Debug("presence: malformed heartbeat", "remote_peer", m.From, "err", err)
 		return

@@ -127,7 +127,12 @@ func (ss *serverStream) serve(frame []byte) {
 	}
 	req, err := protocol.DecodeRequest(e)
 	if err != nil {
-		ss.reply(req.CorrelationID, nil, err)
+		corrID := correlationHint(frame)
+		if req != nil && req.CorrelationID != "" {
+			corrID = req.CorrelationID
+		}
+		n.log.Debug("request rejected", "remote_peer", ss.remote, "err", err)
+		ss.reply(corrID, nil, err)
 		return
 	}
 	from, err := n.requesterOf(e, ss.remote, len(frame))
@@ -136,8 +141,9 @@ func (ss *serverStream) serve(frame []byte) {
 		return
 	}
 	timeout := n.cfg.Limits.HandlerTimeout
-	if req.Timeout > 0 {
-		timeout = min(timeout, time.Duration(req.Timeout)*time.Millisecond)
+	// Compared in milliseconds: a huge timeout must not overflow a Duration.
+	if req.Timeout > 0 && req.Timeout < timeout.Milliseconds() {
+		timeout = time.Duration(req.Timeout) * time.Millisecond
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, timeout)
 	defer cancel()

@@ -138,7 +138,10 @@ func (t *task) noteProgress(r json.RawMessage) {
 // task.
 func (n *Node) taskRequest(from peer.ID, req *protocol.Request) (json.RawMessage, error) {
 	var ref protocol.TaskRef
-	if err := json.Unmarshal(req.Params, &ref); err != nil || ref.TaskID == "" {
+	if err := protocol.DecodePayload(req.Params, req.Action+" params", &ref); err != nil {
+		return nil, err
+	}
+	if ref.TaskID == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s takes {"task_id"}`, req.Action)
 	}
 	n.tasks.mu.Lock()
@@ -215,7 +218,7 @@ func (n *Node) taskCall(ctx context.Context, action, taskID, provider string) (*
 		return nil, err
 	}
 	var t protocol.Task
-	if err := json.Unmarshal(resp.Result, &t); err != nil {
+	if err := protocol.DecodePayload(resp.Result, "task", &t); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "the provider's task is not readable: %v", err)
 	}
 	return &t, nil

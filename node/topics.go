@@ -37,15 +37,33 @@ func (n *Node) topicSelf() pubsub.Self {
 }
 
 // Publish sends payload (a JSON object, as every envelope payload is) to every agent subscribed to a
-// pattern matching topic, anywhere in the mesh, and returns how many topic
-// peers it went to. filter (nil: everyone) is a seed 004 broadcast filter
-// applied by receivers. When no agent subscribes to the topic's family,
+// pattern matching topic, anywhere in the mesh, this node's own
+// subscriptions included, and returns how many receivers it went to: topic
+// peers plus matching subscriptions of this node (each gets it once).
+// filter (nil: everyone) is a seed 004 broadcast filter
+// applied by receivers. When nobody subscribes to the topic's family,
 // Publish looks subscribers up in the directory and waits for one until
 // ctx's deadline (without one, the publish wait: pubsub.WithPublishWait,
 // default 5 s), then
 // fails with an error wrapping protocol.ErrNoPeers: a publish is never
 // silently lost. The presence family is reserved to the node.
 func (n *Node) Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+	return n.publish(ctx, "", topic, payload, filter)
+}
+
+// PublishID is Publish under envelope id id (protocol.NewID makes one)
+// rather than a fresh one, so that a caller that also subscribes
+// recognises its own message when its subscription receives it: the
+// relay's bus, which delivers its clients' messages to its own
+// subscribers itself, uses it.
+func (n *Node) PublishID(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+	if id == "" {
+		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "PublishID: empty id")
+	}
+	return n.publish(ctx, id, topic, payload, filter)
+}
+
+func (n *Node) publish(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
 	if n.bus == nil {
 		return 0, ErrNoTopics
 	}
@@ -61,6 +79,9 @@ func (n *Node) Publish(ctx context.Context, topic string, payload json.RawMessag
 	}
 	if filter != nil {
 		opts = append(opts, pubsub.WithFilter(*filter))
+	}
+	if id != "" {
+		opts = append(opts, pubsub.WithID(id))
 	}
 	peers, err := n.bus.Publish(ctx, topic, payload, opts...)
 	if errors.Is(err, pubsub.ErrPattern) {

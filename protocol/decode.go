@@ -3,6 +3,9 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
 )
 
 // decodeEnvelope decodes canonical envelope bytes that have passed
@@ -110,4 +113,84 @@ func jsonStrings(v []byte, field string) ([]string, error) {
 		return nil, Errorf(CodeInvalidMessage, "envelope: %s must be an array of strings", field)
 	}
 	return out, nil
+}
+
+// DecodePayload decodes a JSON value received from the network (an
+// envelope's payload, a request's params, a response's result) into v and
+// checks the JSON type of every member v declares. A member of the wrong
+// type (a number where a string belongs, a string where an object does) is
+// an INVALID_MESSAGE *Error naming the member, for example
+// `request payload: member "action" must be a string, not a number`.
+// Members v does not declare are ignored, so that peers may add extensions
+// (seed 002); v's own checks decide what is required. what names the value
+// in messages. A missing value (nil or empty raw) is an error; JSON null
+// leaves v unchanged.
+func DecodePayload(raw []byte, what string, v any) error {
+	if len(raw) == 0 {
+		return Errorf(CodeInvalidMessage, "%s is missing", what)
+	}
+	err := json.Unmarshal(raw, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		got := jsonKind(te.Value)
+		if te.Field == "" {
+			return Errorf(CodeInvalidMessage, "%s must be %s, not %s", what, wantKind(te.Type), got)
+		}
+		return Errorf(CodeInvalidMessage, "%s: member %q must be %s, not %s", what, truncate(te.Field, 80), wantKind(te.Type), got)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return Errorf(CodeInvalidMessage, "%s is not valid JSON: %v", what, err)
+	}
+	// Errors from a type's own UnmarshalJSON (time.Time, say) keep their
+	// text; they never carry more than a short quote of the input.
+	return Errorf(CodeInvalidMessage, "%s: %s", what, truncate(strings.TrimPrefix(err.Error(), "json: "), 200))
+}
+
+// jsonKind names the JSON type of a json.UnmarshalTypeError's Value
+// ("number", "number 1.5", "string", "bool", "array", "object").
+func jsonKind(value string) string {
+	switch {
+	case strings.HasPrefix(value, "number"):
+		if value != "number" {
+			return "a non-integer or out-of-range number"
+		}
+		return "a number"
+	case value == "bool":
+		return "a boolean"
+	case value == "array", value == "object":
+		return "an " + value
+	case value == "string":
+		return "a string"
+	}
+	return truncate(value, 40)
+}
+
+// wantKind names the JSON type that decodes into t.
+func wantKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another type"
 }

@@ -434,11 +434,14 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
-// DecodeRequest decodes and checks the payload of a request envelope.
+// DecodeRequest decodes and checks the payload of a request envelope. Every
+// member's JSON type is checked (DecodePayload). The returned *Request is
+// never nil, even with an error, so that the error can carry whatever
+// correlationId did decode.
 func DecodeRequest(e *Envelope) (*Request, error) {
 	var r Request
-	if err := json.Unmarshal(e.Payload, &r); err != nil {
-		return nil, Errorf(CodeInvalidMessage, "request payload: %v", err)
+	if err := DecodePayload(e.Payload, "request payload", &r); err != nil {
+		return &r, err
 	}
 	switch {
 	case r.CorrelationID == "" || len(r.CorrelationID) > MaxIDLen:
@@ -459,8 +462,8 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 	switch e.Type {
 	case TypeResponse:
 		var r Response
-		if err := json.Unmarshal(e.Payload, &r); err != nil {
-			return nil, Errorf(CodeInvalidMessage, "response payload: %v", err)
+		if err := DecodePayload(e.Payload, "response payload", &r); err != nil {
+			return nil, err
 		}
 		if r.CorrelationID == "" {
 			return nil, Errorf(CodeInvalidMessage, "response without correlationId")
@@ -473,8 +476,8 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 		return &r, nil
 	case TypeError:
 		var pe Error
-		if err := json.Unmarshal(e.Payload, &pe); err != nil {
-			return nil, Errorf(CodeInvalidMessage, "error payload: %v", err)
+		if err := DecodePayload(e.Payload, "error payload", &pe); err != nil {
+			return nil, err
 		}
 		if !pe.Code.Valid() {
 			// Keep the remote's message but do not invent a code.

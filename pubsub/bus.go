@@ -261,6 +261,10 @@ func (b *Bus) validate(fam string, data []byte, now time.Time) (*protocol.Envelo
 	if e.Type != protocol.TypeNotify || e.To == nil || !e.To.Broadcast || e.To.Topic == "" || Family(e.To.Topic) != fam {
 		return nil, libp2ppubsub.ValidationReject
 	}
+	if _, err := FilterOf(e); err != nil {
+		// A filter no receiver can read is refused here, not forwarded.
+		return nil, libp2ppubsub.ValidationReject
+	}
 	ts, err := e.Time()
 	if err != nil {
 		return nil, libp2ppubsub.ValidationReject
@@ -294,6 +298,7 @@ type publishConfig struct {
 	filter *Filter
 	wait   time.Duration
 	min    int
+	id     string
 }
 
 // WithFilter attaches a seed 004 broadcast filter.
@@ -302,11 +307,21 @@ func WithFilter(f Filter) PublishOption { return func(c *publishConfig) { c.filt
 // WithWait overrides the bus's publish wait for one publish.
 func WithWait(d time.Duration) PublishOption { return func(c *publishConfig) { c.wait = d } }
 
-// WithAtLeast overrides the minimum number of topic peers for one publish.
+// WithAtLeast overrides the minimum number of receivers (topic peers and
+// local subscriptions) for one publish.
 func WithAtLeast(n int) PublishOption { return func(c *publishConfig) { c.min = n } }
 
-// Publish seals payload in a notify envelope for topic and publishes it,
-// returning how many topic peers it went to.
+// WithID publishes under envelope id id instead of a fresh random one, so
+// that a publisher that also subscribes recognises its own message when it
+// comes back. id must be unique to the message (protocol.NewID makes one):
+// receivers drop an (author, id) pair they have seen.
+func WithID(id string) PublishOption { return func(c *publishConfig) { c.id = id } }
+
+// Publish seals payload in a notify envelope for topic and publishes it to
+// topic peers and to this node's own subscriptions that match topic (and
+// that the filter admits), and returns how many of both it went to. It
+// waits (see WithPublishWait, WithAtLeast) only while there are fewer
+// than that many; with none it fails with ErrNoPeers.
 func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage, opts ...PublishOption) (int, error) {
 	pc := publishConfig{wait: b.cfg.wait, min: b.cfg.minPeers}
 	for _, o := range opts {
@@ -315,9 +330,15 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	if topic == "" || hasWild(topic) {
 		return 0, fmt.Errorf("%w: cannot publish to %q", ErrPattern, topic)
 	}
+	if len(pc.id) > protocol.MaxIDLen {
+		return 0, fmt.Errorf("pubsub: message id of %d bytes exceeds %d", len(pc.id), protocol.MaxIDLen)
+	}
 	e, err := protocol.New(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: topic}, payload)
 	if err != nil {
 		return 0, err
+	}
+	if pc.id != "" {
+		e.ID = pc.id
 	}
 	if pc.filter != nil {
 		md, err := protocol.MarshalCanonical(metadata{Filter: pc.filter})
@@ -341,7 +362,8 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	if err != nil {
 		return 0, err
 	}
-	n, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait)
+	local := func() int { return b.localSubs(f, topic, pc.filter) }
+	n, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait, local)
 	if err != nil {
 		return 0, fmt.Errorf("%w for %s after %s: %w", ErrNoPeers, GossipTopic(topic), pc.wait, err)
 	}
@@ -357,7 +379,30 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 // lookupEvery spaces the directory lookups of one waiting Publish.
 const lookupEvery = 500 * time.Millisecond
 
-func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration) (int, error) {
+// localSubs counts this node's subscriptions that a message on topic
+// under filter reaches: GossipSub delivers a node's own messages to its own
+// subscriptions.
+func (b *Bus) localSubs(f *family, topic string, filter *Filter) int {
+	if filter != nil {
+		self := b.self.Load()
+		if !filter.Admits(self.AgentID, self.PersonaType, self.Capabilities) {
+			return 0
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for s := range f.subs {
+		if Match(s.pattern, topic) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitPeers waits until topic peers plus local subscriptions reach min,
+// or wait passes, and returns that sum.
+func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (int, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -367,7 +412,7 @@ func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wai
 	var lookup <-chan struct{}
 	var lastLookup time.Time
 	for {
-		n := b.connected(t.ListPeers())
+		n := b.connected(t.ListPeers()) + local()
 		if n >= min && n > 0 {
 			return n, nil
 		}

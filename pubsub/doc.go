@@ -53,10 +53,16 @@
 // # Delivery
 //
 // Publish waits up to WithPublishWait (default 5 s) for at least
-// WithMinPeers topic peers (default 1), then publishes and returns how
-// many topic peers it went to; with none it returns an error wrapping
-// ErrNoPeers (go-libp2p-pubsub issue 331: a publish is never silently
-// lost). A node's own messages are flood-published (gossipsub v1.1): sent
+// WithMinPeers receivers (default 1), then publishes and returns how many
+// it went to; with none it returns an error wrapping ErrNoPeers
+// (go-libp2p-pubsub issue 331: a publish is never silently lost). The
+// receivers are the topic peers connected now plus this node's own
+// subscriptions matching the topic: a node's subscribers are part of the
+// one subscription world, so a message with only local subscribers is
+// delivered to them at once and is not an error. (A remote subscriber not
+// yet found when a local one exists is not waited for; it is found
+// through the node's own subscription to the family, which advertises and
+// looks for subscribers while its mesh is thin.) A node's own messages are flood-published (gossipsub v1.1): sent
 // to every topic peer scoring above the publish threshold, not only to its
 // GossipSub mesh. Without it a node that subscribes to the family sends
 // only to its mesh, which is empty until the heartbeat after the
@@ -66,7 +72,9 @@
 // peers. The cost is fan-out bandwidth at the publisher, one copy per
 // connected topic peer instead of one per mesh peer; forwarded messages
 // still go through the mesh. Subscribers on the publishing node receive
-// its own messages.
+// its own messages, once each. WithID lets a publisher that also
+// subscribes (the relay's bus) choose the envelope id and so recognise its
+// own message when it comes back.
 // Each subscription has a bounded queue (WithQueueSize, default 256); when
 // it is full the newest message is dropped and counted (Dropped).
 //

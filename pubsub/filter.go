@@ -1,7 +1,6 @@
 package pubsub
 
 import (
-	"encoding/json"
 	"path"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -20,7 +19,7 @@ func FilterOf(e *protocol.Envelope) (*Filter, error) {
 		return nil, nil
 	}
 	var md metadata
-	if err := json.Unmarshal(e.Metadata, &md); err != nil {
+	if err := protocol.DecodePayload(e.Metadata, "metadata", &md); err != nil {
 		return nil, err
 	}
 	return md.Filter, nil

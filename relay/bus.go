@@ -54,9 +54,16 @@ type BusConfig struct {
 	ServerID string
 	// DefaultPolicy applies to subscriptions that name none.
 	DefaultPolicy Policy
-	// MaxAttempts is how many times a delivery is tried before its message
-	// goes to the dead-letter queue (seed 001's diagram: 3).
+	// MaxAttempts is how many deliveries are tried before a message goes
+	// to the dead-letter queue (seed 001's diagram: 3). Only deliveries
+	// count: a retry that finds its subscriber away (its client id not
+	// subscribed to a matching pattern, or its connection gone during the
+	// attempt) waits for it instead, up to MessageTTL.
 	MaxAttempts int
+	// MessageTTL bounds how long an acknowledged message waits in the
+	// outbox for its subscriber, from when it was sent; past it the
+	// message is a dead letter that says so (seed 004: 7 days).
+	MessageTTL time.Duration
 	// RetryBackoff is the first wait before a retry when the subscriber
 	// gives no retry_seconds; it doubles per attempt up to MaxBackoff.
 	RetryBackoff time.Duration
@@ -72,6 +79,7 @@ func DefaultBusConfig() BusConfig {
 	return BusConfig{
 		DefaultPolicy:   PolicyStopOnProcessed,
 		MaxAttempts:     3,
+		MessageTTL:      7 * 24 * time.Hour,
 		RetryBackoff:    time.Second,
 		MaxBackoff:      time.Minute,
 		DeliveryTimeout: 30 * time.Second,
@@ -85,6 +93,8 @@ func (b BusConfig) validate() error {
 		return fmt.Errorf("relay: unknown default policy %q", b.DefaultPolicy)
 	case b.MaxAttempts < 1:
 		return errors.New("relay: BusConfig.MaxAttempts must be at least 1")
+	case b.MessageTTL <= 0:
+		return errors.New("relay: BusConfig.MessageTTL must be positive")
 	case b.RetryBackoff <= 0 || b.MaxBackoff < b.RetryBackoff:
 		return errors.New("relay: BusConfig backoffs must be positive, MaxBackoff at least RetryBackoff")
 	case b.DeliveryTimeout <= 0 || b.MeshWait < 0:
@@ -199,6 +209,11 @@ type bus struct {
 	// mesh, with the cancel of the mesh subscription.
 	meshSubs map[string]*meshSub
 
+	// seen holds the (author, id) of recent mesh messages: the bus's own,
+	// published with an id it chose, and each one received, which comes
+	// once per local pattern that matches it.
+	seen *recentIDs
+
 	kick     chan struct{}
 	historyQ chan store.Message
 	ctx      context.Context
@@ -214,7 +229,7 @@ type meshSub struct {
 func newBus(s *Server, cfg BusConfig, st *store.Store) *bus {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bus{s: s, cfg: cfg, store: st, log: s.log.With("component", "bus"), meshSubs: map[string]*meshSub{},
-		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	if b.cfg.ServerID == "" {
 		b.cfg.ServerID = s.mesh.AgentID()
 	}
@@ -297,7 +312,7 @@ func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
 		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
 	}
 	if ci := w["clientInfo"]; len(ci) > 0 {
-		if ci[0] != '{' || json.Unmarshal(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
+		if ci[0] != '{' || decodeStrict(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
 			return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
 		}
 	}
@@ -384,7 +399,7 @@ func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
 	}
 	r.Conn.AfterClose(func() { b.removeSub(sub) })
 	b.log.Debug("subscribed", "client", id, "pattern", pattern, "policy", policy, "default", dflt)
-	b.wake() // the outbox may hold messages for this client
+	b.wakeClient(id)
 	return SuccessResult{Success: true}, nil
 }
 
@@ -401,8 +416,8 @@ func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	var dflt bool
-	if raw, ok := w["defaultHandler"]; ok {
-		_ = json.Unmarshal(raw, &dflt)
+	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
+		return nil, Errorf(CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
 	}
 	b.mu.Lock()
 	var found *subscription
@@ -612,6 +627,11 @@ func (b *bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 		}
 		if err != nil || pr.ShouldRetry {
 			if rm, ok := b.retryFor(msg, s.client.id, pr, err); ok {
+				if err != nil && s.conn.Context().Err() != nil {
+					// The subscriber left during the attempt: an
+					// absence, not a delivery (see BusConfig.MaxAttempts).
+					rm.Attempts = 0
+				}
 				retries = append(retries, rm)
 				ack.Retrying = true
 			}
@@ -713,6 +733,7 @@ func (b *bus) retryFor(msg store.Message, clientID string, pr ProcessResult, err
 	rm.ID = msg.ID + "." + hex.EncodeToString([]byte(clientID))
 	rm.To = clientID
 	rm.Attempts = 1
+	rm.Expires = msg.Time.Add(b.cfg.MessageTTL)
 	wait := b.cfg.RetryBackoff
 	if err == nil && pr.RetrySeconds > 0 {
 		wait = min(time.Duration(pr.RetrySeconds)*time.Second, b.cfg.MaxBackoff)
@@ -860,12 +881,16 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 	if background {
 		ctx, wait = b.ctx, 10*time.Second // outlives the request
 	}
+	// The copy comes back through this bus's own mesh subscriptions,
+	// if any match: its id tells fromMesh it was delivered here already.
+	id := protocol.NewID()
+	b.seen.add(meshKey(b.s.mesh.AgentID(), id))
 	out := make(chan Ack, 1)
 	b.wg.Go(func() {
 		defer close(out)
 		ctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		n, err := pub.Publish(ctx, msg.Topic, msg.Payload, nil)
+		n, err := pub.PublishID(ctx, id, msg.Topic, msg.Payload, nil)
 		if err != nil || n == 0 {
 			return
 		}
@@ -877,11 +902,13 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 	return out
 }
 
-// fromMesh delivers a message published elsewhere in the mesh to local
-// subscribers. Messages this node published itself were delivered
-// locally already.
+// fromMesh delivers a mesh message to local subscribers: one published
+// by another agent, or by this node other than through this bus
+// (mesh.publish, the CLI's publish, Node.Publish). It comes once per local
+// pattern that matches it and is dispatched once; the bus's own messages
+// were delivered locally already and are recognised by their id.
 func (b *bus) fromMesh(m protocol.TopicMessage) {
-	if m.From == b.s.mesh.AgentID() {
+	if !b.seen.add(meshKey(m.From, m.ID)) {
 		return
 	}
 	msg := store.Message{ID: newMessageID(), Topic: m.Topic, From: m.From, Payload: m.Payload, Time: m.Time, ConversationID: conversationOf(m.Payload)}
@@ -911,10 +938,39 @@ func (b *bus) wake() {
 	}
 }
 
+// wakeClient makes what waits in the outbox for a client that has just
+// subscribed due now, and wakes the retry loop to deliver it.
+func (b *bus) wakeClient(id string) {
+	if b.store == nil {
+		return
+	}
+	n, err := b.store.Wake(b.ctx, id, b.s.now())
+	if err != nil {
+		if b.ctx.Err() == nil {
+			b.log.Warn("outbox not woken", "client", id, "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		b.log.Debug("client back: its waiting messages are due", "client", id, "messages", n)
+		b.wake()
+	}
+}
+
+// Bounds of the retry loop: it takes at most retryBatch messages per
+// pass, and sleeps until the next attempt is due, or at most maxRetrySleep
+// (a bound in case the store is written by something that does not wake
+// this loop) or until woken by a new retry, a replay or a subscribe.
+const (
+	retryBatch    = 64
+	maxRetrySleep = time.Minute
+)
+
 // retryLoop delivers the outbox: retries whose time has come, replayed
-// dead letters, and what a restart found waiting.
+// dead letters, what waited for a subscriber that is back, and what a
+// restart found waiting.
 func (b *bus) retryLoop() {
-	t := time.NewTicker(250 * time.Millisecond)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -923,25 +979,47 @@ func (b *bus) retryLoop() {
 		case <-t.C:
 		case <-b.kick:
 		}
-		due, err := b.store.Due(b.ctx, b.s.now(), 64)
-		if err != nil {
-			if b.ctx.Err() == nil {
-				b.log.Warn("outbox unreadable", "err", err)
-			}
-			continue
+		due, err := b.store.Due(b.ctx, b.s.now(), retryBatch)
+		if err != nil && b.ctx.Err() == nil {
+			b.log.Warn("outbox unreadable", "err", err)
 		}
 		for _, m := range due {
 			b.retry(m)
 		}
+		sleep := maxRetrySleep
+		switch next, ok, err := b.store.NextDue(b.ctx); {
+		case len(due) == retryBatch:
+			sleep = 0 // more may be due
+		case err != nil:
+			if b.ctx.Err() == nil {
+				b.log.Warn("outbox unreadable", "err", err)
+			}
+		case ok:
+			sleep = min(max(next.Sub(b.s.now()), 0), maxRetrySleep)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(sleep)
 	}
 }
 
 // retry makes one more attempt at an outbox message.
 func (b *bus) retry(m store.Message) {
 	ctx := b.ctx
+	now := b.s.now()
+	if !m.Expires.IsZero() && !now.Before(m.Expires) {
+		b.deadLetter(m, fmt.Sprintf("TTL expired: not delivered within %s (subscriber %s away; sent %s)",
+			b.cfg.MessageTTL, orAny(m.To), m.Time.UTC().Format(time.RFC3339)), m.LastError)
+		return
+	}
 	var (
-		pr  ProcessResult
-		err error
+		pr     ProcessResult
+		err    error
+		absent bool
 	)
 	if m.To == "" {
 		subs := b.route(m.Topic)
@@ -959,10 +1037,16 @@ func (b *bus) retry(m store.Message) {
 		}
 	} else if s := b.subscriptionOf(m.To, m.Topic); s != nil {
 		pr, err = b.deliver(ctx, s, m)
+		// A connection that ended during the attempt is an absence too.
+		absent = err != nil && s.conn.Context().Err() != nil
 	} else {
-		err = fmt.Errorf("client %s is not subscribed", m.To)
+		absent = true
 	}
 	if ctx.Err() != nil {
+		return
+	}
+	if absent {
+		b.await(m, now)
 		return
 	}
 	if err == nil && !pr.ShouldRetry {
@@ -977,18 +1061,56 @@ func (b *bus) retry(m store.Message) {
 	}
 	if m.Attempts+1 >= b.cfg.MaxAttempts {
 		m.Attempts++
-		m.LastError = why
-		if err := b.store.DeadLetter(ctx, m, fmt.Sprintf("gave up after %d attempts: %s", m.Attempts, why)); err != nil {
-			b.log.Warn("dead letter not stored", "id", m.ID, "err", err)
-		}
-		b.log.Info("message dead-lettered", "id", m.ID, "topic", m.Topic, "client", m.To, "attempts", m.Attempts)
+		b.deadLetter(m, fmt.Sprintf("gave up after %d attempts: %s", m.Attempts, why), why)
 		return
 	}
 	wait := min(b.cfg.RetryBackoff<<m.Attempts, b.cfg.MaxBackoff)
 	if err == nil && pr.RetrySeconds > 0 {
 		wait = min(time.Duration(pr.RetrySeconds)*time.Second, b.cfg.MaxBackoff)
 	}
-	if err := b.store.Retry(ctx, m.ID, why, b.s.now().Add(wait)); err != nil {
+	if err := b.store.Retry(ctx, m.ID, why, now.Add(wait)); err != nil {
 		b.log.Warn("outbox not updated", "id", m.ID, "err", err)
 	}
+}
+
+// await keeps a message whose subscriber is away in the outbox without
+// counting an attempt, until the subscriber subscribes again (subscribe
+// wakes it through wakeClient) or the message expires (when the retry
+// loop dead-letters it). A message with no expiry (replayed, or queued by
+// an older version) gets MessageTTL from now.
+func (b *bus) await(m store.Message, now time.Time) {
+	expires := m.Expires
+	if expires.IsZero() {
+		expires = now.Add(b.cfg.MessageTTL)
+	}
+	why := fmt.Sprintf("waiting for client %s to subscribe to %s", m.To, m.Topic)
+	if err := b.store.Postpone(b.ctx, m.ID, why, expires, expires); err != nil {
+		if !errors.Is(err, store.ErrNotFound) && b.ctx.Err() == nil {
+			b.log.Warn("outbox not updated", "id", m.ID, "err", err)
+		}
+		return
+	}
+	b.log.Debug("subscriber away: message waits", "id", m.ID, "client", m.To, "until", expires)
+	// The client may have subscribed between the attempt and the
+	// postponement, and its wake found the message still due.
+	if b.subscriptionOf(m.To, m.Topic) != nil {
+		b.wakeClient(m.To)
+	}
+}
+
+func orAny(client string) string {
+	if client == "" {
+		return "(any)"
+	}
+	return client
+}
+
+// deadLetter gives up on an outbox message.
+func (b *bus) deadLetter(m store.Message, reason, lastError string) {
+	m.LastError = lastError
+	if err := b.store.DeadLetter(b.ctx, m, reason); err != nil {
+		b.log.Warn("dead letter not stored", "id", m.ID, "err", err)
+		return
+	}
+	b.log.Info("message dead-lettered", "id", m.ID, "topic", m.Topic, "client", m.To, "attempts", m.Attempts, "reason", reason)
 }

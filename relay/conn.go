@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +55,10 @@ type HandlerFunc func(ctx context.Context, req *Request) (any, error)
 //
 // Outgoing messages go through a bounded queue drained by the writer. A
 // full queue, or a write that misses Limits.WriteTimeout, disconnects the
-// client: the server never waits for a slow reader.
+// client: the server never waits for a slow reader. Requests of the
+// server's own (Call) are bounded separately by Limits.MaxPendingCalls:
+// beyond it Call waits for a slot, which slows the callers (the bus's
+// senders) instead of filling the queue of a client that is reading.
 type Conn struct {
 	srv     *Server
 	id      uint64
@@ -68,14 +72,19 @@ type Conn struct {
 	cancel context.CancelFunc
 	send   chan []byte
 	slots  chan struct{} // one per request being served
+	calls  chan struct{} // one per server-initiated request awaiting its answer
 	wg     sync.WaitGroup
+	ticket *ticket // the connection's place in the server's admission; guarded by srv.mu
 
 	mu        sync.Mutex
 	closing   bool
 	closeCode websocket.StatusCode
 	closeWhy  string
 	abrupt    bool // close without the closing handshake
+	quick     bool // a closing handshake bounded by quickClose, not WriteTimeout
 	finished  bool // AfterClose hooks have run
+	ready     bool // established (see Limits.InitTimeout)
+	initTimer *time.Timer
 	nextID    int64
 	pending   map[string]chan *message // server-initiated requests awaiting answers
 	values    map[any]any
@@ -150,13 +159,27 @@ func (c *Conn) Notify(method string, params any) error {
 // Call sends the client a request and waits for its response, which it
 // decodes into result (if non-nil). An error response is returned as an
 // *RPCError. Call returns ctx's error if ctx ends first, and ErrClosed if
-// the connection closes. Call it from a handler or any goroutine except
+// the connection closes. With Limits.MaxPendingCalls requests already
+// awaiting answers on this connection, Call first waits (within ctx) for
+// one of them to end. Call it from a handler or any goroutine except
 // an AfterClose hook.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
 	p, err := marshalParams(params)
 	if err != nil {
 		return err
 	}
+	// Back-pressure: at most MaxPendingCalls requests of ours await this
+	// client's answers; the next one waits here for a slot, so a client
+	// that reads slows its senders down instead of overrunning its send
+	// queue.
+	select {
+	case c.calls <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("relay: %s: waiting for a free slot (%d requests already awaiting answers): %w", method, cap(c.calls), ctx.Err())
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+	defer func() { <-c.calls }()
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -212,13 +235,19 @@ func (c *Conn) enqueue(b []byte) error {
 // return false. An abrupt close skips the closing handshake and unblocks a
 // writer stuck on a client that does not read.
 func (c *Conn) shut(code websocket.StatusCode, reason string, abrupt bool) bool {
+	return c.shutMode(code, reason, abrupt, false)
+}
+
+// shutMode is shut; quick bounds the closing handshake by quickClose (for
+// clients closed for holding a slot, which need not be waited for long).
+func (c *Conn) shutMode(code websocket.StatusCode, reason string, abrupt, quick bool) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
 	c.closing = true
-	c.closeCode, c.closeWhy, c.abrupt = code, reason, abrupt
+	c.closeCode, c.closeWhy, c.abrupt, c.quick = code, reason, abrupt, quick
 	c.mu.Unlock()
 	c.cancel()
 	if abrupt {
@@ -234,6 +263,9 @@ func (c *Conn) serve() {
 	if c.limits.PingInterval > 0 {
 		c.wg.Go(c.pingLoop)
 	}
+	c.mu.Lock()
+	c.initTimer = time.AfterFunc(c.limits.InitTimeout, c.initExpired)
+	c.mu.Unlock()
 	for {
 		// Not c.ctx: cancelling a read context makes the library drop the
 		// connection at once. The writer closes the connection instead,
@@ -247,6 +279,7 @@ func (c *Conn) serve() {
 	}
 	c.wg.Wait()
 	c.mu.Lock()
+	c.initTimer.Stop()
 	hooks := c.onClose
 	c.onClose, c.finished = nil, true
 	c.mu.Unlock()
@@ -255,6 +288,46 @@ func (c *Conn) serve() {
 	}
 	c.srv.removeConn(c)
 	c.log.Debug("client disconnected")
+}
+
+// initExpired closes the connection if it has not established itself
+// within Limits.InitTimeout; with a request of its own being served it
+// looks again one InitTimeout later.
+func (c *Conn) initExpired() {
+	c.mu.Lock()
+	if c.ready || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.slots) > 0 {
+		c.initTimer.Reset(c.limits.InitTimeout)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if c.shutMode(websocket.StatusPolicyViolation, fmt.Sprintf("initialize deadline: no initialize within %v", c.limits.InitTimeout), false, true) {
+		c.log.Info("client closed: not initialized in time", "timeout", c.limits.InitTimeout)
+	}
+}
+
+// establish marks the connection as established (Limits.InitTimeout): it
+// is no longer closed by the deadline or evicted to make room.
+func (c *Conn) establish() {
+	c.mu.Lock()
+	if c.ready {
+		c.mu.Unlock()
+		return
+	}
+	c.ready = true
+	c.mu.Unlock()
+	c.srv.establish(c)
+}
+
+// evict closes a connection the server takes the slot of.
+func (c *Conn) evict(reason string) {
+	if c.shutMode(websocket.StatusPolicyViolation, reason, false, true) {
+		c.log.Info("client evicted", "reason", reason)
+	}
 }
 
 func (c *Conn) readFailed(err error) {
@@ -328,18 +401,27 @@ func (c *Conn) drain() {
 // closed under it), or at once for an abrupt one.
 func (c *Conn) closeWS() {
 	c.mu.Lock()
-	code, why, abrupt := c.closeCode, c.closeWhy, c.abrupt
+	code, why, abrupt, quick := c.closeCode, c.closeWhy, c.abrupt, c.quick
 	c.mu.Unlock()
 	if abrupt {
 		_ = c.ws.CloseNow()
 		return
 	}
 	if c.netConn != nil {
-		t := time.AfterFunc(c.limits.WriteTimeout, func() { _ = c.netConn.Close() })
+		wait := c.limits.WriteTimeout
+		if quick {
+			wait = min(wait, quickClose)
+		}
+		t := time.AfterFunc(wait, func() { _ = c.netConn.Close() })
 		defer t.Stop()
 	}
 	_ = c.ws.Close(code, why)
 }
+
+// quickClose bounds the closing handshake with a client closed for
+// holding a slot without establishing itself: it has its close reason,
+// and an idle flood must not keep sockets for WriteTimeout each.
+const quickClose = time.Second
 
 // pingLoop pings the client every PingInterval and disconnects it if a
 // pong does not come back within the interval.
@@ -446,6 +528,9 @@ func (c *Conn) dispatch(m *message, done func(*response)) {
 	c.wg.Go(func() {
 		defer func() { <-c.slots }()
 		res, err := c.invoke(h, req)
+		if err == nil && establishes(req.Method) {
+			c.establish()
+		}
 		switch {
 		case req.IsNotification():
 			done(nil)
@@ -455,6 +540,13 @@ func (c *Conn) dispatch(m *message, done func(*response)) {
 			done(resultResponse(req.ID, res))
 		}
 	})
+}
+
+// establishes reports whether serving method successfully establishes a
+// connection (Limits.InitTimeout): initialize, or a mesh.* method of the
+// local API, whose clients do not initialize.
+func establishes(method string) bool {
+	return method == MethodInitialize || strings.HasPrefix(method, "mesh.")
 }
 
 // invoke runs a handler, turning a panic into an internal error.

@@ -37,8 +37,11 @@ func (s *Server) meshConsensus(ctx context.Context, r *Request) (any, error) {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node does not run votes)", r.Method)
 	}
 	var p ConsensusParams
-	if len(r.Params) == 0 || r.Params[0] != '{' || decodeStrict(r.Params, &p) != nil {
+	if len(r.Params) == 0 || r.Params[0] != '{' {
 		return nil, Errorf(CodeInvalidParams, `invalid params: mesh.consensus takes {"agents", "question", "options", "threshold", "deadlineMs", "context"?}`)
+	}
+	if err := decodeStrict(r.Params, &p); err != nil {
+		return nil, Errorf(CodeInvalidParams, `invalid params: mesh.consensus: %v (it takes {"agents", "question", "options", "threshold", "deadlineMs", "context"?})`, err)
 	}
 	if p.DeadlineMS <= 0 || p.DeadlineMS > MaxConsensusDeadline.Milliseconds() {
 		return nil, Errorf(CodeInvalidParams, `invalid params: "deadlineMs" must be from 1 to %d`, MaxConsensusDeadline.Milliseconds())

@@ -96,7 +96,7 @@ func parseDiscoverParams(raw json.RawMessage) (query string, byKeyword bool, tim
 	timeout = DefaultDiscoverTimeout
 	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
 		var n json.Number
-		if json.Unmarshal(t, &n) != nil {
+		if unmarshalNumber(t, &n) != nil {
 			return "", false, 0, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
 		}
 		ms, err := n.Int64()

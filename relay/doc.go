@@ -67,13 +67,19 @@
 // skipping subscriptions shadowed by a newer one to the same pattern, and
 // stops as each subscription's policy says. Failed or should_retry
 // deliveries go to the store's outbox before sendMessage answers, are
-// retried with backoff, and become dead letters after BusConfig.MaxAttempts.
+// retried with backoff, and become dead letters after BusConfig.MaxAttempts
+// deliveries. A retry that finds its client id away does not count: the
+// message waits (subscribe wakes it) until BusConfig.MessageTTL, then is a
+// dead letter. The retry loop sleeps until the next retry is due.
 // A default handler (subscribe with "defaultHandler": true) takes local
 // messages nobody subscribes to; its should_retry routes the message
 // afresh. agent:<mesh agent id> becomes a mesh call; other topics are
 // published on the mesh when the Mesh is a Publisher, and mesh messages
 // reach local subscribers (never a default handler: every node would take
-// them).
+// them), those this node publishes by other ways than the bus
+// (mesh.publish, Node.Publish) included. Each mesh message is dispatched
+// once, however many local patterns match it; the bus publishes its own
+// with Publisher.PublishID and knows them when they come back.
 //
 // # Server-initiated messages
 //

@@ -153,6 +153,7 @@ type Lobby struct {
 	mu        sync.Mutex
 	closed    bool
 	conns     map[*lobbyConn]struct{}
+	admit     *admission
 	nextConn  uint64
 	agents    map[string]*lobbyAgent // connected agents by id
 	seq       uint64                 // attach order
@@ -224,6 +225,7 @@ func NewLobby(mesh Mesh, st *store.Store, opts ...LobbyOption) (*Lobby, error) {
 		cancel:     cancel,
 		changed:    make(chan struct{}, 1),
 		conns:      make(map[*lobbyConn]struct{}),
+		admit:      newAdmission(cfg.Limits),
 		agents:     make(map[string]*lobbyAgent),
 		pending:    make(map[pendingKey]*lobbyPending),
 		skeletons:  make(map[string]string, len(regs)),
@@ -265,6 +267,7 @@ func (l *Lobby) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.log.Debug("websocket upgrade failed", "remote_addr", r.RemoteAddr, "err", err)
 		l.mu.Lock()
 		delete(l.conns, c)
+		l.admit.release(c.ticket)
 		l.mu.Unlock()
 		c.cancel()
 		return
@@ -281,10 +284,6 @@ func (l *Lobby) newConn(remote string) (*lobbyConn, int) {
 	if l.closed {
 		return nil, http.StatusServiceUnavailable
 	}
-	if len(l.conns) >= l.cfg.Limits.MaxClients {
-		l.log.Warn("lobby client refused: too many clients", "remote_addr", remote, "max", l.cfg.Limits.MaxClients)
-		return nil, http.StatusServiceUnavailable
-	}
 	l.nextConn++
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &lobbyConn{
@@ -297,6 +296,14 @@ func (l *Lobby) newConn(remote string) (*lobbyConn, int) {
 		send:   make(chan []byte, l.cfg.Limits.SendQueue),
 		slots:  make(chan struct{}, l.cfg.Limits.MaxConcurrentCalls),
 	}
+	t, status := l.admit.take(remote, c.evict)
+	if t == nil {
+		cancel()
+		l.log.Warn("lobby client refused: every slot holds a registered client", "remote_addr", remote,
+			"status", status, "max", l.cfg.Limits.MaxClients, "max_per_ip", l.cfg.Limits.MaxClientsPerIP)
+		return nil, status
+	}
+	c.ticket = t
 	l.conns[c] = struct{}{}
 	l.wg.Add(1)
 	return c, 0
@@ -307,6 +314,7 @@ func (l *Lobby) newConn(remote string) (*lobbyConn, int) {
 func (l *Lobby) connEnded(c *lobbyConn) {
 	l.mu.Lock()
 	delete(l.conns, c)
+	l.admit.release(c.ticket)
 	changed := false
 	if a := l.agents[c.agent]; a != nil && a.conn == c {
 		delete(l.agents, c.agent)
@@ -837,6 +845,8 @@ func (l *Lobby) attach(c *lobbyConn, id string, caps []protocol.Capability) {
 	l.seq++
 	l.agents[id] = &lobbyAgent{id: id, caps: caps, conn: c, seq: l.seq}
 	c.agent = id
+	c.established = true
+	l.admit.establish(c.ticket)
 	l.mu.Unlock()
 	l.notifyChange()
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -43,6 +44,14 @@ type lobbyConn struct {
 	closeCode websocket.StatusCode
 	closeWhy  string
 	abrupt    bool
+	quick     bool // see Conn.quick
+	initTimer *time.Timer
+
+	// ticket is the connection's place in the lobby's admission;
+	// established is set once an agent is attached to it (see
+	// Limits.InitTimeout). Guarded by l.mu.
+	ticket      *ticket
+	established bool
 
 	// agent is the agent id this connection serves, "" until a REGISTER
 	// or a message with a valid auth_token binds it. Guarded by l.mu.
@@ -78,13 +87,18 @@ func (c *lobbyConn) sendMsg(m *LobbyMessage) error {
 
 // shut starts closing the connection once; see Conn.shut.
 func (c *lobbyConn) shut(code websocket.StatusCode, reason string, abrupt bool) bool {
+	return c.shutMode(code, reason, abrupt, false)
+}
+
+// shutMode is shut; see Conn.shutMode.
+func (c *lobbyConn) shutMode(code websocket.StatusCode, reason string, abrupt, quick bool) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
 	c.closing = true
-	c.closeCode, c.closeWhy, c.abrupt = code, reason, abrupt
+	c.closeCode, c.closeWhy, c.abrupt, c.quick = code, reason, abrupt, quick
 	c.mu.Unlock()
 	c.cancel()
 	if abrupt {
@@ -100,6 +114,9 @@ func (c *lobbyConn) serve() {
 	if c.limits.PingInterval > 0 {
 		c.wg.Go(c.pingLoop)
 	}
+	c.mu.Lock()
+	c.initTimer = time.AfterFunc(c.limits.InitTimeout, c.initExpired)
+	c.mu.Unlock()
 	for {
 		_, frame, err := c.ws.Read(context.Background())
 		if err != nil {
@@ -109,6 +126,9 @@ func (c *lobbyConn) serve() {
 		c.handle(frame)
 	}
 	c.wg.Wait()
+	c.mu.Lock()
+	c.initTimer.Stop()
+	c.mu.Unlock()
 	c.l.connEnded(c)
 	c.log.Debug("lobby client disconnected")
 }
@@ -143,6 +163,37 @@ func (c *lobbyConn) spawn(f func()) bool {
 		f()
 	})
 	return true
+}
+
+// initExpired closes the connection if no agent has attached to it within
+// Limits.InitTimeout (a REGISTER, or a message with a valid auth_token);
+// with a request of its own being served it looks again later.
+func (c *lobbyConn) initExpired() {
+	c.l.mu.Lock()
+	established := c.established
+	c.l.mu.Unlock()
+	c.mu.Lock()
+	if established || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.slots) > 0 {
+		c.initTimer.Reset(c.limits.InitTimeout)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if c.shutMode(websocket.StatusPolicyViolation, fmt.Sprintf("register deadline: no REGISTER or authenticated message within %v", c.limits.InitTimeout), false, true) {
+		c.log.Info("lobby client closed: not registered in time", "timeout", c.limits.InitTimeout)
+	}
+}
+
+// evict closes a connection the lobby takes the slot of. It runs under
+// l.mu.
+func (c *lobbyConn) evict(reason string) {
+	if c.shutMode(websocket.StatusPolicyViolation, reason, false, true) {
+		c.log.Info("lobby client evicted", "reason", reason)
+	}
 }
 
 func (c *lobbyConn) readFailed(err error) {
@@ -207,14 +258,18 @@ func (c *lobbyConn) drain() {
 // closeWS ends the WebSocket; see Conn.closeWS.
 func (c *lobbyConn) closeWS() {
 	c.mu.Lock()
-	code, why, abrupt := c.closeCode, c.closeWhy, c.abrupt
+	code, why, abrupt, quick := c.closeCode, c.closeWhy, c.abrupt, c.quick
 	c.mu.Unlock()
 	if abrupt {
 		_ = c.ws.CloseNow()
 		return
 	}
 	if c.netConn != nil {
-		t := time.AfterFunc(c.limits.WriteTimeout, func() { _ = c.netConn.Close() })
+		wait := c.limits.WriteTimeout
+		if quick {
+			wait = min(wait, quickClose)
+		}
+		t := time.AfterFunc(wait, func() { _ = c.netConn.Close() })
 		defer t.Stop()
 	}
 	_ = c.ws.Close(code, why)

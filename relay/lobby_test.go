@@ -1091,6 +1091,9 @@ func TestLobbyOriginsAndMaxClients(t *testing.T) {
 				t.Fatalf("origin %q refused: %v", tc.origin, err)
 			}
 			defer ws.CloseNow()
+			// Registered, so that the third client is refused rather than
+			// given the slot of a connection that never registered.
+			(&lobbyClient{t: t, ws: ws, id: fmt.Sprintf("agent_origin_%d", len(tc.origin))}).register()
 			continue
 		}
 		if err == nil {

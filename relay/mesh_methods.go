@@ -199,7 +199,7 @@ func parseCallParams(raw json.RawMessage) (protocol.CallRequest, error) {
 
 	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
 		var n json.Number
-		if err := json.Unmarshal(t, &n); err != nil {
+		if err := unmarshalNumber(t, &n); err != nil {
 			return req, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
 		}
 		ms, err := n.Int64()
@@ -209,6 +209,16 @@ func parseCallParams(raw json.RawMessage) (protocol.CallRequest, error) {
 		req.Timeout = time.Duration(ms) * time.Millisecond
 	}
 	return req, nil
+}
+
+// unmarshalNumber decodes a JSON number into n. Unlike json.Unmarshal
+// into a json.Number, it refuses a string holding a number ("10000"): a
+// member of the wrong JSON type is an error, not read as meant.
+func unmarshalNumber(raw json.RawMessage, n *json.Number) error {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return errors.New("not a JSON number")
+	}
+	return json.Unmarshal(raw, n)
 }
 
 // stringField decodes an optional string field; absent and null read as "".

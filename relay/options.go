@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"slices"
 	"strings"
@@ -15,9 +16,22 @@ import (
 	"github.com/meshagent/meshagent/store"
 )
 
-// Limits bound what one WebSocket client can make a server hold. Every
-// field must be positive, except PingInterval, where 0 turns keep-alive
-// pings off.
+// Limits bound what one WebSocket client can make a server hold, and how
+// many clients a server (the bus, or the lobby) holds. Every number must
+// be positive, except PingInterval, where 0 turns keep-alive pings off.
+//
+// Memory: a connection holds at most SendQueue encoded messages waiting to
+// be written, MaxConcurrentCalls requests being served (each read whole,
+// at most MaxMessageBytes) and MaxPendingCalls requests of the server's
+// own (processMessage deliveries, mesh.handle) awaiting answers, so about
+// (SendQueue + MaxConcurrentCalls + MaxPendingCalls) messages of at most
+// MaxMessageBytes each (a delivery carries a payload some client sent); a
+// server holds at most MaxClients connections, plus the ones being torn
+// down (each for at most WriteTimeout). With the defaults that is 384
+// messages per connection: 384 KiB with 1 KiB messages (0.4 GiB for a
+// full server), and a worst case of 384 MiB per connection with messages
+// at the 1 MiB limit. Size MaxMessageBytes (and SendQueue) for the
+// messages clients really send.
 type Limits struct {
 	// MaxMessageBytes is the read limit per WebSocket message (one
 	// JSON-RPC request or batch). A client that sends more is disconnected
@@ -40,9 +54,44 @@ type Limits struct {
 	// CodeServerBusy and a notification is dropped: the read loop never
 	// blocks on a slow method.
 	MaxConcurrentCalls int
-	// MaxClients bounds the connections a server holds; beyond it an
-	// upgrade is refused with HTTP 503.
+	// MaxClients bounds the connections a server holds. When it is full
+	// a new client still gets in: the oldest connection that has not yet
+	// established itself (see InitTimeout) is closed to make room, with
+	// close status 1008 and a reason saying so. An upgrade is refused with
+	// HTTP 503 only when every connection is established.
 	MaxClients int
+	// MaxClientsPerIP bounds the connections from one IP address (IPv4, or
+	// IPv6 as given, unmapped), with the same rule: the address's oldest
+	// connection not yet established makes room, and only when all of
+	// its connections are established is the upgrade refused with HTTP
+	// 429. Addresses in PerIPExempt are not counted. Behind a reverse
+	// proxy every client has the proxy's address: exempt it, or raise
+	// the cap.
+	MaxClientsPerIP int
+	// PerIPExempt lists the addresses MaxClientsPerIP does not apply to.
+	// Default: loopback (127.0.0.0/8 and ::1), so that the local API and
+	// local tests are bounded by MaxClients only.
+	PerIPExempt []netip.Prefix
+	// InitTimeout is how long a connection may stay unestablished. A bus
+	// connection is established by a successful initialize (seed 001), or
+	// by a served mesh.* request (a local API client, which does not
+	// initialize); a lobby connection by a REGISTER, or a message whose
+	// auth_token binds it to its agent. A connection still unestablished
+	// after InitTimeout, with no request of its own being served, is
+	// closed with status 1008 and a reason naming the deadline; with a
+	// request being served it is checked again InitTimeout later.
+	InitTimeout time.Duration
+	// MaxPendingCalls bounds the server's own requests awaiting a
+	// client's answers on one connection (processMessage deliveries of
+	// the bus, mesh.handle). A delivery beyond it waits for a free slot,
+	// within its own timeout (BusConfig.DeliveryTimeout), so a busy
+	// subscriber slows its senders down instead of overrunning its send
+	// queue: a client that reads is never disconnected as a slow
+	// consumer by deliveries, and one that stops reading is disconnected
+	// when a write misses WriteTimeout. Keep MaxPendingCalls +
+	// MaxConcurrentCalls below SendQueue, which also holds the responses
+	// to the client's own requests and notifications.
+	MaxPendingCalls int
 	// PingInterval is how often the server pings each client; a client
 	// that does not answer within the interval is disconnected. 0 turns
 	// pings off.
@@ -58,6 +107,10 @@ func DefaultLimits() Limits {
 		MaxBatch:           64,
 		MaxConcurrentCalls: 64,
 		MaxClients:         1024,
+		MaxClientsPerIP:    64,
+		PerIPExempt:        []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		InitTimeout:        10 * time.Second,
+		MaxPendingCalls:    64,
 		PingInterval:       30 * time.Second,
 	}
 }
@@ -77,8 +130,19 @@ func (l Limits) Validate() error {
 		return errors.New("relay: Limits.MaxConcurrentCalls must be positive")
 	case l.MaxClients < 1:
 		return errors.New("relay: Limits.MaxClients must be positive")
+	case l.MaxClientsPerIP < 1:
+		return errors.New("relay: Limits.MaxClientsPerIP must be positive")
+	case l.InitTimeout <= 0:
+		return errors.New("relay: Limits.InitTimeout must be positive")
+	case l.MaxPendingCalls < 1:
+		return errors.New("relay: Limits.MaxPendingCalls must be positive")
 	case l.PingInterval < 0:
 		return errors.New("relay: Limits.PingInterval must not be negative")
+	}
+	for _, p := range l.PerIPExempt {
+		if !p.IsValid() {
+			return errors.New("relay: Limits.PerIPExempt holds an invalid prefix")
+		}
 	}
 	return nil
 }

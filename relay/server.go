@@ -32,6 +32,7 @@ type Server struct {
 	mu        sync.Mutex
 	closed    bool
 	conns     map[*Conn]struct{}
+	admit     *admission
 	servers   []*http.Server
 	addr      net.Addr
 	nextConn  uint64
@@ -60,6 +61,7 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 		now:      time.Now,
 		handlers: make(map[string]HandlerFunc),
 		conns:    make(map[*Conn]struct{}),
+		admit:    newAdmission(cfg.Limits),
 	}
 	s.registerMeshMethods()
 	s.bus = newBus(s, cfg.Bus, cfg.Store)
@@ -215,10 +217,6 @@ func (s *Server) newConn(remote string) (*Conn, int) {
 	if s.closed {
 		return nil, http.StatusServiceUnavailable
 	}
-	if len(s.conns) >= s.cfg.Limits.MaxClients {
-		s.log.Warn("client refused: too many clients", "remote_addr", remote, "max", s.cfg.Limits.MaxClients)
-		return nil, http.StatusServiceUnavailable
-	}
 	s.nextConn++
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
@@ -231,7 +229,17 @@ func (s *Server) newConn(remote string) (*Conn, int) {
 		cancel: cancel,
 		send:   make(chan []byte, s.cfg.Limits.SendQueue),
 		slots:  make(chan struct{}, s.cfg.Limits.MaxConcurrentCalls),
+		calls:  make(chan struct{}, s.cfg.Limits.MaxPendingCalls),
 	}
+	t, status := s.admit.take(remote, c.evict)
+	if t == nil {
+		s.nextConn--
+		cancel()
+		s.log.Warn("client refused: every slot holds an initialized client", "remote_addr", remote,
+			"status", status, "max", s.cfg.Limits.MaxClients, "max_per_ip", s.cfg.Limits.MaxClientsPerIP)
+		return nil, status
+	}
+	c.ticket = t
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c, 0
@@ -240,6 +248,14 @@ func (s *Server) newConn(remote string) (*Conn, int) {
 func (s *Server) removeConn(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.admit.release(c.ticket)
+	s.mu.Unlock()
+}
+
+// establish takes c out of the connections evicted to make room.
+func (s *Server) establish(c *Conn) {
+	s.mu.Lock()
+	s.admit.establish(c.ticket)
 	s.mu.Unlock()
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -321,6 +322,11 @@ func TestMaxClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An initialized client keeps its slot (one that never initializes
+	// would be evicted for the newcomer: TestIdleFloodDoesNotLockOut).
+	if err := first.Call(ctxT(t), relay.MethodInitialize, relay.InitializeParams{ClientID: "first", ClientInfo: relay.ClientInfo{Name: "test"}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	_, resp, err := websocket.Dial(ctxT(t), ts.url, nil)
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("second client: %v (%v), want HTTP 503", err, resp)
@@ -485,6 +491,10 @@ func TestLimitsValidate(t *testing.T) {
 		"MaxConcurrentCalls": func(l *relay.Limits) { l.MaxConcurrentCalls = 0 },
 		"MaxClients":         func(l *relay.Limits) { l.MaxClients = 0 },
 		"PingInterval":       func(l *relay.Limits) { l.PingInterval = -1 },
+		"MaxClientsPerIP":    func(l *relay.Limits) { l.MaxClientsPerIP = 0 },
+		"InitTimeout":        func(l *relay.Limits) { l.InitTimeout = 0 },
+		"MaxPendingCalls":    func(l *relay.Limits) { l.MaxPendingCalls = 0 },
+		"PerIPExempt":        func(l *relay.Limits) { l.PerIPExempt = append(l.PerIPExempt, netip.Prefix{}) },
 	}
 	if err := relay.DefaultLimits().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)

@@ -34,8 +34,14 @@ func (s *Server) meshTask(ctx context.Context, r *Request) (any, error) {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node keeps no tasks)", r.Method)
 	}
 	var p TaskParams
-	if len(r.Params) == 0 || r.Params[0] != '{' || decodeStrict(r.Params, &p) != nil || p.TaskID == "" {
+	if len(r.Params) == 0 || r.Params[0] != '{' {
 		return nil, Errorf(CodeInvalidParams, `invalid params: %s takes {"taskId", "agentId"?}`, r.Method)
+	}
+	if err := decodeStrict(r.Params, &p); err != nil {
+		return nil, Errorf(CodeInvalidParams, `invalid params: %s: %v (it takes {"taskId", "agentId"?})`, r.Method, err)
+	}
+	if p.TaskID == "" {
+		return nil, Errorf(CodeInvalidParams, `invalid params: %s needs "taskId", a non-empty string`, r.Method)
 	}
 	var (
 		task *protocol.Task

@@ -18,17 +18,25 @@ import (
 // server whose mesh is not a Publisher answers mesh.publish,
 // mesh.subscribe and mesh.unsubscribe with -32601.
 type Publisher interface {
-	// Publish sends payload to every agent subscribed to topic, applying
-	// filter (nil: everyone), and returns how many topic peers it went
-	// to; errors.Is(err, protocol.ErrNoPeers) when no agent subscribes
-	// within the publish wait. payload is a JSON object (the server
-	// refuses anything else before calling Publish).
+	// Publish sends payload to every agent subscribed to topic, this
+	// node's own subscriptions (made with Subscribe) included, applying
+	// filter (nil: everyone), and returns how many receivers it went to:
+	// topic peers plus local subscriptions; errors.Is(err,
+	// protocol.ErrNoPeers) when there is none within the publish wait.
+	// payload is a JSON object (the server refuses anything else before
+	// calling Publish).
 	Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
+	// PublishID is Publish under message (envelope) id id, a fresh
+	// protocol.NewID() chosen by the caller: the bus publishes its
+	// clients' messages so, and knows its own when they come back through
+	// its subscriptions (it has delivered them to its subscribers itself).
+	PublishID(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
 	// Subscribe calls handler in order for each message whose topic
 	// matches pattern (exact, an fnmatch wildcard such as "outbound:*",
-	// or a prefix ending in ':', '-', '.', '/' or '_'); the returned func
-	// cancels the subscription. handler must not block: the server's
-	// handler only queues a notification.
+	// or a prefix ending in ':', '-', '.', '/' or '_'), whether published
+	// by another agent or by this node; the returned func cancels the
+	// subscription. handler must not block: the server's handler only
+	// queues a notification.
 	Subscribe(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error)
 }
 
@@ -167,7 +175,7 @@ func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, erro
 	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
 		var n json.Number
 		ms, err := int64(0), error(nil)
-		if err = json.Unmarshal(t, &n); err == nil {
+		if err = unmarshalNumber(t, &n); err == nil {
 			ms, err = n.Int64()
 		}
 		if err != nil || ms <= 0 || ms > MaxPublishTimeout.Milliseconds() {

@@ -43,7 +43,13 @@ func newTopicMesh() *topicMesh {
 	return &topicMesh{fakeMesh: newFakeMesh(), subs: map[int]topicSub{}, held: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
-func (m *topicMesh) Publish(_ context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+func (m *topicMesh) Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+	// Like the real mesh: every message gets a fresh id (the bus drops a
+	// mesh message id it has seen).
+	return m.PublishID(ctx, protocol.NewID(), topic, payload, filter)
+}
+
+func (m *topicMesh) PublishID(_ context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
 	if strings.ContainsAny(topic, "*?") {
 		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "cannot publish to the pattern %q", topic)
 	}
@@ -61,7 +67,7 @@ func (m *topicMesh) Publish(_ context.Context, topic string, payload json.RawMes
 		return 0, fmt.Errorf("after 5s: %w", protocol.ErrNoPeers)
 	}
 	for _, h := range hs {
-		h(protocol.TopicMessage{Topic: topic, From: "publisher", Payload: payload, Time: time.Unix(1700000000, 0).UTC(), ID: "id"})
+		h(protocol.TopicMessage{Topic: topic, From: "publisher", Payload: payload, Time: time.Unix(1700000000, 0).UTC(), ID: id})
 	}
 	return len(hs), nil
 }
@@ -350,7 +356,10 @@ func TestSlowSubscriberDisconnected(t *testing.T) {
 	// slow never reads again.
 	pub := dialClient(t, url)
 	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 64<<10) + `"}`)
-	wait.For(t, testTimeout, func() error {
+	// The loopback socket absorbs megabytes before a write blocks, and
+	// under the race detector each 64 KiB publish takes about 0.15 s, so
+	// filling it takes close to 10 s there: allow a generous deadline.
+	wait.For(t, 6*testTimeout, func() error {
 		// The fake delivers synchronously: a blocking Notify would hang
 		// this Publish.
 		if _, err := pub.Publish(ctxT(t), "flood:1", payload, nil, 0); err != nil && !errors.Is(err, protocol.ErrNoPeers) {

@@ -130,7 +130,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DLQFilter) ([]DeadLetter, err
 }
 
 // Replay moves dead letter id back to the outbox in one transaction, with
-// Attempts and LastError reset and its next attempt now, and returns it as
+// Attempts, LastError and Expires reset and its next attempt now, and returns it as
 // enqueued. It returns ErrNotFound when id is not in the dead-letter queue.
 func (s *Store) Replay(ctx context.Context, id string) (Message, error) {
 	var m Message
@@ -156,6 +156,7 @@ func (s *Store) Replay(ctx context.Context, id string) (Message, error) {
 		m.Attempts = 0
 		m.LastError = ""
 		m.NextAttempt = now
+		m.Expires = time.Time{}
 		return putOutbox(tx, m)
 	})
 	if err != nil {

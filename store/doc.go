@@ -39,8 +39,13 @@
 //
 // Enqueue assigns each message a sequence number (Pending returns messages
 // in that order) and a next-attempt time, now; Retry moves that time and
-// bumps Attempts; Due returns the messages whose time has come, earliest
-// first. Delivered deletes a message and records nothing else: history is
+// bumps Attempts; Postpone moves it without bumping Attempts (the bus
+// postpones a message whose subscriber is away); Due returns the messages
+// whose time has come, earliest first, and NextDue the earliest time, so a
+// retry loop sleeps until then. An index on To (bucket outbox_to, added by
+// schema 2; Open builds it when it upgrades a schema 1 file) lets Wake make
+// everything addressed to one client due at once when that client comes
+// back, at a cost that grows with that client's messages, not the outbox. Delivered deletes a message and records nothing else: history is
 // written separately with Record, so that the bus decides what history is.
 // An id is in at most one of outbox and dead-letter queue: Enqueue refuses
 // an id present in either, and DeadLetter and Replay move a message between
@@ -64,7 +69,10 @@
 // Prune deletes history older than the retention (WithRetention, seven
 // days by default, as seed 004 asks) with its index entries, in bounded
 // transactions; a pruner goroutine owned by the Store runs it every
-// WithPruneInterval and stops in Close.
+// WithPruneInterval and stops in Close. History is also bounded in size
+// (WithMaxHistoryBytes, 256 MiB by default): a Record that takes it past
+// the cap deletes the oldest records in its own transaction, and the
+// meta bucket keeps the running size so that the check costs no scan.
 //
 // # Tokens
 //

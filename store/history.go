@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -69,9 +70,12 @@ func (s *Store) Record(ctx context.Context, m Message) error {
 		if err := ids.Put([]byte(m.ID), pk); err != nil {
 			return err
 		}
-		return forIndexes(r, pk, func(b string, key []byte) error {
+		if err := forIndexes(r, pk, func(b string, key []byte) error {
 			return bucket(tx, b).Put(key, nil)
-		})
+		}); err != nil {
+			return err
+		}
+		return s.capHistory(tx, pk, historyBytesOf(r, pk, v))
 	})
 	if err != nil {
 		return fmt.Errorf("store: record %s: %w", m.ID, err)
@@ -304,9 +308,9 @@ func successor(prefix []byte) []byte {
 // Prune deletes history recorded before now minus the retention, with its
 // index entries, and returns how many messages it deleted. It works in
 // transactions of a bounded size so that it never holds the writer for
-// long. A record that cannot be decoded is deleted too (its index entries
-// cannot be found; History skips index entries whose record is gone) and
-// logged.
+// long. A record that cannot be decoded is deleted too (see
+// deleteHistory) and logged. (The size cap, WithMaxHistoryBytes, is kept
+// by Record itself.)
 func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 	cutoff := now.Add(-s.cfg.retention)
 	if err := checkTime("prune cutoff", cutoff); err != nil {
@@ -326,27 +330,18 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 				keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
 				n++
 			}
-			for i, k := range keys {
-				if err := hist.Delete(k); err != nil {
-					return err
-				}
-				if len(k) > 8 {
-					if err := ids.Delete(k[8:]); err != nil {
-						return err
-					}
-				}
-				r, err := decodeMessage(bucketHistory, k, vals[i])
-				if err != nil {
-					s.cfg.logger.Warn("store: pruning an undecodable history record", "err", err)
-					continue
-				}
-				if err := forIndexes(r, k, func(b string, key []byte) error {
-					return bucket(tx, b).Delete(key)
-				}); err != nil {
-					return err
-				}
+			size, _, err := historySize(tx)
+			if err != nil {
+				return err
 			}
-			return nil
+			for i, k := range keys {
+				n, err := s.deleteHistory(tx, hist, ids, k, vals[i])
+				if err != nil {
+					return err
+				}
+				size -= n
+			}
+			return setHistorySize(tx, size)
 		})
 		if err != nil {
 			return total, fmt.Errorf("store: prune: %w", err)
@@ -356,4 +351,99 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// deleteHistory deletes the history record at key k (value v) with its
+// id and index entries, and returns the bytes it counted for. A record
+// that cannot be decoded is deleted too (its index entries cannot be
+// found; History skips index entries whose record is gone) and logged.
+func (s *Store) deleteHistory(tx *bolt.Tx, hist, ids *bolt.Bucket, k, v []byte) (int64, error) {
+	if err := hist.Delete(k); err != nil {
+		return 0, err
+	}
+	if len(k) > 8 {
+		if err := ids.Delete(k[8:]); err != nil {
+			return 0, err
+		}
+	}
+	r, err := decodeMessage(bucketHistory, k, v)
+	if err != nil {
+		s.cfg.logger.Warn("store: deleting an undecodable history record", "err", err)
+		return int64(2*len(k) - 8 + len(v)), nil
+	}
+	if err := forIndexes(r, k, func(b string, key []byte) error {
+		return bucket(tx, b).Delete(key)
+	}); err != nil {
+		return 0, err
+	}
+	return historyBytesOf(r, k, v), nil
+}
+
+// historyBytesOf is what one history record counts for against
+// WithMaxHistoryBytes: its key and value, its id entry, its index keys.
+func historyBytesOf(r msgRecord, pk, v []byte) int64 {
+	n := int64(len(pk) + len(v) + len(pk) - 8 + len(pk))
+	_ = forIndexes(r, pk, func(_ string, key []byte) error {
+		n += int64(len(key))
+		return nil
+	})
+	return n
+}
+
+// metaHistoryBytes is the meta key holding the history's size (8 bytes,
+// big-endian), kept in step by every transaction that adds or deletes
+// history. A file written before it existed gets it counted once.
+var metaHistoryBytes = []byte("history_bytes")
+
+// historySize reads the history's size, counting it if it is not stored
+// (stored is then false).
+func historySize(tx *bolt.Tx) (size int64, stored bool, err error) {
+	if v := bucket(tx, bucketMeta).Get(metaHistoryBytes); v != nil {
+		if len(v) != 8 {
+			return 0, false, &CorruptError{Bucket: bucketMeta, Key: metaHistoryBytes, Err: errors.New("not 8 bytes")}
+		}
+		return int64(binary.BigEndian.Uint64(v)), true, nil
+	}
+	var n int64
+	err = bucket(tx, bucketHistory).ForEach(func(k, v []byte) error {
+		r, err := decodeMessage(bucketHistory, k, v)
+		if err != nil {
+			n += int64(2*len(k) - 8 + len(v))
+			return nil
+		}
+		n += historyBytesOf(r, k, v)
+		return nil
+	})
+	return n, false, err
+}
+
+func setHistorySize(tx *bolt.Tx, n int64) error {
+	return bucket(tx, bucketMeta).Put(metaHistoryBytes, binary.BigEndian.AppendUint64(nil, uint64(max(n, 0))))
+}
+
+// capHistory counts a record of added bytes just written at pk, then
+// deletes the oldest records until the history is within
+// WithMaxHistoryBytes, never the one at pk.
+func (s *Store) capHistory(tx *bolt.Tx, pk []byte, added int64) error {
+	size, stored, err := historySize(tx)
+	if err != nil {
+		return err
+	}
+	if stored { // else the count included the new record
+		size += added
+	}
+	hist, ids := bucket(tx, bucketHistory), bucket(tx, bucketHistoryIDs)
+	for size > s.cfg.maxHistory {
+		k, v := hist.Cursor().First()
+		if k == nil || bytes.Equal(k, pk) {
+			break
+		}
+		k, v = bytes.Clone(k), bytes.Clone(v)
+		n, err := s.deleteHistory(tx, hist, ids, k, v)
+		if err != nil {
+			return err
+		}
+		size -= n
+	}
+	return setHistorySize(tx, size)
 }

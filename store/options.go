@@ -17,10 +17,14 @@ const DefaultPruneInterval = time.Hour
 // DefaultMaxRecordSize bounds a record's payload plus metadata: 1 MiB.
 const DefaultMaxRecordSize = 1 << 20
 
+// DefaultMaxHistoryBytes bounds the history's size: 256 MiB.
+const DefaultMaxHistoryBytes = 256 << 20
+
 type config struct {
 	retention     time.Duration
 	pruneInterval time.Duration
 	maxRecordSize int
+	maxHistory    int64
 	batchDelay    time.Duration
 	soloCommits   bool // every write its own commit (benchmarks)
 	clock         func() time.Time
@@ -33,6 +37,7 @@ func defaults() config {
 		retention:     DefaultRetention,
 		pruneInterval: DefaultPruneInterval,
 		maxRecordSize: DefaultMaxRecordSize,
+		maxHistory:    DefaultMaxHistoryBytes,
 		clock:         time.Now,
 		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		openTimeout:   5 * time.Second,
@@ -76,6 +81,24 @@ func WithMaxRecordSize(n int) Option {
 			return errors.New("store: max record size must be positive")
 		}
 		c.maxRecordSize = n
+		return nil
+	}
+}
+
+// WithMaxHistoryBytes bounds the history's size, as well as its age
+// (WithRetention): when a Record takes the history past n bytes, the
+// oldest records are deleted, with their index entries, in the same
+// transaction, until it is back under n (the record just written is
+// always kept). The size counted is that of the history's keys, values
+// and index entries; the file is larger by bbolt's page overhead, and
+// does not shrink (deleted pages are reused). The default is
+// DefaultMaxHistoryBytes.
+func WithMaxHistoryBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return errors.New("store: max history bytes must be positive")
+		}
+		c.maxHistory = n
 		return nil
 	}
 }

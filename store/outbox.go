@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -72,7 +73,33 @@ func putOutbox(tx *bolt.Tx, m Message) error {
 	if err := bucket(tx, bucketOutboxIDs).Put([]byte(m.ID), sk); err != nil {
 		return err
 	}
+	if m.To != "" {
+		if err := bucket(tx, bucketOutboxTo).Put(toKey(m.To, sk), nil); err != nil {
+			return err
+		}
+	}
 	return bucket(tx, bucketOutboxDue).Put(concat(nanoKey(r.Next), sk), nil)
+}
+
+// toKey is the outbox_to key of an entry addressed to to.
+func toKey(to string, sk []byte) []byte { return concat([]byte(to), []byte{0}, sk) }
+
+// indexOutboxTo fills outbox_to from the outbox (the upgrade from schema 1).
+func indexOutboxTo(tx *bolt.Tx) error {
+	idx := bucket(tx, bucketOutboxTo)
+	c := bucket(tx, bucketOutbox).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		r, err := decodeMessage(bucketOutbox, k, v)
+		if err != nil {
+			return err
+		}
+		if r.To != "" {
+			if err := idx.Put(toKey(r.To, k), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // getOutbox loads the outbox entry of id.
@@ -97,6 +124,11 @@ func deleteOutbox(tx *bolt.Tx, r msgRecord) error {
 	}
 	if err := bucket(tx, bucketOutboxIDs).Delete([]byte(r.ID)); err != nil {
 		return err
+	}
+	if r.To != "" {
+		if err := bucket(tx, bucketOutboxTo).Delete(toKey(r.To, sk)); err != nil {
+			return err
+		}
 	}
 	return bucket(tx, bucketOutboxDue).Delete(concat(nanoKey(r.Next), sk))
 }
@@ -183,6 +215,25 @@ func (s *Store) Delivered(ctx context.Context, id string) error {
 // errText as LastError (cut to MaxErrorText bytes) and sets the next attempt time to next. It returns
 // ErrNotFound when id is not in the outbox.
 func (s *Store) Retry(ctx context.Context, id, errText string, next time.Time) error {
+	return s.reschedule(ctx, "retry", id, errText, next, 1, time.Time{})
+}
+
+// Postpone moves message id's next attempt to next without counting a
+// failed delivery: Attempts is kept, errText (cut to MaxErrorText bytes)
+// becomes LastError, and a non-zero expires replaces Expires. The bus
+// postpones a message whose subscriber is away, since an attempt that
+// found nobody to deliver to is not a delivery. It returns ErrNotFound
+// when id is not in the outbox.
+func (s *Store) Postpone(ctx context.Context, id, errText string, next, expires time.Time) error {
+	if !expires.IsZero() {
+		if err := checkTime("expiry", expires); err != nil {
+			return err
+		}
+	}
+	return s.reschedule(ctx, "postpone", id, errText, next, 0, expires)
+}
+
+func (s *Store) reschedule(ctx context.Context, op, id, errText string, next time.Time, bump int, expires time.Time) error {
 	if err := checkTime("next attempt", next); err != nil {
 		return err
 	}
@@ -194,25 +245,115 @@ func (s *Store) Retry(ctx context.Context, id, errText string, next time.Time) e
 		if !ok {
 			return ErrNotFound
 		}
-		sk := seqKey(r.Seq)
-		due := bucket(tx, bucketOutboxDue)
-		if err := due.Delete(concat(nanoKey(r.Next), sk)); err != nil {
-			return err
-		}
-		r.Attempts++
+		r.Attempts += bump
 		r.LastError = clip(errText)
-		r.Next = next.UnixNano()
-		v, err := encode(r)
-		if err != nil {
-			return err
+		if !expires.IsZero() {
+			r.Expires = expires.UnixNano()
 		}
-		if err := bucket(tx, bucketOutbox).Put(sk, v); err != nil {
-			return err
-		}
-		return due.Put(concat(nanoKey(r.Next), sk), nil)
+		return moveDue(tx, r, next.UnixNano())
 	})
 	if err != nil {
-		return fmt.Errorf("store: retry %s: %w", id, err)
+		return fmt.Errorf("store: %s %s: %w", op, id, err)
 	}
 	return nil
+}
+
+// moveDue rewrites outbox entry r with its next attempt at next.
+func moveDue(tx *bolt.Tx, r msgRecord, next int64) error {
+	sk := seqKey(r.Seq)
+	due := bucket(tx, bucketOutboxDue)
+	if err := due.Delete(concat(nanoKey(r.Next), sk)); err != nil {
+		return err
+	}
+	r.Next = next
+	v, err := encode(r)
+	if err != nil {
+		return err
+	}
+	if err := bucket(tx, bucketOutbox).Put(sk, v); err != nil {
+		return err
+	}
+	return due.Put(concat(nanoKey(r.Next), sk), nil)
+}
+
+// Wake makes every outbox message addressed to to (Message.To) whose next
+// attempt is after now due at now, and returns how many it moved. The bus
+// calls it when a client subscribes, so that what waits for that client
+// is delivered at once. It reads through an index on To: its cost grows
+// with the messages addressed to to, not with the outbox.
+func (s *Store) Wake(ctx context.Context, to string, now time.Time) (int, error) {
+	if to == "" {
+		return 0, invalidf("wake without an addressee")
+	}
+	if err := checkTime("now", now); err != nil {
+		return 0, err
+	}
+	n := now.UnixNano()
+	var late []msgRecord
+	find := func(tx *bolt.Tx) error {
+		late = late[:0]
+		prefix := concat([]byte(to), []byte{0})
+		ob := bucket(tx, bucketOutbox)
+		c := bucket(tx, bucketOutboxTo).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			sk := k[len(prefix):]
+			v := ob.Get(sk)
+			if len(sk) != 8 || v == nil {
+				return &CorruptError{Bucket: bucketOutboxTo, Key: k, Err: fmt.Errorf("points at no outbox entry")}
+			}
+			r, err := decodeMessage(bucketOutbox, sk, v)
+			if err != nil {
+				return err
+			}
+			if r.Next > n {
+				late = append(late, r)
+			}
+		}
+		return nil
+	}
+	// A read first: most subscribes find nothing waiting and need no
+	// commit.
+	if err := s.view(ctx, find); err != nil {
+		return 0, fmt.Errorf("store: wake %s: %w", to, err)
+	}
+	if len(late) == 0 {
+		return 0, nil
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		if err := find(tx); err != nil {
+			return err
+		}
+		for _, r := range late {
+			if err := moveDue(tx, r, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: wake %s: %w", to, err)
+	}
+	return len(late), nil
+}
+
+// NextDue returns the earliest next attempt time in the outbox, and false
+// when the outbox is empty.
+func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
+	var next time.Time
+	var ok bool
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		k, _ := bucket(tx, bucketOutboxDue).Cursor().First()
+		if k == nil {
+			return nil
+		}
+		if len(k) != 16 {
+			return &CorruptError{Bucket: bucketOutboxDue, Key: k, Err: fmt.Errorf("key is %d bytes, want 16", len(k))}
+		}
+		next, ok = time.Unix(0, keyNano(k[:8])).UTC(), true
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("store: next due: %w", err)
+	}
+	return next, ok, nil
 }

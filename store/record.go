@@ -44,6 +44,10 @@ type Message struct {
 	// NextAttempt is when the outbox delivers the message next (set by
 	// Enqueue to now, moved by Retry). It is zero outside the outbox.
 	NextAttempt time.Time
+	// Expires, when set, is when the outbox stops waiting to deliver the
+	// message (the bus dead-letters it then). Replay clears it: a replayed
+	// message starts afresh.
+	Expires time.Time
 }
 
 // DeadLetter is a message whose delivery was given up, with why and when.
@@ -112,6 +116,7 @@ type msgRecord struct {
 	Next           int64  `json:"next,omitempty"`
 	Reason         string `json:"reason,omitempty"`
 	DeadAt         int64  `json:"deadAt,omitempty"`
+	Expires        int64  `json:"expires,omitempty"`
 }
 
 type regRecord struct {
@@ -176,6 +181,11 @@ func (s *Store) prepare(m *Message) error {
 		return invalidf("negative attempts")
 	}
 	m.LastError = clip(m.LastError)
+	if !m.Expires.IsZero() {
+		if err := checkTime("expiry", m.Expires); err != nil {
+			return err
+		}
+	}
 	return checkTime("time", m.Time)
 }
 
@@ -187,6 +197,9 @@ func toRecord(m Message) msgRecord {
 	}
 	if !m.NextAttempt.IsZero() {
 		r.Next = m.NextAttempt.UnixNano()
+	}
+	if !m.Expires.IsZero() {
+		r.Expires = m.Expires.UnixNano()
 	}
 	return r
 }
@@ -202,6 +215,9 @@ func (r msgRecord) message() Message {
 	}
 	if r.Next != 0 {
 		m.NextAttempt = time.Unix(0, r.Next).UTC()
+	}
+	if r.Expires != 0 {
+		m.Expires = time.Unix(0, r.Expires).UTC()
 	}
 	return m
 }

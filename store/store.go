@@ -20,6 +20,7 @@ const (
 	bucketOutbox     = "outbox"      // seq → message
 	bucketOutboxIDs  = "outbox_ids"  // id → seq
 	bucketOutboxDue  = "outbox_due"  // time(next) ‖ seq → nil
+	bucketOutboxTo   = "outbox_to"   // to ‖ 0 ‖ seq → nil (schema 2)
 	bucketDLQ        = "dlq"         // time(deadAt) ‖ id → dead letter
 	bucketDLQIDs     = "dlq_ids"     // id → dlq key
 	bucketHistory    = "history"     // time ‖ id → message
@@ -32,14 +33,16 @@ const (
 )
 
 var allBuckets = []string{
-	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketDLQ, bucketDLQIDs,
+	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketOutboxTo, bucketDLQ, bucketDLQIDs,
 	bucketHistory, bucketHistoryIDs, bucketIdxAgent, bucketIdxTopic, bucketIdxConv,
 	bucketRegs, bucketRegTokens,
 }
 
 // schemaVersion is stored in the meta bucket; Open refuses a file written by
-// a newer version.
-const schemaVersion byte = 1
+// a newer version and upgrades an older one. Version 2 added the outbox_to
+// index; a build that reads only version 1 would write outbox entries
+// without it, so it must not open a version 2 file.
+const schemaVersion byte = 2
 
 // Store is the relay's and node's embedded persistence: outbox, dead-letter
 // queue, message history and lobby registrations in one bbolt file. Its
@@ -117,6 +120,11 @@ func initBuckets(tx *bolt.Tx) error {
 		return &CorruptError{Bucket: bucketMeta, Key: []byte("schema"), Err: errors.New("schema version is not one byte")}
 	case v[0] > schemaVersion:
 		return fmt.Errorf("file has schema version %d, this build reads up to %d", v[0], schemaVersion)
+	case v[0] < 2:
+		if err := indexOutboxTo(tx); err != nil {
+			return fmt.Errorf("upgrading to schema 2: %w", err)
+		}
+		return meta.Put([]byte("schema"), []byte{schemaVersion})
 	}
 	return nil
 }

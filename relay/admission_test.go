@@ -1,0 +1,175 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/relay"
+)
+
+// expectClosed reads from ws until the server closes it, and checks the
+// close status is 1008 with a reason containing want.
+func expectClosed(t *testing.T, ws *websocket.Conn, within time.Duration, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		_, _, err := ws.Read(ctx)
+		if err == nil {
+			continue
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) {
+			t.Fatalf("connection not closed by the server within %v: %v", within, err)
+		}
+		if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, want) {
+			t.Fatalf("closed with %d %q, want 1008 with %q", ce.Code, ce.Reason, want)
+		}
+		return
+	}
+}
+
+// initialized dials url and initializes as id.
+func initialized(t *testing.T, url, id string) *relay.Client {
+	t.Helper()
+	c := dialClient(t, url)
+	if err := c.Call(ctxT(t), relay.MethodInitialize, relay.InitializeParams{ClientID: id, ClientInfo: relay.ClientInfo{Name: "test"}}, nil); err != nil {
+		t.Fatalf("initialize %s: %v", id, err)
+	}
+	return c
+}
+
+// A flood of connections that never initialize fills the server; a fresh
+// client still gets in, initializes and is answered within 2 s, at the
+// expense of the oldest idle connection, which is told why. Only when
+// every slot holds an initialized client is a newcomer refused (503).
+func TestIdleFloodDoesNotLockOut(t *testing.T) {
+	const max = 8
+	l := relay.DefaultLimits()
+	l.MaxClients = max
+	l.InitTimeout = time.Minute // the flood stays unless evicted
+	ts := newTestServer(t, relay.WithLimits(l))
+	idle := make([]*websocket.Conn, 2*max)
+	for i := range idle {
+		idle[i] = dialRaw(t, ts.url)
+	}
+	waitFor(t, "the flood to hold every slot", func() bool { return ts.srv.Clients() <= max })
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := relay.Dial(ctx, ts.url)
+	if err != nil {
+		t.Fatalf("fresh client refused: %v", err)
+	}
+	defer c.Close()
+	if err := c.Call(ctx, relay.MethodInitialize, relay.InitializeParams{ClientID: "honest", ClientInfo: relay.ClientInfo{Name: "test"}}, nil); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	var pong relay.PingResult
+	if err := c.Call(ctx, relay.MethodPing, nil, &pong); err != nil || pong.Timestamp == "" {
+		t.Fatalf("ping: %+v %v", pong, err)
+	}
+	t.Logf("fresh client served in %v with %d idle connections", time.Since(start), len(idle))
+	// The oldest idle connections made room, and were told why.
+	expectClosed(t, idle[0], testTimeout, "evicted: server full")
+
+	// Fill every slot with initialized clients: now a newcomer is refused.
+	for i := range max - 1 {
+		initialized(t, ts.url, "member-"+string(rune('a'+i)))
+	}
+	_, resp, err := websocket.Dial(ctxT(t), ts.url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("newcomer with every slot initialized: %v (%v), want HTTP 503", err, resp)
+	}
+}
+
+// A connection that never initializes is closed after InitTimeout with a
+// reason naming the deadline; an initialized one stays.
+func TestInitDeadline(t *testing.T) {
+	l := relay.DefaultLimits()
+	l.InitTimeout = 200 * time.Millisecond
+	ts := newTestServer(t, relay.WithLimits(l))
+	kept := initialized(t, ts.url, "kept")
+	idle := dialRaw(t, ts.url)
+	start := time.Now()
+	expectClosed(t, idle, testTimeout, "initialize deadline")
+	if d := time.Since(start); d < l.InitTimeout {
+		t.Fatalf("closed after %v, before the deadline", d)
+	}
+	// A local API client that never initializes but is served mesh.* is
+	// established too.
+	local := dialClient(t, ts.url)
+	if err := local.Call(ctxT(t), relay.MethodMeshID, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(4 * l.InitTimeout)
+	for time.Now().Before(deadline) { // checks across several deadlines
+		for _, c := range []*relay.Client{kept, local} {
+			if err := c.Call(ctxT(t), relay.MethodPing, nil, nil); err != nil {
+				t.Fatalf("established client cut: %v", err)
+			}
+		}
+		time.Sleep(l.InitTimeout / 4) // pacing the check, not waiting for the network
+	}
+}
+
+// MaxClientsPerIP bounds one address: its oldest idle connection makes
+// room; when all of its connections are initialized it is refused (429).
+func TestMaxClientsPerIP(t *testing.T) {
+	l := relay.DefaultLimits()
+	l.MaxClientsPerIP = 2
+	l.PerIPExempt = nil // loopback counts here
+	l.InitTimeout = time.Minute
+	ts := newTestServer(t, relay.WithLimits(l))
+	a := initialized(t, ts.url, "a")
+	idle := dialRaw(t, ts.url)
+	b := initialized(t, ts.url, "b") // evicts idle
+	expectClosed(t, idle, testTimeout, "too many connections from this address")
+	_, resp, err := websocket.Dial(ctxT(t), ts.url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third initialized-address client: %v (%v), want HTTP 429", err, resp)
+	}
+	for _, c := range []*relay.Client{a, b} {
+		if err := c.Call(ctxT(t), relay.MethodPing, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Exempt by default: the same address holds more than 2.
+	ts2 := newTestServer(t, relay.WithLimits(func() relay.Limits { l := relay.DefaultLimits(); l.MaxClientsPerIP = 2; return l }()))
+	for i := range 4 {
+		initialized(t, ts2.url, "x"+string(rune('0'+i)))
+	}
+}
+
+// The lobby: a connection that neither REGISTERs nor authenticates is
+// closed after InitTimeout; a flood of idle ones does not keep a new
+// agent out.
+func TestLobbyRegisterDeadlineAndFlood(t *testing.T) {
+	l := relay.DefaultLimits()
+	l.MaxClients = 4
+	l.InitTimeout = 300 * time.Millisecond
+	tl := newTestLobby(t, relay.WithLobbyLimits(l))
+	idle := dialRaw(t, tl.url)
+	expectClosed(t, idle, testTimeout, "register deadline")
+
+	flood := make([]*websocket.Conn, 8)
+	for i := range flood {
+		flood[i] = dialRaw(t, tl.url)
+	}
+	for _, id := range []string{"agent_a", "agent_b", "agent_c"} {
+		c := dialLobby(t, tl.url, id)
+		c.register()
+	}
+	expectClosed(t, flood[0], testTimeout, "evicted: server full")
+	// Registered agents outlive the deadline.
+	c := dialLobby(t, tl.url, "agent_d")
+	c.register()
+	time.Sleep(2 * l.InitTimeout) // let the deadline pass: the agent must still be served
+	c.quiet()
+}

@@ -1,0 +1,95 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every method decodes its params strictly: a member of the wrong JSON
+// type, or one whose name differs only in case, is -32602 (-32002 for
+// initialize's client info, as seed 001 says) with a message naming the
+// member, never a silent default.
+func TestParamsWrongTypes(t *testing.T) {
+	fb := newFuzzBus(t)
+	for _, tc := range []struct {
+		method, params string
+		code           int
+		want           string // in the message
+	}{
+		{MethodMeshCall, `{"agentId":5,"capability":"x"}`, CodeInvalidParams, `"agentId" must be a string`},
+		{MethodMeshCall, `{"agentId":"` + fuzzAgent + `","action":7}`, CodeInvalidParams, `"action" must be a string`},
+		{MethodMeshCall, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`, CodeInvalidParams, `"timeoutMs"`},
+		{MethodMeshCall, `{"agentId":"` + fuzzAgent + `","capability":"x","params":[1]}`, CodeInvalidParams, `"params" must be an object`},
+		{MethodMeshCall, `{"agentId":"` + fuzzAgent + `","capability":"x","taskId":9}`, CodeInvalidParams, `"taskId" must be a string`},
+		{MethodMeshCall, `{"AgentId":"` + fuzzAgent + `","capability":"x"}`, CodeInvalidParams, `unknown field "AgentId"`},
+		{MethodMeshDiscover, `{"keyword":["a"]}`, CodeInvalidParams, `"keyword" must be a string`},
+		{MethodMeshDiscover, `{"capability":"x","timeoutMs":1.5}`, CodeInvalidParams, `"timeoutMs"`},
+		{MethodMeshDiscover, `{"capability":"x","timeoutMs":"100"}`, CodeInvalidParams, `"timeoutMs"`},
+		{MethodMeshPublish, `{"topic":"t","payload":{},"timeoutMs":"100"}`, CodeInvalidParams, `"timeoutMs"`},
+		{MethodMeshPublish, `{"topic":1,"payload":{}}`, CodeInvalidParams, `"topic" must be a string`},
+		{MethodMeshPublish, `{"topic":"t","payload":"p"}`, CodeInvalidParams, `"payload"`},
+		{MethodMeshPublish, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, CodeInvalidParams, `"filter"`},
+		{MethodMeshSubscribe, `{"pattern":{}}`, CodeInvalidParams, `"pattern" must be a string`},
+		{MethodMeshUnsubscribe, `{"subscription":1}`, CodeInvalidParams, `"subscription" must be a string`},
+		{MethodMeshConsensus, `{"agents":"a","question":"q","options":["y"],"threshold":0.5,"deadlineMs":1000}`, CodeInvalidParams, `"agents" must be an array`},
+		{MethodMeshConsensus, `{"agents":["a"],"question":"q","options":["y"],"threshold":0.5,"deadlineMs":"1000"}`, CodeInvalidParams, `"deadlineMs" must be a whole number`},
+		{MethodMeshConsensus, `{"Agents":["a"],"question":"q","options":["y"],"threshold":0.5,"deadlineMs":1000}`, CodeInvalidParams, `unknown field "Agents"`},
+		{MethodMeshTaskStatus, `{"taskId":1}`, CodeInvalidParams, `"taskId" must be a string`},
+		{MethodMeshTaskStatus, `{"TASKID":"t1"}`, CodeInvalidParams, `unknown field "TASKID"`},
+		{MethodMeshTaskCancel, `{"taskId":"t1","agentId":5}`, CodeInvalidParams, `"agentId" must be a string`},
+		{MethodInitialize, `{"clientId":1}`, CodeInvalidClientInfo, `"clientId"`},
+		{MethodInitialize, `{"clientId":"c","clientInfo":{"name":5}}`, CodeInvalidClientInfo, `"clientInfo"`},
+		{MethodInitialize, `{"clientId":"c","clientInfo":{"NAME":"n"}}`, CodeInvalidClientInfo, `"clientInfo"`},
+		{MethodBusHistory, `{"limit":"5"}`, CodeInvalidParams, `"limit" must be a whole number`},
+		{MethodBusHistory, `{"topic":5}`, CodeInvalidParams, `"topic" must be a string`},
+		{MethodBusHistory, `{"since":"yesterday"}`, CodeInvalidParams, `yesterday`},
+		{MethodBusHistory, `{"Topic":"x"}`, CodeInvalidParams, `unknown field "Topic"`},
+		{MethodBusDeadLetters, `{"topic":[]}`, CodeInvalidParams, `"topic" must be a string`},
+		{MethodBusReplay, `{"id":5}`, CodeInvalidParams, `"id" must be a string`},
+	} {
+		t.Run(tc.method+" "+tc.params, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c, err := Dial(ctx, fb.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var re *RPCError
+			err = c.Call(ctx, tc.method, jsonRaw(tc.params), nil)
+			if !errors.As(err, &re) || re.Code != tc.code || !strings.Contains(re.Message, tc.want) {
+				t.Fatalf("%s %s: %v, want %d with %q", tc.method, tc.params, err, tc.code, tc.want)
+			}
+		})
+	}
+	// The bus methods, after initialize.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, fb.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Call(ctx, MethodInitialize, InitializeParams{ClientID: "typed", ClientInfo: ClientInfo{Name: "t"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ method, params, want string }{
+		{MethodSubscribe, `{"topic":"x","policy":3}`, `policy`},
+		{MethodSubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
+		{MethodUnsubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
+		{MethodSendMessage, `{"topic":"inbound:1","payload":"t"}`, `"payload"`},
+	} {
+		var re *RPCError
+		err := c.Call(ctx, tc.method, jsonRaw(tc.params), nil)
+		if !errors.As(err, &re) || re.Code != CodeInvalidParams || !strings.Contains(re.Message, tc.want) {
+			t.Errorf("%s %s: %v, want -32602 with %q", tc.method, tc.params, err, tc.want)
+		}
+	}
+}
+
+type jsonRaw string
+
+func (j jsonRaw) MarshalJSON() ([]byte, error) { return []byte(j), nil }
