@@ -4,6 +4,11 @@ FUZZTIME ?= 20s
 BENCHTIME ?= 3s
 # Tests run with the race detector, shuffled, with a per-package timeout.
 TESTFLAGS ?= -race -shuffle=on -count=1 -timeout=15m
+# make install: where the binary and the systemd units go (DESTDIR for packaging).
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+UNITS   := meshagent.service meshagent-relay.service
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-10s %s\n",$$1,$$2}'
@@ -41,7 +46,19 @@ vectors: ## Regenerate golden vectors (review the diff: it is a protocol change)
 	$(GO) test ./sign -run TestVectors -update
 	$(GO) test ./protocol -run Golden -update
 
+install: build ## Install the binary in $(PREFIX)/bin and the systemd units in $(PREFIX)/lib/systemd/system
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)"
+	install -m 0755 bin/meshagent "$(DESTDIR)$(BINDIR)/meshagent"
+	@for u in $(UNITS); do \
+	  sed 's|/usr/local/bin/meshagent|$(BINDIR)/meshagent|g' contrib/systemd/$$u > "$(DESTDIR)$(UNITDIR)/$$u" && \
+	  chmod 0644 "$(DESTDIR)$(UNITDIR)/$$u" && echo "installed $(DESTDIR)$(UNITDIR)/$$u"; \
+	done
+
+uninstall: ## Remove what install installed
+	rm -f "$(DESTDIR)$(BINDIR)/meshagent"
+	@for u in $(UNITS); do rm -f "$(DESTDIR)$(UNITDIR)/$$u"; done
+
 clean: ## Remove build output
 	rm -rf bin
 
-.PHONY: help build run test lint bench fuzz vectors clean
+.PHONY: help build run test lint bench fuzz vectors install uninstall clean

@@ -12,21 +12,25 @@ import (
 
 // *node.Node is what the local API serves.
 var (
-	_ relay.Mesh       = (*node.Node)(nil)
-	_ relay.Discoverer = (*node.Node)(nil)
-	_ relay.Publisher  = (*node.Node)(nil)
-	_ relay.Consenter  = (*node.Node)(nil)
-	_ relay.Tasker     = (*node.Node)(nil)
+	_ relay.Mesh        = (*node.Node)(nil)
+	_ relay.Discoverer  = (*node.Node)(nil)
+	_ relay.Publisher   = (*node.Node)(nil)
+	_ relay.IDPublisher = (*node.Node)(nil)
+	_ relay.Consenter   = (*node.Node)(nil)
+	_ relay.Tasker      = (*node.Node)(nil)
 )
 
-// dialAPI connects to the local API of a running node at addr (host:port).
-// If nothing listens there the error wraps relay.ErrNoServer.
+// dialAPI connects to the local API of a running node at addr (host:port)
+// and initializes (as a fresh meshagent-go-… client id). If nothing
+// listens there the error wraps relay.ErrNoServer.
 func dialAPI(ctx context.Context, addr string) (*relay.Client, error) {
-	return relay.Dial(ctx, addr) // a bare host:port means ws://host:port/
+	// A bare host:port means ws://host:port/.
+	return relay.Dial(ctx, addr, relay.WithClientInfo(relay.ClientInfo{Name: "meshagent", Version: "cli"}))
 }
 
 // apiServer is a node's local API: the relay's JSON-RPC server on a
-// loopback address.
+// loopback address. On a relay the public listener serves the same server
+// (one bus, one retry loop).
 type apiServer struct {
 	addr string // the address bound, with the real port
 	srv  *relay.Server
@@ -34,8 +38,9 @@ type apiServer struct {
 
 // startAPI serves the local API for n on addr and returns once listening.
 // st (may be nil) persists the bus's outbox, dead letters and history.
-func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store) (*apiServer, error) {
-	opts := []relay.Option{relay.WithLogger(log)}
+// level is the process's log level, which the API's mesh.logLevel changes.
+func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar) (*apiServer, error) {
+	opts := []relay.Option{relay.WithLogger(log), relay.WithControl(nodeControl{n: n, level: level})}
 	if st != nil {
 		opts = append(opts, relay.WithStore(st))
 	}

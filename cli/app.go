@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -32,6 +31,8 @@ type runState struct {
 	knownFlags map[string]bool
 	// fromFile maps a flag set by the config file to the file's path.
 	fromFile map[string]string
+	// terminal reports whether a writer is a terminal (replaced in tests).
+	terminal func(io.Writer) bool
 }
 
 // errHelpShown ends a run after help was printed on request.
@@ -50,7 +51,7 @@ func NewApp(stdout, stderr io.Writer) *ucli.App {
 // newApp builds the app and returns the state its commands share, which
 // tests inspect.
 func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
-	r := &runState{stdout: stdout, stderr: &lockedWriter{w: stderr}, knownFlags: map[string]bool{}}
+	r := &runState{stdout: stdout, stderr: &lockedWriter{w: stderr}, knownFlags: map[string]bool{}, terminal: isTerminal}
 	commands := []*ucli.Command{
 		r.idCommand(),
 		r.nodeCommand(),
@@ -67,6 +68,12 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.taskCommand(),
 		r.signCommand(),
 		r.verifyCommand(),
+		r.statusCommand(),
+		r.connectCommand(),
+		r.logLevelCommand(),
+		r.configCommand(),
+		r.versionCommand(),
+		r.completionCommand(),
 	}
 	for _, cmd := range commands {
 		cmd.Flags = append(cmd.Flags, commonFlags()...)
@@ -89,15 +96,19 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		Writer:          stdout,
 		ErrWriter:       r.stderr,
 		HideHelpCommand: true,
-		Suggest:         true,
-		Commands:        commands,
+		// Suggestions are ours (see didYouMean): urfave/cli's print on
+		// stdout and suggest the nearest name however far it is.
+		Suggest:              false,
+		EnableBashCompletion: true,
+		Commands:             commands,
 		Before: func(c *ucli.Context) error {
 			r.args = c.Args().Slice()
 			return nil
 		},
 		Action: func(c *ucli.Context) error {
 			if c.Args().Present() {
-				return usageErrorf("unknown command %q; run `meshagent --help` to list commands", c.Args().First())
+				typed := c.Args().First()
+				return usageErrorf("unknown command %q%s; run `meshagent --help` to list commands", typed, didYouMean(c.App, typed))
 			}
 			_ = ucli.ShowAppHelp(c)
 			return usageErrorf("a command is required")
@@ -171,7 +182,7 @@ func (r *runState) parseTrailingFlags(c *ucli.Context) error {
 		}
 		f := lookupFlag(c.Command.Flags, name)
 		if f == nil {
-			return usageErrorf("flag provided but not defined: %s; run `meshagent %s --help` for usage", a, c.Command.Name)
+			return usageErrorf("flag provided but not defined: %s%s; run `meshagent %s --help` for usage", a, flagSuggestion(c.Command.Flags, name), c.Command.Name)
 		}
 		if _, isBool := f.(*ucli.BoolFlag); isBool {
 			if !hasValue {
@@ -195,16 +206,14 @@ func (r *runState) parseTrailingFlags(c *ucli.Context) error {
 // to get help.
 func (r *runState) onUsageError(c *ucli.Context, err error, isSubcommand bool) error {
 	name := "meshagent"
+	flags := c.App.Flags
 	if c.Command != nil && c.Command.Name != "" {
 		name += " " + c.Command.Name
+		flags = c.Command.Flags
 	}
-	return usageErrorf("%v; run `%s --help` for usage", err, name)
-}
-
-// version is the module version the binary was built from.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	hint := ""
+	if typed, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+		hint = flagSuggestion(flags, typed)
 	}
-	return "(devel)"
+	return usageErrorf("%v%s; run `%s --help` for usage", err, hint, name)
 }

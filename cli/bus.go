@@ -44,22 +44,18 @@ func (r *runState) dialBus(ctx context.Context, c *ucli.Context) (*relay.Client,
 	if url == "" {
 		return nil, "", r.flagError(c, flagBus, "a bus URL is required, e.g. ws://127.0.0.1:7892/")
 	}
-	cl, err := relay.Dial(ctx, url)
-	if err != nil {
-		if errors.Is(err, relay.ErrNoServer) {
-			return nil, url, exitErrorf(ExitFailure, "no bus is listening at %s: start `meshagent node` or `meshagent relay`, or set --bus / MESHAGENT_BUS_URL", url)
-		}
-		return nil, url, exitErrorf(ExitFailure, "bus at %s: %v", url, err)
-	}
 	id := os.Getenv("BUB_AGENT_ID")
 	if id == "" {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
 		id = "meshagent-cli-" + hex.EncodeToString(b[:])
 	}
-	if err := cl.Call(ctx, relay.MethodInitialize, relay.InitializeParams{ClientID: id, ClientInfo: relay.ClientInfo{Name: "meshagent", Version: "cli"}}, nil); err != nil {
-		_ = cl.Close()
-		return nil, url, exitErrorf(ExitFailure, "bus at %s: initialize: %v", url, err)
+	cl, err := relay.Dial(ctx, url, relay.WithClientID(id), relay.WithClientInfo(relay.ClientInfo{Name: "meshagent", Version: "cli"}))
+	if err != nil {
+		if errors.Is(err, relay.ErrNoServer) {
+			return nil, url, exitErrorf(ExitFailure, "no bus is listening at %s: start `meshagent node` or `meshagent relay`, or set --bus / MESHAGENT_BUS_URL", url)
+		}
+		return nil, url, exitErrorf(ExitFailure, "bus at %s: %v", url, err)
 	}
 	return cl, url, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 // serveAPI serves n's local API on a free loopback port for the test.
 func serveAPI(t *testing.T, n *node.Node) string {
 	t.Helper()
-	api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t), nil)
+	api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t), nil, new(slog.LevelVar))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,22 +7,38 @@
 // # Commands
 //
 //	meshagent id [--key PATH] [--json]
+//	meshagent id --api ADDR [--json]
 //	meshagent node [--key PATH] [--data DIR] [--listen MULTIADDR]... [--bootstrap MULTIADDR]...
-//	               [--name NAME] [--capabilities FILE] [--api ADDR] [--api-public] [--no-mdns]
-//	               [--shutdown-timeout D] [--json]
+//	               [--name NAME] [--capabilities FILE] [--capabilities-poll D] [--api ADDR]
+//	               [--api-public] [--no-mdns] [--relay MULTIADDR]... [--policy FILE]
+//	               [--heartbeat D] [--persona-type TYPE] [--shutdown-timeout D] [--json]
+//	meshagent relay [node flags] [--ws ADDR] [--tokens FILE] [--tls-cert PEM --tls-key PEM]
 //	meshagent call AGENT_ID CAPABILITY [--params JSON|@FILE|-] [--timeout D] [--api ADDR] [--json]
 //	meshagent peers [--api ADDR] [--json]
 //	meshagent discover CAPABILITY [--keyword] [--timeout D] [--api ADDR] [--json]
 //	meshagent publish TOPIC --payload JSON|@FILE|- [--include-agent ID]... [--exclude-agent ID]...
 //	               [--persona TYPE]... [--require-capability NAME]... [--timeout D] [--api ADDR] [--json]
 //	meshagent subscribe PATTERN [--count N] [--api ADDR]
+//	meshagent send-message --topic T --payload JSON|@FILE|- [--bus URL]
+//	meshagent history [--agent A] [--topic T] [--conversation C] [--since T|D] [--until T] [--limit N] [--json]
+//	meshagent dlq list [--topic T] [--json] | dlq replay ID
+//	meshagent consensus --agents A,B,C --question Q --options O,... [--threshold F] [--deadline D] [--json]
+//	meshagent task status|cancel TASK_ID [--agent ID] [--json]
 //	meshagent sign [--key PATH] < envelope.json
 //	meshagent verify < signed.json
+//	meshagent status [--api ADDR] [--json]
+//	meshagent connect MULTIADDR [--timeout D] [--api ADDR] [--json]
+//	meshagent log-level [LEVEL] [--api ADDR] [--json]
+//	meshagent config show [node flags] [--json]
+//	meshagent version [--json]
+//	meshagent completion bash|zsh|fish
 //
 // Every command also takes --config, --data, --log-level (debug, info,
 // warn, error; default info) and --log-format (text, json; default text).
 // Logs go to stderr; results go to stdout. Flags may follow a command's
 // arguments (`meshagent call ID echo --params '{}'`); "--" ends the flags.
+// A mistyped command or flag is a usage error that suggests the nearest
+// name when one is close (Jaro-Winkler similarity at least 0.8).
 //
 // `meshagent node` prints one line on stdout once it is running, so that
 // scripts can read its agent id and addresses:
@@ -31,11 +47,28 @@
 //
 // or with --json: {"agentId","publicKey","addrs":[...],"api":"host:port"}
 // ("api" is "" when the API is off). Port 0 in --listen or --api picks a
-// free port; the line says which. SIGINT or SIGTERM stops the node: the
+// free port; the line says which. Without --listen a node listens on TCP
+// and QUIC port 4001 on all IPv4 interfaces, as kubo does, or on random
+// ports with a warning when 4001 is taken (a plain bind of 0.0.0.0:4001,
+// TCP and UDP, is tried first). When stdout is a terminal and --json is
+// off, a few "Next steps" lines follow the start line, with the
+// --bootstrap command for another node. Under systemd (NOTIFY_SOCKET set)
+// the node sends READY=1 after the start line, WATCHDOG=1 every half
+// WatchdogSec from its main loop when WATCHDOG_USEC is set, and
+// STOPPING=1 when a shutdown begins. SIGINT or SIGTERM stops the node: the
 // local API closes first, then the node, within --shutdown-timeout (exit 0
 // when clean, 1 when it times out); a second signal ends the process at
 // once. SIGHUP reloads --capabilities and announces the new set with a
 // fresh hello; a file that fails to load is logged and the old set kept.
+// A relay rereads --tokens the same way (and when it changes) and closes
+// the connections of tokens it no longer lists.
+//
+// `meshagent relay` serves one bus on its public --ws (and the lobby) and,
+// with --api, on the loopback local API: one subscription list, one outbox
+// and retry loop. On --ws anonymous clients get the bus methods only;
+// --tokens requires a token per connection (401 without) granting topics
+// and methods; --tls-cert/--tls-key serve wss. A non-loopback --ws without
+// --tokens is logged as a warning.
 //
 // `meshagent call` prints the final result as indented JSON; in-progress
 // results go to stderr. With --json every response payload is one line on
@@ -52,6 +85,21 @@
 // {"topic","from","payload","time","id"} and nothing else on stdout; it
 // runs until SIGINT or SIGTERM (exit 0) or --count messages (exit 0), and
 // exits 1 if the local API goes away. An invalid PATTERN is a usage error.
+//
+// The operator's commands ask the node at --api through methods its
+// loopback local API serves and a relay's public listener does not:
+// `meshagent status` (mesh.status: identity, addresses, log level, its
+// capabilities, the agents it knows, bus clients and their topic
+// patterns), `meshagent connect` (mesh.connect: a bad address exits 2, an
+// unreachable peer 5), `meshagent log-level` (mesh.logLevel: the level of
+// meshagent's logs, and whether libp2p logs at debug unless
+// GOLOG_LOG_LEVEL chose), and `meshagent id --api` (mesh.id with the
+// addresses). `meshagent config show` resolves the node's settings as the
+// node would and names each one's source: flag, env (the variable), file
+// (the path) or default; it creates nothing. `meshagent version` reads the
+// build information (module version, vcs commit, Go version) and lists
+// the wire protocol ids. `meshagent completion` prints a bash, zsh or fish
+// script; bash and zsh ask the binary (--generate-bash-completion).
 //
 // `meshagent sign` sets from.agentId to the key's agent id (refusing an
 // envelope whose from.agentId names another agent) and fills protocol, id

@@ -22,12 +22,16 @@ type idOutput struct {
 func (r *runState) idCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "id",
-		Usage: "create the identity if missing; print its agent id and public key",
+		Usage: "create the identity if missing; print its agent id and public key (with --api: a running node's, and its addresses)",
 		Description: "The identity is an Ed25519 key in a file with mode 0600 (DIR/identity.key unless --key " +
 			"says otherwise). The agent id is its libp2p peer ID; the public key is the base64 form " +
-			"AgentProtocol also accepts as an agent id. A key file that other users can read is refused.",
+			"AgentProtocol also accepts as an agent id. A key file that other users can read is refused. " +
+			"With --api ADDR on the command line it asks the running node there instead, and prints its " +
+			"listen addresses too (--json: {\"agentId\",\"publicKey\",\"addrs\"}), the addresses another " +
+			"node passes to --bootstrap or `meshagent connect`.",
 		Flags: []ucli.Flag{
 			keyFlag(),
+			stringFlag(flagAPI, "", "`ADDR` (host:port) of a running node's local API to ask instead of reading the key"),
 			jsonFlag(`print {"agentId","publicKey","keyFile","created"} as one JSON line`),
 		},
 		Action: r.runID,
@@ -37,6 +41,12 @@ func (r *runState) idCommand() *ucli.Command {
 func (r *runState) runID(c *ucli.Context) error {
 	if err := r.noArgs(c); err != nil {
 		return err
+	}
+	if r.onCommandLine(flagAPI) {
+		if r.onCommandLine(flagKey) {
+			return usageErrorf("id takes --key (read a key file) or --api (ask a running node), not both")
+		}
+		return r.runIDFromAPI(c)
 	}
 	path, err := r.keyPath(c)
 	if err != nil {

@@ -31,6 +31,29 @@ var (
 type logSettings struct {
 	level  slog.Level
 	format string
+	// levelVar, when set, is the level loggers read at each record, so
+	// that a running node's level can change (mesh.logLevel); level is
+	// its initial value.
+	levelVar *slog.LevelVar
+}
+
+// leveler returns the level loggers follow: levelVar when set, else the
+// fixed level.
+func (ls logSettings) leveler() slog.Leveler {
+	if ls.levelVar != nil {
+		return ls.levelVar
+	}
+	return ls.level
+}
+
+// levelName returns the flag value naming a level.
+func levelName(l slog.Level) string {
+	for name, v := range logLevels {
+		if v == l {
+			return name
+		}
+	}
+	return strings.ToLower(l.String())
 }
 
 // parseLogSettings validates the logging flags of a command.
@@ -41,6 +64,8 @@ func (r *runState) parseLogSettings(c *ucli.Context) (logSettings, error) {
 		return ls, r.flagError(c, flagLogLevel, "%q is not a level; use debug, info, warn or error", c.String(flagLogLevel))
 	}
 	ls.level = lvl
+	ls.levelVar = new(slog.LevelVar)
+	ls.levelVar.Set(lvl)
 	ls.format = strings.ToLower(c.String(flagLogFormat))
 	if !slices.Contains(logFormats, ls.format) {
 		return ls, r.flagError(c, flagLogFormat, "%q is not a format; use text or json", c.String(flagLogFormat))
@@ -59,7 +84,7 @@ func newHandler(w io.Writer, level slog.Leveler, format string) slog.Handler {
 
 // newLogger returns the logger a command uses: structured logs on w.
 func (ls logSettings) newLogger(w io.Writer) *slog.Logger {
-	return slog.New(newHandler(w, ls.level, ls.format))
+	return slog.New(newHandler(w, ls.leveler(), ls.format))
 }
 
 // libp2pTarget is where libp2p's loggers currently write and which levels
@@ -78,16 +103,20 @@ var libp2pLog struct {
 // as meshagent's own. libp2p is quiet by default: only errors, or everything
 // from debug up when meshagent itself logs at debug. GOLOG_LOG_LEVEL, the
 // variable libp2p and IPFS tools read (e.g. "error,swarm2=info"), overrides
-// both, per subsystem; an invalid value is reported and ignored.
+// both, per subsystem; an invalid value is reported and ignored. Without
+// GOLOG_LOG_LEVEL the choice follows ls's level as it changes at run time.
 //
 // gologshim binds a logger to the default handler on its first log line, so
 // the handler is installed once per process and forwards to a target that
 // each run replaces. The returned function stops forwarding to w.
 func routeLibp2pLogs(w io.Writer, ls logSettings) (stop func(), err error) {
 	libp2pLog.once.Do(func() { gologshim.SetDefaultHandler(libp2pHandler{}) })
-	levelFor := func(string) slog.Level { return slog.LevelError }
-	if ls.level <= slog.LevelDebug {
-		levelFor = func(string) slog.Level { return slog.LevelDebug }
+	own := ls.leveler()
+	levelFor := func(string) slog.Level {
+		if own.Level() <= slog.LevelDebug {
+			return slog.LevelDebug
+		}
+		return slog.LevelError
 	}
 	if env := os.Getenv("GOLOG_LOG_LEVEL"); env != "" {
 		fallback, systems, perr := parseGologLevels(env)

@@ -48,7 +48,7 @@ type nodeSettings struct {
 	// relay mode (meshagent relay): a public bus and lobby, and a circuit
 	// relay service.
 	relayMode       bool
-	ws              string
+	public          publicSettings
 	shutdownTimeout time.Duration
 	json            bool
 	log             logSettings
@@ -77,7 +77,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			"capability digest) that `peers` shows on every node.",
 		Flags: []ucli.Flag{
 			keyFlag(),
-			sliceFlag(flagListen, "`MULTIADDR` to listen on, repeatable (default: TCP and QUIC on all IPv4 interfaces, random ports)"),
+			sliceFlag(flagListen, "`MULTIADDR` to listen on, repeatable (default: TCP and QUIC on all IPv4 interfaces, port 4001, or random ports with a warning when 4001 is taken)"),
 			sliceFlag(flagBootstrap, "peer `MULTIADDR` ending in /p2p/<agent id> to connect to at start, repeatable"),
 			stringFlag(flagName, "", "display `NAME` announced to other agents"),
 			stringFlag(flagCapabilities, "", "capabilities `FILE`: a JSON array of capability objects, each with a \"handler\""),
@@ -140,8 +140,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		return nil, err
 	}
 	if s.relayMode {
-		s.ws = c.String(flagWS)
-		if _, err := r.hostPort(c, flagWS, s.ws); err != nil {
+		if s.public, err = r.resolvePublic(c); err != nil {
 			return nil, err
 		}
 	}
@@ -274,6 +273,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err != nil {
 		return exitErrorf(ExitFailure, "open the message store in %s: %v (is another node using --data %s?)", s.dataDir, err, s.dataDir)
 	}
+	if len(s.listen) == 0 {
+		s.listen = defaultListen("0.0.0.0", defaultP2PPort, log)
+	}
 	n, err := node.New(
 		node.WithIdentity(key),
 		node.WithListenAddrs(s.listen...),
@@ -291,29 +293,39 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err != nil {
 		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
 	}
-	var doors frontDoors
-	if s.api != "" {
-		api, err := startAPI(n, s.api, log, st)
-		if err != nil {
-			return errors.Join(err, n.Close(), st.Close())
-		}
-		doors.api = api
-	}
-	if s.ws != "" {
-		ws, err := startPublicBus(n, s.ws, log, st, s.services)
-		if err != nil {
-			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())
-		}
-		doors.ws = ws
+	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar)
+	if err != nil {
+		return errors.Join(err, n.Close(), st.Close())
 	}
 	if err := r.printNodeStarted(n, doors, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
+	}
+	if !s.json && r.terminal(r.stdout) {
+		apiAddr := ""
+		if doors.api != nil {
+			apiAddr = doors.api.addr
+		}
+		if err := writeNextSteps(r.stdout, n.Addrs(), apiAddr); err != nil {
+			log.Warn("cannot print the next steps", "err", err)
+		}
+	}
+	// Under systemd (Type=notify) the node is ready now; the watchdog, if
+	// any, is answered from this loop, so a wedged loop gets restarted.
+	svc := newServiceNotifier(log)
+	svc.ready("serving as " + n.AgentID())
+	var watchdog <-chan time.Time
+	if d := svc.watchdogEvery(); d > 0 {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		watchdog = t.C
+		svc.alive()
 	}
 	// The capabilities and policy files are re-read when their content
 	// changes (checked every --capabilities-poll) and on SIGHUP.
 	files := []*watchedFile{
 		{path: s.capsPath, reload: func() { reloadCapabilities(doors.setServices(n), s.capsPath, log) }},
 		{path: s.policyPath, reload: func() { reloadPolicy(n, s.policyPath, log) }},
+		{path: s.public.tokensPath, reload: func() { doors.reloadTokens(log) }},
 	}
 	var watch <-chan time.Time
 	for _, f := range files {
@@ -326,12 +338,15 @@ func (r *runState) runNode(c *ucli.Context) error {
 	}
 	for {
 		select {
+		case <-watchdog:
+			svc.alive()
 		case <-c.Context.Done():
+			svc.stopping()
 			log.Info("shutting down", "timeout", s.shutdownTimeout)
 			return shutdown(n, doors, st, s.shutdownTimeout, log)
 		case <-hup:
-			if s.capsPath == "" && s.policyPath == "" {
-				log.Warn("SIGHUP ignored: there is no --capabilities or --policy file to reload")
+			if s.capsPath == "" && s.policyPath == "" && s.public.tokensPath == "" {
+				log.Warn("SIGHUP ignored: there is no --capabilities, --policy or --tokens file to reload")
 			}
 			for _, f := range files {
 				if f.path != "" {

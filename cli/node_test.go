@@ -26,12 +26,19 @@ type runningNode struct {
 // start line.
 func startNode(t *testing.T, args ...string) *runningNode {
 	t.Helper()
+	return startCommand(t, "node", args...)
+}
+
+// startCommand runs `meshagent node` or `meshagent relay` with args on
+// loopback and waits for its start line.
+func startCommand(t *testing.T, command string, args ...string) *runningNode {
+	t.Helper()
 	var out syncBuffer
 	rn := &runningNode{stderr: &syncBuffer{}, done: make(chan int, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	rn.cancel = cancel
 	app := NewApp(&out, rn.stderr)
-	base := []string{"meshagent", "node", "--data", t.TempDir(), "--listen", "/ip4/127.0.0.1/tcp/0",
+	base := []string{"meshagent", command, "--data", t.TempDir(), "--listen", "/ip4/127.0.0.1/tcp/0",
 		"--api", "127.0.0.1:0", "--no-mdns", "--json"}
 	go func() { rn.done <- run(ctx, app, append(base, args...)) }()
 	t.Cleanup(func() {

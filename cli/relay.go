@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +22,72 @@ import (
 // defaultWSAddr is where a relay serves its public bus and lobby.
 const defaultWSAddr = "0.0.0.0:7892"
 
+// Flags of the relay's public listener.
+const (
+	flagTokens  = "tokens"
+	flagTLSCert = "tls-cert"
+	flagTLSKey  = "tls-key"
+)
+
+// publicSettings configure a relay's public listener.
+type publicSettings struct {
+	addr       string
+	tokensPath string
+	tokens     *relay.Tokens // nil: anonymous clients
+	tls        *tls.Config   // nil: plain ws
+}
+
+// resolvePublic validates the public listener's flags.
+func (r *runState) resolvePublic(c *ucli.Context) (publicSettings, error) {
+	p := publicSettings{addr: c.String(flagWS)}
+	if _, err := r.hostPort(c, flagWS, p.addr); err != nil {
+		return p, err
+	}
+	if p.tokensPath = expandHome(c.String(flagTokens)); p.tokensPath != "" {
+		var err error
+		if p.tokens, err = relay.LoadTokens(p.tokensPath); err != nil {
+			return p, r.flagError(c, flagTokens, "%v", err)
+		}
+	}
+	cert, key := expandHome(c.String(flagTLSCert)), expandHome(c.String(flagTLSKey))
+	switch {
+	case cert == "" && key == "":
+	case cert == "" || key == "":
+		return p, r.flagError(c, flagTLSCert, "--tls-cert and --tls-key go together")
+	default:
+		kp, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return p, r.flagError(c, flagTLSCert, "cannot load the certificate and key: %v", err)
+		}
+		p.tls = &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}
+	}
+	return p, nil
+}
+
+// warnings names the risks of the public listener's settings.
+func (p publicSettings) warnings(log *slog.Logger) {
+	host, _, _ := net.SplitHostPort(p.addr)
+	if isLoopback(host) {
+		return
+	}
+	if p.tokens == nil {
+		log.Warn("the public bus and lobby are open to anyone who reaches --ws: without --tokens any client can "+
+			"subscribe to and send on every topic and register in the lobby; admin methods and mesh.* stay refused",
+			"ws", p.addr)
+	} else if p.tls == nil {
+		log.Warn("tokens travel in clear text: --ws is not a loopback address and has no --tls-cert; "+
+			"anyone on the path can read them", "ws", p.addr)
+	}
+}
+
 func (r *runState) relayCommand() *ucli.Command {
 	nc := r.nodeCommand()
-	flags := []ucli.Flag{stringFlag(flagWS, defaultWSAddr, "`ADDR` (host:port) of the public bus (path /) and lobby (path /lobby)")}
+	flags := []ucli.Flag{
+		stringFlag(flagWS, defaultWSAddr, "`ADDR` (host:port) of the public bus (path /) and lobby (path /lobby)"),
+		stringFlag(flagTokens, "", "tokens `FILE` (JSON): --ws then requires a token (?token= or Authorization: Bearer), each granting topics and methods; reloaded on change and SIGHUP"),
+		stringFlag(flagTLSCert, "", "certificate `FILE` (PEM): --ws serves wss (TLS); needs --tls-key"),
+		stringFlag(flagTLSKey, "", "private key `FILE` (PEM) of --tls-cert"),
+	}
 	for _, f := range nc.Flags {
 		if f.Names()[0] == flagAPI {
 			// The relay's bus is public on --ws; a loopback API as well
@@ -39,6 +103,10 @@ func (r *runState) relayCommand() *ucli.Command {
 			"(JSON-RPC 2.0 over WebSocket at path /) and seed 000's lobby (path /lobby) on --ws for " +
 			"clients anywhere, bridged into the mesh, and a libp2p circuit relay (v2) so that agents " +
 			"that cannot be dialled are reached through it (they start with --relay <this node's address>). " +
+			"With --api the local API serves the same bus. On --ws an anonymous client may initialize, ping, " +
+			"subscribe, unsubscribe and sendMessage; bus.history, bus.deadLetters, bus.replay, mesh.* and calls to " +
+			"mesh agents through agent:<id> need a token granting them (--tokens; then every connection needs one). " +
+			"--tls-cert and --tls-key serve wss. " +
 			"Prints the node's start line with \"ws <addr>\" added (--json: \"ws\").",
 		Flags:  flags,
 		Action: r.runRelay,
@@ -50,12 +118,37 @@ func (r *runState) runRelay(c *ucli.Context) error {
 	return r.runNode(c)
 }
 
-// frontDoors are the WebSocket servers in front of a node.
+// frontDoors are the WebSocket listeners in front of a node: the
+// loopback local API and, on a relay, the public listener, both serving
+// one relay.Server (one bus, one retry loop over the store).
 type frontDoors struct {
 	api *apiServer // loopback local API
 	ws  *publicBus // the relay's public bus and lobby
 }
 
+// startDoors serves the local API on api (unless "") and, when pub.addr
+// is set, the public listener, from one server.
+func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar) (frontDoors, error) {
+	var d frontDoors
+	var srv *relay.Server
+	if api != "" {
+		a, err := startAPI(n, api, log, st, level)
+		if err != nil {
+			return d, err
+		}
+		d.api, srv = a, a.srv
+	}
+	if pub.addr != "" {
+		ws, err := startPublicBus(n, srv, pub, log, st, base)
+		if err != nil {
+			return d, errors.Join(err, d.close(context.Background()))
+		}
+		d.ws = ws
+	}
+	return d, nil
+}
+
+// close stops the public listener, then the server and its clients.
 func (d frontDoors) close(ctx context.Context) error {
 	var errs []error
 	if d.ws != nil {
@@ -67,6 +160,18 @@ func (d frontDoors) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// reloadTokens re-reads the public listener's tokens file. A file that
+// does not load leaves the current tokens in place.
+func (d frontDoors) reloadTokens(log *slog.Logger) {
+	p := d.ws.pub
+	if err := p.tokens.Reload(p.tokensPath); err != nil {
+		log.Error("tokens not reloaded; keeping the current ones", "path", p.tokensPath, "err", err)
+		return
+	}
+	dropped := d.ws.srv.DropRevoked()
+	log.Info("tokens reloaded", "path", p.tokensPath, "count", p.tokens.Len(), "revoked_connections", dropped)
+}
+
 // setServices returns how the node's own capabilities are replaced: on a
 // relay, merged with its lobby agents'.
 func (d frontDoors) setServices(n *node.Node) func([]node.Service) error {
@@ -76,11 +181,15 @@ func (d frontDoors) setServices(n *node.Node) func([]node.Service) error {
 	return n.SetServices
 }
 
-// publicBus is a relay's public endpoint: the bus at "/" and the lobby at
-// "/lobby".
+// publicBus is a relay's public listener: the bus at "/" and the lobby
+// at "/lobby", behind the tokens when there are some, over TLS when
+// configured.
 type publicBus struct {
 	addr  string
-	bus   *relay.Server
+	url   string // ws:// or wss://
+	pub   publicSettings
+	srv   *relay.Server // the bus server
+	own   *relay.Server // srv, when there is no local API to share it
 	lobby *relay.Lobby
 	hs    *http.Server
 	done  chan error
@@ -91,38 +200,60 @@ type publicBus struct {
 	base []node.Service // the relay's own capabilities
 }
 
-// startPublicBus serves the bus and the lobby for n on addr, reachable
-// from anywhere, and offers the lobby agents' capabilities in the mesh as
-// the relay's own (next to base, the relay's capabilities file), so mesh
-// agents discover and call them.
-func startPublicBus(n *node.Node, addr string, log *slog.Logger, st *store.Store, base []node.Service) (*publicBus, error) {
-	bus, err := relay.New(n, relay.WithLogger(log), relay.WithStore(st))
-	if err != nil {
-		return nil, exitErrorf(ExitFailure, "bus: %v", err)
+// startPublicBus serves srv's public side (the local API's server, so
+// that a process has one bus; nil: a server of its own) and the lobby for
+// n on pub.addr, reachable from anywhere, and offers the lobby agents'
+// capabilities in the mesh as the relay's own (next to base, the relay's
+// capabilities file), so mesh agents discover and call them.
+func startPublicBus(n *node.Node, srv *relay.Server, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service) (*publicBus, error) {
+	var own *relay.Server
+	if srv == nil {
+		var err error
+		if own, err = relay.New(n, relay.WithLogger(log), relay.WithStore(st)); err != nil {
+			return nil, exitErrorf(ExitFailure, "bus: %v", err)
+		}
+		srv = own
 	}
 	lobby, err := relay.NewLobby(n, st, relay.WithLobbyLogger(log.With("component", "lobby")))
 	if err != nil {
-		_ = bus.Close()
+		if own != nil {
+			_ = own.Close()
+		}
 		return nil, exitErrorf(ExitFailure, "lobby: %v", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", bus)
+	mux.Handle("/", srv.PublicHandler())
 	mux.Handle("/lobby", lobby)
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		_ = bus.Close()
-		_ = lobby.Close()
-		return nil, exitErrorf(ExitFailure, "the relay cannot listen on --ws %s: %v", addr, err)
+	var h http.Handler = mux
+	if pub.tokens != nil {
+		h = pub.tokens.Middleware(mux)
 	}
-	p := &publicBus{addr: l.Addr().String(), bus: bus, lobby: lobby, done: make(chan error, 1), n: n, log: log, base: base,
-		hs: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	l, err := net.Listen("tcp", pub.addr)
+	if err != nil {
+		_ = lobby.Close()
+		if own != nil {
+			_ = own.Close()
+		}
+		return nil, exitErrorf(ExitFailure, "the relay cannot listen on --ws %s: %v", pub.addr, err)
+	}
+	scheme := "ws"
+	if pub.tls != nil {
+		scheme = "wss"
+		l = tls.NewListener(l, pub.tls)
+	}
+	p := &publicBus{addr: l.Addr().String(), pub: pub, srv: srv, own: own, lobby: lobby, done: make(chan error, 1), n: n, log: log, base: base,
+		hs: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
+	p.url = scheme + "://" + p.addr + "/"
 	lobby.OnChange(func() {
 		if err := p.apply(); err != nil {
 			log.Error("lobby capabilities not offered in the mesh", "err", err)
 		}
 	})
 	go func() { p.done <- p.hs.Serve(l) }()
-	log.Info("relay serving", "ws", p.addr, "bus", "ws://"+p.addr+"/", "lobby", "ws://"+p.addr+"/lobby")
+	pub.warnings(log)
+	log.Info("relay serving", "ws", p.addr, "bus", p.url, "lobby", p.url+"lobby",
+		"tokens", pub.tokens != nil, "tls", pub.tls != nil)
 	return p, nil
 }
 
@@ -160,13 +291,19 @@ func (p *publicBus) apply() error {
 	return p.n.SetServices(merged)
 }
 
+// close stops accepting and closes the lobby, and the bus server if it is
+// its own (a shared one is closed with the local API).
 func (p *publicBus) close(ctx context.Context) error {
-	errs := []error{p.lobby.Close(), p.bus.Close()}
+	var errs []error
 	if err := p.hs.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("relay: %w", err))
 	}
 	if err := <-p.done; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
+	}
+	errs = append(errs, p.lobby.Close())
+	if p.own != nil {
+		errs = append(errs, p.own.Close())
 	}
 	return errors.Join(errs...)
 }

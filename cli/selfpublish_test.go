@@ -49,7 +49,7 @@ func busSubscriber(t *testing.T, api, id string, patterns ...string) (*relay.Cli
 	t.Helper()
 	tl := &tally{}
 	ctx := meshtest.Context(t, 10*time.Second)
-	c, err := relay.Dial(ctx, api, relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	c, err := relay.Dial(ctx, api, relay.WithClientID(id), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var p relay.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
@@ -61,9 +61,6 @@ func busSubscriber(t *testing.T, api, id string, patterns ...string) (*relay.Cli
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Call(ctx, relay.MethodInitialize, map[string]any{"clientId": id, "clientInfo": map[string]string{"name": "test"}}, nil); err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range patterns {
 		if err := c.Call(ctx, relay.MethodSubscribe, map[string]any{"topic": p, "policy": "continueAll"}, nil); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +137,7 @@ func TestSubscribeEnds(t *testing.T) {
 		}
 	})
 	t.Run("api gone", func(t *testing.T) {
-		api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t), nil)
+		api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t), nil, new(slog.LevelVar))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,11 +38,7 @@ func expectClosed(t *testing.T, ws *websocket.Conn, within time.Duration, want s
 // initialized dials url and initializes as id.
 func initialized(t *testing.T, url, id string) *relay.Client {
 	t.Helper()
-	c := dialClient(t, url)
-	if err := c.Call(ctxT(t), relay.MethodInitialize, relay.InitializeParams{ClientID: id, ClientInfo: relay.ClientInfo{Name: "test"}}, nil); err != nil {
-		t.Fatalf("initialize %s: %v", id, err)
-	}
-	return c
+	return dialClient(t, url, relay.WithClientID(id), relay.WithClientInfo(relay.ClientInfo{Name: "test"}))
 }
 
 // A flood of connections that never initialize fills the server; a fresh
@@ -57,20 +53,17 @@ func TestIdleFloodDoesNotLockOut(t *testing.T) {
 	ts := newTestServer(t, relay.WithLimits(l))
 	idle := make([]*websocket.Conn, 2*max)
 	for i := range idle {
-		idle[i] = dialRaw(t, ts.url)
+		idle[i] = dialBare(t, ts.url)
 	}
 	waitFor(t, "the flood to hold every slot", func() bool { return ts.srv.Clients() <= max })
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := relay.Dial(ctx, ts.url)
+	c, err := relay.Dial(ctx, ts.url, relay.WithClientID("honest")) // Dial initializes
 	if err != nil {
 		t.Fatalf("fresh client refused: %v", err)
 	}
 	defer c.Close()
-	if err := c.Call(ctx, relay.MethodInitialize, relay.InitializeParams{ClientID: "honest", ClientInfo: relay.ClientInfo{Name: "test"}}, nil); err != nil {
-		t.Fatalf("initialize: %v", err)
-	}
 	var pong relay.PingResult
 	if err := c.Call(ctx, relay.MethodPing, nil, &pong); err != nil || pong.Timestamp == "" {
 		t.Fatalf("ping: %+v %v", pong, err)
@@ -96,14 +89,13 @@ func TestInitDeadline(t *testing.T) {
 	l.InitTimeout = 200 * time.Millisecond
 	ts := newTestServer(t, relay.WithLimits(l))
 	kept := initialized(t, ts.url, "kept")
-	idle := dialRaw(t, ts.url)
-	start := time.Now()
+	start := time.Now() // before the dial: the server's clock starts during it
+	idle := dialBare(t, ts.url)
 	expectClosed(t, idle, testTimeout, "initialize deadline")
 	if d := time.Since(start); d < l.InitTimeout {
 		t.Fatalf("closed after %v, before the deadline", d)
 	}
-	// A local API client that never initializes but is served mesh.* is
-	// established too.
+	// A client Dial initialized, served mesh.*, is established too.
 	local := dialClient(t, ts.url)
 	if err := local.Call(ctxT(t), relay.MethodMeshID, nil, nil); err != nil {
 		t.Fatal(err)
@@ -128,7 +120,7 @@ func TestMaxClientsPerIP(t *testing.T) {
 	l.InitTimeout = time.Minute
 	ts := newTestServer(t, relay.WithLimits(l))
 	a := initialized(t, ts.url, "a")
-	idle := dialRaw(t, ts.url)
+	idle := dialBare(t, ts.url)
 	b := initialized(t, ts.url, "b") // evicts idle
 	expectClosed(t, idle, testTimeout, "too many connections from this address")
 	_, resp, err := websocket.Dial(ctxT(t), ts.url, nil)

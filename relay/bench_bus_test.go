@@ -183,14 +183,11 @@ func busRoundTrip(b *testing.B, opts ...relay.Option) roundTrip {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dial := func(id string, copts ...relay.ClientOption) *relay.Client {
-		c, err := relay.Dial(ctx, url, copts...)
+		c, err := relay.Dial(ctx, url, append(copts, relay.WithClientID(id), relay.WithClientInfo(relay.ClientInfo{Name: "bench", Version: "1"}))...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = c.Close() })
-		if err := c.Call(ctx, "initialize", map[string]any{"clientId": id, "clientInfo": map[string]string{"name": "bench", "version": "1"}}, nil); err != nil {
-			b.Fatal(err)
-		}
 		return c
 	}
 	// Ten different patterns for the one topic: a newer subscription to the

@@ -321,6 +321,9 @@ func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
 	if bc.initialized {
 		return nil, Errorf(CodeAlreadyInitialized, "already initialized as %q", bc.id)
 	}
+	if err := b.s.claimClientID(r.Conn, p.ClientID); err != nil {
+		return nil, err
+	}
 	bc.initialized, bc.id = true, p.ClientID
 	return InitializeResult{
 		ServerID:     b.cfg.ServerID,
@@ -883,14 +886,20 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 	}
 	// The copy comes back through this bus's own mesh subscriptions,
 	// if any match: its id tells fromMesh it was delivered here already.
-	id := protocol.NewID()
-	b.seen.add(meshKey(b.s.mesh.AgentID(), id))
+	publish := pub.Publish
+	if ip, ok := pub.(IDPublisher); ok {
+		id := protocol.NewID()
+		b.seen.add(meshKey(b.s.mesh.AgentID(), id))
+		publish = func(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+			return ip.PublishID(ctx, id, topic, payload, filter)
+		}
+	}
 	out := make(chan Ack, 1)
 	b.wg.Go(func() {
 		defer close(out)
 		ctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		n, err := pub.PublishID(ctx, id, msg.Topic, msg.Payload, nil)
+		n, err := publish(ctx, msg.Topic, msg.Payload, nil)
 		if err != nil || n == 0 {
 			return
 		}
@@ -908,6 +917,9 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 // pattern that matches it and is dispatched once; the bus's own messages
 // were delivered locally already and are recognised by their id.
 func (b *bus) fromMesh(m protocol.TopicMessage) {
+	if _, ok := b.s.mesh.(IDPublisher); !ok && m.From == b.s.mesh.AgentID() {
+		return // perhaps the bus's own: see IDPublisher
+	}
 	if !b.seen.add(meshKey(m.From, m.ID)) {
 		return
 	}

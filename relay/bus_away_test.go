@@ -33,7 +33,7 @@ func busServerWith(t *testing.T, cfg relay.BusConfig, st *store.Store) (*relay.S
 }
 
 // leaveAfterRetrying sends job:1 to a subscriber "worker" that asks for a
-// retry and then disconnects, and returns the sender.
+// retry and then disconnects, and returns that worker.
 func leaveAfterRetrying(t *testing.T, url string) *peer {
 	t.Helper()
 	worker := newPeer(t, url, "worker", func(delivery) (any, error) {
@@ -48,7 +48,7 @@ func leaveAfterRetrying(t *testing.T, url string) *peer {
 	if err := worker.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return sender
+	return worker
 }
 
 // waitAway waits until the outbox holds the message as waiting for its
@@ -150,4 +150,32 @@ func TestBusRetryWaitsAcrossRestart(t *testing.T) {
 	st2 := openStore(t, path)
 	_, url2 := busServerWith(t, fastBus(), st2)
 	comeBack(t, url2, st2)
+}
+
+// TestBusRetryCountsDeliveriesOnly: a subscriber that comes back and
+// still cannot take the message gets it three times in all, the delivery
+// before it left included; its absence counted for none of them.
+func TestBusRetryCountsDeliveriesOnly(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
+	cfg := fastBus()
+	_, url := busServerWith(t, cfg, st)
+	first := leaveAfterRetrying(t, url)
+	waitAway(t, st)
+	worker := newPeer(t, url, "worker", func(delivery) (any, error) {
+		return map[string]any{"processed": false, "should_retry": true, "message": "still not now"}, nil
+	})
+	worker.subscribe(t, map[string]any{"topic": "job:*"})
+	var dls []store.DeadLetter
+	waitFor(t, "the dead letter", func() bool {
+		dls, _ = st.DeadLetters(ctxT(t), store.DLQFilter{})
+		return len(dls) == 1
+	})
+	// The first connection may have had a retry before its close was
+	// through: count both.
+	if before, after := len(first.texts()), len(worker.texts()); before+after != cfg.MaxAttempts {
+		t.Errorf("%d deliveries before leaving and %d after coming back, want %d in all", before, after, cfg.MaxAttempts)
+	}
+	if d := dls[0]; d.Attempts != cfg.MaxAttempts || !strings.Contains(d.Reason, "gave up after 3 attempts") || !strings.Contains(d.Reason, "still not now") {
+		t.Errorf("dead letter after %d attempts: %q", d.Attempts, d.Reason)
+	}
 }

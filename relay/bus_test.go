@@ -81,7 +81,11 @@ type peer struct {
 func newPeer(t *testing.T, url, id string, answer func(delivery) (any, error)) *peer {
 	t.Helper()
 	p := &peer{id: id, answer: answer, notify: make(chan struct{}, 1)}
-	p.Client = dialClient(t, url, relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	init := relay.WithoutInitialize()
+	if id != "" {
+		init = relay.WithClientID(id)
+	}
+	p.Client = dialClient(t, url, init, relay.WithClientInfo(relay.ClientInfo{Name: "test", Version: "1"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var pp struct {
 			Topic   string `json:"topic"`
 			Payload struct {
@@ -102,11 +106,6 @@ func newPeer(t *testing.T, url, id string, answer func(delivery) (any, error)) *
 		}
 		return map[string]any{"processed": true, "message": "ok from " + id}, nil
 	}))
-	if id != "" {
-		if err := p.Call(ctxT(t), "initialize", map[string]any{"clientId": id, "clientInfo": map[string]string{"name": "test", "version": "1"}}, nil); err != nil {
-			t.Fatalf("initialize %s: %v", id, err)
-		}
-	}
 	return p
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 type Client struct {
 	cfg    ClientConfig
 	url    string
+	init   InitializeResult // set by Dial before the client is shared
 	ws     *websocket.Conn
 	ctx    context.Context // ends on Close or when the connection is lost
 	cancel context.CancelFunc
@@ -69,9 +71,13 @@ type callHooks struct {
 // at once; more are answered with CodeServerBusy.
 const maxClientRequests = 64
 
-// Dial connects to a server. url is a ws:// or wss:// URL, or a bare
-// host:port, read as ws://host:port/. If nothing listens there the error
-// wraps ErrNoServer.
+// Dial connects to a server and initializes (seed 001: initialize comes
+// first, and the server answers nothing else before it), as the
+// WithClientID id or a fresh "meshagent-go-…" one. url is a ws:// or
+// wss:// URL, or a bare host:port, read as ws://host:port/; a token goes
+// in its query (?token=…) or in an Authorization header (WithHTTPHeader).
+// If nothing listens there the error wraps ErrNoServer; a refused
+// initialize is returned as its *RPCError, wrapped.
 func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error) {
 	cfg := defaultClientConfig()
 	for i, o := range opts {
@@ -83,10 +89,14 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		}
 	}
 	url = NormalizeURL(url)
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+	dopts := &websocket.DialOptions{
 		HTTPHeader:      cfg.HTTPHeader,
 		CompressionMode: websocket.CompressionDisabled,
-	})
+	}
+	if cfg.TLSConfig != nil {
+		dopts.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.TLSConfig}}
+	}
+	ws, _, err := websocket.Dial(ctx, url, dopts)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("%w at %s: %w", ErrNoServer, url, err)
@@ -106,11 +116,40 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		pending: make(map[int64]*pendingCall),
 	}
 	c.wg.Go(c.readLoop)
+	if cfg.NoInitialize {
+		return c, nil
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "meshagent-go-" + newMessageID()[:12]
+		c.cfg.ClientID = cfg.ClientID
+	}
+	info := cfg.ClientInfo
+	if info.Name == "" {
+		info = ClientInfo{Name: "meshagent-go", Version: protocol.HelloVersion}
+	}
+	if err := c.Call(ctx, MethodInitialize, InitializeParams{ClientID: cfg.ClientID, ClientInfo: info}, &c.init); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("relay: initialize at %s as %q: %w", url, cfg.ClientID, err)
+	}
 	return c, nil
 }
 
+// ClientID returns the id the client initialized with, or "" if it was
+// dialled WithoutInitialize.
+func (c *Client) ClientID() string {
+	if c.cfg.NoInitialize {
+		return ""
+	}
+	return c.cfg.ClientID
+}
+
+// ServerID returns the serverId of the server's initialize result, or ""
+// if the client was dialled WithoutInitialize.
+func (c *Client) ServerID() string { return c.init.ServerID }
+
 // NormalizeURL turns a bare host:port into ws://host:port/ and leaves
-// anything with a scheme alone (adding the path "/" if it has none).
+// anything with a scheme alone (adding the path "/" if it has none, before
+// a query such as ?token=…).
 func NormalizeURL(s string) string {
 	s = strings.TrimSpace(s)
 	if !strings.Contains(s, "://") {
@@ -118,7 +157,11 @@ func NormalizeURL(s string) string {
 	}
 	scheme, rest, _ := strings.Cut(s, "://")
 	if !strings.Contains(rest, "/") {
-		rest += "/"
+		host, query, ok := strings.Cut(rest, "?")
+		rest = host + "/"
+		if ok {
+			rest += "?" + query
+		}
 	}
 	return scheme + "://" + rest
 }

@@ -67,7 +67,7 @@ func TestClientRequestSlotsFreedBeforeAnswer(t *testing.T) {
 		}()
 	}))
 	defer hs.Close()
-	c := dialClient(t, "ws"+strings.TrimPrefix(hs.URL, "http")+"/", relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+	c := dialClient(t, "ws"+strings.TrimPrefix(hs.URL, "http")+"/", relay.WithoutInitialize(), relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
 		return map[string]any{"processed": true}, nil
 	}))
 	defer func() { _ = c.Close() }()

@@ -48,6 +48,8 @@ func TestNormalizeURL(t *testing.T) {
 		{"ws://127.0.0.1:7892", "ws://127.0.0.1:7892/"},
 		{"ws://127.0.0.1:7892/", "ws://127.0.0.1:7892/"},
 		{"wss://relay.example.com/api", "wss://relay.example.com/api"},
+		{"wss://relay.example.com?token=abc", "wss://relay.example.com/?token=abc"},
+		{"127.0.0.1:7892?token=abc", "ws://127.0.0.1:7892/?token=abc"},
 	}
 	for _, tc := range tests {
 		if got := relay.NormalizeURL(tc.in); got != tc.want {

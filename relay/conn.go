@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -543,10 +542,10 @@ func (c *Conn) dispatch(m *message, done func(*response)) {
 }
 
 // establishes reports whether serving method successfully establishes a
-// connection (Limits.InitTimeout): initialize, or a mesh.* method of the
-// local API, whose clients do not initialize.
+// connection (Limits.InitTimeout): initialize, which comes first on every
+// listener.
 func establishes(method string) bool {
-	return method == MethodInitialize || strings.HasPrefix(method, "mesh.")
+	return method == MethodInitialize
 }
 
 // invoke runs a handler, turning a panic into an internal error.

@@ -60,8 +60,16 @@
 //	sendMessage  {"topic", "payload"} -> {"success", "stopPropagation", "acks", "messageId"}
 //	bus.history, bus.deadLetters, bus.replay   (need a store: WithStore)
 //
-// A client must initialize before the other bus methods (-32006); ping and
-// the mesh.* methods need no initialize, so the local API's CLI does not.
+// initialize comes first, on every listener (seed 001: the server rejects
+// non-initialize requests until the handshake completes): before it every
+// other method, ping and mesh.* included, is answered -32006 and a
+// notification is dropped. Dial initializes by itself, so Go clients and
+// the CLI need do nothing. A clientId held by a live connection is
+// refused to another one (-32001, data {"reason":"clientIdInUse"}),
+// unless both present the same credential: then the new connection
+// replaces the old one, which is closed (a client reconnecting before the
+// relay noticed its old connection died is not locked out). The local API
+// has no credentials, so there an id is never taken over.
 // The bus delivers with processMessage (sendMessage to a client that
 // answers processMessage with -32601), newest matching subscription first,
 // skipping subscriptions shadowed by a newer one to the same pattern, and
@@ -79,7 +87,31 @@
 // them), those this node publishes by other ways than the bus
 // (mesh.publish, Node.Publish) included. Each mesh message is dispatched
 // once, however many local patterns match it; the bus publishes its own
-// with Publisher.PublishID and knows them when they come back.
+// with IDPublisher.PublishID and knows them when they come back.
+//
+// # Listeners and credentials
+//
+// One Server holds one bus and one retry loop over its store, whichever
+// listeners serve it: the local API (ServeHTTP, Serve, Start; every
+// method, meant for loopback) and a relay's public listener
+// (PublicHandler). A public listener serves anyone initialize, ping,
+// subscribe, unsubscribe and sendMessage; every other method (bus.history,
+// bus.deadLetters, bus.replay, mesh.*), and sendMessage to agent:<mesh
+// agent id> (a mesh call made as the relay), needs a credential that
+// grants it, and is otherwise answered CodeForbidden (-32020).
+//
+// Tokens (a tokens file, ParseTokens) map bearer tokens to credentials: a
+// name, topic patterns and granted methods ("admin" for the three bus.*
+// methods, names, or patterns such as "mesh.*"). Tokens.Middleware in
+// front of a public listener requires one on every upgrade, from the URL
+// query (?token=) or an Authorization: Bearer header, and answers 401
+// otherwise; only SHA-256 digests are kept, compared in constant time. A
+// credential's topics bound what it sends on and subscribes to (a
+// subscription pattern must be provably narrower than an allowed one).
+// Tokens.Reload applies to live connections on their next request: a
+// removed token's connection is closed ("credential revoked"). Conn.Credential
+// and CredentialFromContext give the client's name to the rest of the
+// relay.
 //
 // # Server-initiated messages
 //

@@ -18,13 +18,14 @@ import (
 //	-32601  CodeMethodNotFound              no such method
 //	-32602  CodeInvalidParams               params missing, of the wrong type, or out of range
 //	-32603  CodeInternalError               the server failed (a handler panicked, a result did not encode)
-//	-32001  CodeAlreadyInitialized          seed 001: initialize sent twice
+//	-32001  CodeAlreadyInitialized          seed 001: initialize sent twice; or its clientId is held by another live connection (data {"reason":"clientIdInUse"})
 //	-32002  CodeInvalidClientInfo           seed 001: bad clientInfo in initialize
 //	-32003  CodeAlreadySubscribed           seed 001: subscribe to a pattern twice
 //	-32004  CodeSubscriptionNotFound        seed 001: unsubscribe from an unknown pattern
 //	-32005  CodeServerBusy                  Limits.MaxConcurrentCalls requests already running on this connection
 //	-32006  CodeNotInitialized              a bus method before initialize (seed 001 names no code)
 //	-32007  CodeNoPeers                     mesh.publish: no agent subscribes to the topic (nothing was sent)
+//	-32020  CodeForbidden                   a public listener does not serve the method, topic or pattern to this client (anonymous, or its credential does not grant it)
 //	-32010  CodeMeshInvalidMessage          AgentProtocol INVALID_MESSAGE
 //	-32011  CodeMeshInvalidSignature        AgentProtocol INVALID_SIGNATURE
 //	-32012  CodeMeshUnknownAgent            AgentProtocol UNKNOWN_AGENT
@@ -52,6 +53,8 @@ const (
 	CodeServerBusy     = -32005
 	CodeNotInitialized = -32006
 	CodeNoPeers        = -32007
+
+	CodeForbidden = -32020
 
 	CodeMeshInvalidMessage         = -32010
 	CodeMeshInvalidSignature       = -32011

@@ -100,9 +100,9 @@ func heapPeak() (stop func() uint64) {
 	}
 }
 
-// flood sends flowSenders × flowPerSender messages to topic at once, from
-// flowSenders connections, and returns each result and error.
-func flood(t *testing.T, url, topic string, payload map[string]any) ([]relay.SendResult, []error) {
+// flood sends senders × flowPerSender messages to topic at once, from
+// senders connections, and returns each result and error.
+func flood(t *testing.T, url, topic string, payload map[string]any, flowSenders int) ([]relay.SendResult, []error) {
 	t.Helper()
 	senders := make([]*peer, flowSenders)
 	for i := range senders {
@@ -138,7 +138,7 @@ func TestReadingSubscriberKeptUnderFlood(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	stop := heapPeak()
 	start := time.Now()
-	results, errs := flood(t, url, "flow:1", map[string]any{"text": strings.Repeat("x", 1024)})
+	results, errs := flood(t, url, "flow:1", map[string]any{"text": strings.Repeat("x", 1024)}, flowSenders)
 	elapsed := time.Since(start)
 	peak := stop()
 	bad := 0
@@ -175,8 +175,8 @@ func TestNonReadingSubscriberCutReaderKept(t *testing.T) {
 	// Short enough to keep the test fast, long enough that a client that
 	// reads answers in time on a loaded 2-core machine under the race
 	// detector (at 2 s, readers and senders missed pings there too).
-	l.PingInterval = 4 * time.Second
-	l.WriteTimeout = 4 * time.Second
+	l.PingInterval = 5 * time.Second
+	l.WriteTimeout = 5 * time.Second
 	url := flowServer(t, l)
 	var got atomic.Int64
 	reader := newPeer(t, url, "reader", func(delivery) (any, error) {
@@ -193,7 +193,9 @@ func TestNonReadingSubscriberCutReaderKept(t *testing.T) {
 		t.Fatalf("subscribe: %s", r)
 	}
 	// stalled never reads again.
-	results, errs := flood(t, url, "flow:1", map[string]any{"text": strings.Repeat("y", 1024)})
+	// 64 in flight: enough to keep both subscribers' slots busy, light
+	// enough that readers answer their pings on a loaded machine.
+	results, errs := flood(t, url, "flow:1", map[string]any{"text": strings.Repeat("y", 1024)}, 8)
 	for i := range results {
 		if errs[i] != nil || !results[i].Success {
 			t.Fatalf("send %d: %+v %v", i, results[i], errs[i])

@@ -197,7 +197,9 @@ func serveMesh(t *testing.T, m relay.Mesh, mesh *fakeMesh, opts ...relay.Option)
 	return &testServer{srv: srv, mesh: mesh, url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/"}
 }
 
-// dialRaw opens a bare WebSocket to the server, for tests that need to
+// dialRaw opens a WebSocket to the server and, for the API (not the
+// lobby), initializes it (seed 001: nothing else is served before), for
+// tests that need to
 // send exact frames.
 func dialRaw(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
@@ -209,7 +211,37 @@ func dialRaw(t *testing.T, url string) *websocket.Conn {
 	}
 	ws.SetReadLimit(16 << 20)
 	t.Cleanup(func() { _ = ws.CloseNow() })
+	if !strings.HasSuffix(url, "/lobby") {
+		initRaw(t, ws, fmt.Sprintf("raw-%d", rawClients.Add(1)))
+	}
 	return ws
+}
+
+// dialBare opens a WebSocket to the server and sends nothing.
+func dialBare(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	return ws
+}
+
+var rawClients atomic.Int64
+
+// initRaw initializes a raw connection as id.
+func initRaw(t *testing.T, ws *websocket.Conn, id string) {
+	t.Helper()
+	writeFrame(t, ws, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"clientId":"`+id+`","clientInfo":{"name":"raw"}}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, b, err := ws.Read(ctx)
+	if err != nil || !strings.Contains(string(b), `"result"`) {
+		t.Fatalf("initialize: %s %v", b, err)
+	}
 }
 
 func dialClient(t *testing.T, url string, opts ...relay.ClientOption) *relay.Client {

@@ -69,6 +69,13 @@ type ProgressParams struct {
 // IDResult is the result of mesh.id.
 type IDResult struct {
 	AgentID string `json:"agentId"`
+	// PublicKey is the agent's Ed25519 public key, base64 (the other form
+	// of an agent id AgentProtocol accepts).
+	PublicKey string `json:"publicKey,omitempty"`
+	// Addrs are the node's listen multiaddrs, each ending in
+	// /p2p/<agent id>, on a server with a Control (a node's local API);
+	// absent elsewhere.
+	Addrs []string `json:"addrs,omitempty"`
 }
 
 // PingResult is the result of ping, as seed 001 specifies it.
@@ -89,6 +96,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshConsensus, s.meshConsensus)
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)
+	s.registerControlMethods()
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
@@ -102,7 +110,12 @@ func (s *Server) meshID(_ context.Context, req *Request) (any, error) {
 	if err := noParams(req); err != nil {
 		return nil, err
 	}
-	return IDResult{AgentID: s.mesh.AgentID()}, nil
+	res := IDResult{AgentID: s.mesh.AgentID()}
+	res.PublicKey = publicKeyOf(res.AgentID)
+	if s.cfg.Control != nil {
+		res.Addrs = orEmpty(s.cfg.Control.Addrs())
+	}
+	return res, nil
 }
 
 func (s *Server) meshPeers(_ context.Context, req *Request) (any, error) {

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,6 +175,11 @@ type Config struct {
 	// bus.history, bus.deadLetters and bus.replay are not served. The
 	// caller keeps ownership: close it after the server.
 	Store *store.Store
+	// Control serves the operator's methods (mesh.connect, mesh.logLevel,
+	// mesh.status) and the node's addresses in mesh.id. Default: nil, and
+	// those methods are not found. Set it only for a node's loopback
+	// local API (WithControl).
+	Control Control
 }
 
 // DefaultConfig returns every default in one place.
@@ -305,6 +311,18 @@ type ClientConfig struct {
 	WriteTimeout time.Duration
 	// HTTPHeader is sent with the WebSocket handshake.
 	HTTPHeader http.Header
+	// ClientID is the clientId Dial initializes with. Default: a fresh
+	// "meshagent-go-<12 hex digits>".
+	ClientID string
+	// ClientInfo is initialize's clientInfo. Default: {"meshagent-go",
+	// <protocol version>}.
+	ClientInfo ClientInfo
+	// TLSConfig configures wss:// connections (a private CA, say).
+	// Default: the system's roots.
+	TLSConfig *tls.Config
+	// NoInitialize makes Dial skip initialize, for a caller that sends it
+	// itself. Until it does, the server answers nothing but initialize.
+	NoInitialize bool
 }
 
 // ClientOption configures a Client.
@@ -341,4 +359,39 @@ func WithReadLimit(n int64) ClientOption {
 // Authorization header for a relay behind a proxy).
 func WithHTTPHeader(h http.Header) ClientOption {
 	return func(c *ClientConfig) error { c.HTTPHeader = h.Clone(); return nil }
+}
+
+// WithClientID sets the clientId Dial initializes with (seed 001's
+// BUB_AGENT_ID, for example). While a connection holds an id, the server
+// refuses it to others.
+func WithClientID(id string) ClientOption {
+	return func(c *ClientConfig) error {
+		if id == "" || len(id) > maxClientID {
+			return fmt.Errorf("client id must be 1 to %d bytes", maxClientID)
+		}
+		c.ClientID = id
+		return nil
+	}
+}
+
+// WithClientInfo sets initialize's clientInfo; its Name must not be empty.
+func WithClientInfo(info ClientInfo) ClientOption {
+	return func(c *ClientConfig) error {
+		if info.Name == "" {
+			return errors.New("client info needs a name")
+		}
+		c.ClientInfo = info
+		return nil
+	}
+}
+
+// WithTLSConfig sets the TLS configuration of wss:// connections.
+func WithTLSConfig(cfg *tls.Config) ClientOption {
+	return func(c *ClientConfig) error { c.TLSConfig = cfg.Clone(); return nil }
+}
+
+// WithoutInitialize makes Dial skip initialize (see
+// ClientConfig.NoInitialize).
+func WithoutInitialize() ClientOption {
+	return func(c *ClientConfig) error { c.NoInitialize = true; return nil }
 }

@@ -165,7 +165,7 @@ func TestThousandClients(t *testing.T) {
 	err := forEach(n, dialParallel, func(i int) error {
 		r := &received{}
 		recv[i] = r
-		c, err := relay.Dial(ctx, srv.URL(), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+		c, err := relay.Dial(ctx, srv.URL(), relay.WithoutInitialize(), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 			if method != relay.MethodProcessMessage {
 				return nil, relay.Errorf(relay.CodeMethodNotFound, "method not found: %s", method)
 			}
@@ -453,7 +453,7 @@ func TestIdleClientsChild(t *testing.T) {
 	clients := make([]*relay.Client, n)
 	defer closeAll(clients)
 	err = forEach(n, dialParallel, func(i int) error {
-		c, err := relay.Dial(ctx, url)
+		c, err := relay.Dial(ctx, url, relay.WithoutInitialize())
 		if err != nil {
 			return fmt.Errorf("dial client %d: %w", i, err)
 		}

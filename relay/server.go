@@ -32,6 +32,7 @@ type Server struct {
 	mu        sync.Mutex
 	closed    bool
 	conns     map[*Conn]struct{}
+	clientIDs map[string]*Conn // initialized bus clients, by clientId
 	admit     *admission
 	servers   []*http.Server
 	addr      net.Addr
@@ -62,6 +63,8 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 		handlers: make(map[string]HandlerFunc),
 		conns:    make(map[*Conn]struct{}),
 		admit:    newAdmission(cfg.Limits),
+
+		clientIDs: make(map[string]*Conn),
 	}
 	s.registerMeshMethods()
 	s.bus = newBus(s, cfg.Bus, cfg.Store)
@@ -80,10 +83,21 @@ func (s *Server) Handle(method string, h HandlerFunc) {
 	s.handlers[method] = h
 }
 
+// handler returns the handler of a method, behind the rules of the
+// connection's listener (allow), or nil.
 func (s *Server) handler(method string) HandlerFunc {
 	s.hmu.RLock()
-	defer s.hmu.RUnlock()
-	return s.handlers[method]
+	h := s.handlers[method]
+	s.hmu.RUnlock()
+	if h == nil {
+		return nil
+	}
+	return func(ctx context.Context, r *Request) (any, error) {
+		if err := s.allow(r); err != nil {
+			return nil, err
+		}
+		return h(ctx, r)
+	}
 }
 
 // Serve accepts HTTP connections on l and serves the API on them until
@@ -166,18 +180,19 @@ func (s *Server) URL() string {
 	return "ws://" + a.String() + "/"
 }
 
-// ServeHTTP serves the API at path "/" by upgrading to WebSocket. Other
-// paths are 404 (the lobby will answer at "/lobby").
+// ServeHTTP serves the API at path "/" by upgrading to WebSocket, with
+// every method, as the loopback local API. Other paths are 404. For a
+// listener that faces anyone, use PublicHandler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/":
-		s.serveAPI(w, r)
+		s.serveAPI(w, r, localAccess)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, acc *access) {
 	if !s.cfg.originAllowed(r) {
 		s.log.Debug("websocket origin refused", "remote_addr", r.RemoteAddr, "origin", r.Header.Get("Origin"))
 		http.Error(w, "relay: origin not allowed", http.StatusForbidden)
@@ -189,6 +204,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done() // newConn added this goroutine
+	c.SetValue(accessKey{}, acc)
 	rec := &hijackRecorder{ResponseWriter: w}
 	ws, err := websocket.Accept(rec, r, &websocket.AcceptOptions{
 		InsecureSkipVerify: true, // origins were checked above

@@ -318,13 +318,11 @@ func TestMaxClients(t *testing.T) {
 	l := relay.DefaultLimits()
 	l.MaxClients = 1
 	ts := newTestServer(t, relay.WithLimits(l))
-	first, err := relay.Dial(ctxT(t), ts.url)
+	// An initialized client (Dial initializes) keeps its slot (one that
+	// never initializes would be evicted for the newcomer:
+	// TestIdleFloodDoesNotLockOut).
+	first, err := relay.Dial(ctxT(t), ts.url, relay.WithClientID("first"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	// An initialized client keeps its slot (one that never initializes
-	// would be evicted for the newcomer: TestIdleFloodDoesNotLockOut).
-	if err := first.Call(ctxT(t), relay.MethodInitialize, relay.InitializeParams{ClientID: "first", ClientInfo: relay.ClientInfo{Name: "test"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, resp, err := websocket.Dial(ctxT(t), ts.url, nil)

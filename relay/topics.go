@@ -26,11 +26,6 @@ type Publisher interface {
 	// payload is a JSON object (the server refuses anything else before
 	// calling Publish).
 	Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
-	// PublishID is Publish under message (envelope) id id, a fresh
-	// protocol.NewID() chosen by the caller: the bus publishes its
-	// clients' messages so, and knows its own when they come back through
-	// its subscriptions (it has delivered them to its subscribers itself).
-	PublishID(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
 	// Subscribe calls handler in order for each message whose topic
 	// matches pattern (exact, an fnmatch wildcard such as "outbound:*",
 	// or a prefix ending in ':', '-', '.', '/' or '_'), whether published
@@ -38,6 +33,20 @@ type Publisher interface {
 	// subscription. handler must not block: the server's handler only
 	// queues a notification.
 	Subscribe(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error)
+}
+
+// IDPublisher is a Publisher that publishes under a message id its caller
+// chose (*node.Node is one). The bus publishes its clients' messages so:
+// it has delivered them to its own subscribers itself, and knows them by
+// their id when they come back through its mesh subscriptions. Over a
+// Publisher without it, the bus takes no message authored by its own node
+// from the mesh, so what the node publishes by other ways (mesh.publish,
+// Node.Publish) does not reach the bus's subscribers.
+type IDPublisher interface {
+	Publisher
+	// PublishID is Publish under message (envelope) id id, a fresh
+	// protocol.NewID().
+	PublishID(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
 }
 
 // Method names of mesh topics.

@@ -80,7 +80,7 @@ func runTranscript(t *testing.T, file string) {
 		}
 	}
 	writeFrame(t, ws, sentinel)
-	if got, want := compact(readFrame(t, ws)), `{"jsonrpc":"2.0","id":"transcript-end","result":{"agentId":"`+selfID+`"}}`; got != want {
+	if got, want := compact(readFrame(t, ws)), `{"jsonrpc":"2.0","id":"transcript-end","result":{"agentId":"`+selfID+`","publicKey":"`+selfB64+`"}}`; got != want {
 		t.Errorf("%s: after the transcript the server sent\n\t%s\nwant the sentinel's answer\n\t%s", file, got, want)
 	}
 	if *update && changed {

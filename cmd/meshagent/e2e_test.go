@@ -142,10 +142,16 @@ func startNode(t *testing.T, name string, args ...string) *nodeProc {
 // its start line.
 func startCommand(t *testing.T, command, name string, args ...string) *nodeProc {
 	t.Helper()
+	return startCommandEnv(t, nil, command, name, args...)
+}
+
+// startCommandEnv is startCommand with extra environment variables.
+func startCommandEnv(t *testing.T, extraEnv []string, command, name string, args ...string) *nodeProc {
+	t.Helper()
 	p := &nodeProc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, append([]string{command, "--json", "--no-mdns", "--name", name,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--heartbeat", "500ms"}, args...)...)
-	p.cmd.Env = env(t)
+	p.cmd.Env = append(env(t), extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

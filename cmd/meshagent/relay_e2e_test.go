@@ -30,7 +30,7 @@ func dialBusPeer(t *testing.T, url, id string, topics ...string) *busPeer {
 	p := &busPeer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := relay.Dial(ctx, url, relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	cl, err := relay.Dial(ctx, url, relay.WithClientID(id), relay.WithClientInfo(relay.ClientInfo{Name: "e2e"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var pp struct {
 			Topic   string `json:"topic"`
 			Payload struct {
@@ -48,9 +48,6 @@ func dialBusPeer(t *testing.T, url, id string, topics ...string) *busPeer {
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	p.Client = cl
-	if err := cl.Call(ctx, "initialize", map[string]any{"clientId": id, "clientInfo": map[string]string{"name": "e2e"}}, nil); err != nil {
-		t.Fatal(err)
-	}
 	for _, topic := range topics {
 		if err := cl.Call(ctx, "subscribe", map[string]any{"topic": topic}, nil); err != nil {
 			t.Fatal(err)
@@ -91,6 +88,9 @@ func TestRelay(t *testing.T) {
 		t.Fatalf("relay printed no ws address: %+v", rl.started)
 	}
 	url := "ws://" + rl.started.WS + "/"
+	// The admin methods (history, dead letters) are served on the
+	// loopback local API, not to anonymous clients of the public --ws.
+	api := "ws://" + rl.started.API + "/"
 	bridge := dialBusPeer(t, url, "telegram-bridge", "outbound:*")
 
 	t.Run("send-message prints the aggregated acks", func(t *testing.T) {
@@ -125,26 +125,26 @@ func TestRelay(t *testing.T) {
 		if !strings.Contains(res.stderr, "dead-letter queue") {
 			t.Errorf("stderr %q", res.stderr)
 		}
-		list := busCommand(t, url, "dlq", "list", "--json").must(t, 0)
+		list := busCommand(t, api, "dlq", "list", "--json").must(t, 0)
 		var dl relay.StoredMessage
 		if err := json.Unmarshal([]byte(strings.TrimSpace(list.stdout)), &dl); err != nil || dl.Topic != "orders:7" || dl.From != "cli-agent" {
 			t.Fatalf("dlq list %q (%v)", list.stdout, err)
 		}
 		orders := dialBusPeer(t, url, "orders", "orders:*")
-		busCommand(t, url, "dlq", "replay", dl.ID).must(t, 0)
+		busCommand(t, api, "dlq", "replay", dl.ID).must(t, 0)
 		wait.For(t, 20*time.Second, func() error {
 			if orders.received() != "orders:7=nobody yet" {
 				return fmt.Errorf("orders received %q", orders.received())
 			}
 			return nil
 		})
-		if out := busCommand(t, url, "dlq", "list").must(t, 0).stdout; strings.TrimSpace(out) != "no messages" {
+		if out := busCommand(t, api, "dlq", "list").must(t, 0).stdout; strings.TrimSpace(out) != "no messages" {
 			t.Errorf("dlq after replay: %q", out)
 		}
 	})
 	t.Run("history", func(t *testing.T) {
 		wait.For(t, 10*time.Second, func() error {
-			res := busCommand(t, url, "history", "--topic", "outbound:*", "--agent", "cli-agent", "--json")
+			res := busCommand(t, api, "history", "--topic", "outbound:*", "--agent", "cli-agent", "--json")
 			if res.code != 0 {
 				return fmt.Errorf("history exited %d: %s", res.code, res.stderr)
 			}
@@ -154,7 +154,7 @@ func TestRelay(t *testing.T) {
 			}
 			return nil
 		})
-		busCommand(t, url, "history", "--since", "yesterday").must(t, 2)
+		busCommand(t, api, "history", "--since", "yesterday").must(t, 2)
 	})
 	t.Run("a node's local subscriber gets relay messages through the mesh", func(t *testing.T) {
 		n := startNode(t, "n1", "--data", filepath.Join(dir, "n1"), "--bootstrap", rl.started.Addrs[0])
@@ -213,16 +213,13 @@ func TestRelayKilled(t *testing.T) {
 	url := "ws://" + rl.started.WS + "/"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	busy, err := relay.Dial(ctx, url, relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+	busy, err := relay.Dial(ctx, url, relay.WithClientID("worker"), relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
 		return map[string]any{"processed": false, "should_retry": true, "retry_seconds": 1, "message": "busy, later"}, nil
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	if err := busy.Call(ctx, "initialize", map[string]any{"clientId": "worker"}, nil); err != nil {
-		t.Fatal(err)
-	}
 	if err := busy.Call(ctx, "subscribe", map[string]any{"topic": "jobs:*"}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -181,23 +181,19 @@ func runOn(ctx context.Context, out io.Writer, busURL string) (err error) {
 // dialBus connects to the bus and initializes as clientID; handle serves
 // the bus's processMessage calls.
 func dialBus(ctx context.Context, busURL, clientID string, handle func(context.Context, relay.ProcessParams) relay.ProcessResult) (*relay.Client, error) {
-	c, err := relay.Dial(ctx, busURL, relay.WithRequestHandler(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-		if method != relay.MethodProcessMessage {
-			return nil, relay.Errorf(relay.CodeMethodNotFound, "method not found: %s", method)
-		}
-		var p relay.ProcessParams
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, relay.Errorf(relay.CodeInvalidParams, "invalid params: %v", err)
-		}
-		return handle(ctx, p), nil
-	}))
+	c, err := relay.Dial(ctx, busURL, relay.WithClientID(clientID),
+		relay.WithClientInfo(relay.ClientInfo{Name: "channel-bridge-example", Version: "0.1.0"}), relay.WithRequestHandler(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			if method != relay.MethodProcessMessage {
+				return nil, relay.Errorf(relay.CodeMethodNotFound, "method not found: %s", method)
+			}
+			var p relay.ProcessParams
+			if err := json.Unmarshal(params, &p); err != nil {
+				return nil, relay.Errorf(relay.CodeInvalidParams, "invalid params: %v", err)
+			}
+			return handle(ctx, p), nil
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", clientID, err)
-	}
-	init := relay.InitializeParams{ClientID: clientID, ClientInfo: relay.ClientInfo{Name: "channel-bridge-example", Version: "0.1.0"}}
-	if err := c.Call(ctx, relay.MethodInitialize, init, nil); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("%s: initialize: %w", clientID, err)
 	}
 	return c, nil
 }

@@ -47,7 +47,7 @@ func TestClient(t *testing.T) {
 
 	// The Go peer subscribes to outbound:* and acknowledges what it gets.
 	got := make(chan relay.ProcessParams, 1)
-	peer, err := relay.Dial(ctx, srv.URL(), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	peer, err := relay.Dial(ctx, srv.URL(), relay.WithClientID("go-peer"), relay.WithClientInfo(relay.ClientInfo{Name: "test"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var p relay.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
@@ -64,9 +64,6 @@ func TestClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = peer.Close() })
-	if err := peer.Call(ctx, relay.MethodInitialize, relay.InitializeParams{ClientID: "go-peer", ClientInfo: relay.ClientInfo{Name: "test"}}, nil); err != nil {
-		t.Fatal(err)
-	}
 	if err := peer.Call(ctx, relay.MethodSubscribe, map[string]string{"topic": "outbound:*"}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/relay"
+)
+
+// nodeControl is the operator's control of a running node, served on its
+// loopback local API only (never on a relay's public listener).
+type nodeControl struct {
+	n     *node.Node
+	level *slog.LevelVar // the level every logger of the process reads
+}
+
+var _ relay.Control = nodeControl{}
+
+// Addrs returns the node's listen addresses ending in /p2p/<agent id>.
+func (c nodeControl) Addrs() []string {
+	addrs := c.n.Addrs()
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// Connect dials the peer at addr.
+func (c nodeControl) Connect(ctx context.Context, addr string) (string, error) {
+	m, err := ma.NewMultiaddr(strings.TrimSpace(addr))
+	if err != nil {
+		return "", fmt.Errorf("%w: %q is not a multiaddr (%v); use a form like /ip4/192.0.2.7/tcp/4001/p2p/12D3KooW…", relay.ErrInvalidAddr, addr, err)
+	}
+	ai, err := peer.AddrInfoFromP2pAddr(m)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q does not end in /p2p/<agent id>; append the peer's agent id", relay.ErrInvalidAddr, addr)
+	}
+	if ai.ID == c.n.ID() {
+		return "", fmt.Errorf("%w: %q is this node's own address", relay.ErrInvalidAddr, addr)
+	}
+	if err := c.n.Connect(ctx, *ai); err != nil {
+		return "", protocol.Errorf(protocol.CodeUnknownAgent, "cannot connect to %s: %v", addr, err)
+	}
+	return ai.ID.String(), nil
+}
+
+// LogLevel returns the current level's name.
+func (c nodeControl) LogLevel() string { return levelName(c.level.Level()) }
+
+// SetLogLevel changes the level of meshagent's logs (and whether libp2p's
+// debug logs show, unless GOLOG_LOG_LEVEL chose).
+func (c nodeControl) SetLogLevel(level string) error {
+	l, ok := logLevels[strings.ToLower(strings.TrimSpace(level))]
+	if !ok {
+		return fmt.Errorf("%q is not a level; use debug, info, warn or error", level)
+	}
+	c.level.Set(l)
+	return nil
+}

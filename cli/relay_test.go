@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/relay"
+)
+
+// retryingSubscriber is a bus client that answers its first delivery
+// should_retry and the next ones processed.
+type retryingSubscriber struct {
+	*relay.Client
+	mu         sync.Mutex
+	deliveries int
+}
+
+func dialRetryingSubscriber(t *testing.T, ctx context.Context, url, id, pattern string) *retryingSubscriber {
+	t.Helper()
+	s := &retryingSubscriber{}
+	cl, err := relay.Dial(ctx, url, relay.WithClientID(id), relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.deliveries++
+		if s.deliveries == 1 {
+			return relay.ProcessResult{ShouldRetry: true, RetrySeconds: 1, Message: "busy"}, nil
+		}
+		return relay.ProcessResult{Processed: true}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	s.Client = cl
+	if err := cl.Call(ctx, relay.MethodSubscribe, map[string]string{"topic": pattern}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *retryingSubscriber) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deliveries
+}
+
+// TestRelayOneBus runs `meshagent relay` with both its public --ws and a
+// loopback --api: they serve one bus, so a message sent on one listener
+// reaches a subscriber on the other, and its retry goes to that
+// subscriber instead of being dead-lettered while it is connected.
+func TestRelayOneBus(t *testing.T) {
+	rn := startCommand(t, "relay", "--ws", "127.0.0.1:0")
+	public, local := "ws://"+rn.started.WS+"/", "ws://"+rn.started.API+"/"
+	for _, tc := range []struct{ name, subURL, sendURL string }{
+		{"subscriber public, sender local", public, local},
+		{"subscriber local, sender public", local, public},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			topic := fmt.Sprintf("inbound:%d", time.Now().UnixNano())
+			sub := dialRetryingSubscriber(t, ctx, tc.subURL, "worker-"+topic, topic)
+			sender, err := relay.Dial(ctx, tc.sendURL, relay.WithClientID("sender-"+topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sender.Close()
+			var res relay.SendResult
+			if err := sender.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"text": "hi"}}, &res); err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Acks) != 1 || res.Acks[0].ClientID != "worker-"+topic || !res.Acks[0].Retrying {
+				t.Fatalf("sendMessage result %+v, want one ack from the subscriber, retrying", res)
+			}
+			wait.For(t, 15*time.Second, func() error {
+				if n := sub.count(); n < 2 {
+					return fmt.Errorf("%d deliveries, want the retry as well", n)
+				}
+				return nil
+			})
+			admin, err := relay.Dial(ctx, local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			var dead []relay.StoredMessage
+			if err := admin.Call(ctx, relay.MethodBusDeadLetters, map[string]string{"topic": topic}, &dead); err != nil {
+				t.Fatal(err)
+			}
+			if len(dead) != 0 {
+				t.Errorf("dead letters %+v while the subscriber is connected", dead)
+			}
+			if n := sub.count(); n != 2 {
+				t.Errorf("%d deliveries, want 2 (one should_retry, one processed)", n)
+			}
+		})
+	}
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// (PEM) under dir and returns their paths and a pool trusting it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "meshagent test relay"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})))
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+const (
+	opsToken    = "ops-token-0123456789abcdef"
+	bridgeToken = "bridge-token-0123456789abcdef"
+)
+
+// TestRelayTokensAndTLS runs `meshagent relay` with --tokens and a
+// self-signed certificate: its public listener speaks wss only, refuses an
+// upgrade without a valid token (401), takes one in the URL or a header,
+// grants each token its topics and methods, and rereads the file when it
+// changes.
+func TestRelayTokensAndTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	tokens := filepath.Join(dir, "tokens.json")
+	writeFile(t, tokens, `{"tokens": [
+		{"name": "ops", "token": "`+opsToken+`", "methods": ["admin"]},
+		{"name": "bridge", "token": "`+bridgeToken+`", "topics": ["inbound:*"]}
+	]}`)
+	rn := startCommand(t, "relay", "--ws", "127.0.0.1:0", "--tokens", tokens, "--tls-cert", certFile, "--tls-key", keyFile, "--capabilities-poll", "100ms")
+	wss := "wss://" + rn.started.WS + "/"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	trust := relay.WithTLSConfig(&tls.Config{RootCAs: pool})
+	dial := func(url string, opts ...relay.ClientOption) (*relay.Client, error) {
+		c, err := relay.Dial(ctx, url, append([]relay.ClientOption{trust}, opts...)...)
+		if err == nil {
+			t.Cleanup(func() { _ = c.Close() })
+		}
+		return c, err
+	}
+
+	bridge, err := dial(wss + "?token=" + bridgeToken)
+	if err != nil {
+		t.Fatalf("bridge over wss with ?token=: %v", err)
+	}
+	ops, err := dial(wss, relay.WithHTTPHeader(http.Header{"Authorization": {"Bearer " + opsToken}}))
+	if err != nil {
+		t.Fatalf("ops over wss with a Bearer header: %v", err)
+	}
+	for name, url := range map[string]string{
+		"no token":    wss,
+		"wrong token": wss + "?token=wrong-token-0123456789abcdef",
+	} {
+		if _, err := dial(url); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("%s: %v, want HTTP 401", name, err)
+		}
+	}
+	// The lobby is behind the same tokens.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for token, want := range map[string]int{"": http.StatusUnauthorized, "?token=nope-0123456789abcdef": http.StatusUnauthorized, "?token=" + bridgeToken: http.StatusSwitchingProtocols} {
+		ws, resp, err := websocket.Dial(ctx, wss+"lobby"+token, &websocket.DialOptions{HTTPClient: hc})
+		if err == nil {
+			_ = ws.CloseNow()
+		}
+		if resp == nil || resp.StatusCode != want {
+			t.Errorf("lobby with %q: %v %v, want HTTP %d", token, resp, err, want)
+		}
+	}
+	if _, err := relay.Dial(ctx, wss+"?token="+opsToken); err == nil {
+		t.Error("a client that does not trust the certificate connected")
+	}
+	if _, err := relay.Dial(ctx, "ws://"+rn.started.WS+"/?token="+opsToken); err == nil {
+		t.Error("plain ws:// to the TLS listener connected")
+	}
+
+	if err := bridge.Call(ctx, relay.MethodSubscribe, map[string]string{"topic": "inbound:*"}, nil); err != nil {
+		t.Errorf("bridge subscribe inbound:*: %v", err)
+	}
+	send := map[string]any{"topic": "outbound:1", "payload": map[string]string{"text": "x"}}
+	if err := bridge.Call(ctx, relay.MethodSendMessage, send, nil); rpcCode(err) != relay.CodeForbidden {
+		t.Errorf("bridge sendMessage outbound:1: %v, want -32020", err)
+	}
+	if err := bridge.Call(ctx, relay.MethodBusHistory, nil, nil); rpcCode(err) != relay.CodeForbidden {
+		t.Errorf("bridge bus.history: %v, want -32020", err)
+	}
+	if err := ops.Call(ctx, relay.MethodBusHistory, nil, nil); err != nil {
+		t.Errorf("ops bus.history: %v", err)
+	}
+	if err := ops.Call(ctx, relay.MethodMeshCall, map[string]any{"agentId": rn.started.AgentID, "capability": "x"}, nil); rpcCode(err) != relay.CodeForbidden {
+		t.Errorf("ops mesh.call: %v, want -32020", err)
+	}
+
+	// The file changes: bridge's token is gone, ops may call mesh agents.
+	writeFile(t, tokens, `{"tokens": [{"name": "ops", "token": "`+opsToken+`", "methods": ["admin", "mesh.call"]}]}`)
+	wait.For(t, 10*time.Second, func() error {
+		if _, err := dial(wss + "?token=" + bridgeToken); err == nil || !strings.Contains(err.Error(), "401") {
+			return fmt.Errorf("bridge's token after the reload: %v, want 401", err)
+		}
+		return nil
+	})
+	select { // the reload closed it
+	case <-bridge.Done():
+	case <-ctx.Done():
+		t.Fatal("the revoked connection is still open")
+	}
+	if err := bridge.Err(); err == nil || !strings.Contains(err.Error(), "credential revoked") {
+		t.Errorf("revoked bridge: %v, want closed for a revoked credential", err)
+	}
+	err = ops.Call(ctx, relay.MethodMeshCall, map[string]any{"agentId": rn.started.AgentID, "capability": "x", "timeoutMs": 2000}, nil)
+	if rpcCode(err) == relay.CodeForbidden {
+		t.Errorf("ops mesh.call after its grant was added: %v", err)
+	}
+}
+
+func rpcCode(err error) int {
+	var re *relay.RPCError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return 0
+}
+
+func TestRelayPublicFlags(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := selfSigned(t, dir)
+	bad := filepath.Join(dir, "bad.json")
+	writeFile(t, bad, `{"tokens": [{"name": "a", "token": "short"}]}`)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert", certFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-key", keyFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert", keyFile, "--tls-key", keyFile}, "cannot load the certificate"},
+		{[]string{"--tokens", bad}, "16 to 512 bytes"},
+		{[]string{"--tokens", filepath.Join(dir, "missing.json")}, "invalid --tokens"},
+	} {
+		res := runCLI(t, "", append([]string{"relay", "--data", t.TempDir(), "--ws", "127.0.0.1:0", "--no-mdns"}, tc.args...)...)
+		res.wantCode(t, ExitUsage)
+		res.wantStderr(t, tc.want)
+	}
+}
+
+// TestPublicWarnings: a non-loopback --ws without tokens, or with tokens
+// but no TLS, is logged as the risk it is.
+func TestPublicWarnings(t *testing.T) {
+	tk, err := relay.ParseTokens([]byte(`{"tokens": [{"name": "a", "token": "` + opsToken + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    publicSettings
+		want string
+	}{
+		{publicSettings{addr: "0.0.0.0:7892"}, "open to anyone"},
+		{publicSettings{addr: "192.0.2.1:7892", tokens: tk}, "tokens travel in clear text"},
+		{publicSettings{addr: "0.0.0.0:7892", tokens: tk, tls: &tls.Config{}}, ""},
+		{publicSettings{addr: "127.0.0.1:7892"}, ""},
+	} {
+		var buf bytes.Buffer
+		tc.p.warnings(slog.New(slog.NewTextHandler(&buf, nil)))
+		if tc.want == "" && buf.Len() != 0 || tc.want != "" && !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%+v logged %q, want %q", tc.p, buf.String(), tc.want)
+		}
+	}
+}

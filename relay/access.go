@@ -1,0 +1,159 @@
+package relay
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/sign"
+)
+
+// One Server, so one bus and one retry loop, is served on every listener
+// of a process: the loopback local API (ServeHTTP, Start, Serve) and a
+// relay's public listener (PublicHandler). Each connection carries the
+// rules of the listener it came through.
+
+// access is what the connections of one listener may do.
+type access struct {
+	// public: only the bus's own methods, unless cred grants more.
+	public bool
+	// cred is the credential the public listener's Tokens authenticated;
+	// nil for an anonymous client.
+	cred *Credential
+}
+
+type accessKey struct{}
+
+var localAccess = &access{}
+
+// publicMethods are what a public listener serves to anyone.
+var publicMethods = map[string]bool{
+	MethodInitialize: true, MethodPing: true,
+	MethodSubscribe: true, MethodUnsubscribe: true, MethodSendMessage: true,
+}
+
+// PublicHandler returns the handler of a public listener (API at "/"):
+// the same bus and connections as the server's own listeners, with these
+// rules for its clients. Anyone may initialize, ping, subscribe,
+// unsubscribe and sendMessage; every other method (bus.history,
+// bus.deadLetters, bus.replay, mesh.*) and calling a mesh agent through
+// agent:<id> need a credential that grants them (CodeForbidden
+// otherwise). A credential's topic patterns bound what it subscribes to
+// and sends on. To require a credential, wrap the handler (with the
+// lobby's) in Tokens.Middleware; without it every client is anonymous.
+func (s *Server) PublicHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		s.serveAPI(w, r, &access{public: true, cred: CredentialFromContext(r.Context())})
+	})
+}
+
+// Credential returns the credential the connection authenticated with on
+// a public listener, or nil (an anonymous client, or the local API).
+// Its Name tells the relay's clients apart.
+func (c *Conn) Credential() *Credential { return accessOf(c).cred }
+
+// Public reports whether the connection came through a public listener.
+func (c *Conn) Public() bool { return accessOf(c).public }
+
+func accessOf(c *Conn) *access {
+	if a, ok := c.Value(accessKey{}).(*access); ok {
+		return a
+	}
+	return localAccess
+}
+
+// DropRevoked closes every connection whose credential's token is no
+// longer in its Tokens (after Tokens.Reload), with close status 1008
+// "credential revoked", and returns how many it closed. Without it such a
+// connection is closed on its next request.
+func (s *Server) DropRevoked() int {
+	s.mu.Lock()
+	var revoked []*Conn
+	for c := range s.conns {
+		if cred := accessOf(c).cred; cred != nil && cred.current() == nil {
+			revoked = append(revoked, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range revoked {
+		c.log.Info("credential revoked; client disconnected", "credential", accessOf(c).cred.Name)
+		c.shut(websocket.StatusPolicyViolation, "credential revoked", false)
+	}
+	return len(revoked)
+}
+
+// allow applies the listener's rules to a request before its handler
+// runs. Everything but initialize needs initialize first (seed 001), on
+// every listener.
+func (s *Server) allow(r *Request) error {
+	if r.Method == MethodInitialize {
+		return nil
+	}
+	bc := clientOf(r.Conn)
+	bc.mu.Lock()
+	initialized := bc.initialized
+	bc.mu.Unlock()
+	if !initialized {
+		return Errorf(CodeNotInitialized, "not initialized: send initialize first (seed 001)")
+	}
+	a := accessOf(r.Conn)
+	if !a.public {
+		return nil
+	}
+	cred := a.cred
+	if cred != nil {
+		if cred = cred.current(); cred == nil {
+			// The close frame says why; the request gets no answer.
+			r.Conn.log.Info("credential revoked; client disconnected", "credential", a.cred.Name)
+			r.Conn.shut(websocket.StatusPolicyViolation, "credential revoked", false)
+			return Errorf(CodeForbidden, "forbidden: the credential %q has been revoked", a.cred.Name)
+		}
+	}
+	if !publicMethods[r.Method] && !cred.AllowsMethod(r.Method) {
+		if cred == nil {
+			return Errorf(CodeForbidden, "forbidden: %s is not served to anonymous clients of a public listener; use the local API or a token that grants it", r.Method)
+		}
+		return Errorf(CodeForbidden, "forbidden: the credential %q does not grant %s", cred.Name, r.Method)
+	}
+	if r.Method != MethodSubscribe && r.Method != MethodSendMessage {
+		return nil
+	}
+	var p struct {
+		Topic string `json:"topic"`
+	}
+	if json.Unmarshal(r.Params, &p) != nil || p.Topic == "" {
+		return nil // the method itself refuses malformed params
+	}
+	if r.Method == MethodSubscribe && !cred.AllowsPattern(p.Topic) {
+		return Errorf(CodeForbidden, "forbidden: the credential %q does not allow subscribing to %q", cred.Name, p.Topic)
+	}
+	if r.Method == MethodSendMessage {
+		if !cred.AllowsTopic(p.Topic) {
+			return Errorf(CodeForbidden, "forbidden: the credential %q does not allow sending on %q", cred.Name, p.Topic)
+		}
+		if s.toMeshAgent(p.Topic) && !cred.AllowsMethod(MethodMeshCall) {
+			return Errorf(CodeForbidden, "forbidden: %s would call a mesh agent as this relay, which needs a credential granting %s", p.Topic, MethodMeshCall)
+		}
+	}
+	return nil
+}
+
+// toMeshAgent reports whether sendMessage on topic would become a mesh
+// call: agent:<mesh agent id> that no local client subscribes to.
+func (s *Server) toMeshAgent(topic string) bool {
+	id, ok := strings.CutPrefix(topic, "agent:")
+	if !ok {
+		return false
+	}
+	pid, err := sign.ParseAgentID(id)
+	if err != nil || pid.String() == s.mesh.AgentID() {
+		return false
+	}
+	return len(s.bus.route(topic)) == 0
+}
