@@ -13,6 +13,17 @@
 //	defer n.Close()
 //	resp, err := n.Call(ctx, protocol.CallRequest{To: id, Action: "echo", Params: params})
 //
+// # Requesters and the clients they vouch for
+//
+// A request's requester is the agent that signed it. An agent that calls
+// for one of its own clients (a relay for a lobby agent) vouches for it
+// in the signed request (CallRequest.OnBehalfOf, carried as
+// protocol.MetaOnBehalfOf); the provider then matches the requester as
+// "<agent id>/<client>" in authorized_requester_ids and in the Policy, and
+// the handler sees Call.From and Call.OnBehalfOf. A bare agent id in an
+// ACL admits that agent asking for itself, not its clients; "<agent
+// id>/*" admits all of them.
+//
 // # Lifecycle
 //
 // New builds the host, registers stream handlers and starts listening; it
