@@ -15,6 +15,7 @@ var forbidden = map[string][]string{
 	"protocol": {mod + "node", mod + "dht", mod + "pubsub", mod + "relay", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
 	"dht":      {mod + "pubsub", mod + "node", mod + "relay", mod + "cli"},
 	"pubsub":   {mod + "dht", mod + "node", mod + "relay", mod + "cli"},
+	"metrics":  {mod},
 	"store":    {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub"},
 	"node":     {mod + "relay", mod + "cli"},
 	"relay":    {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
