@@ -25,7 +25,19 @@ type Metrics struct {
 	handlerSeconds *prometheus.HistogramVec
 	callsSent      *prometheus.CounterVec
 	callSeconds    *prometheus.HistogramVec
+	refusals       *prometheus.CounterVec
 }
+
+// Refusal reasons, the fixed label set of meshagent_refusals_total.
+const (
+	RefusedRateLimit = "rate_limit" // request rate or size over the requester's limit
+	RefusedACL       = "acl"        // requester not in authorized_requester_ids
+	RefusedSchema    = "schema"     // params do not match input_schema
+	RefusedSignature = "signature"  // bad signature or key/id mismatch
+	RefusedReplay    = "replay"     // message id seen inside the window, or timestamp outside the skew
+	RefusedPolicy    = "policy"     // the node's policy does not allow it
+	RefusedInvalid   = "invalid"    // malformed or misaddressed message
+)
 
 // New creates a registry with the Go and process collectors and the
 // meshagent collectors registered.
@@ -51,11 +63,18 @@ func New() *Metrics {
 			Help:    "Round-trip time of requests this node sent, by outcome.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshagent_refusals_total",
+			Help: "Messages refused before any handler ran, by reason (rate_limit, acl, schema, signature, replay, policy, invalid).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{RefusedRateLimit, RefusedACL, RefusedSchema, RefusedSignature, RefusedReplay, RefusedPolicy, RefusedInvalid} {
+		m.refusals.WithLabelValues(r) // every reason is exported from the start, at 0
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.callsServed, m.handlerSeconds, m.callsSent, m.callSeconds,
+		m.callsServed, m.handlerSeconds, m.callsSent, m.callSeconds, m.refusals,
 	)
 	return m
 }
@@ -77,6 +96,15 @@ func (m *Metrics) ObserveSent(outcome string, d time.Duration) {
 	}
 	m.callsSent.WithLabelValues(outcome).Inc()
 	m.callSeconds.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// ObserveRefused records a message refused for reason, one of the
+// Refused… constants.
+func (m *Metrics) ObserveRefused(reason string) {
+	if m == nil {
+		return
+	}
+	m.refusals.WithLabelValues(reason).Inc()
 }
 
 // Gauge registers a gauge named name whose value is read from f at each

@@ -35,6 +35,7 @@ func TestScrape(t *testing.T) {
 	if err := m.Gauge("meshagent_peers_connected", "Connected peers.", func() float64 { return 2 }); err != nil {
 		t.Fatal(err)
 	}
+	m.ObserveRefused(RefusedSignature)
 	srv := httptest.NewServer(Handler(m, nil))
 	defer srv.Close()
 	code, body := get(t, srv.URL+"/metrics")
@@ -48,6 +49,8 @@ func TestScrape(t *testing.T) {
 		`meshagent_calls_sent_total{outcome="success"} 1`,
 		`meshagent_call_latency_seconds_count{outcome="success"} 1`,
 		"meshagent_peers_connected 2",
+		`meshagent_refusals_total{reason="signature"} 1`,
+		`meshagent_refusals_total{reason="replay"} 0`,
 		"go_goroutines ",
 		"process_cpu_seconds_total ",
 	} {
@@ -111,6 +114,7 @@ func TestNilMetrics(t *testing.T) {
 	var m *Metrics
 	m.ObserveServed("x", OutcomeSuccess, 0)
 	m.ObserveSent(OutcomeSuccess, 0)
+	m.ObserveRefused(RefusedACL)
 	if err := m.Gauge("x", "x", func() float64 { return 0 }); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,11 @@ import (
 // arrive. A remote or local failure is returned as a *protocol.Error whose
 // Code says what went wrong; a call that outlives its timeout returns
 // TIMEOUT and never hangs.
-func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
+func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protocol.Response, err error) {
+	if m := n.cfg.Metrics; m != nil {
+		start := time.Now()
+		defer func() { m.ObserveSent(outcome(err), time.Since(start)) }()
+	}
 	to, err := sign.ParseAgentID(req.To)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "target agent: %v", err)

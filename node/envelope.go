@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 )
@@ -40,22 +41,31 @@ func (n *Node) sealFrameMeta(typ protocol.MessageType, to string, payload any, m
 func (n *Node) openFrame(frame []byte, remote peer.ID) (*protocol.Envelope, error) {
 	sig, body, err := protocol.SplitSigned(frame)
 	if err != nil {
+		n.refused(metrics.RefusedInvalid)
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
 	e, err := protocol.Open(body, sig, remote)
 	if err != nil {
+		if protocol.CodeOf(err) == protocol.CodeInvalidSignature {
+			n.refused(metrics.RefusedSignature)
+		} else {
+			n.refused(metrics.RefusedInvalid)
+		}
 		return nil, err
 	}
 	if e.To != nil && e.To.AgentID != "" && e.To.AgentID != n.idStr {
 		if id, err := sign.ParseAgentID(e.To.AgentID); err != nil || id != n.id {
+			n.refused(metrics.RefusedInvalid)
 			return nil, protocol.Errorf(protocol.CodeUnknownAgent, "message is addressed to %.64s, not to this agent (%s)", e.To.AgentID, n.idStr)
 		}
 	}
 	ts, err := e.Time()
 	if err != nil {
+		n.refused(metrics.RefusedInvalid)
 		return nil, err
 	}
 	if err := n.replay.Check(string(remote), e.ID, ts, n.cfg.Now()); err != nil {
+		n.refused(metrics.RefusedReplay)
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
 	return e, nil

@@ -198,6 +198,11 @@ func New(opts ...Option) (n *Node, err error) {
 			return n, err
 		}
 	}
+	if err := cfg.Metrics.Gauge("meshagent_peers_connected", "Peers this node holds a connection to.", func() float64 {
+		return float64(len(n.host.Network().Peers()))
+	}); err != nil {
+		return n, fmt.Errorf("node: metrics: %w", err)
+	}
 	n.log.Info("node started", "addrs", n.Addrs(), "capabilities", n.capabilityNames())
 	return n, nil
 }

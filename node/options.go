@@ -12,6 +12,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/dht"
+	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
 	"github.com/meshagent/meshagent/store"
@@ -132,6 +133,8 @@ type Config struct {
 	// Store keeps dead letters of direct messages (SendMessage); the caller
 	// owns it. Optional.
 	Store *store.Store
+	// Metrics records calls served and sent and refusals. Nil: none.
+	Metrics *metrics.Metrics
 	// MessageBackoff is SendMessage's first wait between attempts; it
 	// doubles. Default 500 ms.
 	MessageBackoff time.Duration
@@ -325,6 +328,11 @@ func WithStaticRelays(addrs ...ma.Multiaddr) Option {
 // WithPolicy sets the requester policy; Node.SetPolicy changes it later.
 func WithPolicy(p *Policy) Option {
 	return func(c *Config) error { c.Policy = p; return nil }
+}
+
+// WithMetrics records the node's calls and refusals in m.
+func WithMetrics(m *metrics.Metrics) Option {
+	return func(c *Config) error { c.Metrics = m; return nil }
 }
 
 // WithStore gives the node a store for the dead letters of direct

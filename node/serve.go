@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -70,16 +71,19 @@ func (n *Node) handleRequestStream(s network.Stream) {
 			return
 		}
 		if len(frame) > lim.MaxRequestBytes {
+			n.refused(metrics.RefusedRateLimit)
 			ss.reply(correlationHint(frame), nil, protocol.Errorf(protocol.CodeRateLimited,
 				"request of %d bytes exceeds this agent's limit of %d bytes per request", len(frame), lim.MaxRequestBytes))
 			continue
 		}
 		if !n.limiter.allow(ss.remote) {
+			n.refused(metrics.RefusedRateLimit)
 			ss.reply(correlationHint(frame), nil, protocol.Errorf(protocol.CodeRateLimited,
 				"more than %g requests per second (burst %d) from %s", lim.RequestsPerSecond, lim.Burst, ss.remote))
 			continue
 		}
 		if err := n.policy.Load().rule(ss.remote).admitFrame(ss.remote, len(frame)); err != nil {
+			n.refused(metrics.RefusedPolicy)
 			ss.reply(correlationHint(frame), nil, err)
 			continue
 		}
@@ -124,6 +128,7 @@ func (ss *serverStream) serve(frame []byte) {
 		return
 	}
 	if e.Type != protocol.TypeRequest {
+		n.refused(metrics.RefusedInvalid)
 		ss.reply(correlationHint(frame), nil, protocol.Errorf(protocol.CodeInvalidMessage, "expected a request, got %s", e.Type))
 		return
 	}
@@ -134,6 +139,7 @@ func (ss *serverStream) serve(frame []byte) {
 			corrID = req.CorrelationID
 		}
 		n.log.Debug("request rejected", "remote_peer", ss.remote, "err", err)
+		n.refused(metrics.RefusedInvalid)
 		ss.reply(corrID, nil, err)
 		return
 	}
@@ -163,6 +169,7 @@ func (ss *serverStream) serve(frame []byte) {
 		}
 		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
 	}
+	start := time.Now()
 	res, err := n.execute(ctx, from, req, progress)
 	if t != nil {
 		n.finishTask(t, res, err)
@@ -170,6 +177,7 @@ func (ss *serverStream) serve(frame []byte) {
 			err = protocol.Errorf(protocol.CodeInternalError, "task %s was cancelled by its requester", req.CorrelationID)
 		}
 	}
+	n.observeServed(req.Action, err, start)
 	ss.reply(req.CorrelationID, res, err)
 }
 
@@ -225,6 +233,7 @@ func (n *Node) execute(ctx context.Context, from requester, req *protocol.Reques
 	}
 	if req.Action == protocol.MessageCapability {
 		if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {
+			n.refused(metrics.RefusedPolicy)
 			return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to send messages", r.name, from)
 		}
 		return n.receiveMessage(ctx, from.agent, req)
@@ -238,13 +247,16 @@ func (n *Node) execute(ctx context.Context, from requester, req *protocol.Reques
 			WithDetails(map[string]any{"requested": req.Action, "available": available})
 	}
 	if !svc.acl.admits(from) {
+		n.refused(metrics.RefusedACL)
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "agent %s is not authorized to call capability %s", from, req.Action)
 	}
 	if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {
+		n.refused(metrics.RefusedPolicy)
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to call capability %s (allowed_capabilities: %s)",
 			r.name, from, req.Action, strings.Join(r.allowed, ", "))
 	}
 	if err := svc.in.Validate("params", req.Params); err != nil {
+		n.refused(metrics.RefusedSchema)
 		return nil, err
 	}
 	if progress == nil {
