@@ -39,8 +39,8 @@ type apiServer struct {
 // startAPI serves the local API for n on addr and returns once listening.
 // st (may be nil) persists the bus's outbox, dead letters and history.
 // level is the process's log level, which the API's mesh.logLevel changes.
-func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar) (*apiServer, error) {
-	opts := []relay.Option{relay.WithLogger(log), relay.WithControl(nodeControl{n: n, level: level})}
+func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar, extra ...relay.Option) (*apiServer, error) {
+	opts := append([]relay.Option{relay.WithLogger(log), relay.WithControl(nodeControl{n: n, level: level})}, extra...)
 	if st != nil {
 		opts = append(opts, relay.WithStore(st))
 	}

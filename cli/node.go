@@ -19,6 +19,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
@@ -276,7 +277,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if len(s.listen) == 0 {
 		s.listen = defaultListen("0.0.0.0", defaultP2PPort, log)
 	}
+	reg := metrics.New()
 	n, err := node.New(
+		node.WithMetrics(reg),
 		node.WithIdentity(key),
 		node.WithListenAddrs(s.listen...),
 		node.WithBootstrap(s.bootstrap...),
@@ -293,7 +296,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err != nil {
 		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
 	}
-	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar)
+	ops := metrics.Handler(reg, readyChecks(n, st, s.bootstrap))
+	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops)
 	if err != nil {
 		return errors.Join(err, n.Close(), st.Close())
 	}

@@ -128,11 +128,17 @@ type frontDoors struct {
 
 // startDoors serves the local API on api (unless "") and, when pub.addr
 // is set, the public listener, from one server.
-func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar) (frontDoors, error) {
+// ops (may be nil) answers the local API's other paths (/metrics,
+// /healthz, /readyz).
+func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler) (frontDoors, error) {
 	var d frontDoors
 	var srv *relay.Server
 	if api != "" {
-		a, err := startAPI(n, api, log, st, level)
+		var extra []relay.Option
+		if ops != nil {
+			extra = append(extra, relay.WithHTTPHandler(ops))
+		}
+		a, err := startAPI(n, api, log, st, level, extra...)
 		if err != nil {
 			return d, err
 		}

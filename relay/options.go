@@ -151,6 +151,10 @@ func (l Limits) Validate() error {
 // Config configures a Server. The zero value is not ready; start from
 // DefaultConfig.
 type Config struct {
+	// HTTP, when set, answers the local API's paths other than "/" (the
+	// process's /metrics, /healthz and /readyz); unset, they are 404.
+	HTTP http.Handler
+
 	// Limits bound each connection. Default: DefaultLimits().
 	Limits Limits
 	// OriginPatterns lists the browser origins allowed to connect. A
@@ -253,6 +257,12 @@ func WithOriginPatterns(patterns ...string) Option {
 		c.OriginPatterns = append(c.OriginPatterns, patterns...)
 		return nil
 	}
+}
+
+// WithHTTPHandler serves h at the local API's paths other than "/" (see
+// Server.ServeHTTP); "/" stays the WebSocket API.
+func WithHTTPHandler(h http.Handler) Option {
+	return func(c *Config) error { c.HTTP = h; return nil }
 }
 
 // WithLogger sets the logger. A nil logger is refused.

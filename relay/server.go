@@ -181,13 +181,18 @@ func (s *Server) URL() string {
 }
 
 // ServeHTTP serves the API at path "/" by upgrading to WebSocket, with
-// every method, as the loopback local API. Other paths are 404. For a
+// every method, as the loopback local API. Other paths go to the handler
+// given by WithHTTPHandler, or are 404. For a
 // listener that faces anyone, use PublicHandler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/":
 		s.serveAPI(w, r, localAccess)
 	default:
+		if s.cfg.HTTP != nil {
+			s.cfg.HTTP.ServeHTTP(w, r)
+			return
+		}
 		http.NotFound(w, r)
 	}
 }
