@@ -33,6 +33,7 @@ const (
 	flagCapabilities    = "capabilities"
 	flagAPI             = "api"
 	flagAPIPublic       = "api-public"
+	flagMetrics         = "metrics"
 	flagNoMDNS          = "no-mdns"
 	flagShutdownTimeout = "shutdown-timeout"
 	flagHeartbeat       = "heartbeat"

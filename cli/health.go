@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -52,4 +55,52 @@ func readyChecks(n *node.Node, st *store.Store, bootstrap []ma.Multiaddr) map[st
 		}
 	}
 	return checks
+}
+
+// opsServer is the --metrics listener: /metrics, /healthz and /readyz
+// only, so they can be scraped from elsewhere while the local API stays
+// on loopback.
+type opsServer struct {
+	srv  *http.Server
+	done chan struct{} // closed when Serve has returned
+}
+
+// startOps serves h on addr and returns once listening.
+func startOps(addr string, h http.Handler, log *slog.Logger) (*opsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, exitErrorf(ExitFailure, "the metrics listener cannot listen on %s: %v; pass --metrics with another address", addr, err)
+	}
+	o := &opsServer{
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(o.done)
+		if err := o.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return o, nil
+}
+
+// close stops the listener and waits for its goroutine, or until ctx ends.
+func (o *opsServer) close(ctx context.Context) error {
+	err := o.srv.Shutdown(ctx)
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+	}
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	return nil
 }

@@ -42,6 +42,7 @@ type nodeSettings struct {
 	policy       *node.Policy
 	services     []node.Service
 	api          string // "" when the API is off
+	metricsAddr  string // "" when there is no separate metrics listener
 	mdns         bool
 	presence     node.Presence
 	capsPoll     time.Duration // 0: reload only on SIGHUP
@@ -84,6 +85,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			stringFlag(flagCapabilities, "", "capabilities `FILE`: a JSON array of capability objects, each with a \"handler\""),
 			apiFlag(),
 			boolFlag(flagAPIPublic, "allow --api on a non-loopback address (anyone who reaches it can act as this agent)"),
+			stringFlag(flagMetrics, "", "`ADDR` (host:port) serving only /metrics, /healthz and /readyz, for scraping from elsewhere while --api stays on loopback"),
 			boolFlag(flagNoMDNS, "do not discover or announce agents on the local network with mDNS"),
 			sliceFlag(flagRelay, "circuit relay `MULTIADDR` (ending in /p2p/<id>) to reserve a slot on, so that peers that cannot dial this node reach it through the relay; repeatable"),
 			stringFlag(flagPolicy, "", "requester policy `FILE` (JSON): per agent or group a rate_limit, max_request_size and allowed_capabilities"),
@@ -136,6 +138,12 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		if s.services, err = node.LoadServices(s.capsPath); err != nil {
 			return nil, r.flagError(c, flagCapabilities, "%v", err)
 		}
+	}
+	if v := strings.TrimSpace(c.String(flagMetrics)); v != "" {
+		if _, err := r.hostPort(c, flagMetrics, v); err != nil {
+			return s, err
+		}
+		s.metricsAddr = v
 	}
 	if s.api, err = r.apiListenAddr(c); err != nil {
 		return nil, err
@@ -300,6 +308,11 @@ func (r *runState) runNode(c *ucli.Context) error {
 	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops)
 	if err != nil {
 		return errors.Join(err, n.Close(), st.Close())
+	}
+	if s.metricsAddr != "" {
+		if doors.metrics, err = startOps(s.metricsAddr, ops, log); err != nil {
+			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())
+		}
 	}
 	if err := r.printNodeStarted(n, doors, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)

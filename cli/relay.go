@@ -124,6 +124,8 @@ func (r *runState) runRelay(c *ucli.Context) error {
 type frontDoors struct {
 	api *apiServer // loopback local API
 	ws  *publicBus // the relay's public bus and lobby
+	// metrics is the --metrics listener (/metrics, /healthz, /readyz).
+	metrics *opsServer
 }
 
 // startDoors serves the local API on api (unless "") and, when pub.addr
@@ -157,6 +159,9 @@ func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, 
 // close stops the public listener, then the server and its clients.
 func (d frontDoors) close(ctx context.Context) error {
 	var errs []error
+	if d.metrics != nil {
+		errs = append(errs, d.metrics.close(ctx))
+	}
 	if d.ws != nil {
 		errs = append(errs, d.ws.close(ctx))
 	}

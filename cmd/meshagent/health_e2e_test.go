@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -85,4 +86,30 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestMetricsListener checks --metrics ADDR: a separate listener with
+// /metrics, /healthz and /readyz and nothing of the API.
+func TestMetricsListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	dir := t.TempDir()
+	startNode(t, "carol", "--data", filepath.Join(dir, "c"), "--key", filepath.Join(dir, "c.key"), "--metrics", addr)
+	base := "http://" + addr
+	if code, body := httpGet(t, base+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz on --metrics: %d %s", code, body)
+	}
+	if code, body := httpGet(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "meshagent_peers_connected 0\n") {
+		t.Fatalf("/metrics on --metrics: %d %.300s", code, body)
+	}
+	if code, _ := httpGet(t, base+"/"); code != http.StatusNotFound {
+		t.Fatalf("GET / on --metrics answered %d, want 404 (no API there)", code)
+	}
+	if r := meshagent(t, "node", "--metrics", "nonsense", "--data", filepath.Join(dir, "d")); r.code == 0 || !strings.Contains(r.stderr, "--metrics") {
+		t.Fatalf("--metrics nonsense: exit %d, stderr %s", r.code, r.stderr)
+	}
 }
