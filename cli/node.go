@@ -309,6 +309,14 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err != nil {
 		return errors.Join(err, n.Close(), st.Close())
 	}
+	if doors.api != nil {
+		srv := doors.api.srv
+		if err := reg.Gauge("meshagent_bus_clients", "WebSocket clients connected to the local API and bus.", func() float64 {
+			return float64(srv.Clients())
+		}); err != nil {
+			return errors.Join(exitErrorf(ExitFailure, "metrics: %v", err), doors.close(context.Background()), n.Close(), st.Close())
+		}
+	}
 	if s.metricsAddr != "" {
 		if doors.metrics, err = startOps(s.metricsAddr, ops, log); err != nil {
 			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/relay"
 )
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -77,9 +79,14 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 		return nil
 	})
+	cl, err := relay.Dial(context.Background(), a.started.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	wait.For(t, 20*time.Second, func() error {
 		_, body := httpGet(t, base+"/metrics")
-		for _, want := range []string{"meshagent_peers_connected 1\n", `meshagent_refusals_total{reason="signature"} 0`, "go_goroutines "} {
+		for _, want := range []string{"meshagent_peers_connected 1\n", "meshagent_bus_clients 1\n", `meshagent_refusals_total{reason="signature"} 0`, "go_goroutines "} {
 			if !strings.Contains(body, want) {
 				return fmt.Errorf("/metrics lacks %q", want)
 			}
