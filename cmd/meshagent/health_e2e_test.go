@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,6 +113,16 @@ func TestMetricsListener(t *testing.T) {
 	}
 	if code, body := httpGet(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "meshagent_peers_connected 0\n") {
 		t.Fatalf("/metrics on --metrics: %d %.300s", code, body)
+	}
+	if path, err := exec.LookPath("promtool"); err != nil {
+		t.Log("promtool not installed (Debian package prometheus); skipping its check of the scrape")
+	} else {
+		_, body := httpGet(t, base+"/metrics")
+		cmd := exec.Command(path, "check", "metrics")
+		cmd.Stdin = strings.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		}
 	}
 	if code, _ := httpGet(t, base+"/"); code != http.StatusNotFound {
 		t.Fatalf("GET / on --metrics answered %d, want 404 (no API there)", code)
