@@ -285,7 +285,11 @@ func (p *publicBus) apply() error {
 		c.AuthorizedRequesterIDs = nil
 		name := c.Name
 		merged = append(merged, node.Service{Capability: c, Handler: node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
-			return p.lobby.Serve(ctx, call.From.String(), name, call.Request.Params)
+			// The requester as vouched for: a lobby agent's
+			// authorized_requester_ids that names another relay admits
+			// that relay, not every client it speaks for
+			// ("<relay>/lobby:bob" must be named as such).
+			return p.lobby.Serve(ctx, call.Requester(), name, call.Request.Params)
 		})})
 	}
 	return p.n.SetServices(merged)

@@ -39,6 +39,10 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 	if err != nil {
 		return nil, err
 	}
+	meta, err := protocol.OnBehalfOfMetadata(req.OnBehalfOf)
+	if err != nil {
+		return nil, err
+	}
 	corrID := req.CorrelationID
 	if corrID == "" {
 		corrID = protocol.NewID()
@@ -50,7 +54,7 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 		Timeout:       timeout.Milliseconds(),
 	}
 	if to == n.id {
-		return n.callSelf(ctx, payload, req.Progress, req.Signed)
+		return n.callSelf(ctx, requester{agent: n.id, client: req.OnBehalfOf}, payload, req.Progress, req.Signed)
 	}
 	// Address the envelope with the canonical peer ID string; skip
 	// re-encoding when the caller already gave that form.
@@ -58,7 +62,7 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Re
 	if !strings.HasPrefix(toStr, "12D3KooW") {
 		toStr = to.String()
 	}
-	frame, err := n.sealFrame(protocol.TypeRequest, toStr, payload)
+	frame, err := n.sealFrameMeta(protocol.TypeRequest, toStr, payload, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +95,12 @@ func canonicalParams(p json.RawMessage) (json.RawMessage, error) {
 }
 
 // callSelf runs a request against this node's own services, with the same
-// checks a remote request gets.
-func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, error) {
+// checks a remote request gets (for a client the node vouches for, the
+// policy rule naming the client too).
+func (n *Node) callSelf(ctx context.Context, from requester, req *protocol.Request, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, error) {
+	if err := n.policy.Load().admitClient(from, len(req.Params)); err != nil {
+		return nil, err
+	}
 	var pf func(json.RawMessage) error
 	if progress != nil {
 		pf = func(r json.RawMessage) error {
@@ -100,7 +108,7 @@ func (n *Node) callSelf(ctx context.Context, req *protocol.Request, progress fun
 			return nil
 		}
 	}
-	res, err := n.execute(ctx, n.id, req, pf)
+	res, err := n.execute(ctx, from, req, pf)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,17 @@
 //	defer n.Close()
 //	resp, err := n.Call(ctx, protocol.CallRequest{To: id, Action: "echo", Params: params})
 //
+// # Requesters and the clients they vouch for
+//
+// A request's requester is the agent that signed it. An agent that calls
+// for one of its own clients (a relay for a lobby agent) vouches for it
+// in the signed request (CallRequest.OnBehalfOf, carried as
+// protocol.MetaOnBehalfOf); the provider then matches the requester as
+// "<agent id>/<client>" in authorized_requester_ids and in the Policy, and
+// the handler sees Call.From and Call.OnBehalfOf. A bare agent id in an
+// ACL admits that agent asking for itself, not its clients; "<agent
+// id>/*" admits all of them.
+//
 // # Lifecycle
 //
 // New builds the host, registers stream handlers and starts listening; it
@@ -31,16 +42,18 @@
 //
 // # Requests run once
 //
-// A provider keys each request by its verified requester and request id
+// A provider keys each request by its verified requester (the signing
+// agent and the client it vouches for, if any) and request id
 // (correlationId) in its task table. A request sent again under the same
 // key while it runs does not start the handler: its stream receives the
 // task's remaining progress and its final answer. Sent again after the task
-// finished, it gets the recorded answer (success or error). Another
-// requester's request under the same id is another task. The table keeps
-// every running task and the most recent finished ones, at most 4096 and
-// 64 MiB of results, errors and progress (each task keeps at most 64
-// progress results and 64 KiB of them); a request older than that would run
-// again.
+// finished, it gets the recorded answer (success or error); the same id for
+// another action or params is refused. Another requester's request under
+// the same id is another task, and so is another vouched client's. The
+// table keeps every running task and the most recent finished ones, at
+// most 4096 and 64 MiB of results, errors and progress (each task keeps at
+// most 64 progress results and 64 KiB of them); a request older than that
+// would run again.
 //
 // # Deadlines
 //

@@ -13,10 +13,17 @@ import (
 // sealFrame builds, signs and frames an envelope of type typ for the agent
 // whose id string is to.
 func (n *Node) sealFrame(typ protocol.MessageType, to string, payload any) ([]byte, error) {
+	return n.sealFrameMeta(typ, to, payload, nil)
+}
+
+// sealFrameMeta is sealFrame with the envelope's metadata (canonical JSON
+// object, or nil).
+func (n *Node) sealFrameMeta(typ protocol.MessageType, to string, payload any, meta json.RawMessage) ([]byte, error) {
 	e, err := protocol.New(typ, &protocol.Recipient{AgentID: to}, payload)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
+	e.Metadata = meta
 	e.Timestamp = protocol.FormatTime(n.cfg.Now())
 	if typ == protocol.TypeHello || typ == protocol.TypeRequest {
 		e.From.Name = n.cfg.Name

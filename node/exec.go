@@ -29,7 +29,9 @@ const stderrTail = 2048
 // of stderr; a run longer than timeout (DefaultExecTimeout if zero) is
 // killed and reported as TIMEOUT. The command sees the requester, the
 // capability and the correlation id in MESHAGENT_REQUESTER,
-// MESHAGENT_CAPABILITY and MESHAGENT_CORRELATION_ID.
+// MESHAGENT_CAPABILITY and MESHAGENT_CORRELATION_ID, and the client the
+// requester vouches for (Call.OnBehalfOf, empty if none) in
+// MESHAGENT_ON_BEHALF_OF.
 func ExecHandler(argv []string, timeout time.Duration) Handler {
 	if timeout <= 0 {
 		timeout = DefaultExecTimeout
@@ -51,6 +53,7 @@ func ExecHandler(argv []string, timeout time.Duration) Handler {
 			"MESHAGENT_REQUESTER="+call.From.String(),
 			"MESHAGENT_CAPABILITY="+call.Request.Action,
 			"MESHAGENT_CORRELATION_ID="+call.Request.CorrelationID,
+			"MESHAGENT_ON_BEHALF_OF="+call.OnBehalfOf,
 		)
 		// A handler that leaves children holding the pipes must not hang
 		// the request once it has been killed.

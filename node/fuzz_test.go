@@ -85,6 +85,8 @@ func FuzzServeRequest(f *testing.F) {
 		f.Add([]byte(s), []byte(nil))
 	}
 	f.Add([]byte(`{"action":"echo","correlationId":"c","params":{}}`), []byte(`{"filter":5}`))
+	f.Add([]byte(`{"action":"echo","correlationId":"c","params":{}}`), []byte(`{"onBehalfOf":"lobby:alice"}`))
+	f.Add([]byte(`{"action":"echo","correlationId":"c","params":{}}`), []byte(`{"onBehalfOf":5}`))
 	a, p := fuzzProvider(f)
 	self := signer(f, 1)
 	f.Fuzz(func(t *testing.T, payload, metadata []byte) {

@@ -56,7 +56,14 @@ func TestRequestRunsOncePerID(t *testing.T) {
 		count(c)
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "the reviewer said no")
 	})
+	whoami := node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
+		mu.Lock()
+		runs[c.From.String()+"/"+c.OnBehalfOf+"/"+c.Request.CorrelationID]++
+		mu.Unlock()
+		return json.Marshal(map[string]string{"client": c.OnBehalfOf})
+	})
 	provider := meshtest.Node(t, 130, node.WithServices(
+		node.Service{Capability: protocol.Capability{Name: "whoami"}, Handler: whoami},
 		node.Service{Capability: protocol.Capability{Name: "work"}, Handler: slow},
 		node.Service{Capability: protocol.Capability{Name: "refuse"}, Handler: failing}))
 	requester, other := meshtest.Node(t, 131), meshtest.Node(t, 132)
@@ -160,6 +167,21 @@ func TestRequestRunsOncePerID(t *testing.T) {
 	}
 	if n, m := runsOf(other, id), runsOf(requester, id); n != 1 || m != 1 {
 		t.Errorf("runs: other's request %d, requester's %d; want 1 and 1", n, m)
+	}
+	// So do two clients one agent vouches for (a relay's lobby agents).
+	for i := range 2 {
+		for _, client := range []string{"lobby:alice", "lobby:bob"} {
+			resp, err := requester.Call(ctx, protocol.CallRequest{To: provider.AgentID(), Action: "whoami", CorrelationID: "once-3", OnBehalfOf: client})
+			if err != nil {
+				t.Fatalf("attempt %d for %s: %v", i+1, client, err)
+			}
+			if want := fmt.Sprintf(`{"client":%q}`, client); string(resp.Result) != want {
+				t.Errorf("attempt %d for %s got %s, want %s", i+1, client, resp.Result, want)
+			}
+			if n := runsOf(requester, client+"/once-3"); n != 1 {
+				t.Errorf("attempt %d: %s's request ran %d times, want 1", i+1, client, n)
+			}
+		}
 	}
 	for _, n := range []*node.Node{requester, other} {
 		tk, err := n.TaskStatus(ctx, id, provider.AgentID())

@@ -163,16 +163,6 @@ func (n *Node) setServices(ss []Service) error {
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
-		// Normalise the ACL to peer IDs: a file may list either form of an
-		// agent id.
-		cs.allowed = make(map[peer.ID]bool, len(s.Capability.AuthorizedRequesterIDs))
-		for _, a := range s.Capability.AuthorizedRequesterIDs {
-			id, err := sign.ParseAgentID(a)
-			if err != nil {
-				return fmt.Errorf("node: capability %q: authorized_requester_ids: %w", s.Capability.Name, err)
-			}
-			cs.allowed[id] = true
-		}
 		m[s.Capability.Name] = cs
 	}
 	names := make([]string, 0, len(m))

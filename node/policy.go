@@ -15,7 +15,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/sign"
 )
 
 // Policy sets, per requester agent or group, what other agents may ask of
@@ -29,13 +28,26 @@ import (
 //	  "rules": [
 //	    {"name": "reviewers", "groups": ["reviewers"], "rate_limit": "100/hour",
 //	     "max_request_size": "50KB", "allowed_capabilities": ["review", "analyze:*"]},
-//	    {"name": "ci", "agents": ["12D3KooW…"], "allowed_capabilities": ["run_tests"]}
+//	    {"name": "ci", "agents": ["12D3KooW…"], "allowed_capabilities": ["run_tests"]},
+//	    {"name": "lobby", "agents": ["12D3KooWRelay…/lobby:*"], "rate_limit": "10/minute"}
 //	  ]
 //	}
 //
 // A requester gets the first rule naming it (directly or through a group),
 // else the default rule, else no policy limits. Fields a rule leaves out do
-// not restrict. rate_limit is "N/second", "N/minute", "N/hour" or "N/day",
+// not restrict.
+//
+// Agents and group members are agent ids, or "<agent id>/<client>" for a
+// client that agent vouches for in its signed request
+// (protocol.MetaOnBehalfOf: a relay calling for its lobby agent alice
+// vouches "lobby:alice"); a client ending in "*" is a prefix
+// ("<relay>/lobby:*", "<relay>/*"). Every frame an agent sends counts
+// against that agent's own rule (or the default) before its signature is
+// checked. A request the agent vouches for is then also held to the first
+// rule naming the client, with a token bucket per client: "10/minute" on
+// "<relay>/lobby:*" lets each lobby agent make 10 a minute. That rule
+// also decides the client's allowed_capabilities; a client no rule names
+// has those of its agent's rule. rate_limit is "N/second", "N/minute", "N/hour" or "N/day",
 // a token bucket holding N (burst overrides it); max_request_size is bytes,
 // or a number with B, KB or MB (1024-based); allowed_capabilities are
 // capability names or path.Match patterns, "*" (or seed 003's "all")
@@ -109,14 +121,26 @@ func ParsePolicy(data []byte) (*Policy, error) {
 // compiledPolicy is a Policy ready for the request path.
 type compiledPolicy struct {
 	byAgent map[peer.ID]*policyRule
-	dflt    *policyRule
+	// byClient lists, per vouching agent, the entries naming its clients
+	// in rule order, each with its rule.
+	byClient map[peer.ID][]clientRule
+	dflt     *policyRule
+}
+
+// clientRule is a policy entry naming an agent's client(s).
+type clientRule struct {
+	entry requesterEntry
+	rule  *policyRule
 }
 
 // policyRule is a compiled PolicyRule with its own token buckets.
 type policyRule struct {
-	name     string
-	rate     string // as written, for messages
-	limiter  *rateLimiters
+	name    string
+	rate    string // as written, for messages
+	limiter *rateLimiters
+	// clients holds the buckets of vouched clients, apart from the
+	// agents' (hard-capped: the vouching agent chooses the names).
+	clients  *rateLimiters
 	maxBytes int
 	sizeText string
 	allowed  []string // nil: any
@@ -126,17 +150,17 @@ func compilePolicy(p *Policy) (*compiledPolicy, error) {
 	if p == nil {
 		return nil, nil
 	}
-	groups := map[string][]peer.ID{}
+	groups := map[string][]requesterEntry{}
 	for g, members := range p.Groups {
 		for _, m := range members {
-			id, err := sign.ParseAgentID(m)
+			e, err := parseRequesterEntry(m)
 			if err != nil {
 				return nil, fmt.Errorf("policy: group %q: %w", g, err)
 			}
-			groups[g] = append(groups[g], id)
+			groups[g] = append(groups[g], e)
 		}
 	}
-	cp := &compiledPolicy{byAgent: map[peer.ID]*policyRule{}}
+	cp := &compiledPolicy{byAgent: map[peer.ID]*policyRule{}, byClient: map[peer.ID][]clientRule{}}
 	if p.Default != nil {
 		if len(p.Default.Agents)+len(p.Default.Groups) > 0 {
 			return nil, errors.New("policy: the default rule applies to everyone; it takes no agents or groups")
@@ -159,24 +183,29 @@ func compilePolicy(p *Policy) (*compiledPolicy, error) {
 		if err != nil {
 			return nil, err
 		}
-		var ids []peer.ID
+		var entries []requesterEntry
 		for _, a := range pr.Agents {
-			id, err := sign.ParseAgentID(a)
+			e, err := parseRequesterEntry(a)
 			if err != nil {
 				return nil, fmt.Errorf("policy: %s: %w", label, err)
 			}
-			ids = append(ids, id)
+			entries = append(entries, e)
 		}
 		for _, g := range pr.Groups {
 			members, ok := groups[g]
 			if !ok {
 				return nil, fmt.Errorf("policy: %s: unknown group %q", label, g)
 			}
-			ids = append(ids, members...)
+			entries = append(entries, members...)
 		}
-		for _, id := range ids {
-			if _, taken := cp.byAgent[id]; !taken { // the first rule naming an agent wins
-				cp.byAgent[id] = r
+		for _, e := range entries {
+			if e.client != "" || e.wild {
+				// In rule order, so the first rule naming a client wins.
+				cp.byClient[e.agent] = append(cp.byClient[e.agent], clientRule{entry: e, rule: r})
+				continue
+			}
+			if _, taken := cp.byAgent[e.agent]; !taken { // the first rule naming an agent wins
+				cp.byAgent[e.agent] = r
 			}
 		}
 	}
@@ -207,6 +236,8 @@ func compileRule(pr PolicyRule, label string) (*policyRule, error) {
 			return nil, fmt.Errorf("policy: %s: burst must be positive", label)
 		}
 		r.limiter = newRateLimiters(float64(count)/period.Seconds(), burst)
+		r.clients = newRateLimiters(float64(count)/period.Seconds(), burst)
+		r.clients.hard = true
 	} else if pr.Burst != 0 {
 		return nil, fmt.Errorf("policy: %s: burst without rate_limit", label)
 	}
@@ -273,6 +304,47 @@ func (cp *compiledPolicy) rule(p peer.ID) *policyRule {
 		return r
 	}
 	return cp.dflt
+}
+
+// clientRule returns the first rule naming a vouched client, or nil.
+func (cp *compiledPolicy) clientRule(r requester) *policyRule {
+	if cp == nil || r.client == "" {
+		return nil
+	}
+	for _, cr := range cp.byClient[r.agent] {
+		if cr.entry.matches(r) {
+			return cr.rule
+		}
+	}
+	return nil
+}
+
+// ruleFor returns the rule that decides what a requester may call: for a
+// vouched client the first rule naming it, else the rule of the agent
+// (or the default).
+func (cp *compiledPolicy) ruleFor(r requester) *policyRule {
+	if cr := cp.clientRule(r); cr != nil {
+		return cr
+	}
+	return cp.rule(r.agent)
+}
+
+// admitClient applies the size and rate limits of the rule naming a
+// vouched client, with a token bucket per client, once the request's
+// signature has been verified. Requests that vouch for no client, or for
+// one no rule names, pass: admitFrame has limited their agent.
+func (cp *compiledPolicy) admitClient(r requester, size int) error {
+	pr := cp.clientRule(r)
+	if pr == nil {
+		return nil
+	}
+	if pr.maxBytes > 0 && size > pr.maxBytes {
+		return protocol.Errorf(protocol.CodeRateLimited, "request of %d bytes exceeds max_request_size %s of policy %s", size, pr.sizeText, pr.name)
+	}
+	if pr.clients != nil && !pr.clients.allowKey(r.String()) {
+		return protocol.Errorf(protocol.CodeRateLimited, "rate_limit %s of policy %s exceeded by %s", pr.rate, pr.name, r)
+	}
+	return nil
 }
 
 // admitFrame applies a rule's size and rate limits to a request frame,

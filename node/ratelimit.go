@@ -8,15 +8,18 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// rateLimiters holds one token bucket per requester. It is bounded: when
-// it reaches maxRequesters it forgets buckets that have refilled, which
-// loses nothing (a full bucket is the state a new one starts in).
+// rateLimiters holds one token bucket per requester. When it reaches
+// maxRequesters it forgets buckets that have refilled, which loses nothing
+// (a full bucket is the state a new one starts in). A hard-capped one
+// (for vouched clients, whose names the vouching agent chooses) then
+// refuses new requesters instead of growing past maxRequesters.
 type rateLimiters struct {
 	limit rate.Limit
 	burst int
+	hard  bool
 
 	mu sync.Mutex
-	m  map[peer.ID]*rate.Limiter
+	m  map[string]*rate.Limiter
 }
 
 const maxRequesters = 8192
@@ -25,17 +28,20 @@ func newRateLimiters(perSecond float64, burst int) *rateLimiters {
 	if perSecond <= 0 {
 		return &rateLimiters{limit: rate.Inf}
 	}
-	return &rateLimiters{limit: rate.Limit(perSecond), burst: burst, m: make(map[peer.ID]*rate.Limiter)}
+	return &rateLimiters{limit: rate.Limit(perSecond), burst: burst, m: make(map[string]*rate.Limiter)}
 }
 
 // allow takes one token from p's bucket.
-func (r *rateLimiters) allow(p peer.ID) bool {
+func (r *rateLimiters) allow(p peer.ID) bool { return r.allowKey(string(p)) }
+
+// allowKey takes one token from the bucket of the requester named key.
+func (r *rateLimiters) allowKey(key string) bool {
 	if r.limit == rate.Inf {
 		return true
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l, ok := r.m[p]
+	l, ok := r.m[key]
 	if !ok {
 		if len(r.m) >= maxRequesters {
 			now := time.Now()
@@ -44,9 +50,12 @@ func (r *rateLimiters) allow(p peer.ID) bool {
 					delete(r.m, id)
 				}
 			}
+			if r.hard && len(r.m) >= maxRequesters {
+				return false
+			}
 		}
 		l = rate.NewLimiter(r.limit, r.burst)
-		r.m[p] = l
+		r.m[key] = l
 	}
 	return l.Allow()
 }

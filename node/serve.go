@@ -137,6 +137,11 @@ func (ss *serverStream) serve(frame []byte) {
 		ss.reply(corrID, nil, err)
 		return
 	}
+	from, err := n.requesterOf(e, ss.remote, len(frame))
+	if err != nil {
+		ss.reply(req.CorrelationID, nil, err)
+		return
+	}
 	timeout := n.cfg.Limits.HandlerTimeout
 	// Compared in milliseconds: a huge timeout must not overflow a Duration.
 	if req.Timeout > 0 && req.Timeout < timeout.Milliseconds() {
@@ -148,7 +153,7 @@ func (ss *serverStream) serve(frame []byte) {
 		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
 	}
 	if builtin(req.Action) {
-		res, err := n.execute(ctx, ss.remote, req, func(r json.RawMessage) error {
+		res, err := n.execute(ctx, from, req, func(r json.RawMessage) error {
 			res, err := protocol.MarshalCanonical(r)
 			if err != nil {
 				return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
@@ -158,7 +163,7 @@ func (ss *serverStream) serve(frame []byte) {
 		ss.reply(req.CorrelationID, res, err)
 		return
 	}
-	ctx, t, run, err := n.admitTask(ctx, ss.remote, req)
+	ctx, t, run, err := n.admitTask(ctx, from, req)
 	if err != nil {
 		ss.reply(req.CorrelationID, nil, err)
 		return
@@ -169,7 +174,7 @@ func (ss *serverStream) serve(frame []byte) {
 	if !run {
 		// The requester sent this request before (a retry after a lost
 		// answer): it runs once, and this request gets its answer.
-		n.log.Debug("repeated request answered from its task", "remote_peer", ss.remote, "correlation_id", req.CorrelationID)
+		n.log.Debug("repeated request answered from its task", "remote_peer", ss.remote, "requester", from, "correlation_id", req.CorrelationID)
 		select {
 		case <-t.done:
 			res, err := t.answer()
@@ -191,7 +196,7 @@ func (ss *serverStream) serve(frame []byte) {
 		}
 		return t.progress(res)
 	}
-	res, err := n.execute(ctx, ss.remote, req, progress)
+	res, err := n.execute(ctx, from, req, progress)
 	n.finishTask(t, res, err)
 	res, err = t.answer()
 	ss.reply(req.CorrelationID, res, err)
@@ -243,15 +248,15 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 // order, and runs the handler: the capability exists, the requester is
 // authorised, the params match input_schema; then the result must match
 // output_schema.
-func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
+func (n *Node) execute(ctx context.Context, from requester, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
 	if req.Action == protocol.TaskStatusCapability || req.Action == protocol.TaskCancelCapability {
 		return n.taskRequest(from, req)
 	}
 	if req.Action == protocol.MessageCapability {
-		if r := n.policy.Load().rule(from); !r.allows(req.Action) {
+		if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {
 			return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to send messages", r.name, from)
 		}
-		return n.receiveMessage(ctx, from, req)
+		return n.receiveMessage(ctx, from.agent, req)
 	}
 	n.mu.RLock()
 	svc := n.services[req.Action]
@@ -261,10 +266,10 @@ func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request,
 		return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "agent does not support %s capability", req.Action).
 			WithDetails(map[string]any{"requested": req.Action, "available": available})
 	}
-	if len(svc.allowed) > 0 && !svc.allowed[from] {
+	if !svc.acl.admits(from) {
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "agent %s is not authorized to call capability %s", from, req.Action)
 	}
-	if r := n.policy.Load().rule(from); !r.allows(req.Action) {
+	if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {
 		return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to call capability %s (allowed_capabilities: %s)",
 			r.name, from, req.Action, strings.Join(r.allowed, ", "))
 	}
@@ -278,7 +283,7 @@ func (n *Node) execute(ctx context.Context, from peer.ID, req *protocol.Request,
 	if t != nil {
 		t.set(n, protocol.TaskApproved, "")
 	}
-	res, err := svc.Handler.Handle(ctx, &Call{From: from, Request: req, Progress: progress, node: n, task: t})
+	res, err := svc.Handler.Handle(ctx, &Call{From: from.agent, OnBehalfOf: from.client, Request: req, Progress: progress, node: n, task: t})
 	if err != nil {
 		if ctx.Err() != nil && protocol.CodeOf(err) == protocol.CodeInternalError {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -19,8 +19,13 @@ type Service struct {
 // Call is one verified request handed to a handler. The node has already
 // checked the signature, the ACL, the input schema and the limits.
 type Call struct {
-	// From is the verified requester.
+	// From is the verified requester: the agent that signed the request.
 	From peer.ID
+	// OnBehalfOf is the client From vouches for in the signed request
+	// (protocol.MetaOnBehalfOf), "" when From asks for itself: a relay
+	// calling for its lobby agent alice vouches "lobby:alice". The ACL and
+	// the policy have already matched it as "<From>/<OnBehalfOf>".
+	OnBehalfOf string
 	// Request is the decoded request payload.
 	Request *protocol.Request
 	// Progress sends an in_progress response carrying result to the
@@ -30,6 +35,13 @@ type Call struct {
 
 	node *Node
 	task *task // nil for requests without a task (calls to self)
+}
+
+// Requester is who the request is from, as authorized_requester_ids and
+// policy entries name it: From, or "<From>/<OnBehalfOf>" for a client From
+// vouches for.
+func (c *Call) Requester() string {
+	return requester{agent: c.From, client: c.OnBehalfOf}.String()
 }
 
 // Handler runs a capability. Handle returns the result (a JSON value) or an
@@ -63,8 +75,8 @@ func EchoHandler() Handler {
 type service struct {
 	Service
 	in, out *protocol.Schema
-	// allowed is the ACL as peer IDs; empty means public.
-	allowed map[peer.ID]bool
+	// acl is authorized_requester_ids, parsed; empty means public.
+	acl *acl
 }
 
 func compileService(s Service) (*service, error) {
@@ -82,7 +94,13 @@ func compileService(s Service) (*service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capability %q output_schema: %w", s.Capability.Name, err)
 	}
-	return &service{Service: s, in: in, out: out}, nil
+	// Normalise the ACL to peer IDs: a file may list either form of an
+	// agent id, and "<agent id>/<client>" for an agent's clients.
+	a, err := compileACL(s.Capability.AuthorizedRequesterIDs)
+	if err != nil {
+		return nil, fmt.Errorf("capability %q: authorized_requester_ids: %w", s.Capability.Name, err)
+	}
+	return &service{Service: s, in: in, out: out, acl: a}, nil
 }
 
 func validateServices(ss []Service) error {

@@ -35,11 +35,12 @@ const (
 // waits for the task any longer.
 var errNoReceiver = errors.New("node: no requester is waiting for this task")
 
-// requestKey names a task on its provider: the verified requester and the
-// request id (correlationId) it chose. Two requesters using the same
-// request id make two tasks.
+// requestKey names a task on its provider: the verified requester (the
+// signing agent and the client it vouches for, if any) and the request id
+// (correlationId) it chose. Two requesters using the same request id make
+// two tasks, and so do two clients an agent vouches for.
 type requestKey struct {
-	from peer.ID
+	from requester
 	id   string
 }
 
@@ -194,7 +195,7 @@ func requestDigest(req *protocol.Request) [sha256.Size]byte {
 // records a new task, about to be checked and run, and returns it with
 // run true and the context its handler runs under (cancelled by
 // task.cancel).
-func (n *Node) admitTask(ctx context.Context, from peer.ID, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
+func (n *Node) admitTask(ctx context.Context, from requester, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
 	key := requestKey{from: from, id: req.CorrelationID}
 	digest := requestDigest(req)
 	tt := &n.tasks
@@ -289,7 +290,7 @@ func (n *Node) finishTask(t *task, res json.RawMessage, err error) {
 
 // taskRequest serves task.status and task.cancel for the requester of a
 // task.
-func (n *Node) taskRequest(from peer.ID, req *protocol.Request) (json.RawMessage, error) {
+func (n *Node) taskRequest(from requester, req *protocol.Request) (json.RawMessage, error) {
 	var ref protocol.TaskRef
 	if err := protocol.DecodePayload(req.Params, req.Action+" params", &ref); err != nil {
 		return nil, err
@@ -297,13 +298,9 @@ func (n *Node) taskRequest(from peer.ID, req *protocol.Request) (json.RawMessage
 	if ref.TaskID == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s takes {"task_id"}`, req.Action)
 	}
-	// A requester sees only its own tasks: another's, under the same id,
-	// is not there for it.
-	n.tasks.mu.Lock()
-	t := n.tasks.m[requestKey{from: from, id: ref.TaskID}]
-	n.tasks.mu.Unlock()
-	if t == nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "no task %s of yours here (unknown, or forgotten)", ref.TaskID)
+	t, err := n.tasks.lookup(from, ref.TaskID)
+	if err != nil {
+		return nil, err
 	}
 	if req.Action == protocol.TaskCancelCapability {
 		t.mu.Lock()
@@ -317,6 +314,34 @@ func (n *Node) taskRequest(from peer.ID, req *protocol.Request) (json.RawMessage
 		}
 	}
 	return json.Marshal(t.snapshot())
+}
+
+// lookup finds the task id of requester from. A requester sees only its
+// own tasks: another's under the same id is not there for it. An agent
+// asking for itself also sees the tasks of the clients it vouches for
+// (it signed their requests), when the id names one of them only.
+func (tt *taskTable) lookup(from requester, id string) (*task, error) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if t := tt.m[requestKey{from: from, id: id}]; t != nil {
+		return t, nil
+	}
+	if from.client == "" {
+		var found []*task
+		for k, t := range tt.m {
+			if k.id == id && k.from.agent == from.agent {
+				found = append(found, t)
+			}
+		}
+		switch len(found) {
+		case 1:
+			return found[0], nil
+		case 0:
+		default:
+			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "task id %s names tasks of %d of the clients you vouch for; ask on behalf of one", id, len(found))
+		}
+	}
+	return nil, protocol.Errorf(protocol.CodeInvalidMessage, "no task %s of yours here (unknown, or forgotten)", id)
 }
 
 // rememberTask notes the provider of a request this node sent.

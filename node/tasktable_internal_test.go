@@ -18,7 +18,7 @@ import (
 // tasks first and never a running one.
 func TestTaskTableBounds(t *testing.T) {
 	n := &Node{cfg: Config{Now: time.Now}}
-	from := peer.ID("requester")
+	from := requester{agent: peer.ID("requester")}
 	admit := func(id string) *task {
 		t.Helper()
 		_, tk, run, err := n.admitTask(context.Background(), from, &protocol.Request{Action: "work", CorrelationID: id})

@@ -74,6 +74,13 @@ type CallRequest struct {
 	// envelope in the embedded JSON form (with "signature"), for keeping
 	// and verifying offline (meshagent verify). Called before Call returns.
 	Signed func(json.RawMessage) `json:"-"`
+	// OnBehalfOf, if set, names the client of the calling agent the
+	// request is made for ("lobby:alice" for a relay's lobby agent): it
+	// travels signed in the request's metadata (MetaOnBehalfOf) and the
+	// provider matches it against "<agent id>/<client>" entries of its
+	// ACLs and policy. It is never read from JSON: only the calling
+	// program sets it.
+	OnBehalfOf string `json:"-"`
 }
 
 // PeerInfo is what a node knows of another agent.

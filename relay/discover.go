@@ -53,6 +53,9 @@ type ServiceFound struct {
 type ServicesAvailable struct {
 	ServicesFound           []ServiceFound `json:"services_found"`
 	DiscoveredForCapability string         `json:"discovered_for_capability"`
+	// DiscoveredForKeywords echoes a lobby DISCOVER_SERVICES's
+	// query_keywords (meshagent's addition, absent when there were none).
+	DiscoveredForKeywords []string `json:"discovered_for_keywords,omitempty"`
 }
 
 // DiscoveredParams are the params of a mesh.discovered notification, sent

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -44,6 +43,13 @@ import (
 // authorized_requester_ids check. A client that loses its token cannot
 // reclaim its agent_id.
 //
+// A new agent_id must be printable ASCII ('!' to '~') without '/' or '*',
+// and must not look like a registered one: ids equal once lower-cased and
+// with "0" read as "o", "1", "i" and "|" as "l", "rn" as "m" and "vv" as
+// "w" are refused. So "rogue_ОО7" (Cyrillic О), "ｒｏｇｕｅ_007"
+// (fullwidth) and "Rogue_OO7" are all refused, with ERROR code
+// INVALID_MESSAGE, while "rogue_007" is registered.
+//
 // Every other message must carry the auth_token of its sender_id, or it
 // is answered with ERROR (code UNAUTHORIZED) and goes no further.
 //
@@ -61,12 +67,20 @@ import (
 //
 // # Messages
 //
-// DISCOVER_SERVICES {capability_name} is answered by SERVICES_AVAILABLE
-// listing the connected lobby agents (other than the sender) offering a
-// capability of exactly that name, sorted by agent id, followed by the
-// mesh agents the directory finds within LobbyConfig.DiscoverTimeout when
-// the Mesh is a Discoverer (the relay's own node is left out: it
-// advertises the lobby's capabilities itself).
+// DISCOVER_SERVICES {capability_name, query_keywords} is answered by
+// SERVICES_AVAILABLE listing the connected lobby agents (other than the
+// sender) with their capabilities that match, sorted by agent id,
+// followed by the mesh agents the directory finds within
+// LobbyConfig.DiscoverTimeout when the Mesh is a Discoverer, sorted by
+// agent id (the relay's own node is left out: it advertises the lobby's
+// capabilities itself). A capability matches when its name is
+// capability_name, or when one of query_keywords (seed 000 §4.3's
+// alternative; at most MaxQueryKeywords) equals one of its keywords or
+// occurs in its name or description, ignoring case. In the mesh
+// directory, which records exact names and keywords, each keyword is
+// looked up as sent and lower-cased. At least one of the two is needed;
+// SERVICES_AVAILABLE echoes them as discovered_for_capability and
+// discovered_for_keywords.
 //
 // REQUEST {capability_name, …} to receiver_id goes:
 //
@@ -82,8 +96,11 @@ import (
 //     Mesh.Call with action = capability_name and params = the payload
 //     without capability_name. A result object becomes the RESPONSE
 //     payload with "status" added; a result that is not an object is put
-//     under "result". The mesh agent sees the relay's node as the
-//     requester.
+//     under "result". The relay's node signs the request and vouches for
+//     the lobby agent in it (CallRequest.OnBehalfOf = LobbyClientPrefix +
+//     agent_id, signed in the envelope's metadata): the mesh agent sees
+//     the relay as the signer and the lobby agent as the client it speaks
+//     for, and authorizes "<relay id>/lobby:<agent_id>", not the relay.
 //
 // As seed 000 §5.3 and §8 say, a REQUEST that is refused or fails
 // (UNAUTHORIZED, CAPABILITY_NOT_SUPPORTED, UNKNOWN_AGENT, TIMEOUT after
@@ -127,6 +144,9 @@ type Lobby struct {
 
 	regMu      sync.Mutex // serialises REGISTER's check-then-write
 	registered int        // agents in the store, as of the last write; guarded by regMu
+	// skeletons maps the skeleton of each registered id to the id (see
+	// checkNewAgentID); guarded by regMu.
+	skeletons map[string]string
 
 	// mu guards the fields below (and lobbyConn.agent). wg.Add happens
 	// only under mu while closed is false.
@@ -150,6 +170,13 @@ type lobbyAgent struct {
 	conn *lobbyConn
 	seq  uint64
 }
+
+// LobbyClientPrefix starts the name by which the relay vouches for a lobby
+// agent when it calls a mesh agent for it (protocol.MetaOnBehalfOf):
+// lobby agent alice is "lobby:alice", which a provider's
+// authorized_requester_ids and policy name "<relay id>/lobby:alice" (or
+// "<relay id>/lobby:*" for every lobby agent of that relay).
+const LobbyClientPrefix = "lobby:"
 
 // pendingKey identifies a forwarded REQUEST awaiting its RESPONSE.
 type pendingKey struct{ provider, requester, conv string }
@@ -201,6 +228,10 @@ func NewLobby(mesh Mesh, st *store.Store, opts ...LobbyOption) (*Lobby, error) {
 		admit:      newAdmission(cfg.Limits),
 		agents:     make(map[string]*lobbyAgent),
 		pending:    make(map[pendingKey]*lobbyPending),
+		skeletons:  make(map[string]string, len(regs)),
+	}
+	for _, r := range regs {
+		l.noteSkeleton(r.AgentID)
 	}
 	l.wg.Go(l.notifier)
 	return l, nil
@@ -670,7 +701,8 @@ func (l *Lobby) storeCtx(c *lobbyConn) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.ctx, l.cfg.Limits.WriteTimeout)
 }
 
-// checkAgentID validates an agent_id a client registers.
+// checkAgentID validates an agent_id a client registers (or
+// re-registers); a new one must also pass checkNewAgentID.
 func (l *Lobby) checkAgentID(id string) *protocol.Error {
 	switch {
 	case id == "":
@@ -728,6 +760,11 @@ func (l *Lobby) register(c *lobbyConn, m *LobbyMessage) {
 			return
 		}
 	case errors.Is(err, store.ErrNotFound):
+		if pe := l.checkNewAgentID(id); pe != nil {
+			c.log.Info("lobby registration refused", "agent", id, "err", pe.Message)
+			l.sendError(c, m, pe)
+			return
+		}
 		if l.registered >= l.cfg.MaxRegistrations {
 			c.log.Warn("lobby registration refused: too many agents", "agent", id, "max", l.cfg.MaxRegistrations)
 			l.sendError(c, m, protocol.Errorf(protocol.CodeRateLimited, "the lobby holds the most registrations it may (%d); try another lobby", l.cfg.MaxRegistrations))
@@ -755,6 +792,7 @@ func (l *Lobby) register(c *lobbyConn, m *LobbyMessage) {
 		return
 	}
 	stored = true
+	l.noteSkeleton(id)
 	l.attach(c, id, caps)
 	c.log.Info("lobby agent registered", "agent", id, "capabilities", len(caps))
 	ack, _ := marshal(RegisterAckPayload{Status: RegisterStatus, LobbyID: l.cfg.LobbyID, AuthToken: token})
@@ -875,63 +913,6 @@ func busy(c *lobbyConn) *protocol.Error {
 	return protocol.Errorf(protocol.CodeRateLimited, "busy: %d requests already in flight on this connection", cap(c.slots))
 }
 
-// discover serves DISCOVER_SERVICES.
-func (l *Lobby) discover(c *lobbyConn, m *LobbyMessage, agent string) {
-	_, name, pe := capabilityName(m.Payload, LobbyDiscoverServices)
-	if pe != nil {
-		l.sendError(c, m, pe)
-		return
-	}
-	if !c.spawn(func() { l.discoverAndAnswer(c, m, agent, name) }) {
-		l.sendError(c, m, busy(c))
-	}
-}
-
-func (l *Lobby) discoverAndAnswer(c *lobbyConn, m *LobbyMessage, agent, name string) {
-	out := ServicesAvailable{ServicesFound: []ServiceFound{}, DiscoveredForCapability: name}
-	seen := map[string]bool{agent: true, l.cfg.LobbyID: true, l.mesh.AgentID(): true}
-	l.mu.Lock()
-	for _, a := range l.agents {
-		if seen[a.id] {
-			continue
-		}
-		if cp := findCapability(a.caps, name); cp != nil {
-			out.ServicesFound = append(out.ServicesFound, ServiceFound{AgentID: a.id, RelevantCapabilities: []protocol.Capability{cloneCapability(*cp)}})
-		}
-	}
-	l.mu.Unlock()
-	slices.SortFunc(out.ServicesFound, func(a, b ServiceFound) int { return cmp.Compare(a.AgentID, b.AgentID) })
-	for _, s := range out.ServicesFound {
-		seen[s.AgentID] = true
-	}
-	if d, ok := l.mesh.(Discoverer); ok {
-		ctx, cancel := context.WithTimeout(c.ctx, l.cfg.DiscoverTimeout)
-		found, err := d.Discover(ctx, name, false)
-		if err != nil {
-			c.log.Warn("mesh discovery failed; answering with lobby agents only", "capability", name, "err", err)
-		} else {
-			for pi := range found {
-				if seen[pi.AgentID] {
-					continue
-				}
-				seen[pi.AgentID] = true
-				caps := pi.Capabilities
-				if caps == nil {
-					caps = []protocol.Capability{}
-				}
-				out.ServicesFound = append(out.ServicesFound, ServiceFound{AgentID: pi.AgentID, RelevantCapabilities: caps})
-			}
-		}
-		cancel()
-	}
-	b, err := marshal(out)
-	if err != nil {
-		l.sendError(c, m, protocol.Errorf(protocol.CodeInternalError, "encode SERVICES_AVAILABLE: %v", err))
-		return
-	}
-	_ = c.sendMsg(&LobbyMessage{SenderID: l.cfg.LobbyID, ReceiverID: agent, MessageType: LobbyServicesAvailable, Payload: b, ConversationID: m.ConversationID})
-}
-
 // request serves REQUEST.
 func (l *Lobby) request(c *lobbyConn, m *LobbyMessage, agent string) {
 	members, name, pe := capabilityName(m.Payload, LobbyRequest)
@@ -994,13 +975,13 @@ func (l *Lobby) route(c *lobbyConn, agent string, m *LobbyMessage, name string, 
 		fail(protocol.Errorf(protocol.CodeUnknownAgent, "no agent %q: it is not connected to the lobby and is not a mesh agent id", receiver))
 		return
 	}
-	l.callMesh(ctx, id.String(), name, members, func(p json.RawMessage) { reply(receiver, p) }, fail)
+	l.callMesh(ctx, agent, id.String(), name, members, func(p json.RawMessage) { reply(receiver, p) }, fail)
 }
 
-// callMesh calls a mesh agent for a lobby client. answer receives each
-// RESPONSE payload (in_progress ones, then the final one); fail receives
-// a failure of the lobby's own.
-func (l *Lobby) callMesh(ctx context.Context, to, name string, members []lobbyMember, answer func(json.RawMessage), fail func(*protocol.Error)) {
+// callMesh calls a mesh agent for lobby agent client, vouching for it.
+// answer receives each RESPONSE payload (in_progress ones, then the final
+// one); fail receives a failure of the lobby's own.
+func (l *Lobby) callMesh(ctx context.Context, client, to, name string, members []lobbyMember, answer func(json.RawMessage), fail func(*protocol.Error)) {
 	var mu sync.Mutex
 	done := false
 	defer func() {
@@ -1013,10 +994,11 @@ func (l *Lobby) callMesh(ctx context.Context, to, name string, members []lobbyMe
 		}
 	}()
 	req := protocol.CallRequest{
-		To:      to,
-		Action:  name,
-		Params:  buildObject(nil, members, "capability_name"),
-		Timeout: l.cfg.RequestTimeout,
+		To:         to,
+		Action:     name,
+		Params:     buildObject(nil, members, "capability_name"),
+		Timeout:    l.cfg.RequestTimeout,
+		OnBehalfOf: LobbyClientPrefix + client,
 		Progress: func(r *protocol.Response) {
 			mu.Lock()
 			defer mu.Unlock()

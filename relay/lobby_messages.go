@@ -73,10 +73,13 @@ type RegisterAckPayload struct {
 	AuthToken string `json:"auth_token"`
 }
 
-// DiscoverServicesPayload is the payload of DISCOVER_SERVICES (§4.3).
-// SERVICES_AVAILABLE's payload is ServicesAvailable.
+// DiscoverServicesPayload is the payload of DISCOVER_SERVICES (§4.3):
+// a capability name, keywords (the seed's "alternative: search by
+// keywords"), or both; at least one. SERVICES_AVAILABLE's payload is
+// ServicesAvailable.
 type DiscoverServicesPayload struct {
-	CapabilityName string `json:"capability_name"`
+	CapabilityName string   `json:"capability_name,omitempty"`
+	QueryKeywords  []string `json:"query_keywords,omitempty"`
 }
 
 // LobbyErrorPayload is the payload of ERROR (§4.7). Code, an AgentProtocol

@@ -39,6 +39,12 @@ func (lobbyMesh) Discover(ctx context.Context, query string, byKeyword bool) (<-
 			{AgentID: peerID, Capabilities: []protocol.Capability{{Name: query, Description: "mesh price hunter"}}},
 		}
 	}
+	if query == "shopping" && byKeyword { // directory keys are exact: "Shopping" finds nothing
+		found = []protocol.PeerInfo{
+			{AgentID: selfID, Capabilities: []protocol.Capability{{Name: "lobby_copy", Keywords: []string{"shopping"}}}},
+			{AgentID: peerID, Capabilities: []protocol.Capability{{Name: "mesh_basket", Keywords: []string{"shopping"}}}},
+		}
+	}
 	ch := make(chan protocol.PeerInfo)
 	go func() {
 		defer close(ch)

@@ -101,6 +101,12 @@ func (f *fakeMesh) Call(ctx context.Context, req protocol.CallRequest) (*protoco
 		return nil, errors.New("disk on fire")
 	case "deadline":
 		return nil, fmt.Errorf("waiting for peer: %w", context.DeadlineExceeded)
+	case "whoami":
+		b, err := json.Marshal(map[string]string{"onBehalfOf": req.OnBehalfOf})
+		if err != nil {
+			return nil, err
+		}
+		return ok(string(b))
 	case "nil":
 		return nil, nil
 	case "panic":

@@ -25,6 +25,13 @@ type Mesh interface {
 	Peers() []protocol.PeerInfo
 }
 
+// BusClientPrefix starts the name by which the relay vouches for a bus
+// client authenticated by a credential when mesh.call calls a mesh agent
+// for it (protocol.MetaOnBehalfOf): credential "ci" is "bus:ci", which a
+// provider authorizes as "<relay id>/bus:ci". The local API's clients
+// are the node itself and are not vouched for.
+const BusClientPrefix = "bus:"
+
 // Method names served by every server, and the notification mesh.call
 // sends while it runs.
 const (
@@ -274,6 +281,11 @@ func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
 			done = true
 			mu.Unlock()
 		}()
+	}
+	if cred := r.Conn.Credential(); cred != nil {
+		// The relay calls for its authenticated client and vouches for
+		// it, so the provider sees "<relay id>/bus:<name>", not the relay.
+		req.OnBehalfOf = BusClientPrefix + cred.Name
 	}
 	resp, err := s.mesh.Call(ctx, req)
 	if err != nil {

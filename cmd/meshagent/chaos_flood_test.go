@@ -76,7 +76,6 @@ func probes(ctx context.Context, probe func(ctx context.Context, i int) error) (
 // identity) arriving every second connects, is greeted and has its call
 // answered within 2 s.
 func TestChaosLibp2pFlood(t *testing.T) {
-	pending(t, "issue 12 defect 2: about 125 idle connections fill a node's inbound limits and lock new identities out")
 	dir := t.TempDir()
 	caps := filepath.Join(dir, "caps.json")
 	writeFile(t, caps, `[{"name": "echo", "handler": "echo"}]`)
