@@ -40,6 +40,21 @@
 // the bound is reached the reader stops reading, which back-pressures the
 // caller through the stream's flow control rather than dropping requests.
 //
+// # Requests run once
+//
+// A provider keys each request by its verified requester (the signing
+// agent and the client it vouches for, if any) and request id
+// (correlationId) in its task table. A request sent again under the same
+// key while it runs does not start the handler: its stream receives the
+// task's remaining progress and its final answer. Sent again after the task
+// finished, it gets the recorded answer (success or error); the same id for
+// another action or params is refused. Another requester's request under
+// the same id is another task, and so is another vouched client's. The
+// table keeps every running task and the most recent finished ones, at
+// most 4096 and 64 MiB of results, errors and progress (each task keeps at
+// most 64 progress results and 64 KiB of them); a request older than that
+// would run again.
+//
 // # Deadlines
 //
 // Every write has a deadline (Limits.IOTimeout), and a peer that stops

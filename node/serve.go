@@ -155,28 +155,59 @@ func (ss *serverStream) serve(frame []byte) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, timeout)
 	defer cancel()
-	var t *task
-	if !builtin(req.Action) {
-		ctx, t = n.startTask(ctx, ss.remote, req)
+	sendProgress := func(res json.RawMessage) error {
+		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
+	}
+	if builtin(req.Action) {
+		start := time.Now()
+		res, err := n.execute(ctx, from, req, func(r json.RawMessage) error {
+			res, err := protocol.MarshalCanonical(r)
+			if err != nil {
+				return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
+			}
+			return sendProgress(res)
+		})
+		n.observeServed(req.Action, err, start)
+		ss.reply(req.CorrelationID, res, err)
+		return
+	}
+	ctx, t, run, err := n.admitTask(ctx, from, req)
+	if err != nil {
+		ss.reply(req.CorrelationID, nil, err)
+		return
+	}
+	// This stream receives the task's progress from now on, whichever
+	// request of it runs the handler.
+	defer t.attach(ss, sendProgress)()
+	if !run {
+		// The requester sent this request before (a retry after a lost
+		// answer): it runs once, and this request gets its answer.
+		n.log.Debug("repeated request answered from its task", "remote_peer", ss.remote, "requester", from, "correlation_id", req.CorrelationID)
+		select {
+		case <-t.done:
+			res, err := t.answer()
+			ss.reply(req.CorrelationID, res, err)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				ss.reply(req.CorrelationID, nil, protocol.Errorf(protocol.CodeTimeout,
+					"request %s is still running here (it runs once); send it again with the same id for its answer, or ask for its task status", req.CorrelationID))
+			} else {
+				ss.reply(req.CorrelationID, nil, ErrClosed)
+			}
+		}
+		return
 	}
 	progress := func(r json.RawMessage) error {
 		res, err := protocol.MarshalCanonical(r)
 		if err != nil {
 			return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
 		}
-		if t != nil {
-			t.noteProgress(res)
-		}
-		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
+		return t.progress(res)
 	}
 	start := time.Now()
 	res, err := n.execute(ctx, from, req, progress)
-	if t != nil {
-		n.finishTask(t, res, err)
-		if t.snapshot().State == protocol.TaskCancelled {
-			err = protocol.Errorf(protocol.CodeInternalError, "task %s was cancelled by its requester", req.CorrelationID)
-		}
-	}
+	n.finishTask(t, res, err)
+	res, err = t.answer()
 	n.observeServed(req.Action, err, start)
 	ss.reply(req.CorrelationID, res, err)
 }
@@ -229,7 +260,7 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 // output_schema.
 func (n *Node) execute(ctx context.Context, from requester, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
 	if req.Action == protocol.TaskStatusCapability || req.Action == protocol.TaskCancelCapability {
-		return n.taskRequest(from.agent, req)
+		return n.taskRequest(from, req)
 	}
 	if req.Action == protocol.MessageCapability {
 		if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {

@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 
@@ -14,19 +16,125 @@ import (
 
 // Bounds of the task tables.
 const (
-	maxTasks         = 4096 // provider side: the oldest finished ones go first
-	maxTaskProgress  = 64   // progress results kept per task
-	maxOutgoingTasks = 4096 // requester side: task id -> provider
+	// maxTasks bounds the tasks a provider remembers, and so the requests
+	// whose retry gets the recorded answer instead of running again: the
+	// oldest finished ones go first (running ones are kept; at most
+	// Limits.MaxConcurrent of them run at once).
+	maxTasks = 4096
+	// maxTaskBytes bounds the results, errors and progress the finished
+	// tasks keep, all tasks together; beyond it the oldest finished go.
+	maxTaskBytes = 64 << 20
+	// maxTaskProgress and maxTaskProgressBytes bound the progress results
+	// kept per task (all are still sent to the requester).
+	maxTaskProgress      = 64
+	maxTaskProgressBytes = 64 << 10
+	maxOutgoingTasks     = 4096 // requester side: task id -> provider
 )
 
-// task is a request as its provider tracks it.
+// errNoReceiver is what a handler's Progress returns when no requester
+// waits for the task any longer.
+var errNoReceiver = errors.New("node: no requester is waiting for this task")
+
+// requestKey names a task on its provider: the verified requester (the
+// signing agent and the client it vouches for, if any) and the request id
+// (correlationId) it chose. Two requesters using the same request id make
+// two tasks, and so do two clients an agent vouches for.
+type requestKey struct {
+	from requester
+	id   string
+}
+
+// task is a request as its provider tracks it. It runs once; a retry of
+// the same request (same requester and request id) while it runs waits
+// for it, and one after it finished gets its recorded answer.
 type task struct {
 	mu     sync.Mutex
 	t      protocol.Task
-	from   peer.ID
+	key    requestKey
+	digest [sha256.Size]byte // of action and params: a retry is the same request
 	cancel context.CancelFunc
 	// cancelled is set when the requester cancelled the task.
 	cancelled bool
+	// done is closed when the task finished; res and err are then its
+	// final answer, as every requester of it gets it.
+	done chan struct{}
+	res  json.RawMessage
+	err  error
+	// size is the bytes the task keeps (result, error, progress).
+	size          int
+	progressBytes int
+	// receivers get the task's progress: one per stream waiting for it, so
+	// a stream that sent the request twice gets each progress once.
+	receivers map[any]*progressReceiver
+}
+
+type progressReceiver struct {
+	send func(json.RawMessage) error
+	refs int
+}
+
+// finished reports whether the task has its final answer.
+func (t *task) finished() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// answer returns the task's final answer; call it once done is closed.
+func (t *task) answer() (json.RawMessage, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.res, t.err
+}
+
+// attach makes send receive the task's further progress until release is
+// called. Attachments with the same key share one receiver.
+func (t *task) attach(key any, send func(json.RawMessage) error) (release func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.receivers == nil {
+		t.receivers = map[any]*progressReceiver{}
+	}
+	r := t.receivers[key]
+	if r == nil {
+		r = &progressReceiver{send: send}
+		t.receivers[key] = r
+	}
+	r.refs++
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if r.refs--; r.refs == 0 {
+			delete(t.receivers, key)
+		}
+	}
+}
+
+// progress keeps a progress result (canonical JSON) and sends it to every
+// requester waiting for the task. It fails only when none received it.
+func (t *task) progress(r json.RawMessage) error {
+	t.mu.Lock()
+	if len(t.t.Progress) < maxTaskProgress && t.progressBytes+len(r) <= maxTaskProgressBytes {
+		t.t.Progress = append(t.t.Progress, r)
+		t.progressBytes += len(r)
+	}
+	sends := make([]func(json.RawMessage) error, 0, len(t.receivers))
+	for _, rc := range t.receivers {
+		sends = append(sends, rc.send)
+	}
+	t.mu.Unlock()
+	err := errNoReceiver
+	for _, send := range sends {
+		if e := send(r); e == nil {
+			err = nil
+		} else if err != nil {
+			err = e
+		}
+	}
+	return err
 }
 
 func (t *task) set(n *Node, s protocol.TaskState, note string) {
@@ -52,50 +160,85 @@ func (t *task) snapshot() protocol.Task {
 // tasks it requested.
 type taskTable struct {
 	mu       sync.Mutex
-	m        map[string]*task
-	order    []string
+	m        map[requestKey]*task
+	order    []requestKey // oldest first
+	bytes    int          // the sizes of the finished tasks in m
 	outgoing map[string]peer.ID
 	outOrder []string
 }
 
-type taskKey struct{}
+type taskCtxKey struct{}
 
 // taskOf returns the task a handler's context belongs to, or nil.
 func taskOf(ctx context.Context) *task {
-	t, _ := ctx.Value(taskKey{}).(*task)
+	t, _ := ctx.Value(taskCtxKey{}).(*task)
 	return t
 }
 
-// startTask records a request about to be checked and run, and returns
-// the context its handler runs under (cancelled by task.cancel).
-func (n *Node) startTask(ctx context.Context, from peer.ID, req *protocol.Request) (context.Context, *task) {
-	ctx, cancel := context.WithCancel(ctx)
-	t := &task{from: from, cancel: cancel, t: protocol.Task{ID: req.CorrelationID, Agent: n.idStr, Requester: from.String(), Capability: req.Action}}
-	t.set(n, protocol.TaskValidating, "")
-	tt := &n.tasks
-	tt.mu.Lock()
-	if tt.m == nil {
-		tt.m = map[string]*task{}
-	}
-	if len(tt.m) >= maxTasks {
-		// Forget the oldest finished task (running ones are kept).
-		for i, id := range tt.order {
-			if old := tt.m[id]; old == nil || old.snapshot().State.Final() {
-				delete(tt.m, id)
-				tt.order = slices.Delete(tt.order, i, i+1)
-				break
-			}
-		}
-	}
-	if _, dup := tt.m[req.CorrelationID]; !dup {
-		tt.order = append(tt.order, req.CorrelationID)
-	}
-	tt.m[req.CorrelationID] = t
-	tt.mu.Unlock()
-	return context.WithValue(ctx, taskKey{}, t), t
+// requestDigest identifies what a request asks: its action and params
+// (canonical JSON, as every verified request is).
+func requestDigest(req *protocol.Request) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(req.Action))
+	h.Write([]byte{0})
+	h.Write(req.Params)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
-// finishTask records how a request ended.
+// admitTask finds or starts the task of a request from a verified
+// requester. When the requester already sent a request with this id (and
+// the table still holds it), it returns that task and run false: the
+// caller waits for its answer and must not run the request again. A
+// different request under an id already used is refused. Otherwise it
+// records a new task, about to be checked and run, and returns it with
+// run true and the context its handler runs under (cancelled by
+// task.cancel).
+func (n *Node) admitTask(ctx context.Context, from requester, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
+	key := requestKey{from: from, id: req.CorrelationID}
+	digest := requestDigest(req)
+	tt := &n.tasks
+	tt.mu.Lock()
+	if old := tt.m[key]; old != nil {
+		tt.mu.Unlock()
+		if old.digest != digest {
+			return nil, nil, false, protocol.Errorf(protocol.CodeInvalidMessage,
+				"request id %s was already used by this requester for another request; a retry must repeat the request exactly, and a new request needs a new id", req.CorrelationID)
+		}
+		return ctx, old, false, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	t := &task{key: key, digest: digest, cancel: cancel, done: make(chan struct{}),
+		t: protocol.Task{ID: req.CorrelationID, Agent: n.idStr, Requester: from.String(), Capability: req.Action}}
+	t.set(n, protocol.TaskValidating, "")
+	if tt.m == nil {
+		tt.m = map[requestKey]*task{}
+	}
+	tt.m[key] = t
+	tt.order = append(tt.order, key)
+	tt.evictLocked()
+	tt.mu.Unlock()
+	return context.WithValue(ctx, taskCtxKey{}, t), t, true, nil
+}
+
+// evictLocked forgets the oldest finished tasks while the table holds
+// more than maxTasks tasks or maxTaskBytes bytes. Running tasks stay.
+func (tt *taskTable) evictLocked() {
+	for len(tt.m) > maxTasks || tt.bytes > maxTaskBytes {
+		i := slices.IndexFunc(tt.order, func(k requestKey) bool { return tt.m[k].finished() })
+		if i < 0 {
+			return
+		}
+		t := tt.m[tt.order[i]]
+		tt.bytes -= t.size
+		delete(tt.m, tt.order[i])
+		tt.order = slices.Delete(tt.order, i, i+1)
+	}
+}
+
+// finishTask records how a request ended; the answer it records (the
+// task's answer) is the one every requester of the task gets.
 func (n *Node) finishTask(t *task, res json.RawMessage, err error) {
 	defer t.cancel()
 	t.mu.Lock()
@@ -123,20 +266,31 @@ func (n *Node) finishTask(t *task, res json.RawMessage, err error) {
 		t.mu.Unlock()
 		t.set(n, protocol.TaskFailed, protocol.AsError(err).Message)
 	}
-}
-
-// noteProgress keeps a handler's progress result in its task.
-func (t *task) noteProgress(r json.RawMessage) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.t.Progress) < maxTaskProgress {
-		t.t.Progress = append(t.t.Progress, r)
+	if t.t.State == protocol.TaskCancelled {
+		res, err = nil, protocol.Errorf(protocol.CodeInternalError, "task %s was cancelled by its requester", t.key.id)
 	}
+	t.res, t.err = res, err
+	t.size = len(res) + t.progressBytes
+	if err != nil {
+		pe := protocol.AsError(err)
+		t.size += len(pe.Message) + len(pe.Details)
+	}
+	size := t.size
+	close(t.done)
+	t.mu.Unlock()
+	tt := &n.tasks
+	tt.mu.Lock()
+	if tt.m[t.key] == t {
+		tt.bytes += size
+		tt.evictLocked()
+	}
+	tt.mu.Unlock()
 }
 
 // taskRequest serves task.status and task.cancel for the requester of a
 // task.
-func (n *Node) taskRequest(from peer.ID, req *protocol.Request) (json.RawMessage, error) {
+func (n *Node) taskRequest(from requester, req *protocol.Request) (json.RawMessage, error) {
 	var ref protocol.TaskRef
 	if err := protocol.DecodePayload(req.Params, req.Action+" params", &ref); err != nil {
 		return nil, err
@@ -144,14 +298,9 @@ func (n *Node) taskRequest(from peer.ID, req *protocol.Request) (json.RawMessage
 	if ref.TaskID == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s takes {"task_id"}`, req.Action)
 	}
-	n.tasks.mu.Lock()
-	t := n.tasks.m[ref.TaskID]
-	n.tasks.mu.Unlock()
-	if t == nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "no task %s here (unknown, or forgotten)", ref.TaskID)
-	}
-	if t.from != from {
-		return nil, protocol.Errorf(protocol.CodeUnauthorized, "task %s belongs to another requester", ref.TaskID)
+	t, err := n.tasks.lookup(from, ref.TaskID)
+	if err != nil {
+		return nil, err
 	}
 	if req.Action == protocol.TaskCancelCapability {
 		t.mu.Lock()
@@ -165,6 +314,34 @@ func (n *Node) taskRequest(from peer.ID, req *protocol.Request) (json.RawMessage
 		}
 	}
 	return json.Marshal(t.snapshot())
+}
+
+// lookup finds the task id of requester from. A requester sees only its
+// own tasks: another's under the same id is not there for it. An agent
+// asking for itself also sees the tasks of the clients it vouches for
+// (it signed their requests), when the id names one of them only.
+func (tt *taskTable) lookup(from requester, id string) (*task, error) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if t := tt.m[requestKey{from: from, id: id}]; t != nil {
+		return t, nil
+	}
+	if from.client == "" {
+		var found []*task
+		for k, t := range tt.m {
+			if k.id == id && k.from.agent == from.agent {
+				found = append(found, t)
+			}
+		}
+		switch len(found) {
+		case 1:
+			return found[0], nil
+		case 0:
+		default:
+			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "task id %s names tasks of %d of the clients you vouch for; ask on behalf of one", id, len(found))
+		}
+	}
+	return nil, protocol.Errorf(protocol.CodeInvalidMessage, "no task %s of yours here (unknown, or forgotten)", id)
 }
 
 // rememberTask notes the provider of a request this node sent.

@@ -205,7 +205,7 @@ func TestChaosWebSocketFlood(t *testing.T) {
 	}
 
 	served, total, slowest, first := probes(ctx, func(pctx context.Context, i int) error {
-		cl, err := relay.Dial(pctx, url)
+		cl, err := relay.Dial(pctx, url, relay.WithoutInitialize())
 		if err != nil {
 			return err
 		}

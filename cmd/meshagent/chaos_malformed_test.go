@@ -381,6 +381,11 @@ func TestChaosMalformed(t *testing.T) {
 			return nil
 		}
 		raw := dialRaw(t, ctx, tg.proc.started.API)
+		// Seed 001: initialize first on every listener, or every method
+		// is -32006 and the mesh.* decoders are never reached.
+		if code := raw.rpc(ctx, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"clientId":"api-attacker","clientInfo":{"name":"x"}}}`); code != "ok" {
+			t.Fatalf("initialize: %s", code)
+		}
 		right := rpcFlood(t, ctx, raw, append(commonRPCCases(), apiRPCCases...), func() { honest.run(honestID); honest.run(honestCall) })
 		report(strings.TrimPrefix(t.Name(), "TestChaosMalformed/"), malformedPerEndpoint, right, honest, "")
 	})

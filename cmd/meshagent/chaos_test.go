@@ -87,7 +87,8 @@ func (s *busSession) client(ctx context.Context) (*relay.Client, error) {
 func (s *busSession) dial(ctx context.Context) (*relay.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var opts []relay.ClientOption
+	// The session initializes itself, with its own client id.
+	opts := []relay.ClientOption{relay.WithoutInitialize()}
 	if s.handler != nil {
 		opts = append(opts, relay.WithRequestHandler(s.handler))
 	}
