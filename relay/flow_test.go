@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
@@ -129,7 +130,7 @@ func TestReadingSubscriberKeptUnderFlood(t *testing.T) {
 	var got atomic.Int64
 	sub := newPeer(t, url, "reader", func(delivery) (any, error) {
 		got.Add(1)
-		time.Sleep(time.Millisecond) // a subscriber doing some work
+		work() // a subscriber doing some work before it answers
 		return map[string]any{"processed": true}, nil
 	})
 	sub.subscribe(t, map[string]any{"topic": "flow:*"})
@@ -181,7 +182,7 @@ func TestNonReadingSubscriberCutReaderKept(t *testing.T) {
 	var got atomic.Int64
 	reader := newPeer(t, url, "reader", func(delivery) (any, error) {
 		got.Add(1)
-		time.Sleep(time.Millisecond) // a subscriber doing some work
+		work() // a subscriber doing some work before it answers
 		return map[string]any{"processed": true}, nil
 	})
 	reader.subscribe(t, map[string]any{"topic": "flow:*", "policy": "continueAll"})
@@ -236,4 +237,11 @@ func hasProcessedAck(r relay.SendResult, client string) bool {
 		}
 	}
 	return false
+}
+
+// work is a subscriber's handling of a message: real CPU work (hashing
+// 64 KiB), so deliveries queue up behind it as they would behind an agent.
+func work() {
+	var buf [64 << 10]byte
+	_ = sha256.Sum256(buf[:])
 }
