@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/relay"
@@ -35,6 +36,10 @@ type apiServer struct {
 	addr string // the address bound, with the real port
 	srv  *relay.Server
 }
+
+// localTimeout bounds the commands that only ask the local node (peers,
+// status, connect's own round trip, log-level, id --api, task).
+const localTimeout = 10 * time.Second
 
 // startAPI serves the local API for n on addr and returns once listening.
 // st (may be nil) persists the bus's outbox, dead letters and history.

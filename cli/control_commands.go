@@ -14,9 +14,6 @@ import (
 	"github.com/meshagent/meshagent/relay"
 )
 
-// controlTimeout bounds the commands that only ask the local node.
-const controlTimeout = 10 * time.Second
-
 func (r *runState) connectCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "connect",
@@ -48,7 +45,7 @@ func (r *runState) runConnect(c *ucli.Context) error {
 	}
 	var res relay.ConnectResult
 	params := relay.ConnectParams{Addr: r.positional[0], TimeoutMS: timeout.Milliseconds()}
-	if err := r.control(c, timeout+controlTimeout, relay.MethodMeshConnect, params, &res); err != nil {
+	if err := r.control(c, timeout+localTimeout, relay.MethodMeshConnect, params, &res); err != nil {
 		var re *relay.RPCError
 		if errors.As(err, &re) && re.Code == relay.CodeInvalidParams {
 			return usageErrorf("connect: %s", strings.TrimPrefix(re.Message, "invalid params: "))
@@ -94,7 +91,7 @@ func (r *runState) runLogLevel(c *ucli.Context) error {
 		return usageErrorf("log-level takes at most one LEVEL (debug, info, warn or error)")
 	}
 	var res relay.LogLevelResult
-	if err := r.control(c, controlTimeout, relay.MethodMeshLogLevel, params, &res); err != nil {
+	if err := r.control(c, localTimeout, relay.MethodMeshLogLevel, params, &res); err != nil {
 		return err
 	}
 	if c.Bool(flagJSON) {
@@ -131,7 +128,7 @@ func (r *runState) runStatus(c *ucli.Context) error {
 		return err
 	}
 	var st relay.StatusResult
-	if err := r.control(c, controlTimeout, relay.MethodMeshStatus, nil, &st); err != nil {
+	if err := r.control(c, localTimeout, relay.MethodMeshStatus, nil, &st); err != nil {
 		return err
 	}
 	if c.Bool(flagJSON) {
@@ -166,7 +163,7 @@ func (r *runState) runStatus(c *ucli.Context) error {
 // --api (`meshagent id --api ADDR`).
 func (r *runState) runIDFromAPI(c *ucli.Context) error {
 	var res relay.IDResult
-	if err := r.control(c, controlTimeout, relay.MethodMeshID, nil, &res); err != nil {
+	if err := r.control(c, localTimeout, relay.MethodMeshID, nil, &res); err != nil {
 		return err
 	}
 	if res.Addrs == nil {

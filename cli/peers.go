@@ -12,9 +12,6 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// peersTimeout bounds `meshagent peers`, which only asks the local node.
-const peersTimeout = 10 * time.Second
-
 func (r *runState) peersCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "peers",
@@ -44,7 +41,7 @@ func (r *runState) runPeers(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.Context, peersTimeout)
+	ctx, cancel := context.WithTimeout(c.Context, localTimeout)
 	defer cancel()
 	cl, err := dialAPI(ctx, addr)
 	if err != nil {

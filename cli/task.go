@@ -43,7 +43,7 @@ func (r *runState) runTask(c *ucli.Context) error {
 			return r.flagError(c, flagAgent, "%q is not an agent id (%v)", agent, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.Context, peersTimeout+apiGrace)
+	ctx, cancel := context.WithTimeout(c.Context, localTimeout+apiGrace)
 	defer cancel()
 	cl, addr, err := r.connectAPI(ctx, c)
 	if err != nil {

@@ -180,7 +180,7 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	dialCtx, cancel := context.WithTimeout(c.Context, peersTimeout)
+	dialCtx, cancel := context.WithTimeout(c.Context, localTimeout)
 	defer cancel()
 	cl, addr, err := r.connectAPI(dialCtx, c)
 	if err != nil {
