@@ -78,7 +78,7 @@ func requestFrame(t *testing.T, s *sign.Signer, to peer.ID, c craft) []byte {
 	if c.to != "" {
 		recipient = c.to
 	}
-	e, err := protocol.New(protocol.TypeRequest, &protocol.Recipient{AgentID: recipient},
+	e, err := protocol.NewEnvelope(protocol.TypeRequest, &protocol.Recipient{AgentID: recipient},
 		&protocol.Request{Action: "echo", CorrelationID: c.corrID, Params: json.RawMessage(`{"x":1}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func (n *Node) sealFrame(typ protocol.MessageType, to string, payload any) ([]by
 // sealFrameMeta is sealFrame with the envelope's metadata (canonical JSON
 // object, or nil).
 func (n *Node) sealFrameMeta(typ protocol.MessageType, to string, payload any, meta json.RawMessage) ([]byte, error) {
-	e, err := protocol.New(typ, &protocol.Recipient{AgentID: to}, payload)
+	e, err := protocol.NewEnvelope(typ, &protocol.Recipient{AgentID: to}, payload)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}

@@ -26,7 +26,7 @@ func fuzzEnvelope(s *sign.Signer, typ protocol.MessageType, to *protocol.Recipie
 	if err != nil {
 		return nil, nil, false
 	}
-	e, err := protocol.New(typ, to, json.RawMessage(p))
+	e, err := protocol.NewEnvelope(typ, to, json.RawMessage(p))
 	if err != nil {
 		return nil, nil, false
 	}

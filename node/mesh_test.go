@@ -168,7 +168,7 @@ func TestMesh(t *testing.T) {
 		topic := rogue(t, victim, "alerts")
 		attacker, impersonated := signer(t, 900), signer(t, 901)
 		body := func(s *sign.Signer, msg string) []byte {
-			e, err := protocol.New(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "alerts:x"}, text(msg))
+			e, err := protocol.NewEnvelope(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "alerts:x"}, text(msg))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,7 +73,7 @@ type Node struct {
 	mdns   mdns.Service
 	events event.Subscription
 	dir    *dht.Directory // nil when the DHT is off
-	bus    *pubsub.Bus    // nil when topics are off
+	topics *pubsub.Topics // nil when topics are off
 
 	// presence holds other agents' last heartbeats, under mu.
 	presence     map[peer.ID]*presenceState
@@ -274,8 +274,8 @@ func (n *Node) Close() error {
 		for _, s := range inbound {
 			_ = s.Reset()
 		}
-		if n.bus != nil {
-			errs = append(errs, n.bus.Close())
+		if n.topics != nil {
+			errs = append(errs, n.topics.Close())
 		}
 		if n.dir != nil {
 			errs = append(errs, n.dir.Close())

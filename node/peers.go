@@ -138,8 +138,8 @@ func (n *Node) SetServices(ss []Service) error {
 	if n.dir != nil {
 		n.dir.Advertise(n.Capabilities())
 	}
-	if n.bus != nil {
-		n.bus.SetSelf(n.topicSelf())
+	if n.topics != nil {
+		n.topics.SetSelf(n.topicSelf())
 		n.kickPresence()
 	}
 	for _, p := range n.host.Network().Peers() {

@@ -52,7 +52,7 @@ func capabilityDigest(caps []protocol.Capability) string {
 
 func (n *Node) startPresence() error {
 	// The bus cancels the subscription when it closes.
-	if _, err := n.bus.Subscribe(protocol.PresenceFamily+":*", n.receiveHeartbeat); err != nil {
+	if _, err := n.topics.Subscribe(protocol.PresenceFamily+":*", n.receiveHeartbeat); err != nil {
 		return fmt.Errorf("node: presence: %w", err)
 	}
 	n.wg.Go(n.presenceLoop)
@@ -91,14 +91,14 @@ func (n *Node) presenceLoop() {
 	joins := time.NewTicker(newcomerCheck)
 	defer joins.Stop()
 	topic := protocol.PresenceTopic(n.idStr)
-	topicPeers := len(n.bus.Peers(topic))
+	topicPeers := len(n.topics.Peers(topic))
 	n.sendHeartbeat()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-joins.C:
-			now := len(n.bus.Peers(topic))
+			now := len(n.topics.Peers(topic))
 			grew := now > topicPeers
 			topicPeers = now
 			if !grew {
@@ -157,7 +157,7 @@ func (n *Node) sendHeartbeat() {
 	// No wait: a heartbeat with nobody to hear it is not worth holding.
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.IOTimeout)
 	defer cancel()
-	if _, err := n.bus.Publish(ctx, protocol.PresenceTopic(n.idStr), payload, pubsub.WithWait(0)); err != nil && !errors.Is(err, pubsub.ErrNoPeers) && n.ctx.Err() == nil {
+	if _, err := n.topics.Publish(ctx, protocol.PresenceTopic(n.idStr), payload, pubsub.WithWait(0)); err != nil && !errors.Is(err, pubsub.ErrNoPeers) && n.ctx.Err() == nil {
 		n.log.Debug("presence: publish heartbeat", "err", err)
 	}
 }

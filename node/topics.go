@@ -27,7 +27,7 @@ func (n *Node) startTopics() error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	n.bus = bus
+	n.topics = bus
 	return n.startPresence()
 }
 
@@ -64,7 +64,7 @@ func (n *Node) PublishID(ctx context.Context, id, topic string, payload json.Raw
 }
 
 func (n *Node) publish(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
-	if n.bus == nil {
+	if n.topics == nil {
 		return 0, ErrNoTopics
 	}
 	if pubsub.Family(topic) == protocol.PresenceFamily {
@@ -83,7 +83,7 @@ func (n *Node) publish(ctx context.Context, id, topic string, payload json.RawMe
 	if id != "" {
 		opts = append(opts, pubsub.WithID(id))
 	}
-	peers, err := n.bus.Publish(ctx, topic, payload, opts...)
+	peers, err := n.topics.Publish(ctx, topic, payload, opts...)
 	if errors.Is(err, pubsub.ErrPattern) {
 		return 0, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
@@ -97,13 +97,13 @@ func (n *Node) publish(ctx context.Context, id, topic string, payload json.RawMe
 // or '_'. The family, the part before the first ':' or '.', must be literal. The returned
 // function cancels the subscription.
 func (n *Node) Subscribe(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error) {
-	if n.bus == nil {
+	if n.topics == nil {
 		return nil, ErrNoTopics
 	}
 	if handler == nil {
 		return nil, errors.New("node: Subscribe: nil handler")
 	}
-	s, err := n.bus.Subscribe(pattern, func(m pubsub.Message) { handler(topicMessage(m)) })
+	s, err := n.topics.Subscribe(pattern, func(m pubsub.Message) { handler(topicMessage(m)) })
 	if errors.Is(err, pubsub.ErrPattern) {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}

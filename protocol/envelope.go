@@ -105,7 +105,7 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimestampLayout) }
 // New returns an unsigned envelope of type typ with a fresh id and the
 // current time. payload is marshalled to canonical JSON; a json.RawMessage
 // payload is canonicalised.
-func New(typ MessageType, to *Recipient, payload any) (*Envelope, error) {
+func NewEnvelope(typ MessageType, to *Recipient, payload any) (*Envelope, error) {
 	p, err := MarshalCanonical(payload)
 	if err != nil {
 		return nil, fmt.Errorf("protocol: payload: %w", err)

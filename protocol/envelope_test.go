@@ -123,7 +123,7 @@ func TestEnvelopeValidateTruncatesEchoedInput(t *testing.T) {
 
 func TestNewAndTime(t *testing.T) {
 	before := time.Now().Add(-time.Second)
-	e, err := New(TypeNotify, &Recipient{Broadcast: true, Topic: "weather"}, map[string]any{"b": 1, "a": "<x>"})
+	e, err := NewEnvelope(TypeNotify, &Recipient{Broadcast: true, Topic: "weather"}, map[string]any{"b": 1, "a": "<x>"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestNewAndTime(t *testing.T) {
 	if !strings.HasSuffix(e.Timestamp, "Z") || len(e.Timestamp) != len("2006-01-02T15:04:05.000Z") {
 		t.Errorf("timestamp %q is not UTC with milliseconds", e.Timestamp)
 	}
-	if _, err := New(TypeNotify, nil, func() {}); err == nil {
+	if _, err := NewEnvelope(TypeNotify, nil, func() {}); err == nil {
 		t.Error("New accepted a payload that cannot be marshalled")
 	}
 }

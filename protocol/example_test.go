@@ -27,7 +27,7 @@ func signer(b byte) *sign.Signer {
 func ExampleSeal() {
 	alice, bob := signer(1), signer(2)
 
-	e, err := protocol.New(protocol.TypeRequest, &protocol.Recipient{AgentID: bob.ID().String()}, protocol.Request{
+	e, err := protocol.NewEnvelope(protocol.TypeRequest, &protocol.Recipient{AgentID: bob.ID().String()}, protocol.Request{
 		Action:        "translate",
 		CorrelationID: "req-1",
 		Params:        json.RawMessage(`{"text":"hello","to":"de"}`),
@@ -55,7 +55,7 @@ func ExampleOpen() {
 	alice, bob := signer(1), signer(2)
 
 	// The sender seals a request and writes it as one frame.
-	e, err := protocol.New(protocol.TypeRequest, &protocol.Recipient{AgentID: bob.ID().String()}, protocol.Request{
+	e, err := protocol.NewEnvelope(protocol.TypeRequest, &protocol.Recipient{AgentID: bob.ID().String()}, protocol.Request{
 		Action:        "translate",
 		CorrelationID: "req-1",
 		Params:        json.RawMessage(`{"text":"hello","to":"de"}`),

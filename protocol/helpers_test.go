@@ -35,7 +35,7 @@ func testSigner(tb testing.TB, b byte) *sign.Signer {
 // testEnvelope returns an unsigned envelope with a fixed id and timestamp.
 func testEnvelope(tb testing.TB, typ MessageType, to *Recipient, payload any) *Envelope {
 	tb.Helper()
-	e, err := New(typ, to, payload)
+	e, err := NewEnvelope(typ, to, payload)
 	if err != nil {
 		tb.Fatal(err)
 	}

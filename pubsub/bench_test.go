@@ -179,7 +179,7 @@ func BenchmarkFanout(b *testing.B) {
 	ctx := context.Background()
 
 	hosts := star(b)
-	buses := make([]*Bus, len(hosts))
+	buses := make([]*Topics, len(hosts))
 	for i, h := range hosts {
 		buses[i] = newBus(b, h)
 	}

@@ -25,7 +25,7 @@ func FilterOf(e *protocol.Envelope) (*Filter, error) {
 	return md.Filter, nil
 }
 
-func (b *Bus) admit(e *protocol.Envelope) bool {
+func (b *Topics) admit(e *protocol.Envelope) bool {
 	f, err := FilterOf(e)
 	if err != nil {
 		return false

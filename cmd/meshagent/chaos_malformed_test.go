@@ -129,7 +129,7 @@ func (a *attacker) exchange(ctx context.Context, to peer.ID, proto libp2pprotoco
 // envelope seals a request-shaped envelope with a raw payload.
 func (a *attacker) seal(t *testing.T, s *sign.Signer, typ protocol.MessageType, to string, payload string, edit func(*protocol.Envelope)) []byte {
 	t.Helper()
-	e, err := protocol.New(typ, &protocol.Recipient{AgentID: to}, json.RawMessage(payload))
+	e, err := protocol.NewEnvelope(typ, &protocol.Recipient{AgentID: to}, json.RawMessage(payload))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func newSigner(t testing.TB) *sign.Signer {
 	return s
 }
 
-func newBus(t testing.TB, h host.Host, opts ...Option) *Bus {
+func newBus(t testing.TB, h host.Host, opts ...Option) *Topics {
 	t.Helper()
 	b, err := New(h, newSigner(t), opts...)
 	if err != nil {
@@ -68,7 +68,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	})
 }
 
-func collect(t testing.TB, b *Bus, pattern string) <-chan Message {
+func collect(t testing.TB, b *Topics, pattern string) <-chan Message {
 	t.Helper()
 	ch := make(chan Message, 64)
 	if _, err := b.Subscribe(pattern, func(m Message) { ch <- m }); err != nil {
@@ -143,7 +143,7 @@ func TestWildFamilyRefused(t *testing.T) {
 func TestMeshWide(t *testing.T) {
 	const n = 10
 	hosts := make([]host.Host, n)
-	buses := make([]*Bus, n)
+	buses := make([]*Topics, n)
 	for i := range hosts {
 		hosts[i] = newHost(t)
 		buses[i] = newBus(t, hosts[i])
@@ -194,7 +194,7 @@ func TestMeshWide(t *testing.T) {
 
 func sealed(t testing.TB, s *sign.Signer, topic, msg string) (body, sig []byte) {
 	t.Helper()
-	e, err := protocol.New(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: topic}, payload(msg))
+	e, err := protocol.NewEnvelope(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: topic}, payload(msg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestValidateReplayAndStale(t *testing.T) {
 	if _, r := b.validate("inbound", wire(sig, body), now); r != libp2ppubsub.ValidationIgnore {
 		t.Fatalf("replay: %v", r)
 	}
-	e, _ := protocol.New(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "inbound:x"}, payload("old"))
+	e, _ := protocol.NewEnvelope(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "inbound:x"}, payload("old"))
 	e.Timestamp = protocol.FormatTime(now.Add(-time.Hour))
 	ob, osig, err := protocol.Seal(s, e)
 	if err != nil {
@@ -282,7 +282,7 @@ func TestValidateReplayAndStale(t *testing.T) {
 	if _, r := b.validate("inbound", wire(osig, ob), now); r != libp2ppubsub.ValidationIgnore {
 		t.Fatalf("stale: %v", r)
 	}
-	e, _ = protocol.New(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "outbound:x"}, payload("other family"))
+	e, _ = protocol.NewEnvelope(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "outbound:x"}, payload("other family"))
 	rb, rsig, err := protocol.Seal(s, e)
 	if err != nil {
 		t.Fatal(err)

@@ -87,8 +87,8 @@ type Message struct {
 	ReceivedAt time.Time
 }
 
-// Bus is a GossipSub router carrying signed envelopes.
-type Bus struct {
+// Topics is a GossipSub router carrying signed envelopes.
+type Topics struct {
 	h      host.Host
 	signer *sign.Signer
 	cfg    config
@@ -140,7 +140,7 @@ func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresh
 }
 
 // New starts a GossipSub router on h publishing as signer.
-func New(h host.Host, signer *sign.Signer, opts ...Option) (*Bus, error) {
+func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 	cfg := config{maxSize: DefaultMaxMessageSize, wait: 5 * time.Second, minPeers: 1, queue: 256}
 	for _, o := range opts {
 		o(&cfg)
@@ -172,18 +172,18 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Bus, error) {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
 	}
-	b := &Bus{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}}
+	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}}
 	b.self.Store(cfg.self)
 	return b, nil
 }
 
 // SetSelf replaces the description of the local agent that broadcast
 // filters are checked against (for example after its capabilities change).
-func (b *Bus) SetSelf(s Self) { b.self.Store(&s) }
+func (b *Topics) SetSelf(s Self) { b.self.Store(&s) }
 
 // Close cancels subscriptions, closes topics, stops the router and waits
 // for the bus's goroutines.
-func (b *Bus) Close() error {
+func (b *Topics) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -209,7 +209,7 @@ func (b *Bus) Close() error {
 }
 
 // join returns the family for a GossipSub topic, joining it; b.mu held.
-func (b *Bus) join(name string) (*family, error) {
+func (b *Topics) join(name string) (*family, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
@@ -237,7 +237,7 @@ func (b *Bus) join(name string) (*family, error) {
 }
 
 // validate checks one GossipSub message of a family (see the package doc).
-func (b *Bus) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult) {
+func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult) {
 	if len(data) <= sign.SignatureSize || len(data) > b.cfg.maxSize {
 		return nil, libp2ppubsub.ValidationReject
 	}
@@ -277,7 +277,7 @@ func (b *Bus) validate(fam string, data []byte, now time.Time) (*protocol.Envelo
 
 // Peers returns the peers known to be subscribed to the GossipSub topic of
 // a bus topic (none if this node has not joined it).
-func (b *Bus) Peers(topic string) []peer.ID {
+func (b *Topics) Peers(topic string) []peer.ID {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if f := b.families[Family(topic)]; f != nil {
@@ -289,7 +289,7 @@ func (b *Bus) Peers(topic string) []peer.ID {
 // MeshPeers returns how many GossipSub mesh peers the topic's family has
 // on this node: the peers it forwards received messages to. It is
 // non-zero only while this node subscribes to the family.
-func (b *Bus) MeshPeers(topic string) int { return b.mesh.count(GossipTopic(topic)) }
+func (b *Topics) MeshPeers(topic string) int { return b.mesh.count(GossipTopic(topic)) }
 
 // PublishOption configures one Publish.
 type PublishOption func(*publishConfig)
@@ -322,7 +322,7 @@ func WithID(id string) PublishOption { return func(c *publishConfig) { c.id = id
 // that the filter admits), and returns how many of both it went to. It
 // waits (see WithPublishWait, WithAtLeast) only while there are fewer
 // than that many; with none it fails with ErrNoPeers.
-func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage, opts ...PublishOption) (int, error) {
+func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMessage, opts ...PublishOption) (int, error) {
 	pc := publishConfig{wait: b.cfg.wait, min: b.cfg.minPeers}
 	for _, o := range opts {
 		o(&pc)
@@ -333,7 +333,7 @@ func (b *Bus) Publish(ctx context.Context, topic string, payload json.RawMessage
 	if len(pc.id) > protocol.MaxIDLen {
 		return 0, fmt.Errorf("pubsub: message id of %d bytes exceeds %d", len(pc.id), protocol.MaxIDLen)
 	}
-	e, err := protocol.New(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: topic}, payload)
+	e, err := protocol.NewEnvelope(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: topic}, payload)
 	if err != nil {
 		return 0, err
 	}
@@ -382,7 +382,7 @@ const lookupEvery = 500 * time.Millisecond
 // localSubs counts this node's subscriptions that a message on topic
 // under filter reaches: GossipSub delivers a node's own messages to its own
 // subscriptions.
-func (b *Bus) localSubs(f *family, topic string, filter *Filter) int {
+func (b *Topics) localSubs(f *family, topic string, filter *Filter) int {
 	if filter != nil {
 		self := b.self.Load()
 		if !filter.Admits(self.AgentID, self.PersonaType, self.Capabilities) {
@@ -402,7 +402,7 @@ func (b *Bus) localSubs(f *family, topic string, filter *Filter) int {
 
 // waitPeers waits until topic peers plus local subscriptions reach min,
 // or wait passes, and returns that sum.
-func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (int, error) {
+func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (int, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -437,7 +437,7 @@ func (b *Bus) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wai
 // connected counts the peers that are connected now. The router learns of
 // a closed connection a moment after it closes, and until then still lists
 // the peer in the topic: a message published to it then is lost.
-func (b *Bus) connected(peers []peer.ID) int {
+func (b *Topics) connected(peers []peer.ID) int {
 	n := 0
 	for _, p := range peers {
 		if b.h.Network().Connectedness(p) == network.Connected {
@@ -454,7 +454,7 @@ func discoveryNamespace(gossipTopic string) string { return "floodsub:" + gossip
 
 // findTopicPeers looks up subscribers of a GossipSub topic in the
 // directory and connects to them; the channel closes when it is done.
-func (b *Bus) findTopicPeers(ctx context.Context, gossipTopic string) <-chan struct{} {
+func (b *Topics) findTopicPeers(ctx context.Context, gossipTopic string) <-chan struct{} {
 	done := make(chan struct{})
 	b.mu.Lock()
 	if b.closed {
@@ -487,7 +487,7 @@ func (b *Bus) findTopicPeers(ctx context.Context, gossipTopic string) <-chan str
 
 // Subscription delivers messages matching a pattern to a handler.
 type Subscription struct {
-	b       *Bus
+	b       *Topics
 	fam     string
 	pattern string
 	handler func(Message)
@@ -516,7 +516,7 @@ func (s *Subscription) Cancel() {
 
 // Subscribe calls handler, in order, for each message whose topic matches
 // pattern and whose filter admits this node.
-func (b *Bus) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
+func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
 	fam := Family(pattern)
 	if fam == "" || hasWild(fam) || !validPattern(pattern) {
 		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
@@ -560,7 +560,7 @@ func (s *Subscription) run(wg *sync.WaitGroup) {
 	}
 }
 
-func (b *Bus) read(f *family, sub *libp2ppubsub.Subscription) {
+func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 	defer b.wg.Done()
 	for {
 		m, err := sub.Next(b.ctx)
