@@ -57,12 +57,6 @@ func line(t testing.TB, n int, opts ...Option) *mesh {
 	return m
 }
 
-// waitFor polls try until it succeeds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, try func() error) {
-	t.Helper()
-	wait.For(t, d, try)
-}
-
 func collect(ctx context.Context, d *Directory, query string, byKeyword bool) []peer.ID {
 	var ids []peer.ID
 	for p := range d.FindProviders(ctx, query, byKeyword) {
@@ -133,7 +127,7 @@ func TestDiscoveryLine(t *testing.T) {
 					want[id] = true
 				}
 			}
-			waitFor(t, 15*time.Second, func() error {
+			wait.For(t, 15*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				return sameIDs(collect(ctx, d, q.s, q.kw), want)
@@ -158,13 +152,13 @@ func TestWithdrawExpires(t *testing.T) {
 			return sameIDs(collect(ctx, m.dirs[0], "translate", false), want)
 		}
 	}
-	waitFor(t, 15*time.Second, find(all))
+	wait.For(t, 15*time.Second, find(all))
 
 	m.dirs[3].Advertise([]protocol.Capability{{Name: "other"}}) // withdraw translate
 	m.dirs[5].Close()
 	m.hosts[5].Close()
 	start := time.Now()
-	waitFor(t, 15*time.Second, find(map[peer.ID]bool{m.hosts[1].ID(): true}))
+	wait.For(t, 15*time.Second, find(map[peer.ID]bool{m.hosts[1].ID(): true}))
 	if el := time.Since(start); el > 4*ttl {
 		t.Errorf("withdrawn records gone after %v, want within about one TTL (%v)", el, ttl)
 	}
@@ -195,7 +189,7 @@ func TestFindConfirm(t *testing.T) {
 	}
 	// Wait until both the name and the keyword records have spread: they
 	// are provided separately, and under load one can lag the other.
-	waitFor(t, 15*time.Second, func() error {
+	wait.For(t, 15*time.Second, func() error {
 		all := map[peer.ID]bool{honest: true, failing: true, liar: true, other: true}
 		if err := sameIDs(collect(context.Background(), m.dirs[0], "translate", false), all); err != nil {
 			return err
