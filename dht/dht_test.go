@@ -93,11 +93,18 @@ func TestKeysDeterministic(t *testing.T) {
 
 func TestOptionsValidate(t *testing.T) {
 	h := newHost(t)
-	if _, err := New(h, WithProviderTTL(time.Second), WithReprovideInterval(time.Second)); err == nil {
-		t.Fatal("re-provide interval equal to TTL accepted")
+	for name, opts := range map[string][]Option{
+		"re-provide interval equal to TTL":      {WithProviderTTL(time.Second), WithReprovideInterval(time.Second)},
+		"re-provide interval above default TTL": {WithReprovideInterval(2 * DefaultProviderTTL)},
+		"negative TTL":                          {WithProviderTTL(-1)},
+		"nil logger":                            {WithLogger(nil)},
+	} {
+		if _, err := New(h, opts...); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
+		}
 	}
-	if _, err := New(h, WithProviderTTL(-1)); err == nil {
-		t.Fatal("negative TTL accepted")
+	if _, err := New(nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("New(nil) = %v, want ErrInvalidConfig", err)
 	}
 }
 
