@@ -17,9 +17,9 @@ const ProtocolPrefix = "/meshagent"
 const DefaultProviderTTL = 24 * time.Hour
 
 // config is a Directory's configuration. New builds it in three steps, as
-// kad-dht does: defaultConfig, then apply the options in order, then
-// validate, which fills the defaults that depend on other settings and
-// checks the whole.
+// kad-dht does: defaultConfig, then apply the options in order (they only
+// set fields), then validate, which fills the defaults that depend on
+// other settings and checks the whole, so every check is in one place.
 type config struct {
 	bootstrap []peer.AddrInfo
 	ttl       time.Duration
@@ -55,7 +55,7 @@ func (c *config) validate() error {
 	case c.ttl <= 0:
 		return fmt.Errorf("%w: provider TTL %v is not positive", ErrInvalidConfig, c.ttl)
 	case c.reprovide < 0:
-		return fmt.Errorf("%w: re-provide interval %v is not positive", ErrInvalidConfig, c.reprovide)
+		return fmt.Errorf("%w: re-provide interval %v is negative", ErrInvalidConfig, c.reprovide)
 	case c.reprovide >= c.ttl:
 		return fmt.Errorf("%w: re-provide interval %v must be shorter than provider TTL %v", ErrInvalidConfig, c.reprovide, c.ttl)
 	case c.logger == nil:
@@ -79,22 +79,16 @@ func WithBootstrapPeers(peers ...peer.AddrInfo) Option {
 // a mesh must use the same value.
 func WithProviderTTL(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: provider TTL %v is not positive", ErrInvalidConfig, d)
-		}
 		c.ttl = d
 		return nil
 	}
 }
 
 // WithReprovideInterval sets how often the advertised keys are provided
-// again. It must be shorter than the provider TTL; the default is half of
-// it.
+// again. It must be shorter than the provider TTL; the default (or 0) is
+// half of it.
 func WithReprovideInterval(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: re-provide interval %v is not positive", ErrInvalidConfig, d)
-		}
 		c.reprovide = d
 		return nil
 	}
@@ -104,9 +98,6 @@ func WithReprovideInterval(d time.Duration) Option {
 // is refused.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
-		}
 		c.logger = l
 		return nil
 	}
