@@ -136,8 +136,7 @@ func WithMaxHistoryBytes(n int64) Option {
 // WithBatchDelay switches concurrent writes from the store's own group
 // commit, which never waits for a timer, to bbolt's DB.Batch, which waits
 // up to d for writes to join a batch. Zero, the default, keeps the group
-// commit. It exists to compare the two (see BenchmarkEnqueue); with this
-// machine's fsync latency, DB.Batch was slower at every delay measured.
+// commit. It exists to compare the two (see BenchmarkEnqueue).
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error {
 		c.batchDelay = d
