@@ -96,7 +96,7 @@ func WithQueueSize(n int) Option { return func(c *config) error { c.queue = n; r
 func WithSelf(s Self) Option { return func(c *config) error { c.self = &s; return nil } }
 
 // WithDiscovery finds topic peers through d (for example the capability
-// directory's Topics): subscribers advertise their families, keep looking
+// directory's TopicDiscovery): subscribers advertise their families, keep looking
 // for more subscribers while their mesh is thin, and Publish looks up
 // subscribers when a family has no known peer. Without it only peers that
 // are already connected are found.
