@@ -133,7 +133,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 func (b *Topics) SetSelf(s Self) { b.self.Store(&s) }
 
 // Close cancels subscriptions, closes topics, stops the router and waits
-// for the bus's goroutines.
+// for its goroutines.
 func (b *Topics) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -255,7 +255,7 @@ type publishConfig struct {
 // WithFilter attaches a seed 004 broadcast filter.
 func WithFilter(f Filter) PublishOption { return func(c *publishConfig) { c.filter = &f } }
 
-// WithWait overrides the bus's publish wait for one publish.
+// WithWait overrides the publish wait (WithPublishWait) for one publish.
 func WithWait(d time.Duration) PublishOption { return func(c *publishConfig) { c.wait = d } }
 
 // WithAtLeast overrides the minimum number of receivers (topic peers and
