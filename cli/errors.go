@@ -20,6 +20,9 @@ const (
 	ExitInterrupted = 130
 )
 
+// errHelpShown ends a run after help was printed on request.
+var errHelpShown = errors.New("help shown")
+
 // exitCodes maps each AgentProtocol error code to its exit status.
 var exitCodes = map[protocol.Code]int{
 	protocol.CodeInvalidMessage:         3,
