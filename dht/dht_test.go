@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -33,9 +34,10 @@ type mesh struct {
 func line(t testing.TB, n int, opts ...Option) *mesh {
 	t.Helper()
 	m := &mesh{}
+	log := testlog.New(t)
 	for i := range n {
 		h := newHost(t)
-		o := append([]Option(nil), opts...)
+		o := append([]Option{WithLogger(log.With("dir", i))}, opts...)
 		if i > 0 {
 			o = append(o, WithBootstrapPeers(peer.AddrInfo{ID: m.hosts[i-1].ID(), Addrs: m.hosts[i-1].Addrs()}))
 		}
