@@ -197,6 +197,7 @@ func (d *Directory) findKey(ctx context.Context, k cid.Cid, limit int) <-chan pe
 
 // Result is a confirmed provider.
 type Result struct {
+	// Peer is the provider, with the addresses the lookup found.
 	Peer peer.AddrInfo
 	// Capabilities are the provider's confirmed capabilities that match
 	// the query.

@@ -21,17 +21,27 @@ import (
 
 // Self describes the local agent for seed 004 filters.
 type Self struct {
-	AgentID      string
-	PersonaType  string
+	// AgentID is matched against includeAgents and excludeAgents.
+	AgentID string
+	// PersonaType is matched against personaTypes.
+	PersonaType string
+	// Capabilities must hold every name in a filter's capabilities.
 	Capabilities []string
 }
 
 // Message is an envelope received on a topic.
 type Message struct {
-	Topic      string
-	From       peer.ID
-	Envelope   *protocol.Envelope
-	Payload    json.RawMessage
+	// Topic is the envelope's to.topic, which the subscription's pattern
+	// matched.
+	Topic string
+	// From is the author (from.agentId, whose signature verified), not
+	// the peer that forwarded the message.
+	From peer.ID
+	// Envelope is the verified envelope.
+	Envelope *protocol.Envelope
+	// Payload is the envelope's payload, as signed.
+	Payload json.RawMessage
+	// ReceivedAt is when this node read the message.
 	ReceivedAt time.Time
 }
 
