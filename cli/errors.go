@@ -70,8 +70,10 @@ func ExitCodeFor(c protocol.Code) int {
 // ExitError is an error that carries the process exit status Main returns
 // for it. Commands return it; only Main turns it into an exit.
 type ExitError struct {
+	// Code is the exit status (see the table in the package doc).
 	Code int
-	Err  error
+	// Err says what went wrong; Main prints it on stderr after "meshagent: ".
+	Err error
 }
 
 var (
