@@ -57,6 +57,7 @@ class Server:
     def __init__(self, rpc):
         self._handlers = {}  # capability name -> handler(request)
         self._running = {}  # task id -> asyncio task answering its mesh.handle
+        self._cancelled = set()  # task ids whose mesh.cancel arrived while they ran
         self._on_agent_message = None
         self._answers = collections.OrderedDict()  # message_id -> future of the first answer
         rpc.on_request("mesh.handle", self._handle)
@@ -125,14 +126,20 @@ class Server:
         if req.task_id is not None:
             self._running[req.task_id] = task
         try:
-            return await maybe_await(handler(req))
+            result = await maybe_await(handler(req))
+            if req.task_id in self._cancelled:  # the handler swallowed its cancellation
+                raise MeshError("INTERNAL_ERROR", "cancelled")
+            return result
         finally:
+            self._cancelled.discard(req.task_id)
             if self._running.get(req.task_id) is task:
                 del self._running[req.task_id]
 
     def _cancel(self, params):
-        task = self._running.get((params or {}).get("taskId"))
+        task_id = (params or {}).get("taskId")
+        task = self._running.get(task_id)
         if task is not None:
+            self._cancelled.add(task_id)
             task.cancel()
 
     async def _agent_message(self, params):
