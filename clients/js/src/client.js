@@ -9,6 +9,9 @@ import { Server } from './serve.js';
 
 export const VERSION = '0.1.0';
 
+/** How many messages are held for subscriptions whose mesh.subscribe answer has not arrived yet. */
+const MAX_EARLY = 4096;
+
 /** Copies the members of extra whose value is neither undefined nor null onto obj. */
 function put(obj, extra) {
   for (const [k, v] of Object.entries(extra)) if (v !== undefined && v !== null) obj[k] = v;
@@ -53,6 +56,9 @@ export class Client extends Server {
     this.progress = new Map(); // mesh.call request id -> [Serial, onProgress]
     this.found = new Map(); // mesh.discover request id -> [Serial, onFound]
     this.subs = new Map(); // mesh subscription id -> [Serial, handler]
+    this.subscribing = 0; // mesh.subscribe calls waiting for their answer
+    this.early = new Map(); // subscription id -> messages that came before its answer
+    this.earlyCount = 0;
     this.busSubs = []; // {topic, handler, dflt}, oldest first
     const route = (map, key) => (p) => {
       const entry = map.get(p?.requestId ?? p?.subscription);
@@ -60,7 +66,15 @@ export class Client extends Server {
     };
     rpc.onNotification('mesh.progress', route(this.progress, 'response'));
     rpc.onNotification('mesh.discovered', route(this.found, 'agent'));
-    rpc.onNotification('mesh.message', route(this.subs, 'message'));
+    const message = route(this.subs, 'message');
+    rpc.onNotification('mesh.message', (p) => {
+      if (this.subs.has(p?.subscription) || !this.subscribing) return message(p);
+      if (this.earlyCount >= MAX_EARLY) return undefined;
+      this.earlyCount++;
+      if (!this.early.has(p?.subscription)) this.early.set(p?.subscription, []);
+      this.early.get(p?.subscription).push(p.message);
+      return undefined;
+    });
     for (const m of ['processMessage', 'sendMessage']) rpc.onRequest(m, (p) => this.delivery(p ?? {})); // seed 001 delivers with either
   }
 
@@ -129,8 +143,25 @@ export class Client extends Server {
    * missed (nodes with history support).
    */
   async subscribe(pattern, handler, { durable } = {}) {
-    const res = await this.rpc.call('mesh.subscribe', put({ pattern }, { durable }));
-    this.subs.set(res.subscription, [new Serial(`subscription ${pattern}`, this.rpc.logger), handler]);
+    this.subscribing++;
+    let res;
+    try {
+      res = await this.rpc.call('mesh.subscribe', put({ pattern }, { durable }));
+    } finally {
+      this.subscribing--;
+    }
+    const serial = new Serial(`subscription ${pattern}`, this.rpc.logger);
+    this.subs.set(res.subscription, [serial, handler]);
+    // Messages the node sent before its answer (a durable catch-up starts
+    // at once) were held back for this id.
+    const early = this.early.get(res.subscription) ?? [];
+    this.early.delete(res.subscription);
+    this.earlyCount -= early.length;
+    if (!this.subscribing) {
+      this.early.clear();
+      this.earlyCount = 0;
+    }
+    for (const m of early) serial.put(handler, m);
     return res.subscription;
   }
 

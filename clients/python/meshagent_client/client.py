@@ -11,6 +11,10 @@ from .serve import Server
 
 __version__ = "0.1.0"
 
+# How many messages are held for subscriptions whose mesh.subscribe answer
+# has not arrived yet.
+MAX_EARLY = 4096
+
 
 async def connect(url="ws://127.0.0.1:7892/", client_id=None, *, client_info=None, max_size=16 << 20):
     """Open a connection to a node's local API and ``initialize`` it.
@@ -53,6 +57,8 @@ class Client(Server):
         self._progress = {}  # mesh.call request id -> Serial of its on_progress
         self._found = {}  # mesh.discover request id -> callback
         self._subs = {}  # mesh subscription id -> Serial, handler
+        self._subscribing = 0  # mesh.subscribe calls waiting for their answer
+        self._early = {}  # subscription id -> messages that came before its answer
         self._bus_subs = []  # (topic pattern, handler, is default handler), oldest first
         rpc.on_notification("mesh.progress", self._on_progress)
         rpc.on_notification("mesh.discovered", self._on_discovered)
@@ -155,9 +161,21 @@ class Client(Server):
         """
         p = _put({"pattern": pattern}, "durable", durable)
         serial = Serial(f"subscription {pattern}")
-        res = await self.rpc.call("mesh.subscribe", p)
-        self._subs[res["subscription"]] = (serial, handler)
-        return res["subscription"]
+        self._subscribing += 1
+        try:
+            res = await self.rpc.call("mesh.subscribe", p)
+        finally:
+            self._subscribing -= 1
+        sid = res["subscription"]
+        self._subs[sid] = (serial, handler)
+        # Messages the node sent before its answer (a durable catch-up
+        # starts at once) were held back for this id.
+        early = self._early.pop(sid, [])
+        if not self._subscribing:
+            self._early.clear()
+        for message in early:
+            serial.put(handler, message)
+        return sid
 
     async def unsubscribe(self, subscription):
         """End a subscription made with subscribe."""
@@ -191,9 +209,12 @@ class Client(Server):
             entry[0].put(entry[1], params.get("agent"))
 
     def _on_message(self, params):
-        entry = self._subs.get((params or {}).get("subscription"))
+        sid = (params or {}).get("subscription")
+        entry = self._subs.get(sid)
         if entry is not None:
             entry[0].put(entry[1], params.get("message"))
+        elif self._subscribing and sum(map(len, self._early.values())) < MAX_EARLY:
+            self._early.setdefault(sid, []).append(params.get("message"))
 
     # The seed 001 bus.
 
