@@ -100,7 +100,8 @@ export class Client extends Server {
    * result, ...}. agentId names the provider (absent: the node chooses, where
    * it supports that); onProgress(response) gets each in_progress response,
    * in order, before this resolves; receipt asks for the provider's signed
-   * response envelope; taskId names the request for taskStatus/taskCancel.
+   * response envelope (nodes that support it); taskId names the request for
+   * taskStatus/taskCancel.
    */
   async call(capability, params, { agentId, timeoutMs, onProgress, receipt, taskId } = {}) {
     const p = put({ capability }, { agentId, params, timeoutMs, taskId });
