@@ -11,10 +11,6 @@ import (
 	"github.com/meshagent/meshagent/pubsub"
 )
 
-// ErrNoTopics is returned by Publish and Subscribe on a node built without
-// topics (WithTopics(false)).
-var ErrNoTopics = errors.New("node: topics are off")
-
 // startTopics starts the topic router and presence. The router finds topic
 // peers through the capability directory when the DHT is on.
 func (n *Node) startTopics() error {
