@@ -147,11 +147,12 @@ func New(opts ...Option) (n *Node, err error) {
 		host: n.host, open: n.openFrame, maxFrame: cfg.Limits.MaxFrameSize, ioTimeout: cfg.Limits.IOTimeout,
 		log: n.log, done: ctx.Done(), conns: map[peer.ID]*reqConn{}, dialing: map[peer.ID]chan struct{}{},
 	}
-	n.guard = newGuard(n)
+	n.guard = newGuard(n.host, cfg.Conns, n.log)
 	n.guard.protectAddrs(tagBootstrap, cfg.Bootstrap)
 	n.guard.protectAddrs(tagRelay, cfg.StaticRelays)
 	if n.ownsHost {
-		n.guard.start()
+		n.guard.watch()
+		n.wg.Go(func() { n.guard.run(n.ctx) })
 	}
 	n.events, err = n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
 	if err != nil {
