@@ -32,10 +32,10 @@ const (
 )
 
 // Node is a running agent: a libp2p host plus meshagent's protocols. It is
-// composed of parts, each with its own lock (see the package doc's Lock
-// order): the caller, the registry of services, the task table, the peer
-// table, presence and the inbox of direct messages. Node.mu guards only
-// the lifecycle.
+// composed of parts, each with its own lock (see the package doc, Parts
+// and their locks): the caller, the registry of services, the task table,
+// the peer table, presence and the inbox of direct messages. Node.mu
+// guards only the lifecycle.
 type Node struct {
 	cfg      Config
 	log      *slog.Logger
@@ -72,7 +72,7 @@ type Node struct {
 	presence *presence                      // other agents' heartbeats, and SetBusy
 	inbox    inbox                          // direct messages: handler and recent ids
 	policy   atomic.Pointer[compiledPolicy] // requester policy (nil: none)
-	guard    *guard
+	guard    *guard                         // protects busy peers, trims idle inbound conns
 
 	mdns   mdns.Service
 	events event.Subscription
