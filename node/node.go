@@ -95,7 +95,7 @@ func New(opts ...Option) (n *Node, err error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n = &Node{

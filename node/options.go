@@ -97,7 +97,7 @@ type Config struct {
 	// connection manager watermarks). Default DefaultConnLimits(). Not
 	// applied to a host given with WithHost.
 	Conns ConnLimits
-	// Logger receives structured logs. Default: discarded.
+	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Host, if set, is used instead of building one; the node does not
 	// close it. Tests use it to inject hosts.

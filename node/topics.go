@@ -16,7 +16,7 @@ import (
 func (n *Node) startTopics() error {
 	opts := []pubsub.Option{pubsub.WithSelf(n.topicSelf())}
 	if n.dir != nil {
-		opts = append(opts, pubsub.WithDiscovery(n.dir.Topics()))
+		opts = append(opts, pubsub.WithDiscovery(n.dir.TopicDiscovery()))
 	}
 	opts = append(opts, n.cfg.PubSubOptions...)
 	bus, err := pubsub.New(n.host, n.signer, opts...)
