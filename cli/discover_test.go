@@ -11,7 +11,7 @@ import (
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // TestDiscover runs `meshagent discover` against the local API of the last
@@ -45,7 +45,7 @@ func TestDiscover(t *testing.T) {
 		if res.code != ExitOK {
 			return fmt.Errorf("exit %d: %s", res.code, res.stderr)
 		}
-		var sa relay.ServicesAvailable
+		var sa rpc.ServicesAvailable
 		if err := json.Unmarshal([]byte(res.stdout), &sa); err != nil {
 			return fmt.Errorf("stdout %q: %v", res.stdout, err)
 		}

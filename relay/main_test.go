@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -164,6 +165,9 @@ func (w *testWriter) stop() {
 	w.mu.Unlock()
 }
 
+// testClock is the test servers' clock: ping's timestamp is fixed.
+func testClock() time.Time { return time.Date(2025, 2, 14, 12, 0, 0, 0, time.UTC) }
+
 // testServer is a relay server with a fake mesh behind an httptest server.
 type testServer struct {
 	srv  *relay.Server
@@ -181,11 +185,10 @@ func newTestServer(t *testing.T, opts ...relay.Option) *testServer {
 // topicMesh does).
 func serveMesh(t *testing.T, m relay.Mesh, mesh *fakeMesh, opts ...relay.Option) *testServer {
 	t.Helper()
-	srv, err := relay.New(m, append([]relay.Option{relay.WithLogger(testLogger(t))}, opts...)...)
+	srv, err := relay.New(m, append([]relay.Option{relay.WithLogger(testLogger(t)), relay.WithRPC(rpc.WithClock(testClock))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay.SetClock(srv, func() time.Time { return time.Date(2025, 2, 14, 12, 0, 0, 0, time.UTC) })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		// Close ends blocked calls through their contexts.
@@ -244,11 +247,11 @@ func initRaw(t *testing.T, ws *websocket.Conn, id string) {
 	}
 }
 
-func dialClient(t *testing.T, url string, opts ...relay.ClientOption) *relay.Client {
+func dialClient(t *testing.T, url string, opts ...rpc.ClientOption) *rpc.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, err := relay.Dial(ctx, url, opts...)
+	c, err := rpc.Dial(ctx, url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
