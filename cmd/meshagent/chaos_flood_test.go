@@ -21,6 +21,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
@@ -167,7 +168,7 @@ func TestChaosWebSocketFlood(t *testing.T) {
 	mesh := meshtest.Node(t, 1100)
 	limits := rpc.DefaultLimits()
 	limits.MaxClients = wsMaxClients
-	srv, err := relay.New(mesh, relay.WithRPC(rpc.WithLimits(limits)), relay.WithLogger(meshtest.Logger(t)))
+	srv, err := relay.New(mesh, relay.WithRPC(rpc.WithLimits(limits)), relay.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
