@@ -173,4 +173,10 @@ var (
 	// ErrServerClosed is returned by Serve, Start and ListenAndServe after
 	// Close.
 	ErrServerClosed = errors.New("rpc: server closed")
+	// ErrInvalidAddr is wrapped by Control.Connect when the address does
+	// not parse; mesh.connect then answers CodeInvalidParams.
+	ErrInvalidAddr = errors.New("rpc: invalid peer address")
+	// ErrBadToken is returned (wrapped) by Tokens.Authenticate for a
+	// missing or unknown token. The HTTP answer is 401.
+	ErrBadToken = errors.New("rpc: missing or unknown token")
 )

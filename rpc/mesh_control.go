@@ -42,10 +42,6 @@ type CapabilityLister interface {
 	Capabilities() []protocol.Capability
 }
 
-// ErrInvalidAddr is wrapped by Control.Connect when the address does not
-// parse; mesh.connect then answers CodeInvalidParams.
-var ErrInvalidAddr = errors.New("rpc: invalid peer address")
-
 // Method names of the operator's control, served with a Control only.
 const (
 	MethodMeshConnect  = "mesh.connect"

@@ -33,10 +33,6 @@ const (
 // bus.deadLetters and bus.replay.
 const GrantAdmin = "admin"
 
-// ErrBadToken is returned (wrapped) by Tokens.Authenticate for a missing
-// or unknown token. The HTTP answer is 401.
-var ErrBadToken = errors.New("rpc: missing or unknown token")
-
 // Credential is what a token grants a connection on a public listener.
 // It is read-only once loaded.
 type Credential struct {
