@@ -50,8 +50,6 @@ func (p Policy) valid() bool {
 
 // BusConfig configures the bus a Server serves.
 type BusConfig struct {
-	// ServerID is initialize's serverId. Default: the mesh agent id.
-	ServerID string
 	// DefaultPolicy applies to subscriptions that name none.
 	DefaultPolicy Policy
 	// MaxAttempts is how many deliveries are tried before a message goes
@@ -209,9 +207,6 @@ func newBus(srv *rpc.Server, mesh rpc.Mesh, cfg BusConfig, st *store.Store, log 
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bus{srv: srv, mesh: mesh, now: srv.Now, cfg: cfg, store: st, log: log.With("component", "bus"), meshSubs: map[string]*meshSub{},
 		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
-	if b.cfg.ServerID == "" {
-		b.cfg.ServerID = mesh.AgentID()
-	}
 	b.register()
 	if st != nil {
 		b.historyQ = make(chan store.Message, historyQueue)
