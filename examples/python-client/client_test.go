@@ -18,6 +18,7 @@ import (
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -49,7 +50,7 @@ func TestClient(t *testing.T) {
 
 	// The Go peer subscribes to outbound:* and acknowledges what it gets.
 	got := make(chan relay.ProcessParams, 1)
-	peer, err := relay.Dial(ctx, srv.URL(), relay.WithClientID("go-peer"), relay.WithClientInfo(relay.ClientInfo{Name: "test"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	peer, err := rpc.Dial(ctx, srv.URL(), rpc.WithClientID("go-peer"), rpc.WithClientInfo(rpc.ClientInfo{Name: "test"}), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var p relay.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
