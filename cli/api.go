@@ -20,6 +20,7 @@ var (
 	_ rpc.IDPublisher = (*node.Node)(nil)
 	_ rpc.Consenter   = (*node.Node)(nil)
 	_ rpc.Tasker      = (*node.Node)(nil)
+	_ rpc.AnyCaller   = (*node.Node)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port)
