@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -75,11 +76,15 @@ func (n *Node) CallAny(ctx context.Context, req protocol.CallRequest) (resp *pro
 		var stage callStage
 		resp, stage, err = n.callPeer(ctx, openCtx, c.id, agent, out)
 		cancelOpen()
-		done(err == nil || stage != stageNotSent)
+		// Unreachable: it could not be dialled or opened.
+		done(err == nil || stage != stageNotSent || !mayFailOver(stage, err, false))
 		if err == nil {
 			return resp, agent, nil
 		}
 		if ctx.Err() != nil || !mayFailOver(stage, err, c.cap.Idempotent) {
+			if stage == stageSent && !c.cap.Idempotent {
+				err = notSentElsewhere(err, out.payload.CorrelationID, req.Action)
+			}
 			return nil, agent, err
 		}
 		n.log.Debug("call to any provider: trying another", "capability", req.Action, "remote_peer", c.id,
@@ -88,4 +93,17 @@ func (n *Node) CallAny(ctx context.Context, req protocol.CallRequest) (resp *pro
 	pe := *protocol.AsError(err)
 	pe.Message = fmt.Sprintf("%s (%d providers tried)", pe.Message, len(order))
 	return nil, agent, &pe
+}
+
+// notSentElsewhere adds to a protocol error of a request lost in flight
+// why it was not sent to another provider: the caller must find out
+// whether it ran before sending it again.
+func notSentElsewhere(err error, corrID, capability string) error {
+	var e *protocol.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	pe := *e
+	pe.Message += fmt.Sprintf("; request %s may have run there, and was not sent to another provider because %s is not idempotent", corrID, capability)
+	return &pe
 }
