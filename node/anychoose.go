@@ -34,11 +34,12 @@ type candidate struct {
 }
 
 // Two latencies closer than this (absolute, or relative to the larger)
-// count as equal: on one network the difference is noise, and preferring
-// it would send every call to one provider.
+// count as equal: on one network the difference is noise (a single hello
+// on a fresh connection can take several times the usual round trip),
+// and preferring it would leave the "slowest" provider idle.
 const (
-	latencySlack    = 2 * time.Millisecond
-	latencySlackPct = 25
+	latencySlack    = 10 * time.Millisecond
+	latencySlackPct = 50
 )
 
 // better reports whether a should be tried before b: reachable first,
@@ -108,7 +109,10 @@ func chooseProviders(cands []candidate, n int, intn func(int) int) []candidate {
 //   - sent, then the stream failed before an answer (UNKNOWN_AGENT:
 //     connection lost): the handler may have run. Fails over only when
 //     the provider's capability object says "idempotent": true; else the
-//     caller gets the error and the request runs at most once.
+//     caller gets the error and the request runs at most once. This
+//     includes a request written just before this node noticed that the
+//     connection had gone: without an acknowledgement on the wire it
+//     cannot be told from one the provider read.
 //   - the deadline passed, the caller cancelled or the node closed: final.
 func mayFailOver(stage callStage, err error, idempotent bool) bool {
 	if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {

@@ -70,7 +70,7 @@ func TestChooseProvidersPrefers(t *testing.T) {
 
 func TestChooseProvidersLatencyNoiseIsATie(t *testing.T) {
 	a := cand("a", func(c *candidate) { c.latency = 900 * time.Microsecond })
-	b := cand("b", func(c *candidate) { c.latency = 1500 * time.Microsecond })
+	b := cand("b", func(c *candidate) { c.latency = 6 * time.Millisecond })
 	unknown := cand("u", nil)
 	for _, tc := range []struct {
 		cands []candidate
