@@ -155,5 +155,5 @@ func (s *Server) toMeshAgent(topic string) bool {
 	if err != nil || pid.String() == s.mesh.AgentID() {
 		return false
 	}
-	return len(s.bus.route(topic)) == 0
+	return len(s.bus.subs.route(topic)) == 0
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -215,7 +214,7 @@ func (s *Server) meshStatus(_ context.Context, r *Request) (any, error) {
 			res.Capabilities = append(res.Capabilities, c.Name)
 		}
 	}
-	res.Topics, res.BusSubscriptions = s.bus.patterns()
+	res.Topics, res.BusSubscriptions = s.bus.subs.patterns()
 	return res, nil
 }
 
@@ -233,20 +232,6 @@ func timeoutParam(raw []byte, def, limit time.Duration) (time.Duration, error) {
 		return def, nil
 	}
 	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// patterns returns the distinct patterns subscribed on the bus, sorted,
-// and the number of subscriptions.
-func (b *bus) patterns() ([]string, int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.subs))
-	for _, sub := range b.subs {
-		out = append(out, sub.pattern)
-	}
-	n := len(out)
-	slices.Sort(out)
-	return slices.Compact(out), n
 }
 
 func orEmpty(s []string) []string {

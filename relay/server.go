@@ -67,7 +67,12 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 		clientIDs: make(map[string]*Conn),
 	}
 	s.registerMeshMethods()
-	s.bus = newBus(s, cfg.Bus, cfg.Store)
+	b, err := newBus(s, mesh, busConfig(cfg.Bus), busStore(cfg.Store), busLogger(cfg.Logger),
+		busClock(func() time.Time { return s.now() }))
+	if err != nil {
+		return nil, err
+	}
+	s.bus = b
 	return s, nil
 }
 

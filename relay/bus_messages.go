@@ -1,0 +1,84 @@
+package relay
+
+import "encoding/json"
+
+// Method names of the seed 001 bus.
+const (
+	MethodInitialize     = "initialize"
+	MethodSubscribe      = "subscribe"
+	MethodUnsubscribe    = "unsubscribe"
+	MethodSendMessage    = "sendMessage"
+	MethodProcessMessage = "processMessage"
+	// Extensions for the CLI: history and the dead-letter queue.
+	MethodBusHistory     = "bus.history"
+	MethodBusDeadLetters = "bus.deadLetters"
+	MethodBusReplay      = "bus.replay"
+)
+
+// InitializeParams are initialize's params (seed 001).
+type InitializeParams struct {
+	ClientID   string     `json:"clientId"`
+	ClientInfo ClientInfo `json:"clientInfo"`
+}
+
+// ClientInfo names a bus client's software.
+type ClientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+}
+
+// InitializeResult is initialize's result (seed 001).
+type InitializeResult struct {
+	ServerID     string          `json:"serverId"`
+	ServerInfo   ClientInfo      `json:"serverInfo"`
+	Capabilities BusCapabilities `json:"capabilities"`
+}
+
+// BusCapabilities are what initialize announces.
+type BusCapabilities struct {
+	Subscribe bool     `json:"subscribe"`
+	Publish   bool     `json:"publish"`
+	Topics    []string `json:"topics"`
+}
+
+// SuccessResult is subscribe's and unsubscribe's result.
+type SuccessResult struct {
+	Success bool `json:"success"`
+}
+
+// Ack is one subscriber's acknowledgement in a sendMessage result.
+type Ack struct {
+	ClientID  string `json:"client_id"`
+	Processed bool   `json:"processed"`
+	Message   string `json:"message,omitempty"`
+	// Retrying is set when the delivery will be retried (the message is
+	// in the persisted outbox).
+	Retrying bool `json:"retrying,omitempty"`
+}
+
+// SendResult is sendMessage's result (seed 001, extended form).
+type SendResult struct {
+	Success         bool   `json:"success"`
+	StopPropagation bool   `json:"stopPropagation"`
+	Acks            []Ack  `json:"acks"`
+	MessageID       string `json:"messageId"`
+}
+
+// ProcessParams are the params of processMessage (and of sendMessage
+// when the bus delivers to a client that does not know processMessage).
+type ProcessParams struct {
+	Topic   string          `json:"topic"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// ProcessResult is what a subscriber answers to processMessage.
+type ProcessResult struct {
+	Processed       bool   `json:"processed"`
+	ShouldRetry     bool   `json:"should_retry"`
+	RetrySeconds    int    `json:"retry_seconds"`
+	Message         string `json:"message,omitempty"`
+	StopPropagation bool   `json:"stopPropagation"`
+	// Success is the base protocol's answer to a delivered sendMessage,
+	// read as Processed when Processed is absent.
+	Success *bool `json:"success,omitempty"`
+}
