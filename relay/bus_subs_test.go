@@ -10,8 +10,8 @@ import (
 type tableConn struct{ name string }
 
 func (*tableConn) Call(context.Context, string, any, any) error { return nil }
-func (*tableConn) Context() context.Context                    { return context.Background() }
-func (*tableConn) AfterClose(func())                           {}
+func (*tableConn) Context() context.Context                     { return context.Background() }
+func (*tableConn) AfterClose(func())                            {}
 
 // TestSubTable pins seed 001's routing rules on the table alone: newest
 // first, shadowing by a newer subscription to the same pattern, default
