@@ -9,9 +9,10 @@ import (
 
 	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // TestDiscover runs `meshagent discover` against the local API of the last
@@ -40,12 +41,12 @@ func TestDiscover(t *testing.T) {
 	}
 	api := serveAPI(t, nodes[3])
 
-	meshtest.WaitFor(t, 60*time.Second, func() error {
+	wait.For(t, 60*time.Second, func() error {
 		res := runCLI(t, "", "discover", "translate", "--api", api, "--json", "--timeout", "5s")
 		if res.code != ExitOK {
 			return fmt.Errorf("exit %d: %s", res.code, res.stderr)
 		}
-		var sa relay.ServicesAvailable
+		var sa rpc.ServicesAvailable
 		if err := json.Unmarshal([]byte(res.stdout), &sa); err != nil {
 			return fmt.Errorf("stdout %q: %v", res.stdout, err)
 		}

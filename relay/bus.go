@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -15,16 +16,23 @@ import (
 // tested and closed as a part of its own.
 
 // busServer is what the bus needs of the JSON-RPC server that serves its
-// methods (*Server is one).
+// methods (*rpc.Server is one). The server owns initialize: it comes first
+// on every listener, and the bus knows a client by its rpc.Conn.ClientID.
 type busServer interface {
-	// Handle registers the handler of a method.
-	Handle(method string, h HandlerFunc)
-	// claimClientID makes c the holder of a client id on initialize, or
-	// refuses an id held by another live connection.
-	claimClientID(c *Conn, id string) error
+	// Handle registers a method for the local API, and for credentials
+	// that grant it on a public listener.
+	Handle(method string, h rpc.HandlerFunc)
+	// HandlePublic registers a method served to anyone on a public
+	// listener too.
+	HandlePublic(method string, h rpc.HandlerFunc)
+	// SetCapabilities sets what initialize announces.
+	SetCapabilities(c rpc.BusCapabilities)
+	// OnStatus adds to mesh.status's result; f must not block.
+	OnStatus(f func(*rpc.StatusResult))
 }
 
-// busConn is a subscriber's connection as the bus uses it (*Conn is one).
+// busConn is a subscriber's connection as the bus uses it (*rpc.Conn is
+// one).
 type busConn interface {
 	// Call sends a request to the client and waits for its answer.
 	Call(ctx context.Context, method string, params, result any) error
@@ -35,8 +43,9 @@ type busConn interface {
 }
 
 // busMesh is what the bus uses of the mesh: its own agent id, and calls to
-// mesh agents for agent:<id> topics. A busMesh that is also a Publisher
-// carries the bus's topics across the mesh (see IDPublisher).
+// mesh agents for agent:<id> topics. A busMesh that is also an
+// rpc.Publisher carries the bus's topics across the mesh (see
+// rpc.IDPublisher).
 type busMesh interface {
 	AgentID() string
 	Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error)
@@ -88,16 +97,7 @@ func newBus(srv busServer, mesh busMesh, opts ...busOption) (*bus, error) {
 	b := &bus{srv: srv, mesh: mesh, cfg: set.cfg, store: set.store, log: set.log.With("component", "bus"), now: set.now,
 		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	b.meshSubs.init()
-	if b.cfg.ServerID == "" {
-		b.cfg.ServerID = mesh.AgentID()
-	}
-	srv.Handle(MethodInitialize, b.initialize)
-	srv.Handle(MethodSubscribe, b.subscribe)
-	srv.Handle(MethodUnsubscribe, b.unsubscribe)
-	srv.Handle(MethodSendMessage, b.sendMessage)
-	srv.Handle(MethodBusHistory, b.history)
-	srv.Handle(MethodBusDeadLetters, b.deadLetters)
-	srv.Handle(MethodBusReplay, b.replay)
+	b.register()
 	if b.store != nil {
 		b.historyQ = make(chan store.Message, historyQueue)
 		b.spawn(b.retryLoop)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -53,24 +54,9 @@ type ReplayParams struct {
 	ID string `json:"id"`
 }
 
-// strictParams decodes an object with known fields only (absent params
-// are an empty object).
-func strictParams(method string, raw json.RawMessage, v any) error {
-	if len(raw) == 0 || isNull(raw) {
-		return nil
-	}
-	if raw[0] != '{' {
-		return Errorf(CodeInvalidParams, "invalid params: %s takes an object", method)
-	}
-	if err := decodeStrict(raw, v); err != nil {
-		return Errorf(CodeInvalidParams, "invalid params: %s: %v", method, err)
-	}
-	return nil
-}
-
 func (b *bus) needStore(method string) error {
 	if b.store == nil {
-		return Errorf(CodeMethodNotFound, "method not found: %s (this server keeps no message store)", method)
+		return rpc.Errorf(rpc.CodeMethodNotFound, "method not found: %s (this server keeps no message store)", method)
 	}
 	return nil
 }
@@ -78,19 +64,19 @@ func (b *bus) needStore(method string) error {
 func storeError(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return Errorf(CodeInvalidParams, "invalid params: %v", err)
+		return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", err)
 	case errors.Is(err, store.ErrInvalid):
-		return Errorf(CodeInvalidParams, "invalid params: %v", err)
+		return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", err)
 	}
 	return err
 }
 
-func (b *bus) history(ctx context.Context, r *Request) (any, error) {
+func (b *bus) history(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.needStore(r.Method); err != nil {
 		return nil, err
 	}
 	var p HistoryParams
-	if err := strictParams(r.Method, r.Params, &p); err != nil {
+	if err := rpc.DecodeParams(r.Method, r.Params, &p); err != nil {
 		return nil, err
 	}
 	msgs, err := b.store.History(ctx, store.HistoryQuery{Agent: p.Agent, Topic: p.Topic, ConversationID: p.ConversationID,
@@ -105,12 +91,12 @@ func (b *bus) history(ctx context.Context, r *Request) (any, error) {
 	return out, nil
 }
 
-func (b *bus) deadLetters(ctx context.Context, r *Request) (any, error) {
+func (b *bus) deadLetters(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.needStore(r.Method); err != nil {
 		return nil, err
 	}
 	var p DeadLettersParams
-	if err := strictParams(r.Method, r.Params, &p); err != nil {
+	if err := rpc.DecodeParams(r.Method, r.Params, &p); err != nil {
 		return nil, err
 	}
 	dls, err := b.store.DeadLetters(ctx, store.DLQFilter{Topic: p.Topic, Since: p.Since, Limit: p.Limit})
@@ -126,16 +112,16 @@ func (b *bus) deadLetters(ctx context.Context, r *Request) (any, error) {
 	return out, nil
 }
 
-func (b *bus) replay(ctx context.Context, r *Request) (any, error) {
+func (b *bus) replay(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.needStore(r.Method); err != nil {
 		return nil, err
 	}
 	var p ReplayParams
-	if err := strictParams(r.Method, r.Params, &p); err != nil {
+	if err := rpc.DecodeParams(r.Method, r.Params, &p); err != nil {
 		return nil, err
 	}
 	if p.ID == "" {
-		return nil, Errorf(CodeInvalidParams, `invalid params: bus.replay needs "id"`)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: bus.replay needs "id"`)
 	}
 	m, err := b.store.Replay(ctx, p.ID)
 	if err != nil {

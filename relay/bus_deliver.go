@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -86,8 +87,8 @@ func (b *bus) deliver(ctx context.Context, s *subscription, msg store.Message) a
 	}
 	var pr ProcessResult
 	err := s.conn.Call(ctx, method, params, &pr)
-	var re *RPCError
-	if !legacy && errors.As(err, &re) && re.Code == CodeMethodNotFound {
+	var re *rpc.Error
+	if !legacy && errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
 		s.client.mu.Lock()
 		s.client.legacy = true
 		s.client.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 	"github.com/meshagent/meshagent/store"
 )
@@ -41,7 +42,7 @@ func (m *meshPatterns) init() {
 // that messages published elsewhere reach local subscribers. A default
 // handler takes nothing from the mesh (every node would spawn one).
 func (b *bus) addMeshSub(sub *subscription) {
-	pub, ok := b.mesh.(Publisher)
+	pub, ok := b.mesh.(rpc.Publisher)
 	if !ok || sub.defaultOnly {
 		return
 	}
@@ -70,7 +71,7 @@ func (b *bus) addMeshSub(sub *subscription) {
 // dropMeshSub undoes addMeshSub for a removed subscription, whichever of
 // the two comes first.
 func (b *bus) dropMeshSub(sub *subscription) {
-	if _, ok := b.mesh.(Publisher); !ok || sub.defaultOnly {
+	if _, ok := b.mesh.(rpc.Publisher); !ok || sub.defaultOnly {
 		return
 	}
 	m := &b.meshSubs
@@ -144,7 +145,7 @@ const backgroundPublishWait = 10 * time.Second
 // when the message reached topic peers within MeshWait (nothing when there
 // were none, or the mesh has no topics).
 func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) <-chan Ack {
-	pub, ok := b.mesh.(Publisher)
+	pub, ok := b.mesh.(rpc.Publisher)
 	if !ok || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
 		return nil
 	}
@@ -155,7 +156,7 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) <-
 	// The copy comes back through this bus's own mesh subscriptions,
 	// if any match: its id tells fromMesh it was delivered here already.
 	publish := pub.Publish
-	if ip, ok := pub.(IDPublisher); ok {
+	if ip, ok := pub.(rpc.IDPublisher); ok {
 		id := protocol.NewID()
 		b.seen.add(meshKey(b.mesh.AgentID(), id))
 		publish = func(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
@@ -185,8 +186,8 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) <-
 // pattern that matches it and is dispatched once; the bus's own messages
 // were delivered locally already and are recognised by their id.
 func (b *bus) fromMesh(m protocol.TopicMessage) {
-	if _, ok := b.mesh.(IDPublisher); !ok && m.From == b.mesh.AgentID() {
-		return // perhaps the bus's own: see IDPublisher
+	if _, ok := b.mesh.(rpc.IDPublisher); !ok && m.From == b.mesh.AgentID() {
+		return // perhaps the bus's own: see rpc.IDPublisher
 	}
 	if !b.seen.add(meshKey(m.From, m.ID)) {
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // probeMesh is a Publisher whose Subscribe and Publish route a topic on
@@ -70,8 +71,8 @@ func TestBusCallsMeshOutsideTableLock(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/", WithClientID("probe"),
-		WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+	c, err := rpc.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/", rpc.WithClientID("probe"),
+		rpc.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
 			return ProcessResult{Processed: true}, nil
 		}))
 	if err != nil {

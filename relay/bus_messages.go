@@ -4,7 +4,6 @@ import "encoding/json"
 
 // Method names of the seed 001 bus.
 const (
-	MethodInitialize     = "initialize"
 	MethodSubscribe      = "subscribe"
 	MethodUnsubscribe    = "unsubscribe"
 	MethodSendMessage    = "sendMessage"
@@ -14,32 +13,6 @@ const (
 	MethodBusDeadLetters = "bus.deadLetters"
 	MethodBusReplay      = "bus.replay"
 )
-
-// InitializeParams are initialize's params (seed 001).
-type InitializeParams struct {
-	ClientID   string     `json:"clientId"`
-	ClientInfo ClientInfo `json:"clientInfo"`
-}
-
-// ClientInfo names a bus client's software.
-type ClientInfo struct {
-	Name    string `json:"name"`
-	Version string `json:"version,omitempty"`
-}
-
-// InitializeResult is initialize's result (seed 001).
-type InitializeResult struct {
-	ServerID     string          `json:"serverId"`
-	ServerInfo   ClientInfo      `json:"serverInfo"`
-	Capabilities BusCapabilities `json:"capabilities"`
-}
-
-// BusCapabilities are what initialize announces.
-type BusCapabilities struct {
-	Subscribe bool     `json:"subscribe"`
-	Publish   bool     `json:"publish"`
-	Topics    []string `json:"topics"`
-}
 
 // SuccessResult is subscribe's and unsubscribe's result.
 type SuccessResult struct {

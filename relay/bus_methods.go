@@ -10,14 +10,15 @@ import (
 	"sync"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
 // busClient is a connection's bus state.
 type busClient struct {
-	mu          sync.Mutex
-	initialized bool
-	id          string
+	id string // the clientId it initialized with (rpc.Conn.ClientID)
+
+	mu sync.Mutex
 	// legacy is set once the client answered processMessage with
 	// method-not-found: it gets deliveries as sendMessage, as the base
 	// protocol of seed 001 does.
@@ -26,88 +27,33 @@ type busClient struct {
 
 type busClientKey struct{}
 
-// clientOf returns a connection's bus state, creating it on first use.
-func clientOf(c *Conn) *busClient {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.values[busClientKey{}].(*busClient); ok {
-		return v
+// initializedClient returns the connection's bus state and client id, or
+// -32006 before initialize (which the server enforces already).
+func initializedClient(c *rpc.Conn) (*busClient, string, error) {
+	id := c.ClientID()
+	if id == "" {
+		return nil, "", rpc.Errorf(rpc.CodeNotInitialized, "not initialized: send initialize first (seed 001)")
 	}
-	bc := &busClient{}
-	if c.values == nil {
-		c.values = make(map[any]any)
-	}
-	c.values[busClientKey{}] = bc
-	return bc
-}
-
-// initializedClient returns the client's state and id, or -32006 before
-// initialize.
-func initializedClient(c *Conn) (*busClient, string, error) {
-	bc := clientOf(c)
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	if !bc.initialized {
-		return nil, "", Errorf(CodeNotInitialized, "not initialized: send initialize first (seed 001)")
-	}
-	return bc, bc.id, nil
+	bc := c.LoadOrStoreValue(busClientKey{}, &busClient{id: id}).(*busClient)
+	return bc, id, nil
 }
 
 var (
-	initializeFields  = map[string]bool{"clientId": true, "clientInfo": true}
 	busSubFields      = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
 	busUnsubFields    = map[string]bool{"topic": true, "defaultHandler": true}
 	sendMessageFields = map[string]bool{"topic": true, "payload": true}
 )
-
-const maxClientID = 256
-
-func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
-	bc := clientOf(r.Conn)
-	var p InitializeParams
-	var w map[string]json.RawMessage
-	if len(r.Params) == 0 || r.Params[0] != '{' || json.Unmarshal(r.Params, &w) != nil {
-		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)
-	}
-	for k := range w {
-		if !initializeFields[k] {
-			return nil, Errorf(CodeInvalidClientInfo, "invalid client info: unknown field %q", k)
-		}
-	}
-	if json.Unmarshal(w["clientId"], &p.ClientID) != nil || p.ClientID == "" || len(p.ClientID) > maxClientID || strings.ContainsRune(p.ClientID, 0) {
-		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
-	}
-	if ci := w["clientInfo"]; len(ci) > 0 {
-		if ci[0] != '{' || decodeStrict(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
-			return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
-		}
-	}
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	if bc.initialized {
-		return nil, Errorf(CodeAlreadyInitialized, "already initialized as %q", bc.id)
-	}
-	if err := b.srv.claimClientID(r.Conn, p.ClientID); err != nil {
-		return nil, err
-	}
-	bc.initialized, bc.id = true, p.ClientID
-	return InitializeResult{
-		ServerID:     b.cfg.ServerID,
-		ServerInfo:   ClientInfo{Name: "meshagent-bus", Version: protocol.HelloVersion},
-		Capabilities: BusCapabilities{Subscribe: true, Publish: true, Topics: []string{"inbound:*", "outbound:*", "agent:*"}},
-	}, nil
-}
 
 // busParams decodes a bus method's object params. A missing or malformed
 // params object is -32600, as seed 001 lists for subscribe.
 func busParams(method string, raw json.RawMessage, fields map[string]bool) (map[string]json.RawMessage, error) {
 	var w map[string]json.RawMessage
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
-		return nil, Errorf(CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
+		return nil, rpc.Errorf(rpc.CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
 	}
 	for k := range w {
 		if !fields[k] {
-			return nil, Errorf(CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
+			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
 		}
 	}
 	return w, nil
@@ -118,10 +64,10 @@ func topicParam(method string, w map[string]json.RawMessage) (string, error) {
 	raw, ok := w["topic"]
 	var topic string
 	if !ok || json.Unmarshal(raw, &topic) != nil || topic == "" {
-		return "", Errorf(CodeInvalidRequest, `invalid params: %s needs "topic", a non-empty string`, method)
+		return "", rpc.Errorf(rpc.CodeInvalidRequest, `invalid params: %s needs "topic", a non-empty string`, method)
 	}
-	if len(topic) > maxTopicLen || strings.ContainsRune(topic, 0) {
-		return "", Errorf(CodeInvalidParams, "invalid params: topic longer than %d bytes or with a NUL", maxTopicLen)
+	if len(topic) > rpc.MaxTopicLen || strings.ContainsRune(topic, 0) {
+		return "", rpc.Errorf(rpc.CodeInvalidParams, "invalid params: topic longer than %d bytes or with a NUL", rpc.MaxTopicLen)
 	}
 	return topic, nil
 }
@@ -130,14 +76,17 @@ func topicParam(method string, w map[string]json.RawMessage) (string, error) {
 func defaultHandlerParam(w map[string]json.RawMessage) (bool, error) {
 	var dflt bool
 	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
-		return false, Errorf(CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
+		return false, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
 	}
 	return dflt, nil
 }
 
-func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
+func (b *bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
 	bc, id, err := initializedClient(r.Conn)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.publicTopic(r); err != nil {
 		return nil, err
 	}
 	w, err := busParams(MethodSubscribe, r.Params, busSubFields)
@@ -149,12 +98,12 @@ func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	if !protocol.ValidPattern(pattern) {
-		return nil, Errorf(CodeInvalidParams, "invalid params: pattern %q is malformed", pattern)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: pattern %q is malformed", pattern)
 	}
 	prop := b.cfg.DefaultPropagation
 	if raw, ok := w["policy"]; ok && !isNull(raw) {
 		if json.Unmarshal(raw, &prop) != nil || !prop.valid() {
-			return nil, Errorf(CodeInvalidParams, "invalid params: policy must be %s, %s or %s", PropagationStopOnProcessed, PropagationStopOnStop, PropagationContinueAll)
+			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: policy must be %s, %s or %s", PropagationStopOnProcessed, PropagationStopOnStop, PropagationContinueAll)
 		}
 	}
 	dflt, err := defaultHandlerParam(w)
@@ -163,7 +112,7 @@ func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
 	}
 	sub := &subscription{conn: r.Conn, client: bc, pattern: pattern, propagation: prop, defaultOnly: dflt}
 	if !b.subs.add(sub) {
-		return nil, Errorf(CodeAlreadySubscribed, "already subscribed to %q", pattern)
+		return nil, rpc.Errorf(rpc.CodeAlreadySubscribed, "already subscribed to %q", pattern)
 	}
 	b.addMeshSub(sub)
 	r.Conn.AfterClose(func() { b.removeSub(sub) })
@@ -172,7 +121,7 @@ func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
 	return SuccessResult{Success: true}, nil
 }
 
-func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
+func (b *bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if _, _, err := initializedClient(r.Conn); err != nil {
 		return nil, err
 	}
@@ -190,7 +139,7 @@ func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
 	}
 	found := b.subs.find(r.Conn, pattern, dflt)
 	if found == nil {
-		return nil, Errorf(CodeSubscriptionNotFound, "subscription not found: %q", pattern)
+		return nil, rpc.Errorf(rpc.CodeSubscriptionNotFound, "subscription not found: %q", pattern)
 	}
 	b.removeSub(found)
 	return SuccessResult{Success: true}, nil
@@ -204,9 +153,12 @@ func (b *bus) removeSub(sub *subscription) {
 	}
 }
 
-func (b *bus) sendMessage(ctx context.Context, r *Request) (any, error) {
+func (b *bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	_, clientID, err := initializedClient(r.Conn)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.publicTopic(r); err != nil {
 		return nil, err
 	}
 	w, err := busParams(MethodSendMessage, r.Params, sendMessageFields)
@@ -218,11 +170,11 @@ func (b *bus) sendMessage(ctx context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	if !protocol.ValidPattern(topic) || strings.ContainsAny(topic, "*?[") {
-		return nil, Errorf(CodeInvalidParams, "invalid params: send to a topic, not a pattern: %q", topic)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: send to a topic, not a pattern: %q", topic)
 	}
 	payload := w["payload"]
 	if len(payload) == 0 || payload[0] != '{' {
-		return nil, Errorf(CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
 	}
 	msg := store.Message{ID: newMessageID(), Topic: topic, From: clientID, Payload: payload, Time: b.now().UTC(), ConversationID: conversationOf(payload)}
 	res, err := b.dispatch(ctx, msg, true)

@@ -41,8 +41,6 @@ func (p Propagation) stops(pr ProcessResult) bool {
 
 // BusConfig configures the bus a Server serves.
 type BusConfig struct {
-	// ServerID is initialize's serverId. Default: the mesh agent id.
-	ServerID string
 	// DefaultPropagation applies to subscriptions that name no policy.
 	DefaultPropagation Propagation
 	// MaxAttempts is how many deliveries are tried before a message goes

@@ -17,7 +17,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -33,7 +35,7 @@ func TestClient(t *testing.T) {
 	dir := scriptDir(t)
 	ctx := meshtest.Context(t, testTimeout)
 	n := meshtest.Node(t, 0)
-	srv, err := relay.New(n, relay.WithLogger(meshtest.Logger(t)))
+	srv, err := relay.New(n, relay.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ func TestClient(t *testing.T) {
 
 	// The Go peer subscribes to outbound:* and acknowledges what it gets.
 	got := make(chan relay.ProcessParams, 1)
-	peer, err := relay.Dial(ctx, srv.URL(), relay.WithClientID("go-peer"), relay.WithClientInfo(relay.ClientInfo{Name: "test"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	peer, err := rpc.Dial(ctx, srv.URL(), rpc.WithClientID("go-peer"), rpc.WithClientInfo(rpc.ClientInfo{Name: "test"}), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var p relay.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
