@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 // mesh through the small interfaces below, so that it can be built,
 // tested and closed as a part of its own.
 
-// busServer is what the bus needs of the JSON-RPC server that serves its
+// Registrar is what the bus needs of the JSON-RPC server that serves its
 // methods (*rpc.Server is one). The server owns initialize: it comes first
 // on every listener, and the bus knows a client by its rpc.Conn.ClientID.
-type busServer interface {
+type Registrar interface {
 	// Handle registers a method for the local API, and for credentials
 	// that grant it on a public listener.
 	Handle(method string, h rpc.HandlerFunc)
@@ -31,9 +31,9 @@ type busServer interface {
 	OnStatus(f func(*rpc.StatusResult))
 }
 
-// busConn is a subscriber's connection as the bus uses it (*rpc.Conn is
+// conn is a subscriber's connection as the bus uses it (*rpc.Conn is
 // one).
-type busConn interface {
+type conn interface {
 	// Call sends a request to the client and waits for its answer.
 	Call(ctx context.Context, method string, params, result any) error
 	// Context ends when the connection does.
@@ -42,25 +42,27 @@ type busConn interface {
 	AfterClose(f func())
 }
 
-// busMesh is what the bus uses of the mesh: its own agent id, and calls to
-// mesh agents for agent:<id> topics. A busMesh that is also an
+// Mesh is what the bus uses of the mesh: its own agent id, and calls to
+// mesh agents for agent:<id> topics. A Mesh that is also an
 // rpc.Publisher carries the bus's topics across the mesh (see
 // rpc.IDPublisher).
-type busMesh interface {
+type Mesh interface {
 	AgentID() string
 	Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error)
 }
 
-// bus is the seed 001 message bus of a Server.
+// Bus is the seed 001 message bus served on a Registrar (an rpc.Server).
+// Build it with New; close it with Close after the server. It is safe for
+// concurrent use.
 //
 // Locks: the subscription table and the mesh subscriptions each have
 // their own, and neither is held while calling a client, the mesh or the
 // store; lmu guards only the lifecycle (closed, and wg.Add against Close's
 // wg.Wait).
-type bus struct {
-	srv   busServer
-	mesh  busMesh
-	cfg   BusConfig
+type Bus struct {
+	srv   Registrar
+	mesh  Mesh
+	cfg   Config
 	store *store.Store // nil: no retries, no history, no dead letters
 	log   *slog.Logger
 	now   func() time.Time
@@ -77,24 +79,28 @@ type bus struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 
-	lmu    sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
+	lmu       sync.Mutex
+	closed    bool
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
-// newBus builds the bus, registers its methods with srv, and starts its
-// retry loop and history writers when it has a store. The caller closes
-// it after srv has stopped serving.
-func newBus(srv busServer, mesh busMesh, opts ...busOption) (*bus, error) {
-	set := defaultBusSettings()
-	if err := set.apply(opts...); err != nil {
+// New builds the bus, registers its methods with srv, and starts its
+// retry loop and history writers when it has a store (WithStore). The
+// caller closes it after srv has stopped serving.
+func New(srv Registrar, mesh Mesh, opts ...Option) (*Bus, error) {
+	if srv == nil || mesh == nil {
+		return nil, ErrMissingPart
+	}
+	cfg := DefaultConfig()
+	if err := cfg.Apply(opts...); err != nil {
 		return nil, err
 	}
-	if err := set.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &bus{srv: srv, mesh: mesh, cfg: set.cfg, store: set.store, log: set.log.With("component", "bus"), now: set.now,
+	b := &Bus{srv: srv, mesh: mesh, cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "bus"), now: cfg.Now,
 		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	b.meshSubs.init()
 	b.register()
@@ -110,7 +116,7 @@ func newBus(srv busServer, mesh busMesh, opts ...busOption) (*bus, error) {
 
 // spawn runs f on a goroutine of the bus unless the bus is closed, and
 // reports whether it did.
-func (b *bus) spawn(f func()) bool {
+func (b *Bus) spawn(f func()) bool {
 	b.lmu.Lock()
 	defer b.lmu.Unlock()
 	if b.closed {
@@ -120,16 +126,21 @@ func (b *bus) spawn(f func()) bool {
 	return true
 }
 
-// close stops the retry loop and the history writers (which first write
-// what was queued), waits for every goroutine of the bus, and drops the
-// mesh subscriptions.
-func (b *bus) close() {
-	b.lmu.Lock()
-	b.closed = true
-	b.lmu.Unlock()
-	b.cancel()
-	b.wg.Wait()
-	for _, sub := range b.subs.clear() {
-		b.dropMeshSub(sub)
-	}
+// Close stops the retry loop and the history writers (which first write
+// what was queued), waits for every goroutine of the bus, and cancels its
+// mesh subscriptions. Call it after the server's Close, so that no request
+// is served by a closed bus; later calls do nothing. It always returns
+// nil.
+func (b *Bus) Close() error {
+	b.closeOnce.Do(func() {
+		b.lmu.Lock()
+		b.closed = true
+		b.lmu.Unlock()
+		b.cancel()
+		b.wg.Wait()
+		for _, sub := range b.subs.clear() {
+			b.dropMeshSub(sub)
+		}
+	})
+	return nil
 }

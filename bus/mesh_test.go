@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // a lock route needs while it calls the mesh, they would wait forever.
 type probeMesh struct {
 	t       *testing.T
-	bus     *bus
+	bus     *Bus
 	subs    chan string
 	publish chan string
 }
@@ -61,13 +61,19 @@ func (m *probeMesh) Publish(_ context.Context, topic string, _ json.RawMessage, 
 
 func TestBusCallsMeshOutsideTableLock(t *testing.T) {
 	m := &probeMesh{t: t, subs: make(chan string, 4), publish: make(chan string, 4)}
-	srv, err := New(m, WithLogger(slog.New(slog.DiscardHandler)))
+	log := slog.New(slog.DiscardHandler)
+	srv, err := rpc.New(m, rpc.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.bus = srv.bus
+	b, err := New(srv, m, WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.bus = b
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
+	defer b.Close()
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func (m *meshPatterns) init() {
 // addMeshSub subscribes sub's pattern on the mesh (once per pattern) so
 // that messages published elsewhere reach local subscribers. A default
 // handler takes nothing from the mesh (every node would spawn one).
-func (b *bus) addMeshSub(sub *subscription) {
+func (b *Bus) addMeshSub(sub *subscription) {
 	pub, ok := b.mesh.(rpc.Publisher)
 	if !ok || sub.defaultOnly {
 		return
@@ -70,7 +70,7 @@ func (b *bus) addMeshSub(sub *subscription) {
 
 // dropMeshSub undoes addMeshSub for a removed subscription, whichever of
 // the two comes first.
-func (b *bus) dropMeshSub(sub *subscription) {
+func (b *Bus) dropMeshSub(sub *subscription) {
 	if _, ok := b.mesh.(rpc.Publisher); !ok || sub.defaultOnly {
 		return
 	}
@@ -99,7 +99,7 @@ func (b *bus) dropMeshSub(sub *subscription) {
 
 // toMeshAgent calls a mesh agent for a topic agent:<id> naming one: the
 // payload's "type" is the capability, the payload the params.
-func (b *bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
+func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 	id, ok := strings.CutPrefix(msg.Topic, "agent:")
 	if !ok {
 		return Ack{}, false
@@ -144,7 +144,7 @@ const backgroundPublishWait = 10 * time.Second
 // returns nil and reports nothing; otherwise the channel yields an ack
 // when the message reached topic peers within MeshWait (nothing when there
 // were none, or the mesh has no topics).
-func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) <-chan Ack {
+func (b *Bus) toMesh(ctx context.Context, msg store.Message, background bool) <-chan Ack {
 	pub, ok := b.mesh.(rpc.Publisher)
 	if !ok || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
 		return nil
@@ -185,7 +185,7 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) <-
 // (mesh.publish, the CLI's publish, Node.Publish). It comes once per local
 // pattern that matches it and is dispatched once; the bus's own messages
 // were delivered locally already and are recognised by their id.
-func (b *bus) fromMesh(m protocol.TopicMessage) {
+func (b *Bus) fromMesh(m protocol.TopicMessage) {
 	if _, ok := b.mesh.(rpc.IDPublisher); !ok && m.From == b.mesh.AgentID() {
 		return // perhaps the bus's own: see rpc.IDPublisher
 	}

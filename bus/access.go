@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 // of publicTopic), the history and dead-letter methods for credentials
 // that grant them; it announces the bus in initialize and reports its
 // subscriptions in mesh.status.
-func (b *bus) register() {
+func (b *Bus) register() {
 	b.srv.HandlePublic(MethodSubscribe, b.subscribe)
 	b.srv.HandlePublic(MethodUnsubscribe, b.unsubscribe)
 	b.srv.HandlePublic(MethodSendMessage, b.sendMessage)
@@ -34,7 +34,7 @@ func (b *bus) register() {
 // subscribes to and sends on, and calling a mesh agent through
 // agent:<id> needs a credential granting mesh.call. Malformed params pass:
 // the method itself refuses them.
-func (b *bus) publicTopic(r *rpc.Request) error {
+func (b *Bus) publicTopic(r *rpc.Request) error {
 	if !r.Conn.Public() {
 		return nil
 	}
@@ -61,7 +61,7 @@ func (b *bus) publicTopic(r *rpc.Request) error {
 
 // toMeshAgentTopic reports whether sendMessage on topic would become a
 // mesh call: agent:<mesh agent id> that no local client subscribes to.
-func (b *bus) toMeshAgentTopic(topic string) bool {
+func (b *Bus) toMeshAgentTopic(topic string) bool {
 	id, ok := strings.CutPrefix(topic, "agent:")
 	if !ok {
 		return false

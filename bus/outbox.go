@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 const retryBatch = 64
 
 // wake makes the retry loop look at the outbox now.
-func (b *bus) wake() {
+func (b *Bus) wake() {
 	select {
 	case b.kick <- struct{}{}:
 	default:
@@ -28,7 +28,7 @@ func (b *bus) wake() {
 
 // wakeClient makes what waits in the outbox for a client that has just
 // subscribed due now, and wakes the retry loop to deliver it.
-func (b *bus) wakeClient(id string) {
+func (b *Bus) wakeClient(id string) {
 	if b.store == nil {
 		return
 	}
@@ -48,7 +48,7 @@ func (b *bus) wakeClient(id string) {
 // retryLoop delivers the outbox: retries whose time has come, replayed
 // dead letters, what waited for a subscriber that is back, and what a
 // restart found waiting (the first pass runs at once).
-func (b *bus) retryLoop() {
+func (b *Bus) retryLoop() {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -81,12 +81,10 @@ func (b *bus) retryLoop() {
 	}
 }
 
-// errNoSubscriber is a retry routed afresh that found no subscriber.
-var errNoSubscriber = errors.New("no subscriber")
 
 // retry makes one more attempt at an outbox message: to the client it is
 // addressed to, or routed afresh when it names none.
-func (b *bus) retry(m store.Message) {
+func (b *Bus) retry(m store.Message) {
 	ctx, now := b.ctx, b.now()
 	if !m.Expires.IsZero() && !now.Before(m.Expires) {
 		b.deadLetter(m, fmt.Sprintf("TTL expired: not delivered within %s (subscriber %s away; sent %s)",
@@ -147,7 +145,7 @@ func (b *bus) retry(m store.Message) {
 // wakes it through wakeClient) or the message expires (when the retry
 // loop dead-letters it). A message with no expiry (replayed, or queued by
 // an older version) gets MessageTTL from now.
-func (b *bus) await(m store.Message, now time.Time) {
+func (b *Bus) await(m store.Message, now time.Time) {
 	expires := m.Expires
 	if expires.IsZero() {
 		expires = now.Add(b.cfg.MessageTTL)

@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -16,7 +16,7 @@ const (
 
 // record writes a message to history, in the background: history is not
 // part of what sendMessage acknowledges.
-func (b *bus) record(msg store.Message) {
+func (b *Bus) record(msg store.Message) {
 	if b.store == nil {
 		return
 	}
@@ -27,7 +27,7 @@ func (b *bus) record(msg store.Message) {
 	}
 }
 
-func (b *bus) historyLoop() {
+func (b *Bus) historyLoop() {
 	for {
 		select {
 		case m := <-b.historyQ:
@@ -47,14 +47,14 @@ func (b *bus) historyLoop() {
 	}
 }
 
-func (b *bus) recordNow(ctx context.Context, m store.Message) {
+func (b *Bus) recordNow(ctx context.Context, m store.Message) {
 	if err := b.store.Record(ctx, m); err != nil {
 		b.log.Warn("history not recorded", "id", m.ID, "err", err)
 	}
 }
 
 // deadLetter gives up on an outbox message.
-func (b *bus) deadLetter(m store.Message, reason, lastError string) {
+func (b *Bus) deadLetter(m store.Message, reason, lastError string) {
 	m.LastError = lastError
 	if err := b.store.DeadLetter(b.ctx, m, reason); err != nil {
 		b.log.Warn("dead letter not stored", "id", m.ID, "err", err)

@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/meshagent/meshagent/store"
 )
 
-// busClient is a connection's bus state.
-type busClient struct {
+// client is a connection's bus state.
+type client struct {
 	id string // the clientId it initialized with (rpc.Conn.ClientID)
 
 	mu sync.Mutex
@@ -25,22 +25,22 @@ type busClient struct {
 	legacy bool
 }
 
-type busClientKey struct{}
+type clientKey struct{}
 
 // initializedClient returns the connection's bus state and client id, or
 // -32006 before initialize (which the server enforces already).
-func initializedClient(c *rpc.Conn) (*busClient, string, error) {
+func initializedClient(c *rpc.Conn) (*client, string, error) {
 	id := c.ClientID()
 	if id == "" {
 		return nil, "", rpc.Errorf(rpc.CodeNotInitialized, "not initialized: send initialize first (seed 001)")
 	}
-	bc := c.LoadOrStoreValue(busClientKey{}, &busClient{id: id}).(*busClient)
+	bc := c.LoadOrStoreValue(clientKey{}, &client{id: id}).(*client)
 	return bc, id, nil
 }
 
 var (
-	busSubFields      = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
-	busUnsubFields    = map[string]bool{"topic": true, "defaultHandler": true}
+	subscribeFields      = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
+	unsubscribeFields    = map[string]bool{"topic": true, "defaultHandler": true}
 	sendMessageFields = map[string]bool{"topic": true, "payload": true}
 )
 
@@ -81,7 +81,7 @@ func defaultHandlerParam(w map[string]json.RawMessage) (bool, error) {
 	return dflt, nil
 }
 
-func (b *bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
+func (b *Bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
 	bc, id, err := initializedClient(r.Conn)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func (b *bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if err := b.publicTopic(r); err != nil {
 		return nil, err
 	}
-	w, err := busParams(MethodSubscribe, r.Params, busSubFields)
+	w, err := busParams(MethodSubscribe, r.Params, subscribeFields)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +121,11 @@ func (b *bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
 	return SuccessResult{Success: true}, nil
 }
 
-func (b *bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
+func (b *Bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if _, _, err := initializedClient(r.Conn); err != nil {
 		return nil, err
 	}
-	w, err := busParams(MethodUnsubscribe, r.Params, busUnsubFields)
+	w, err := busParams(MethodUnsubscribe, r.Params, unsubscribeFields)
 	if err != nil {
 		return nil, err
 	}
@@ -147,13 +147,13 @@ func (b *bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 
 // removeSub ends a subscription: on unsubscribe, or when its connection
 // ends.
-func (b *bus) removeSub(sub *subscription) {
+func (b *Bus) removeSub(sub *subscription) {
 	if b.subs.remove(sub) {
 		b.dropMeshSub(sub)
 	}
 }
 
-func (b *bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
+func (b *Bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	_, clientID, err := initializedClient(r.Conn)
 	if err != nil {
 		return nil, err
@@ -210,3 +210,5 @@ func conversationOf(payload json.RawMessage) string {
 	}
 	return ""
 }
+
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }

@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type attempt struct {
 func (a attempt) failed() bool { return a.err != nil || a.pr.ShouldRetry }
 
 // absent reports whether the subscriber left during the attempt: an
-// absence, not a delivery (see BusConfig.MaxAttempts).
+// absence, not a delivery (see Config.MaxAttempts).
 func (a attempt) absent() bool { return a.err != nil && a.sub.conn.Context().Err() != nil }
 
 // reason says why a failed attempt is to be retried.
@@ -47,7 +47,7 @@ func (a attempt) ack() Ack {
 // policies and returns the attempts in that order, and whether a
 // subscriber stopped propagation. A run of continueAll subscriptions
 // cannot stop propagation, so its deliveries go out at once.
-func (b *bus) pass(ctx context.Context, msg store.Message, subs []*subscription) ([]attempt, bool) {
+func (b *Bus) pass(ctx context.Context, msg store.Message, subs []*subscription) ([]attempt, bool) {
 	atts := make([]attempt, len(subs))
 	for i := 0; i < len(subs); {
 		j := i + 1
@@ -74,7 +74,7 @@ func (b *bus) pass(ctx context.Context, msg store.Message, subs []*subscription)
 
 // deliver sends one message to one subscription's client: processMessage,
 // or sendMessage for a client that does not know processMessage.
-func (b *bus) deliver(ctx context.Context, s *subscription, msg store.Message) attempt {
+func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message) attempt {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
 	params := ProcessParams{Topic: msg.Topic, Payload: msg.Payload}
@@ -111,7 +111,7 @@ func (b *bus) deliver(ctx context.Context, s *subscription, msg store.Message) a
 // local is false for messages that came from the mesh: they are not
 // published back, and never go to a default handler (every node would
 // spawn one).
-func (b *bus) dispatch(ctx context.Context, msg store.Message, local bool) (SendResult, error) {
+func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (SendResult, error) {
 	res := SendResult{MessageID: msg.ID, Acks: []Ack{}}
 	subs := b.subs.route(msg.Topic)
 	if local && len(subs) == 0 {
@@ -172,7 +172,7 @@ func (b *bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 // settle reports a first attempt as its ack, and adds the outbox entry of
 // its retry, addressed to client to ("": routed afresh), to retries when
 // it failed and the bus has a store.
-func (b *bus) settle(msg store.Message, a attempt, to string, retries *[]store.Message) Ack {
+func (b *Bus) settle(msg store.Message, a attempt, to string, retries *[]store.Message) Ack {
 	ack := a.ack()
 	if !a.failed() || b.store == nil {
 		return ack

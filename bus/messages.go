@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import "encoding/json"
 
@@ -54,4 +54,34 @@ type ProcessResult struct {
 	// Success is the base protocol's answer to a delivered sendMessage,
 	// read as Processed when Processed is absent.
 	Success *bool `json:"success,omitempty"`
+}
+
+// Propagation is a subscription's propagation policy (seed 001): whether a
+// message goes on to the next subscriber once this one has answered.
+type Propagation string
+
+// The propagation policies of seed 001.
+const (
+	// PropagationStopOnProcessed stops after a subscriber that returns
+	// processed: true (or stopPropagation: true). The default.
+	PropagationStopOnProcessed Propagation = "stopPropagationOnProcessed"
+	// PropagationStopOnStop stops only after stopPropagation: true.
+	PropagationStopOnStop Propagation = "stopPropagationOnStop"
+	// PropagationContinueAll never stops.
+	PropagationContinueAll Propagation = "continueAll"
+)
+
+func (p Propagation) valid() bool {
+	return p == PropagationStopOnProcessed || p == PropagationStopOnStop || p == PropagationContinueAll
+}
+
+// stops applies the policy to a subscriber's answer.
+func (p Propagation) stops(pr ProcessResult) bool {
+	switch p {
+	case PropagationContinueAll:
+		return false
+	case PropagationStopOnStop:
+		return pr.StopPropagation
+	}
+	return pr.Processed || pr.StopPropagation
 }

@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func (*tableConn) AfterClose(func())                            {}
 // handlers apart, first-in-first-out unsubscribe.
 func TestSubTable(t *testing.T) {
 	a, b := &tableConn{"a"}, &tableConn{"b"}
-	ca, cb := &busClient{id: "a"}, &busClient{id: "b"}
+	ca, cb := &client{id: "a"}, &client{id: "b"}
 	sub := func(c *tableConn, pattern string, dflt bool) *subscription {
 		bc := ca
 		if c == b {
@@ -76,7 +76,7 @@ func TestSubTable(t *testing.T) {
 func TestSubTableAddFindRemove(t *testing.T) {
 	var tab subTable
 	a := &tableConn{"a"}
-	ca := &busClient{id: "a"}
+	ca := &client{id: "a"}
 	s1 := &subscription{conn: a, client: ca, pattern: "job:*"}
 	d1 := &subscription{conn: a, client: ca, pattern: "job:*", defaultOnly: true}
 	if !tab.add(s1) || !tab.add(d1) {
@@ -112,7 +112,7 @@ func TestSubTableManyPatterns(t *testing.T) {
 		"?ob:1", "j?b:1", "jo?:1", "job?1", "job:?", "job:1"}
 	var tab subTable
 	x, y := &tableConn{"x"}, &tableConn{"y"}
-	cx, cy := &busClient{id: "x"}, &busClient{id: "y"}
+	cx, cy := &client{id: "x"}, &client{id: "y"}
 	for _, p := range patterns {
 		tab.add(&subscription{conn: x, client: cx, pattern: p})
 		tab.add(&subscription{conn: y, client: cy, pattern: p}) // shadows x's

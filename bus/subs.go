@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"slices"
@@ -9,8 +9,8 @@ import (
 
 // subscription is one entry of the bus's subscription table.
 type subscription struct {
-	conn        busConn
-	client      *busClient
+	conn        conn
+	client      *client
 	pattern     string
 	propagation Propagation
 	// defaultOnly marks a default handler: it gets the messages on topics
@@ -49,13 +49,13 @@ func (t *subTable) add(sub *subscription) bool {
 
 // find returns the oldest subscription of conn to pattern of the given
 // kind, or nil.
-func (t *subTable) find(conn busConn, pattern string, defaultOnly bool) *subscription {
+func (t *subTable) find(conn conn, pattern string, defaultOnly bool) *subscription {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.findLocked(conn, pattern, defaultOnly)
 }
 
-func (t *subTable) findLocked(conn busConn, pattern string, defaultOnly bool) *subscription {
+func (t *subTable) findLocked(conn conn, pattern string, defaultOnly bool) *subscription {
 	for _, s := range t.subs {
 		if s.conn == conn && s.pattern == pattern && s.defaultOnly == defaultOnly {
 			return s
