@@ -2,13 +2,8 @@ package bus
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/meshagent/meshagent/rpc"
-	"github.com/meshagent/meshagent/sign"
 )
 
 // register puts the bus's methods on its server: subscribe, unsubscribe
@@ -62,25 +57,6 @@ func (b *Bus) publicTopic(r *rpc.Request) error {
 // toMeshAgentTopic reports whether sendMessage on topic would become a
 // mesh call: agent:<mesh agent id> that no local client subscribes to.
 func (b *Bus) toMeshAgentTopic(topic string) bool {
-	id, ok := strings.CutPrefix(topic, "agent:")
-	if !ok {
-		return false
-	}
-	pid, err := sign.ParseAgentID(id)
-	if err != nil || pid.String() == b.mesh.AgentID() {
-		return false
-	}
-	return len(b.subs.route(topic)) == 0
-}
-
-// quotedKeys lists a params object's members for error messages.
-func quotedKeys(fields map[string]bool) string {
-	var out []byte
-	for i, k := range slices.Sorted(maps.Keys(fields)) {
-		if i > 0 {
-			out = append(out, ", "...)
-		}
-		out = strconv.AppendQuote(out, k)
-	}
-	return string(out)
+	_, ok := b.meshAgent(topic)
+	return ok && len(b.subs.route(topic)) == 0
 }

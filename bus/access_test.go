@@ -12,8 +12,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 )
 

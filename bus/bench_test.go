@@ -21,8 +21,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )

@@ -30,10 +30,15 @@
 // sendMessage to a client that answers processMessage with -32601 (the
 // base protocol).
 //
+// The first three are served to anyone on a public listener
+// (rpc.Server.HandlePublic), within the topic patterns of the client's
+// credential; sendMessage to agent:<mesh agent id>, a mesh call made as
+// the relay, needs a credential that grants mesh.call. The three bus.*
+// methods need one that grants them.
+//
 // # Routing
 //
-// The subscription table (subTable) is an ordered list under a lock of
-// its own: a topic goes to the subscriptions whose pattern matches it,
+// The subscription table is an ordered list under a lock of its own: a topic goes to the subscriptions whose pattern matches it,
 // newest first, skipping those shadowed by a newer subscription to the
 // same pattern. Default handlers (subscribe with "defaultHandler": true)
 // are kept apart: the newest one matching a local message that nothing
@@ -50,7 +55,7 @@
 // A first delivery goes, in order: to a mesh agent when the topic is
 // agent:<mesh agent id> and no local client subscribes to it (the
 // payload's "type" names the capability); to local subscribers; to the
-// mesh's topic peers when the mesh is a Topics (in the background when
+// mesh's topic peers when the Mesh is an rpc.Publisher (in the background when
 // there are local subscribers, otherwise its ack routes the message); and
 // to a default handler when nothing else took it. Messages from the mesh
 // go to local subscribers only, never to a default handler (every node

@@ -15,10 +15,10 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/rpc"
 )
 

@@ -97,29 +97,39 @@ func (b *Bus) dropMeshSub(sub *subscription) {
 	ms.cancel()
 }
 
-// toMeshAgent calls a mesh agent for a topic agent:<id> naming one: the
-// payload's "type" is the capability, the payload the params.
-func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
-	id, ok := strings.CutPrefix(msg.Topic, "agent:")
+// meshAgent returns the agent id (as a peer ID) a topic agent:<id> names,
+// unless it names none or this node's own agent.
+func (b *Bus) meshAgent(topic string) (string, bool) {
+	id, ok := strings.CutPrefix(topic, "agent:")
 	if !ok {
-		return Ack{}, false
+		return "", false
 	}
 	pid, err := sign.ParseAgentID(id)
 	if err != nil || pid.String() == b.mesh.AgentID() {
+		return "", false
+	}
+	return pid.String(), true
+}
+
+// toMeshAgent calls a mesh agent for a topic agent:<id> naming one: the
+// payload's "type" is the capability, the payload the params.
+func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
+	agent, ok := b.meshAgent(msg.Topic)
+	if !ok {
 		return Ack{}, false
 	}
 	var p struct {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(msg.Payload, &p)
-	ack := Ack{ClientID: pid.String()}
+	ack := Ack{ClientID: agent}
 	if p.Type == "" {
 		ack.Message = `the payload has no "type": it names the capability to call on a mesh agent`
 		return ack, true
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
-	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: pid.String(), Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
+	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
 	if err != nil {
 		pe := protocol.AsError(err)
 		ack.Message = string(pe.Code) + ": " + pe.Message

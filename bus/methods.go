@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -39,8 +42,8 @@ func initializedClient(c *rpc.Conn) (*client, string, error) {
 }
 
 var (
-	subscribeFields      = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
-	unsubscribeFields    = map[string]bool{"topic": true, "defaultHandler": true}
+	subscribeFields   = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
+	unsubscribeFields = map[string]bool{"topic": true, "defaultHandler": true}
 	sendMessageFields = map[string]bool{"topic": true, "payload": true}
 )
 
@@ -212,3 +215,15 @@ func conversationOf(payload json.RawMessage) string {
 }
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// quotedKeys lists a params object's members for error messages.
+func quotedKeys(fields map[string]bool) string {
+	var out []byte
+	for i, k := range slices.Sorted(maps.Keys(fields)) {
+		if i > 0 {
+			out = append(out, ", "...)
+		}
+		out = strconv.AppendQuote(out, k)
+	}
+	return string(out)
+}

@@ -81,7 +81,6 @@ func (b *Bus) retryLoop() {
 	}
 }
 
-
 // retry makes one more attempt at an outbox message: to the client it is
 // addressed to, or routed afresh when it names none.
 func (b *Bus) retry(m store.Message) {

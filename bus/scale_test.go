@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 )
 
