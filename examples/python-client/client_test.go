@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -137,6 +138,9 @@ func startScript(ctx context.Context, t *testing.T, name string, args ...string)
 	t.Helper()
 	s := &script{cmd: exec.CommandContext(ctx, name, args...), lines: make(chan string, 64)}
 	s.cmd.Stderr = &s.stderr
+	// client.py imports meshagent_client from clients/python: write no
+	// bytecode there.
+	s.cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	s.cmd.WaitDelay = 5 * time.Second
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
