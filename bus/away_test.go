@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,18 +17,7 @@ import (
 // busServerWith is busServer with a bus configuration of the test's own.
 func busServerWith(t *testing.T, cfg bus.Config, st *store.Store) (*stack, string) {
 	t.Helper()
-	srv, err := newStack(t, newFakeMesh(), withBus(withConfig(cfg), bus.WithStore(st)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-	})
-	return srv, "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	return busServer(t, newFakeMesh(), st, withConfig(cfg))
 }
 
 // leaveAfterRetrying sends job:1 to a subscriber "worker" that asks for a

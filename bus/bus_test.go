@@ -42,11 +42,11 @@ func withConfig(cfg bus.Config) bus.Option {
 	}
 }
 
-// busServer serves a bus over mesh (a fake) with a store at path ("" for
-// none).
-func busServer(t *testing.T, mesh rpc.Mesh, st *store.Store) (*stack, string) {
+// busServer serves a bus over mesh (a fake) with store st (nil for none),
+// retrying quickly (fastBus) unless opts say otherwise.
+func busServer(t *testing.T, mesh rpc.Mesh, st *store.Store, opts ...bus.Option) (*stack, string) {
 	t.Helper()
-	srv, err := newStack(t, mesh, withBus(fastBus(), bus.WithStore(st)))
+	srv, err := newStack(t, mesh, withBus(append([]bus.Option{fastBus(), bus.WithStore(st)}, opts...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
