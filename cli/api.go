@@ -13,7 +13,7 @@ import (
 	"github.com/meshagent/meshagent/store"
 )
 
-// *node.Node is what the local API serves.
+// *node.Node is what the local API serves, and *rpc.Server serves the bus.
 var (
 	_ rpc.Mesh        = (*node.Node)(nil)
 	_ rpc.Discoverer  = (*node.Node)(nil)
@@ -22,6 +22,7 @@ var (
 	_ rpc.Consenter   = (*node.Node)(nil)
 	_ rpc.Tasker      = (*node.Node)(nil)
 	_ bus.Mesh        = (*node.Node)(nil)
+	_ bus.Registrar   = (*rpc.Server)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port)
