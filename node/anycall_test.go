@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
@@ -246,5 +247,44 @@ func TestCallAnySkipsUnauthorized(t *testing.T) {
 		if err != nil || agent != open.AgentID() {
 			t.Fatalf("call %d: %s, %v", i, agent, err)
 		}
+	}
+}
+
+// TestCallAnyFindsProvidersInTheDirectory: with no connected provider,
+// CallAny asks the DHT, and the providers it confirms answer.
+func TestCallAnyFindsProvidersInTheDirectory(t *testing.T) {
+	dhtOpts := node.WithDHTOptions(dht.WithProviderTTL(time.Minute), dht.WithReprovideInterval(time.Second))
+	var nodes []*node.Node
+	for i := range 4 {
+		opts := []node.Option{node.WithDHT(true), dhtOpts}
+		if i > 0 {
+			opts = append(opts, node.WithBootstrap(nodes[i-1].Addrs()...))
+		}
+		if i == 0 || i == 1 {
+			opts = append(opts, node.WithServices(echoService("translate")))
+		}
+		nodes = append(nodes, meshtest.Node(t, 20+i, opts...))
+	}
+	caller := nodes[3]
+	// The DHT may have connected the caller to the providers already:
+	// cut those connections, so that they are found through the
+	// directory (which dials them again) rather than the hello cache.
+	for _, p := range nodes[:2] {
+		_ = caller.Host().Network().ClosePeer(p.ID())
+	}
+	answered := map[string]bool{}
+	wait.For(t, 60*time.Second, func() error {
+		_, agent, err := callAny(t, caller, "translate", `{}`)
+		if err != nil {
+			return err
+		}
+		answered[agent] = true
+		if !answered[nodes[0].AgentID()] || !answered[nodes[1].AgentID()] {
+			return fmt.Errorf("answered by %v so far", answered)
+		}
+		return nil
+	})
+	if len(answered) != 2 {
+		t.Fatalf("answered by %v", answered)
 	}
 }

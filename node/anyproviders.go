@@ -18,6 +18,9 @@ const (
 	// reused; a call that finds it older starts another in the
 	// background and uses what the last one found meanwhile.
 	anyLookupEvery = 30 * time.Second
+	// anyLookupEmptyEvery replaces anyLookupEvery when the last lookup
+	// found nobody, so that a provider that just started is found soon.
+	anyLookupEmptyEvery = 5 * time.Second
 	// anyLookupTimeout bounds one directory lookup.
 	anyLookupTimeout = 10 * time.Second
 	// maxAnyLookups bounds the capabilities whose lookups are kept.
@@ -102,7 +105,11 @@ func (ap *anyProviders) lookup(capability string, now time.Time) (found map[peer
 		lk = &dirLookup{found: map[peer.ID]protocol.Capability{}}
 		ap.lookups[capability] = lk
 	}
-	if !lk.running && (lk.started.IsZero() || now.Sub(lk.started) > anyLookupEvery) {
+	every := anyLookupEvery
+	if len(lk.found) == 0 {
+		every = anyLookupEmptyEvery
+	}
+	if !lk.running && (lk.started.IsZero() || now.Sub(lk.started) > every) {
 		lk.running, lk.started = true, now
 		lk.seen, lk.first = map[peer.ID]bool{}, make(chan struct{})
 		start = lk
