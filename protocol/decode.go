@@ -116,12 +116,13 @@ func jsonStrings(v []byte, field string) ([]string, error) {
 }
 
 // DecodePayload decodes a JSON value received from the network (an
-// envelope's payload, a request's params, a response's result) into v and
-// checks the JSON type of every member v declares. A member of the wrong
-// type (a number where a string belongs, a string where an object does) is
-// an INVALID_MESSAGE *Error naming the member, for example
+// envelope's payload, a request's params, a response's result) into v with
+// DecodeStrict: member names are exact, duplicates are refused and the JSON
+// type of every member v declares is checked. A wrong type (a number where
+// a string belongs, a string where an object does) is an INVALID_MESSAGE
+// *Error naming the member, for example
 // `request payload: member "action" must be a string, not a number`.
-// Members v does not declare are ignored, so that peers may add extensions
+// Members v does not declare are skipped, so that peers may add extensions
 // (seed 002); v's own checks decide what is required. what names the value
 // in messages. A missing value (nil or empty raw) is an error; JSON null
 // leaves v unchanged.
@@ -129,25 +130,25 @@ func DecodePayload(raw []byte, what string, v any) error {
 	if len(raw) == 0 {
 		return Errorf(CodeInvalidMessage, "%s is missing", what)
 	}
-	err := json.Unmarshal(raw, v)
+	err := DecodeStrict(raw, v, AllowUnknown())
 	if err == nil {
 		return nil
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		got := jsonKind(te.Value)
-		if te.Field == "" {
-			return Errorf(CodeInvalidMessage, "%s must be %s, not %s", what, wantKind(te.Type), got)
-		}
-		return Errorf(CodeInvalidMessage, "%s: member %q must be %s, not %s", what, truncate(te.Field, 80), wantKind(te.Type), got)
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return Errorf(CodeInvalidMessage, "%s: %v", what, err)
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return Errorf(CodeInvalidMessage, "%s is not valid JSON: %v", what, err)
+	switch {
+	case fe.Err == ErrWrongType && fe.Field == "":
+		return Errorf(CodeInvalidMessage, "%s must be %s, not %s", what, fe.Want, fe.Got)
+	case fe.Err == ErrWrongType:
+		return Errorf(CodeInvalidMessage, "%s: member %q must be %s, not %s", what, truncate(fe.Field, 80), fe.Want, fe.Got)
+	case fe.Err == ErrSyntax:
+		return Errorf(CodeInvalidMessage, "%s is not valid JSON: %s", what, truncate(fe.Reason, 200))
 	}
 	// Errors from a type's own UnmarshalJSON (time.Time, say) keep their
 	// text; they never carry more than a short quote of the input.
-	return Errorf(CodeInvalidMessage, "%s: %s", what, truncate(strings.TrimPrefix(err.Error(), "json: "), 200))
+	return Errorf(CodeInvalidMessage, "%s: %s", what, truncate(fe.Error(), 200))
 }
 
 // jsonKind names the JSON type of a json.UnmarshalTypeError's Value
