@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// DecodeOption configures one DecodeStrict.
-type DecodeOption func(*decodeConfig)
+// DecodeOption configures one DecodeStrict. It works on a copy of the
+// configuration so that nothing of a decode escapes to the heap.
+type DecodeOption func(decodeConfig) decodeConfig
 
 type decodeConfig struct {
 	allowUnknown bool
@@ -24,7 +25,9 @@ type decodeConfig struct {
 // with it; formats we own alone (JSON-RPC params of mesh.*, capability and
 // policy files) do not, so a misspelt member is an error rather than a
 // setting silently dropped.
-func AllowUnknown() DecodeOption { return func(c *decodeConfig) { c.allowUnknown = true } }
+func AllowUnknown() DecodeOption {
+	return func(c decodeConfig) decodeConfig { c.allowUnknown = true; return c }
+}
 
 // DecodeStrict decodes the JSON value data into v, which must be a non-nil
 // pointer, by v's json struct tags, and refuses what encoding/json would
@@ -57,9 +60,8 @@ func DecodeStrict(data []byte, v any, opts ...DecodeOption) error {
 		return fmt.Errorf("protocol: DecodeStrict needs a non-nil pointer, not %T", v)
 	}
 	d := decoder{scanner: scanner{data: data}}
-	d.path = d.pathBuf[:0]
 	for _, o := range opts {
-		o(&d.cfg)
+		d.cfg = o(d.cfg)
 	}
 	err := d.value(planFor(rv.Type().Elem()), rv.Elem())
 	if err == nil {
@@ -95,15 +97,40 @@ type pathElem struct {
 
 type decoder struct {
 	scanner
-	cfg     decodeConfig
-	path    []pathElem
-	pathBuf [8]pathElem
+	cfg decodeConfig
+	// The path is kept in a fixed array while it is short, so that the
+	// decoder stays on the stack; deeper steps go to more.
+	path  [16]pathElem
+	more  []pathElem
+	steps int
+}
+
+func (d *decoder) push(e pathElem) {
+	if d.steps < len(d.path) {
+		d.path[d.steps] = e
+	} else {
+		d.more = append(d.more[:d.steps-len(d.path)], e)
+	}
+	d.steps++
+}
+
+func (d *decoder) pop() { d.steps-- }
+
+// step returns the innermost step.
+func (d *decoder) step() *pathElem { return d.stepAt(d.steps - 1) }
+
+func (d *decoder) stepAt(i int) *pathElem {
+	if i < len(d.path) {
+		return &d.path[i]
+	}
+	return &d.more[i-len(d.path)]
 }
 
 // at renders the current path as "capabilities[0].name".
 func (d *decoder) at() string {
 	var b strings.Builder
-	for _, e := range d.path {
+	for i := 0; i < d.steps; i++ {
+		e := d.stepAt(i)
 		if e.name == "" {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(e.idx))
@@ -321,9 +348,9 @@ func (d *decoder) slice(p *plan, v reflect.Value) error {
 		d.depth--
 		return nil
 	}
-	d.path = append(d.path, pathElem{})
+	d.push(pathElem{})
 	for i := 0; ; i++ {
-		d.path[len(d.path)-1].idx = i
+		d.step().idx = i
 		if v.Len() == v.Cap() {
 			v.Grow(1)
 		}
@@ -339,7 +366,7 @@ func (d *decoder) slice(p *plan, v reflect.Value) error {
 		case ']':
 			d.pos++
 			d.depth--
-			d.path = d.path[:len(d.path)-1]
+			d.pop()
 			return nil
 		default:
 			return errSyntax
@@ -384,14 +411,14 @@ func (d *decoder) mapValue(p *plan, v reflect.Value) error {
 		return nil
 	}
 	kt, et := p.t.Key(), p.t.Elem()
-	d.path = append(d.path, pathElem{})
+	d.push(pathElem{})
 	for {
 		_, name, err := d.key()
 		if err != nil {
 			return err
 		}
 		k := reflect.ValueOf(string(name)).Convert(kt)
-		d.path[len(d.path)-1].name = string(name)
+		d.step().name = string(name)
 		if seen != nil && seen[string(name)] || seen == nil && v.MapIndex(k).IsValid() {
 			return &FieldError{Field: d.at(), Err: ErrDuplicateMember}
 		}
@@ -409,7 +436,7 @@ func (d *decoder) mapValue(p *plan, v reflect.Value) error {
 		case '}':
 			d.pos++
 			d.depth--
-			d.path = d.path[:len(d.path)-1]
+			d.pop()
 			return nil
 		default:
 			return errSyntax
@@ -444,11 +471,11 @@ func (d *decoder) object(p *plan, v reflect.Value) error {
 				if d.peek() != 'n' {
 					present.set(i)
 				}
-				d.path = append(d.path, pathElem{name: f.name})
+				d.push(pathElem{name: f.name})
 				if err := d.value(f.plan, fieldByIndex(v, f.index)); err != nil {
 					return err
 				}
-				d.path = d.path[:len(d.path)-1]
+				d.pop()
 			} else {
 				if !d.cfg.allowUnknown {
 					return d.memberError(string(name), ErrUnknownMember)
@@ -485,7 +512,7 @@ func (d *decoder) object(p *plan, v reflect.Value) error {
 // memberError reports a member of the object being decoded.
 func (d *decoder) memberError(name string, kind error) error {
 	parent := d.at()
-	d.path = append(d.path, pathElem{name: name})
+	d.push(pathElem{name: name})
 	return &FieldError{Field: d.at(), Err: kind, parent: parent, member: name}
 }
 

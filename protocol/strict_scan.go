@@ -58,6 +58,13 @@ func (s *scanner) str() (raw []byte, slow bool, err error) {
 	start := s.pos
 	s.pos++ // the opening quote
 	for s.pos < len(s.data) {
+		// Most of a string is printable ASCII: skip it in a tight loop.
+		for s.pos < len(s.data) && plainByte[s.data[s.pos]] {
+			s.pos++
+		}
+		if s.pos == len(s.data) {
+			break
+		}
 		c := s.data[s.pos]
 		switch {
 		case c == '"':
@@ -96,6 +103,15 @@ func (s *scanner) str() (raw []byte, slow bool, err error) {
 	}
 	return nil, false, errSyntax
 }
+
+// plainByte marks the bytes a string may hold as they are: printable
+// ASCII other than the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
