@@ -293,6 +293,32 @@ func Open(body, sig []byte, signer peer.ID) (*Envelope, error) {
 	return e, nil
 }
 
+// signerPrefix is how every envelope Open accepts begins: canonical bytes
+// sort "from" before the other members seed 002 allows, and "agentId"
+// before the other members of from, which Validate requires.
+const signerPrefix = `{"from":{"agentId":"`
+
+// ClaimedSigner returns the agent that signed body if body is an envelope
+// Open can accept: its from.agentId, found by an exact scan of the bytes
+// and nothing more, so that a receiver that cannot name the signer from
+// the connection (GossipSub relays other agents' messages) still verifies
+// the signature before parsing anything. Open checks the claim. Bytes that
+// do not begin as a canonical envelope does are INVALID_MESSAGE.
+func ClaimedSigner(body []byte) (peer.ID, error) {
+	rest, ok := bytes.CutPrefix(body, []byte(signerPrefix))
+	// An agent id (a peer ID or a base64 key) never needs escaping, so the
+	// first quote ends it; a backslash means it is not one.
+	end := bytes.IndexByte(rest, '"')
+	if !ok || end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", Errorf(CodeInvalidMessage, "envelope does not begin with from.agentId")
+	}
+	id, err := sign.ParseAgentID(string(rest[:end]))
+	if err != nil {
+		return "", Errorf(CodeInvalidMessage, "from.agentId: %v", err)
+	}
+	return id, nil
+}
+
 // OpenJSON verifies and decodes an envelope in the embedded form (a JSON
 // object with a "signature" member), as read from files, the bus or the
 // lobby. The signing key is the one inlined in from.agentId. It returns the
