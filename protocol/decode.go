@@ -87,9 +87,9 @@ func DecodePayload(raw []byte, what string, v any) error {
 	}
 	switch {
 	case fe.Err == ErrWrongType && fe.Field == "":
-		return Errorf(CodeInvalidMessage, "%s must be %s, not %s", what, fe.Want, fe.Got)
+		return Errorf(CodeInvalidMessage, "%s must be %s, not %s", what, fe.Want, jsonKind(fe.Got))
 	case fe.Err == ErrWrongType:
-		return Errorf(CodeInvalidMessage, "%s: member %q must be %s, not %s", what, truncate(fe.Field, 80), fe.Want, fe.Got)
+		return Errorf(CodeInvalidMessage, "%s: member %q must be %s, not %s", what, truncate(fe.Field, 80), fe.Want, jsonKind(fe.Got))
 	case fe.Err == ErrSyntax:
 		return Errorf(CodeInvalidMessage, "%s is not valid JSON: %s", what, truncate(fe.Reason, 200))
 	}
@@ -98,8 +98,9 @@ func DecodePayload(raw []byte, what string, v any) error {
 	return Errorf(CodeInvalidMessage, "%s: %s", what, truncate(fe.Error(), 200))
 }
 
-// jsonKind names the JSON type of a json.UnmarshalTypeError's Value
-// ("number", "number 1.5", "string", "bool", "array", "object").
+// jsonKind names the JSON type of a FieldError's Got, which is worded as
+// json.UnmarshalTypeError's Value ("number", "number 1.5", "string",
+// "bool", "array", "object").
 func jsonKind(value string) string {
 	switch {
 	case strings.HasPrefix(value, "number"):

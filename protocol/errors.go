@@ -153,8 +153,10 @@ type FieldError struct {
 	// Field is the member's path from the decoded value, such as
 	// "capabilities[0].name"; empty for the value itself.
 	Field string
-	// Want and Got name the JSON types of an ErrWrongType ("a string",
-	// "a number").
+	// Want names the JSON type an ErrWrongType needed ("a string", "an
+	// integer"); Got is the type found, in encoding/json's words: "string",
+	// "number", "bool", "array", "object", or "number 1.5" for a number
+	// that does not fit the field.
 	Want, Got string
 	// Reason details ErrSyntax and ErrInvalidValue.
 	Reason string
@@ -172,9 +174,9 @@ func (e *FieldError) Error() string {
 	switch e.Err {
 	case ErrWrongType:
 		if e.Field == "" {
-			return "must be " + e.Want + ", not " + e.Got
+			return "must be " + e.Want + ", not " + jsonKind(e.Got)
 		}
-		return fmt.Sprintf("member %q must be %s, not %s", e.Field, e.Want, e.Got)
+		return fmt.Sprintf("member %q must be %s, not %s", e.Field, e.Want, jsonKind(e.Got))
 	case ErrUnknownMember:
 		if e.member == "" {
 			return fmt.Sprintf("unknown field %q", e.Field)

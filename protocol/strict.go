@@ -146,21 +146,22 @@ func (d *decoder) at() string {
 }
 
 // wrongType reports the value under pos as the wrong JSON type for p.
+// number is the text of a number that did not fit p.
 func (d *decoder) wrongType(p *plan, c byte, number []byte) error {
 	var got string
 	switch {
 	case c == '"':
-		got = "a string"
+		got = "string"
 	case c == 't' || c == 'f':
-		got = "a boolean"
+		got = "bool"
 	case c == '{':
-		got = "an object"
+		got = "object"
 	case c == '[':
-		got = "an array"
+		got = "array"
 	case number != nil:
-		got = "a non-integer or out-of-range number"
+		got = "number " + string(number)
 	case c == '-' || isDigit(c):
-		got = "a number"
+		got = "number"
 	default:
 		return errSyntax
 	}
@@ -328,7 +329,7 @@ func (d *decoder) delegate(v reflect.Value) error {
 		if te.Field != "" {
 			field = strings.TrimPrefix(field+"."+te.Field, ".")
 		}
-		return &FieldError{Field: field, Want: wantKind(te.Type), Got: jsonKind(te.Value), Err: ErrWrongType}
+		return &FieldError{Field: field, Want: wantKind(te.Type), Got: te.Value, Err: ErrWrongType}
 	}
 	return d.invalid(err)
 }
