@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // lobbyClient is one seed 000 agent: a WebSocket connection to the lobby,
@@ -101,7 +102,7 @@ func (c *lobbyClient) register(ctx context.Context, caps []protocol.Capability) 
 // discover sends DISCOVER_SERVICES for capability (§4.3, §5.2) and
 // returns the SERVICES_AVAILABLE payload, or the ERROR payload as an
 // error.
-func (c *lobbyClient) discover(ctx context.Context, capability, conv string) (*relay.ServicesAvailable, error) {
+func (c *lobbyClient) discover(ctx context.Context, capability, conv string) (*rpc.ServicesAvailable, error) {
 	payload, err := json.Marshal(relay.DiscoverServicesPayload{CapabilityName: capability})
 	if err != nil {
 		return nil, fmt.Errorf("%s: encode DISCOVER_SERVICES: %w", c.id, err)
@@ -116,7 +117,7 @@ func (c *lobbyClient) discover(ctx context.Context, capability, conv string) (*r
 	}
 	switch m.MessageType {
 	case relay.LobbyServicesAvailable:
-		var sa relay.ServicesAvailable
+		var sa rpc.ServicesAvailable
 		if err := json.Unmarshal(m.Payload, &sa); err != nil {
 			return nil, fmt.Errorf("%s: SERVICES_AVAILABLE payload: %w", c.id, err)
 		}

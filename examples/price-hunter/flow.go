@@ -16,6 +16,7 @@ import (
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
 
@@ -293,7 +294,7 @@ func runOn(ctx context.Context, out io.Writer, s setup) (err error) {
 	for _, f := range sa.ServicesFound {
 		fmt.Fprintf(w, "%s: SERVICES_AVAILABLE %s: %s (%s)\n", shopperID, capSearch, f.AgentID, kind(f.AgentID))
 	}
-	if !slices.ContainsFunc(sa.ServicesFound, func(f relay.ServiceFound) bool { return f.AgentID == hunterA.c.id }) {
+	if !slices.ContainsFunc(sa.ServicesFound, func(f rpc.ServiceFound) bool { return f.AgentID == hunterA.c.id }) {
 		return fmt.Errorf("the lobby does not list %s for %s", hunterA.c.id, capSearch)
 	}
 	res, err := shopper.request(ctx, hunterA.c.id, capSearch, "conv-1",
@@ -327,7 +328,7 @@ func runOn(ctx context.Context, out io.Writer, s setup) (err error) {
 			return false, err
 		}
 		for _, id := range want {
-			if !slices.ContainsFunc(sa.ServicesFound, func(f relay.ServiceFound) bool { return f.AgentID == id }) {
+			if !slices.ContainsFunc(sa.ServicesFound, func(f rpc.ServiceFound) bool { return f.AgentID == id }) {
 				return false, nil
 			}
 		}
