@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Code is an AgentProtocol error code (seed 002), carried in the payload of
@@ -198,6 +199,19 @@ func (e *FieldError) Error() string {
 		return e.Reason
 	}
 	return fmt.Sprintf("member %q: %s", e.Field, e.Reason)
+}
+
+// Name returns the member's own name, the last step of Field ("name" for
+// "capabilities[0].name"; "" for an array element or the value itself).
+func (e *FieldError) Name() string {
+	if e.member != "" {
+		return e.member
+	}
+	i := strings.LastIndexAny(e.Field, ".]")
+	if i >= 0 && e.Field[i] == ']' {
+		return ""
+	}
+	return e.Field[i+1:]
 }
 
 // Unwrap returns the sentinel.

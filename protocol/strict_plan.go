@@ -284,3 +284,22 @@ func lessIndex(a, b []int) bool {
 	}
 	return len(a) < len(b)
 }
+
+// MemberNames returns the member names DecodeStrict matches for the struct
+// v points to (or is), in declaration order, promoted members included.
+// It returns nil for other types.
+func MemberNames(v any) []string {
+	t := reflect.TypeOf(v)
+	if t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	p := planFor(t)
+	names := make([]string, len(p.fields))
+	for i, f := range p.fields {
+		names[i] = f.name
+	}
+	return names
+}

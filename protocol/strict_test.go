@@ -272,3 +272,23 @@ func FuzzDecodeStrict(f *testing.F) {
 		}
 	})
 }
+
+func TestFieldErrorName(t *testing.T) {
+	for _, tc := range []struct{ in, field, name string }{
+		{`{"zz":1}`, "zz", "zz"},
+		{`{"n":{"c":1}}`, "n.c", "c"},
+		{`{"l":[1]}`, "l[0]", ""},
+		{`{"nl":[{"a":1}]}`, "nl[0].a", "a"},
+	} {
+		var fe *FieldError
+		if err := DecodeStrict([]byte(tc.in), new(strictTarget)); !errors.As(err, &fe) || fe.Field != tc.field || fe.Name() != tc.name {
+			t.Errorf("DecodeStrict(%s) = %v: Field %q Name %q, want %q %q", tc.in, err, fe.Field, fe.Name(), tc.field, tc.name)
+		}
+	}
+	if got := MemberNames(&shadows{}); strings.Join(got, ",") != "e" {
+		t.Errorf("MemberNames(shadows) = %v, want [e]", got)
+	}
+	if got := MemberNames(strictRequired{}); strings.Join(got, ",") != "id,params,opt" {
+		t.Errorf("MemberNames(strictRequired) = %v", got)
+	}
+}
