@@ -89,7 +89,7 @@ func (c *Conn) ClientID() string {
 	return c.clientID
 }
 
-// parseInitializeParams decodes initialize's params (decodeMembers) and
+// parseInitializeParams decodes initialize's params (DecodeMembers) and
 // checks them, answering CodeInvalidClientInfo as seed 001 says.
 func parseInitializeParams(raw json.RawMessage) (InitializeParams, error) {
 	var p InitializeParams
@@ -98,7 +98,7 @@ func parseInitializeParams(raw json.RawMessage) (InitializeParams, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return p, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)
 	}
-	if fe := decodeMembers(raw, &p); fe != nil {
+	if fe := DecodeMembers(raw, &p); fe != nil {
 		switch {
 		case fe.Err == protocol.ErrSyntax:
 			return p, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)

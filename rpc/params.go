@@ -31,7 +31,7 @@ func DecodeParams(method string, raw json.RawMessage, v any) error {
 // words what is wrong as `unknown field "x"` or `"x" must be a whole
 // number, not string`.
 func decodeStrict(raw json.RawMessage, v any) error {
-	fe := decodeMembers(raw, v)
+	fe := DecodeMembers(raw, v)
 	switch {
 	case fe == nil:
 		return nil
@@ -45,13 +45,14 @@ func decodeStrict(raw json.RawMessage, v any) error {
 	return fe
 }
 
-// decodeMembers decodes params into the struct v points to with
+// DecodeMembers decodes params into the struct v points to with
 // protocol.DecodeStrict: member names exact, no member twice, none the
 // struct does not declare, every JSON type checked, so that the exported
 // params structs are what the methods read. When several things are
 // wrong, an unknown member (the first in sorted order) is the one
-// reported, as the methods always have.
-func decodeMembers(raw json.RawMessage, v any) *protocol.FieldError {
+// reported, as the methods always have. Methods served outside this
+// package (the bus's) word its *protocol.FieldError their own way.
+func DecodeMembers(raw json.RawMessage, v any) *protocol.FieldError {
 	err := protocol.DecodeStrict(raw, v)
 	if err == nil {
 		return nil
@@ -109,7 +110,7 @@ func paramKind(want string) string {
 	return want
 }
 
-// paramError words what decodeMembers found for a method whose members are
+// paramError words what DecodeMembers found for a method whose members are
 // named in takes ("agentId, capability, params, timeoutMs"): an unknown
 // member, a missing required one (tagged ",required"), a duplicate, or a
 // string member of another type. Members with a message of their own are
@@ -166,12 +167,12 @@ func objectShape(method string, v any) paramShape {
 }
 
 // decode decodes params that must be an object into the struct v points
-// to (decodeMembers) and answers what is wrong in the method's words.
+// to (DecodeMembers) and answers what is wrong in the method's words.
 func (s paramShape) decode(raw json.RawMessage, v any) error {
 	if len(raw) == 0 || raw[0] != '{' {
 		return Errorf(CodeInvalidParams, "invalid params: %s", s.object)
 	}
-	fe := decodeMembers(raw, v)
+	fe := DecodeMembers(raw, v)
 	switch {
 	case fe == nil:
 		return nil
