@@ -245,4 +245,3 @@ func conversationOf(payload json.RawMessage) string {
 	}
 	return ""
 }
-
