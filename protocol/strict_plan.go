@@ -92,12 +92,15 @@ func buildPlan(t reflect.Type, building map[reflect.Type]*plan) *plan {
 	p := &plan{t: t}
 	building[t] = p
 	pt := reflect.PointerTo(t)
+	// Pointers and interfaces are followed, not asked to unmarshal
+	// themselves: encoding/json does the same.
+	concrete := t.Kind() != reflect.Pointer && t.Kind() != reflect.Interface
 	switch {
 	case t == rawType:
 		p.kind = kRaw
-	case t.Kind() != reflect.Pointer && (t.Implements(jsonU) || pt.Implements(jsonU)):
+	case concrete && (t.Implements(jsonU) || pt.Implements(jsonU)):
 		p.kind = kJSON
-	case t.Kind() != reflect.Pointer && (t.Implements(textU) || pt.Implements(textU)):
+	case concrete && (t.Implements(textU) || pt.Implements(textU)):
 		p.kind = kText
 	default:
 		p.kind = kDelegate

@@ -292,3 +292,27 @@ func TestFieldErrorName(t *testing.T) {
 		t.Errorf("MemberNames(strictRequired) = %v", got)
 	}
 }
+
+type hiddenEmbed struct {
+	H string `json:"h"`
+}
+
+type oddTypes struct {
+	hiddenEmbed
+	U  json.Unmarshaler    `json:"u"`
+	TU *time.Time          `json:"tu"`
+	K  map[MessageType]int `json:"k"`
+}
+
+func TestDecodeStrictOddTypes(t *testing.T) {
+	var v oddTypes
+	if err := DecodeStrict([]byte(`{"h":"x","u":null,"tu":"2025-01-01T00:00:00Z","k":{"request":1}}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.H != "x" || v.TU == nil || v.K[TypeRequest] != 1 {
+		t.Fatalf("decoded %+v", v)
+	}
+	if err := DecodeStrict([]byte(`{"u":{}}`), &v); err == nil {
+		t.Fatal("an object into a nil interface with methods must be refused, as encoding/json does")
+	}
+}
