@@ -375,23 +375,24 @@ func (d *decoder) slice(p *plan, v reflect.Value) error {
 	}
 }
 
-// key reads a member name and the colon after it.
-func (d *decoder) key() (string, []byte, error) {
+// key reads a member name and the colon after it. The name aliases the
+// input unless it had escapes.
+func (d *decoder) key() ([]byte, error) {
 	if d.peek() != '"' {
-		return "", nil, errSyntax
+		return nil, errSyntax
 	}
 	raw, slow, err := d.str()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if err := d.expect(':'); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if !slow {
-		return "", raw[1 : len(raw)-1], nil
+		return raw[1 : len(raw)-1], nil
 	}
 	s, err := unquote(raw, true)
-	return s, []byte(s), err
+	return []byte(s), err
 }
 
 func (d *decoder) mapValue(p *plan, v reflect.Value) error {
@@ -414,7 +415,7 @@ func (d *decoder) mapValue(p *plan, v reflect.Value) error {
 	kt, et := p.t.Key(), p.t.Elem()
 	d.push(pathElem{})
 	for {
-		_, name, err := d.key()
+		name, err := d.key()
 		if err != nil {
 			return err
 		}
@@ -459,7 +460,7 @@ func (d *decoder) object(p *plan, v reflect.Value) error {
 		d.pos++
 	} else {
 		for {
-			_, name, err := d.key()
+			name, err := d.key()
 			if err != nil {
 				return err
 			}
