@@ -187,14 +187,7 @@ func (d *decoder) value(p *plan, v reflect.Value) error {
 	}
 	switch p.kind {
 	case kString:
-		if c != '"' {
-			return d.wrongType(p, c, nil)
-		}
-		raw, slow, err := d.str()
-		if err != nil {
-			return err
-		}
-		s, err := unquote(raw, slow)
+		s, err := d.stringValue(p, c)
 		if err != nil {
 			return err
 		}
@@ -231,14 +224,7 @@ func (d *decoder) value(p *plan, v reflect.Value) error {
 			return d.invalid(err)
 		}
 	case kText:
-		if c != '"' {
-			return d.wrongType(p, c, nil)
-		}
-		raw, slow, err := d.str()
-		if err != nil {
-			return err
-		}
-		s, err := unquote(raw, slow)
+		s, err := d.stringValue(p, c)
 		if err != nil {
 			return err
 		}
@@ -269,6 +255,18 @@ func (d *decoder) value(p *plan, v reflect.Value) error {
 		return d.delegate(v)
 	}
 	return nil
+}
+
+// stringValue reads a string for a field of plan p; c is its first byte.
+func (d *decoder) stringValue(p *plan, c byte) (string, error) {
+	if c != '"' {
+		return "", d.wrongType(p, c, nil)
+	}
+	raw, slow, err := d.str()
+	if err != nil {
+		return "", err
+	}
+	return unquote(raw, slow)
 }
 
 // number decodes a JSON number into an integer or float field the way

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -77,15 +76,7 @@ var discoverShape = paramShape{
 	method: MethodMeshDiscover,
 	object: `mesh.discover takes an object {"capability" or "keyword", "timeoutMs"}`,
 	takes:  "capability, keyword, timeoutMs",
-	member: func(fe *protocol.FieldError) error {
-		if !under(fe, "timeoutMs") {
-			return nil
-		}
-		if strings.HasPrefix(fe.Got, "number ") {
-			return discoverTimeoutError() // a number, but not a whole one in range
-		}
-		return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
-	},
+	member: timeoutMember(discoverTimeoutError),
 }
 
 func discoverTimeoutError() error {

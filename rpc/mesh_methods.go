@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -152,15 +151,7 @@ var callShape = paramShape{
 	method: MethodMeshCall,
 	object: `mesh.call takes an object {"agentId", "capability", "params", "timeoutMs"}`,
 	takes:  "agentId, capability, params, timeoutMs",
-	member: func(fe *protocol.FieldError) error {
-		if !under(fe, "timeoutMs") {
-			return nil
-		}
-		if strings.HasPrefix(fe.Got, "number ") {
-			return callTimeoutError() // a number, but not a whole one in range
-		}
-		return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
-	},
+	member: timeoutMember(callTimeoutError),
 }
 
 func callTimeoutError() error {

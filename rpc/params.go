@@ -194,3 +194,18 @@ func under(fe *protocol.FieldError, name string) bool {
 	rest, ok := strings.CutPrefix(fe.Field, name)
 	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
 }
+
+// timeoutMember words a timeoutMs of the wrong type for mesh.call and
+// mesh.discover: a number that is not a whole one in range gets range's
+// message, anything else "must be a number of milliseconds".
+func timeoutMember(rangeError func() error) func(*protocol.FieldError) error {
+	return func(fe *protocol.FieldError) error {
+		switch {
+		case !under(fe, "timeoutMs"):
+			return nil
+		case strings.HasPrefix(fe.Got, "number "):
+			return rangeError()
+		}
+		return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
+	}
+}
