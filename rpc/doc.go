@@ -31,6 +31,13 @@
 // other client. "params": null is read as absent. Every error code is
 // listed in one table in errors.go.
 //
+// A method's params are decoded by protocol.DecodeStrict into its exported
+// params struct (CallParams, PublishParams, …), which is the one statement
+// of the members it takes: names exact, none unknown, none twice, every
+// JSON type checked (DecodeMembers; DecodeParams for methods served from
+// other packages). A member tagged ",required" must be present and not
+// null. When several members are wrong, an unknown one is reported first.
+//
 // Methods served by every server:
 //
 //	ping        {}  -> {"timestamp": "2025-02-14T12:00:00Z"}   (seed 001)
