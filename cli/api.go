@@ -46,7 +46,7 @@ const localTimeout = 10 * time.Second
 // st (may be nil) persists the bus's outbox, dead letters and history.
 // level is the process's log level, which the API's mesh.logLevel changes.
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar, extra ...relay.Option) (*apiServer, error) {
-	opts := append([]relay.Option{relay.WithLogger(log), relay.WithRPC(rpc.WithControl(nodeControl{n: n, level: level}))}, extra...)
+	opts := append([]relay.Option{relay.WithLogger(log), relay.WithRPC(rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n}))}, extra...)
 	if st != nil {
 		opts = append(opts, relay.WithStore(st))
 	}
