@@ -28,7 +28,8 @@ const serveWait = 30 * time.Second
 // caller (meshagent call, through B) uses them: the answer with its
 // progress, ESCALATED seen in `meshagent task status`, a cancellation
 // that reaches the handler, an input-schema refusal that never reaches
-// it, and the capability withdrawn from A's hello once the agent is
+// it, a direct message (mesh.sendMessage through B) answered by the
+// agent, and the capability withdrawn from A's hello once the agent is
 // gone.
 func TestServeRealNodes(t *testing.T) {
 	bin := meshagent(t)
@@ -119,9 +120,34 @@ func (e *serveEnv) exercise(t *testing.T, capability, by, name string, args ...s
 		t.Errorf("the handler saw other requests than the call and the escalated one:\n%s", handled)
 	}
 
+	// A direct message from B's client reaches the agent, which answers.
+	e.directMessage(t, by)
+
 	// The agent gone: A withdraws the capability once its grace passed.
 	agent.kill()
 	e.waitOffered(t, capability, false)
+}
+
+// directMessage sends A a direct message through B's local API and
+// checks the agent's answer.
+func (e *serveEnv) directMessage(t *testing.T, by string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	defer cancel()
+	cl, err := rpc.Dial(ctx, e.b.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var res rpc.SendMessageResult
+	msg := map[string]any{"subject": "hello " + by, "body": "from go", "requires_response": true}
+	if err := cl.Call(ctx, rpc.MethodMeshSendMessage, map[string]any{"agentId": e.a.AgentID, "message": msg}, &res); err != nil {
+		t.Fatalf("mesh.sendMessage: %v", err)
+	}
+	var answer struct{ Ack, By string }
+	if err := json.Unmarshal(res.Response, &answer); err != nil || answer.Ack != "hello "+by || answer.By != by || res.Queued || res.MessageID == "" {
+		t.Errorf("mesh.sendMessage answered %+v (response %s, %v)", res, res.Response, err)
+	}
 }
 
 // waitOffered waits until B sees A's hello offer capability (or not).

@@ -7,7 +7,9 @@ through the node at URL until it is killed, and prints "serving" once the
 node offers it. Each request prints "handled <text>" and sends the
 progress {"done": 0.5}; the text "escalate" sets the task ESCALATED and
 waits for its cancellation (printing "cancelled"); any other text is
-answered {"summary": <its first 10 characters>, "by": "python"}.
+answered {"summary": <its first 10 characters>, "by": "python"}. It
+takes direct messages too, printing "message <subject>" for each and
+answering {"ack": <subject>, "by": "python"}.
 """
 import asyncio
 import os
@@ -33,9 +35,15 @@ async def handler(req):
     return {"summary": text[:10], "by": "python"}
 
 
+async def inbox(message, sender):
+    print(f"message {message['subject']}", flush=True)
+    return {"ack": message["subject"], "by": "python"}
+
+
 async def main(url, name):
     async with await mc.connect(url, f"{name}-agent") as mesh:
         await mesh.serve({"name": name, "description": "summarizes, in Python", "input_schema": SCHEMA}, handler)
+        await mesh.on_message(inbox)
         print("serving", flush=True)
         await mesh.wait_closed()
 

@@ -7,7 +7,9 @@
 // the node offers it. Each request prints "handled <text>" and sends the
 // progress {"done": 0.5}; the text "escalate" sets the task ESCALATED and
 // waits for its cancellation (printing "cancelled"); any other text is
-// answered {"summary": <its first 10 characters>, "by": "js"}.
+// answered {"summary": <its first 10 characters>, "by": "js"}. It takes
+// direct messages too, printing "message <subject>" for each and
+// answering {"ack": <subject>, "by": "js"}.
 import { connect } from '../../src/index.js';
 
 const [url, name] = process.argv.slice(2);
@@ -31,5 +33,9 @@ async function handler(req) {
 
 const mesh = await connect(url, `${name}-agent`);
 await mesh.serve({ name, description: 'summarizes, in JavaScript', input_schema: schema }, handler);
+await mesh.onMessage((message) => {
+  console.log(`message ${message.subject}`);
+  return { ack: message.subject, by: 'js' };
+});
 console.log('serving');
 await mesh.closed;
