@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -130,38 +128,6 @@ func testLogger(t testing.TB) *slog.Logger { return testlog.New(t) }
 
 // testClock is the test servers' clock: ping's timestamp is fixed.
 func testClock() time.Time { return time.Date(2025, 2, 14, 12, 0, 0, 0, time.UTC) }
-
-// testServer is a relay server with a fake mesh behind an httptest server.
-type testServer struct {
-	srv  *relay.Server
-	mesh *fakeMesh
-	url  string
-}
-
-func newTestServer(t *testing.T, opts ...relay.Option) *testServer {
-	t.Helper()
-	mesh := newFakeMesh()
-	return serveMesh(t, mesh, mesh, opts...)
-}
-
-// serveMesh is newTestServer for m, which is mesh or embeds it (as
-// topicMesh does).
-func serveMesh(t *testing.T, m relay.Mesh, mesh *fakeMesh, opts ...relay.Option) *testServer {
-	t.Helper()
-	srv, err := relay.New(m, append([]relay.Option{relay.WithLogger(testLogger(t)), relay.WithRPC(rpc.WithClock(testClock))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		// Close ends blocked calls through their contexts.
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-	})
-	return &testServer{srv: srv, mesh: mesh, url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/"}
-}
 
 // dialRaw opens a WebSocket to the server and, for the API (not the
 // lobby), initializes it (seed 001: nothing else is served before), for
