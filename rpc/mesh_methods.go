@@ -106,6 +106,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)
 	s.registerControlMethods()
+	s.registerServeMethods()
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
