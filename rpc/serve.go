@@ -168,29 +168,16 @@ func (s *Server) meshServe(_ context.Context, r *Request) (any, error) {
 }
 
 // decodeServedCapability reads one capability object of mesh.serve:
-// seed 000's members exactly, and "idempotent"; a handler is the client
-// itself, so a "handler" member is refused.
+// seed 000's members and "idempotent" (kept: CallAny fails a request over
+// to another provider only when it is true), exactly; a handler is the
+// client itself, so a "handler" member is refused.
 func decodeServedCapability(raw json.RawMessage) (protocol.Capability, error) {
 	var c protocol.Capability
-	var w map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
-		return c, errors.New("a capability is an object")
+	var h struct {
+		Handler json.RawMessage `json:"handler"`
 	}
-	if _, ok := w["handler"]; ok {
+	if protocol.DecodeStrict(raw, &h, protocol.AllowUnknown()) == nil && h.Handler != nil {
 		return c, errors.New(`a served capability has no "handler": the client serving it is the handler`)
-	}
-	// idempotent (may a failed-over request run twice) is read here, as a
-	// boolean, and not kept: a node answers each request once either way.
-	if v, ok := w["idempotent"]; ok {
-		if string(v) != "true" && string(v) != "false" {
-			return c, errors.New(`"idempotent" must be a boolean`)
-		}
-		delete(w, "idempotent")
-		b, err := json.Marshal(w)
-		if err != nil {
-			return c, err
-		}
-		raw = b
 	}
 	if err := decodeStrict(raw, &c); err != nil {
 		return c, err
