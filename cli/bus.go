@@ -69,7 +69,8 @@ func (r *runState) sendMessageCommand() *ucli.Command {
 			"initializes as BUB_AGENT_ID (or a generated id), and sends --payload to --topic (default " +
 			"BUB_DEFAULT_TOPIC). Prints the sendMessage result as one JSON line: " +
 			"{\"success\",\"stopPropagation\",\"acks\":[{\"client_id\",\"processed\",\"message\"}],\"messageId\"}. " +
-			"Exits 1 when no subscriber took the message.",
+			"Exits 1 when no subscriber took the message. The ack of a mesh agent (--topic agent:AGENT_ID) " +
+			"also carries its \"receipt\", its signed answer, which `meshagent verify --provider AGENT_ID` checks.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: flagTopic, EnvVars: []string{envVar(flagTopic), "BUB_DEFAULT_TOPIC"}, Usage: "`TOPIC` to send to (default BUB_DEFAULT_TOPIC)"},
 			stringFlag(flagPayload, "", "the message, a JSON object: inline, @FILE, or - for stdin (required)"),
