@@ -221,7 +221,9 @@ func countTo(tx *bolt.Tx, queue, to string, limit int) (int, error) {
 }
 
 // metaQueueBytes is the meta key of a named queue's size in bytes.
-func metaQueueBytes(queue string) []byte { return concat([]byte("queue_bytes"), []byte{0}, []byte(queue)) }
+func metaQueueBytes(queue string) []byte {
+	return concat([]byte("queue_bytes"), []byte{0}, []byte(queue))
+}
 
 func queueBytes(tx *bolt.Tx, queue string) (int64, error) {
 	key := metaQueueBytes(queue)
