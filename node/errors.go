@@ -15,6 +15,19 @@ var ErrNoIdentity = errors.New("node: an identity key is required (WithIdentity)
 // message is in the store's dead-letter queue when the node has a store.
 var ErrDeadLettered = errors.New("node: message dead-lettered")
 
+// ErrQueued is matched by the error SendMessage returns when the recipient
+// could not be reached and the message waits in the node's outbox, on
+// disk, to go out when it is back (a *QueuedError says until when).
+var ErrQueued = errors.New("node: message queued")
+
+// ErrOutboxFull is returned when the outbox holds as much as its bounds
+// allow (WithOutboxBounds) for the recipient or in all: the message was
+// not queued.
+var ErrOutboxFull = errors.New("node: outbox full")
+
+// ErrNoStore is returned by Forward on a node built without a store.
+var ErrNoStore = errors.New("node: no store (WithStore): nothing can be queued")
+
 // ErrNoTopics is returned by Publish and Subscribe on a node built without
 // topics (WithTopics(false)).
 var ErrNoTopics = errors.New("node: topics are off")

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -76,6 +77,21 @@ func (s *Store) EnqueueWithin(ctx context.Context, m Message, b Bounds) error {
 	}
 	s.signals.fire(m.Queue)
 	return nil
+}
+
+// CountFor returns how many messages of the named queue are addressed to
+// to, reading through the index on To.
+func (s *Store) CountFor(ctx context.Context, queue, to string) (int, error) {
+	var n int
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		n, err = countTo(tx, queue, to, math.MaxInt)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: count for %s: %w", to, err)
+	}
+	return n, nil
 }
 
 // Usage is what a named queue holds.
