@@ -22,6 +22,7 @@ var (
 	_ rpc.Consenter   = (*node.Node)(nil)
 	_ rpc.Tasker      = (*node.Node)(nil)
 	_ bus.Mesh        = (*node.Node)(nil)
+	_ bus.Forwarder   = (*node.Node)(nil)
 	_ bus.Registrar   = (*rpc.Server)(nil)
 )
 

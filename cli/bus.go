@@ -69,7 +69,9 @@ func (r *runState) sendMessageCommand() *ucli.Command {
 			"initializes as BUB_AGENT_ID (or a generated id), and sends --payload to --topic (default " +
 			"BUB_DEFAULT_TOPIC). Prints the sendMessage result as one JSON line: " +
 			"{\"success\",\"stopPropagation\",\"acks\":[{\"client_id\",\"processed\",\"message\"}],\"messageId\"}. " +
-			"Exits 1 when no subscriber took the message.",
+			"A message to agent:<id> whose agent is away is queued in the node's outbox (its ack has " +
+			"\"queued\": true, and a line on stderr says so) and delivered when the agent is back, " +
+			"within 7 days. Exits 1 when no subscriber took the message.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: flagTopic, EnvVars: []string{envVar(flagTopic), "BUB_DEFAULT_TOPIC"}, Usage: "`TOPIC` to send to (default BUB_DEFAULT_TOPIC)"},
 			stringFlag(flagPayload, "", "the message, a JSON object: inline, @FILE, or - for stdin (required)"),
@@ -114,6 +116,11 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 	}
 	if err := writeJSONLine(r.stdout, res); err != nil {
 		return err
+	}
+	for _, a := range res.Acks {
+		if a.Queued {
+			fmt.Fprintf(r.stderr, "send-message: agent %s is away; message %s is queued in the node's outbox and goes out when the agent is back\n", a.ClientID, res.MessageID)
+		}
 	}
 	if !res.Success {
 		return exitErrorf(ExitFailure, "send-message: no subscriber took the message on %q (it is in the dead-letter queue as %s)", topic, res.MessageID)

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
+)
+
+// TestSendMessageToAnAgentThatIsAway: `send-message --topic agent:<id>`
+// to an agent whose node is down is queued in the sending node's outbox
+// (the ack says so, and a line on stderr), and the call reaches the agent
+// once it is back.
+func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := meshtest.Node(t, 60, node.WithStore(st))
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, new(slog.LevelVar))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = api.close(ctx)
+	})
+	var calls atomic.Int64
+	summarize := func() node.Option {
+		return node.WithServices(node.Service{Capability: protocol.Capability{Name: "summarize"}, Handler: handler(func(context.Context, *node.Call) (json.RawMessage, error) {
+			calls.Add(1)
+			return json.RawMessage(`{"summary":"ok"}`), nil
+		})})
+	}
+	away := meshtest.Node(t, 61, summarize())
+	meshtest.Connect(t, n, away)
+	to := away.AgentID()
+	if err := away.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	res := runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--topic", "agent:"+to, "--payload", `{"type":"summarize","text":"t"}`)
+	res.wantCode(t, ExitOK)
+	res.wantStderr(t, "agent "+to+" is away", "queued in the node's outbox")
+	var sr bus.SendResult
+	if err := json.Unmarshal([]byte(res.stdout), &sr); err != nil || len(sr.Acks) != 1 || !sr.Acks[0].Queued {
+		t.Fatalf("result %s (%v), want one queued ack", res.stdout, err)
+	}
+
+	back := meshtest.Node(t, 61, summarize())
+	meshtest.Connect(t, back, n)
+	wait.For(t, 10*time.Second, func() error {
+		if c := calls.Load(); c != 1 {
+			return fmt.Errorf("summarize ran %d times", c)
+		}
+		return nil
+	})
+}
