@@ -244,11 +244,13 @@ func (r *runState) writeMessages(c *ucli.Context, msgs []bus.StoredMessage, dead
 func (r *runState) dlqCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "dlq",
-		Usage:     "list and replay the bus's dead letters",
+		Usage:     "list and replay dead letters: the bus's, and the node's messages to agents",
 		ArgsUsage: "list | replay ID",
-		Description: "`dlq list` lists the messages the bus gave up on (after its retries, or with no " +
-			"subscriber), oldest first, with why; `dlq replay ID` moves one back to the outbox with its " +
-			"attempts reset, and the bus delivers it again.",
+		Description: "`dlq list` lists the messages given up on, oldest first, with why: the bus's (after its " +
+			"retries, or with no subscriber), and the node's direct messages (topic agent.messages.dlq) and " +
+			"agent:<id> messages (after their attempts, a refusal, or 7 days waiting for an agent that is " +
+			"away); `dlq replay ID` moves one back to the outbox it came from with its attempts reset, and " +
+			"the bus or the node delivers it again.",
 		Flags: []ucli.Flag{
 			stringFlag(flagTopic, "", "list: only this `TOPIC`"),
 			&ucli.IntFlag{Name: flagLimit, Usage: "list: at most `N` (0: all)", EnvVars: []string{envVar(flagLimit)}},
