@@ -38,6 +38,7 @@ chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malfo
 
 bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, directory vs raw kad-dht, topics vs raw GossipSub, bus vs nats-server, idle client memory, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
+	$(GO) test ./node -run '^$$' -bench CallAny -count 3
 	$(GO) test ./dht -run '^$$' -bench FindProviders -benchtime 200x
 	$(GO) test ./pubsub -run '^$$' -bench Fanout -benchtime 1x
 	$(GO) test ./bus -run '^$$' -bench BusRoundTrip -benchtime 1x

@@ -21,6 +21,7 @@ var (
 	_ rpc.IDPublisher = (*node.Node)(nil)
 	_ rpc.Consenter   = (*node.Node)(nil)
 	_ rpc.Tasker      = (*node.Node)(nil)
+	_ rpc.AnyCaller   = (*node.Node)(nil)
 	_ bus.Mesh        = (*node.Node)(nil)
 	_ bus.Forwarder   = (*node.Node)(nil)
 	_ bus.Registrar   = (*rpc.Server)(nil)

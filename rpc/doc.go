@@ -38,6 +38,14 @@
 //	mesh.peers  {}  -> [PeerInfo, …]
 //	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?}
 //	            -> {"correlationId", "status", "result"}
+//	mesh.call   {"capability", "params"?, "timeoutMs"?}   (no "agentId"; an AnyCaller mesh)
+//	            -> {"correlationId", "status", "result", "agentId"}
+//
+// Without "agentId" the node chooses a provider of the capability and
+// fails over to another only when the request provably did not start
+// there, or the capability is idempotent (node.Node.CallAny); the result
+// names the agent that answered. A Mesh that is not an AnyCaller still
+// requires "agentId".
 //
 // While a mesh.call runs, each in_progress response is sent to the caller
 // as a notification, before the call's final response:

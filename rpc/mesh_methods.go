@@ -50,8 +50,9 @@ const MaxCallTimeout = time.Hour
 // both are given they must agree.
 type CallParams struct {
 	// AgentID is the target agent, a peer ID or a base64 Ed25519 public
-	// key.
-	AgentID string `json:"agentId"`
+	// key. Left out, the node chooses a provider of the capability (on a
+	// Mesh that is an AnyCaller; elsewhere it is required).
+	AgentID string `json:"agentId,omitempty"`
 	// Capability names the capability to invoke.
 	Capability string `json:"capability"`
 	// Params is the JSON object handed to the capability. Optional.
@@ -150,8 +151,9 @@ func noParams(req *Request) error {
 var callParamsFields = map[string]bool{"agentId": true, "capability": true, "action": true, "params": true, "timeoutMs": true, "taskId": true}
 
 // parseCallParams validates mesh.call's params and returns the request
-// for the mesh, without Progress.
-func parseCallParams(raw json.RawMessage) (protocol.CallRequest, error) {
+// for the mesh, without Progress. With anyOK, "agentId" may be left out
+// (the request's To is then empty).
+func parseCallParams(raw json.RawMessage, anyOK bool) (protocol.CallRequest, error) {
 	var req protocol.CallRequest
 	var w map[string]json.RawMessage
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
@@ -167,14 +169,18 @@ func parseCallParams(raw json.RawMessage) (protocol.CallRequest, error) {
 	if err != nil {
 		return req, err
 	}
-	if agent == "" {
+	switch {
+	case agent != "":
+		id, err := sign.ParseAgentID(agent)
+		if err != nil {
+			return req, Errorf(CodeInvalidParams, `invalid params: "agentId": %v`, err)
+		}
+		req.To = id.String()
+	case !anyOK:
 		return req, Errorf(CodeInvalidParams, `invalid params: "agentId" is required`)
+	case len(w["agentId"]) > 0 && !isNull(w["agentId"]):
+		return req, Errorf(CodeInvalidParams, `invalid params: "agentId" is empty; leave it out to let the node choose the provider`)
 	}
-	id, err := sign.ParseAgentID(agent)
-	if err != nil {
-		return req, Errorf(CodeInvalidParams, `invalid params: "agentId": %v`, err)
-	}
-	req.To = id.String()
 
 	capability, err := stringField("capability", w["capability"])
 	if err != nil {
@@ -258,7 +264,8 @@ func stringField(name string, raw json.RawMessage) (string, error) {
 // AgentProtocol failure becomes the JSON-RPC error of its code (see
 // errors.go) with data.code.
 func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
-	req, err := parseCallParams(r.Params)
+	anyCaller, anyOK := s.mesh.(AnyCaller)
+	req, err := parseCallParams(r.Params, anyOK)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +293,9 @@ func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
 		// The relay calls for its authenticated client and vouches for
 		// it, so the provider sees "<relay id>/bus:<name>", not the relay.
 		req.OnBehalfOf = BusClientPrefix + cred.Name
+	}
+	if req.To == "" {
+		return callAny(ctx, anyCaller, req)
 	}
 	resp, err := s.mesh.Call(ctx, req)
 	if err != nil {
