@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
@@ -126,9 +127,9 @@ func (ob *outbox) wake() {
 	}
 }
 
-// seen is told that agent p was heard from (a hello, a heartbeat): what
-// waits for it is due now.
-func (n *Node) seen(p peer.ID) {
+// seen is told that agent p was heard from (a hello, or a heartbeat with
+// the addresses it gives): what waits for it is due now.
+func (n *Node) seen(p peer.ID, addrs ...string) {
 	ob := n.outbox
 	if ob == nil {
 		return
@@ -138,6 +139,13 @@ func (n *Node) seen(p peer.ID) {
 	ob.mu.Unlock()
 	if !waiting {
 		return
+	}
+	// A heartbeat heard through the mesh may be all this node knows of
+	// where the agent is now; it signed them.
+	for _, a := range addrs {
+		if m, err := ma.NewMultiaddr(a); err == nil {
+			n.host.Peerstore().AddAddr(p, m, peerstore.TempAddrTTL)
+		}
 	}
 	// The wake writes to the store: not on the hello's or the topic's
 	// goroutine.
@@ -151,8 +159,8 @@ func (n *Node) seen(p peer.ID) {
 		}
 		if moved > 0 {
 			n.log.Debug("outbox: agent back; its messages are due", "remote_peer", p, "messages", moved)
+			ob.wake()
 		}
-		ob.wake()
 	})
 }
 
