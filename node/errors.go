@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrClosed is returned by operations on a node that has been closed.
@@ -61,3 +62,29 @@ func (e *ListenError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *ListenError) Unwrap() error { return e.Err }
+
+// QueuedError is returned by SendMessage when the recipient is away and
+// the message waits in the node's outbox, on disk. It matches ErrQueued;
+// it unwraps to the failed attempt's error, so protocol.CodeOf names why
+// (UNKNOWN_AGENT, CAPABILITY_NOT_SUPPORTED): check ErrQueued first.
+type QueuedError struct {
+	// MessageID is the id the message is queued under.
+	MessageID string
+	// To is the recipient's agent id.
+	To string
+	// Expires is when the outbox gives up and dead-letters it.
+	Expires time.Time
+	// Cause is why the attempt failed.
+	Cause error
+}
+
+// Error implements error.
+func (e *QueuedError) Error() string {
+	return fmt.Sprintf("node: message %s queued for agent %s until %s: %v", e.MessageID, e.To, e.Expires.UTC().Format(time.RFC3339), e.Cause)
+}
+
+// Is reports whether target is ErrQueued.
+func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
+
+// Unwrap returns the cause.
+func (e *QueuedError) Unwrap() error { return e.Cause }

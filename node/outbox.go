@@ -74,31 +74,6 @@ type outbox struct {
 	waiting map[peer.ID]bool
 }
 
-// QueuedError is returned by SendMessage (and Forward's callers see its
-// fields) when the recipient could not be reached and the message waits in
-// the node's outbox, on disk. It matches ErrQueued.
-type QueuedError struct {
-	// MessageID is the id the message is queued under.
-	MessageID string
-	// To is the recipient's agent id.
-	To string
-	// Expires is when the outbox gives up and dead-letters it.
-	Expires time.Time
-	// Cause is why the attempt failed.
-	Cause error
-}
-
-// Error implements error.
-func (e *QueuedError) Error() string {
-	return fmt.Sprintf("node: message %s queued for agent %s until %s: %v", e.MessageID, e.To, e.Expires.UTC().Format(time.RFC3339), e.Cause)
-}
-
-// Is reports whether target is ErrQueued.
-func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
-
-// Unwrap returns the cause.
-func (e *QueuedError) Unwrap() error { return e.Cause }
-
 // startOutbox loads the agents something waits for and starts the loop,
 // whose first pass delivers what a restart found due.
 func (n *Node) startOutbox() error {
