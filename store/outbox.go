@@ -28,29 +28,7 @@ func (s *Store) EnqueueID(ctx context.Context, m Message) (string, error) {
 }
 
 func (s *Store) enqueue(ctx context.Context, m Message) (string, error) {
-	if err := s.prepare(&m); err != nil {
-		return "", err
-	}
-	if m.NextAttempt.IsZero() {
-		m.NextAttempt = s.cfg.clock()
-	}
-	if err := checkTime("next attempt", m.NextAttempt); err != nil {
-		return "", err
-	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		id := []byte(m.ID)
-		if bucket(tx, bucketOutboxIDs).Get(id) != nil {
-			return fmt.Errorf("%w: message %s is already in the outbox", ErrExists, m.ID)
-		}
-		if bucket(tx, bucketDLQIDs).Get(id) != nil {
-			return fmt.Errorf("%w: message %s is in the dead-letter queue", ErrExists, m.ID)
-		}
-		return putOutbox(tx, m)
-	})
-	if err != nil {
-		return "", fmt.Errorf("store: enqueue %s: %w", m.ID, err)
-	}
-	return m.ID, nil
+	return s.enqueueWithin(ctx, m, Bounds{})
 }
 
 // putOutbox writes m under a new sequence number with its indexes.

@@ -34,14 +34,21 @@ func (s *Store) EnqueueWithin(ctx context.Context, m Message, b Bounds) error {
 	if m.Queue == "" && (b.PerRecipient > 0 || b.Bytes > 0) {
 		return invalidf("bounds apply to named queues only")
 	}
+	_, err := s.enqueueWithin(ctx, m, b)
+	return err
+}
+
+// enqueueWithin is Enqueue and EnqueueWithin: b is zero for the bus's
+// outbox.
+func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds) (string, error) {
 	if err := s.prepare(&m); err != nil {
-		return err
+		return "", err
 	}
 	if m.NextAttempt.IsZero() {
 		m.NextAttempt = s.cfg.clock()
 	}
 	if err := checkTime("next attempt", m.NextAttempt); err != nil {
-		return err
+		return "", err
 	}
 	size := int64(len(m.Payload) + len(m.Metadata))
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -73,10 +80,10 @@ func (s *Store) EnqueueWithin(ctx context.Context, m Message, b Bounds) error {
 		return putOutbox(tx, m)
 	})
 	if err != nil {
-		return fmt.Errorf("store: enqueue %s: %w", m.ID, err)
+		return "", fmt.Errorf("store: enqueue %s: %w", m.ID, err)
 	}
 	s.signals.fire(m.Queue)
-	return nil
+	return m.ID, nil
 }
 
 // CountFor returns how many messages of the named queue are addressed to
