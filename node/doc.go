@@ -129,7 +129,8 @@
 //   - caller.mu: the request stream to each peer and the openings in
 //     progress. reqConn.mu guards one stream's pending calls and
 //     reqConn.wmu its writes; the two are never held together.
-//   - registry.mu: the registered services, their sorted names and
+//   - registry.mu: the registered services by source (the node's own,
+//     SetServices; others, Offer), their union, its sorted names and
 //     Hello.Seq. The built-ins (task.status, task.cancel,
 //     agent.message) are fixed at construction and need no lock; they
 //     take the same path through execute as any service.

@@ -88,3 +88,7 @@ func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
 
 // Unwrap returns the cause.
 func (e *QueuedError) Unwrap() error { return e.Cause }
+
+// ErrCapabilityTaken is returned by Offer when another source already
+// offers a capability of the same name.
+var ErrCapabilityTaken = errors.New("node: capability offered by another source")

@@ -467,6 +467,22 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ho
 	}
 }
 
+// Notify sends the server a notification (no answer comes back): a
+// serving client's mesh.progress or mesh.setState, for example. A
+// notification sent from an OnRequest handler reaches the server before
+// that handler's answer.
+func (c *Client) Notify(ctx context.Context, method string, params any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("rpc: encode %s: %w", method, err)
+	}
+	return c.write(ctx, b)
+}
+
 // timeoutGrace is how long MeshCall waits beyond the call's own timeout,
 // so that the node reports its TIMEOUT before the client gives up.
 const timeoutGrace = 5 * time.Second
