@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -66,6 +69,55 @@ func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
 	wait.For(t, 10*time.Second, func() error {
 		if c := calls.Load(); c != 1 {
 			return fmt.Errorf("summarize ran %d times", c)
+		}
+		return nil
+	})
+}
+
+// TestMeshSendMessageQueued: mesh.sendMessage to an agent whose node is
+// down answers {"queued":true}, and the direct message reaches the agent
+// once it is back.
+func TestMeshSendMessageQueued(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := meshtest.Node(t, 62, node.WithStore(st))
+	api := serveAPI(t, n)
+	away := meshtest.Node(t, 63)
+	meshtest.Connect(t, n, away)
+	to := away.AgentID()
+	if err := away.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := meshtest.Context(t, 30*time.Second)
+	cl, err := dialAPI(ctx, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var raw json.RawMessage
+	if err := cl.Call(ctx, rpc.MethodMeshSendMessage, map[string]any{"agentId": to, "message": map[string]any{"message_id": "m-away", "subject": "while you were out"}}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if string(raw) != `{"messageId":"m-away","queued":true}` {
+		t.Fatalf("mesh.sendMessage answered %s, want queued", raw)
+	}
+
+	back := meshtest.Node(t, 63)
+	var got atomic.Int64
+	back.OnMessage(func(_ context.Context, _ peer.ID, m protocol.AgentMessage) (json.RawMessage, error) {
+		if m.MessageID == "m-away" {
+			got.Add(1)
+		}
+		return nil, nil
+	})
+	meshtest.Connect(t, back, n)
+	wait.For(t, 10*time.Second, func() error {
+		if c := got.Load(); c != 1 {
+			return fmt.Errorf("the message arrived %d times", c)
 		}
 		return nil
 	})

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -59,7 +61,12 @@ func (p nodeProvider) OnMessage(h rpc.MessageHandler) {
 }
 
 // SendMessage sends through the node's at-least-once delivery, each
-// attempt bounded by the node's request timeout.
+// attempt bounded by the node's request timeout; a message queued for an
+// agent that is away is rpc.ErrQueued.
 func (p nodeProvider) SendMessage(ctx context.Context, to string, m protocol.AgentMessage) (json.RawMessage, error) {
-	return p.n.SendMessage(ctx, to, m, 0)
+	res, err := p.n.SendMessage(ctx, to, m, 0)
+	if errors.Is(err, node.ErrQueued) {
+		return nil, fmt.Errorf("%w: %w", rpc.ErrQueued, err)
+	}
+	return res, err
 }
