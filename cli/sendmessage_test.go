@@ -122,3 +122,56 @@ func TestMeshSendMessageQueued(t *testing.T) {
 		return nil
 	})
 }
+
+// TestHeldMessagesWaitForTheAgent: on a node that holds direct messages
+// (--hold-messages) a message sent before the agent attaches through the
+// local API is refused, queued by the sender's node, and handed to the
+// agent once, after it calls mesh.onMessage.
+func TestHeldMessagesWaitForTheAgent(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	sender := meshtest.Node(t, 64, node.WithStore(st))
+	agentNode := meshtest.Node(t, 65)
+	agentNode.OnMessage(holdMessages)
+	meshtest.Connect(t, sender, agentNode)
+	senderAPI, agentAPI := serveAPI(t, sender), serveAPI(t, agentNode)
+
+	ctx := meshtest.Context(t, 30*time.Second)
+	cl, err := dialAPI(ctx, senderAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var raw json.RawMessage
+	if err := cl.Call(ctx, rpc.MethodMeshSendMessage, map[string]any{"agentId": agentNode.AgentID(), "message": map[string]any{"message_id": "m-held", "subject": "before you attached"}}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if string(raw) != `{"messageId":"m-held","queued":true}` {
+		t.Fatalf("mesh.sendMessage answered %s, want queued", raw)
+	}
+
+	var got atomic.Int64
+	agent, err := rpc.Dial(ctx, agentAPI, rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+		var p rpc.AgentMessageParams
+		if method == rpc.MethodMeshAgentMessage && json.Unmarshal(params, &p) == nil && p.Message.MessageID == "m-held" && p.From == sender.AgentID() {
+			got.Add(1)
+		}
+		return nil, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	if err := agent.Call(ctx, rpc.MethodMeshOnMessage, map[string]any{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 20*time.Second, func() error {
+		if c := got.Load(); c != 1 {
+			return fmt.Errorf("the agent got the message %d times", c)
+		}
+		return nil
+	})
+}
