@@ -140,30 +140,3 @@ func TestMaxClientsPerIP(t *testing.T) {
 		initialized(t, ts2.url, "x"+string(rune('0'+i)))
 	}
 }
-
-// The lobby: a connection that neither REGISTERs nor authenticates is
-// closed after InitTimeout; a flood of idle ones does not keep a new
-// agent out.
-func TestLobbyRegisterDeadlineAndFlood(t *testing.T) {
-	l := relay.DefaultLimits()
-	l.MaxClients = 4
-	l.InitTimeout = 300 * time.Millisecond
-	tl := newTestLobby(t, relay.WithLobbyLimits(l))
-	idle := dialRaw(t, tl.url)
-	expectClosed(t, idle, testTimeout, "register deadline")
-
-	flood := make([]*websocket.Conn, 8)
-	for i := range flood {
-		flood[i] = dialRaw(t, tl.url)
-	}
-	for _, id := range []string{"agent_a", "agent_b", "agent_c"} {
-		c := dialLobby(t, tl.url, id)
-		c.register()
-	}
-	expectClosed(t, flood[0], testTimeout, "evicted: server full")
-	// Registered agents outlive the deadline.
-	c := dialLobby(t, tl.url, "agent_d")
-	c.register()
-	// Across two deadlines the agent is answered every time it asks.
-	wait.Holds(t, 2*l.InitTimeout, func() error { c.quiet(); return nil })
-}

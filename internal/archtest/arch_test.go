@@ -16,9 +16,10 @@ var forbidden = map[string][]string{
 	"dht":      {mod + "pubsub", mod + "node", mod + "relay", mod + "cli"},
 	"pubsub":   {mod + "dht", mod + "node", mod + "relay", mod + "cli"},
 	"metrics":  {mod},
-	"store":    {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub"},
-	"node":     {mod + "relay", mod + "cli"},
+	"store":    {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub", mod + "lobby"},
+	"node":     {mod + "relay", mod + "cli", mod + "lobby"},
 	"relay":    {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
+	"lobby":    {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 }
 
 func goList(t *testing.T, args ...string) []string {

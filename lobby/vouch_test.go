@@ -1,4 +1,4 @@
-package relay_test
+package lobby_test
 
 import (
 	"path/filepath"
@@ -6,36 +6,36 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 )
 
 // TestLobbyVouchesForRequester: a lobby agent's REQUEST to a mesh agent
 // reaches the mesh vouching for that lobby agent ("lobby:<agent_id>"), so
 // the mesh agent can tell the relay's clients apart.
-func TestLobbyVouchesForRequester(t *testing.T) {
+func TestVouchesForRequester(t *testing.T) {
 	tl := newTestLobby(t)
 	for _, id := range []string{"alice", "bob"} {
 		c := dialLobby(t, tl.url, id)
 		c.register()
-		c.send(relay.LobbyRequest, peerID, "w-"+id, map[string]any{"capability_name": "whoami"})
-		m := c.expect(relay.LobbyResponse)
+		c.send(lobby.TypeRequest, peerID, "w-"+id, map[string]any{"capability_name": "whoami"})
+		m := c.expect(lobby.TypeResponse)
 		if want := `{"status":"success","onBehalfOf":"lobby:` + id + `"}`; compact(string(m.Payload)) != want {
 			t.Fatalf("%s: RESPONSE %s, want %s", id, m.Payload, want)
 		}
 	}
 }
 
-func discoverFor(t *testing.T, c *lobbyClient, payload map[string]any) relay.ServicesAvailable {
+func discoverFor(t *testing.T, c *lobbyClient, payload map[string]any) lobby.ServicesAvailablePayload {
 	t.Helper()
-	c.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "d", payload)
-	var sa relay.ServicesAvailable
-	decodePayload(t, c.expect(relay.LobbyServicesAvailable), &sa)
+	c.send(lobby.TypeDiscoverServices, lobby.DefaultID, "d", payload)
+	var sa lobby.ServicesAvailablePayload
+	decodePayload(t, c.expect(lobby.TypeServicesAvailable), &sa)
 	return sa
 }
 
 // found lists "agent:capability,capability" per agent, in answer order.
-func found(sa relay.ServicesAvailable) []string {
+func found(sa lobby.ServicesAvailablePayload) []string {
 	var out []string
 	for _, s := range sa.ServicesFound {
 		var names []string
@@ -50,7 +50,7 @@ func found(sa relay.ServicesAvailable) []string {
 // TestLobbyDiscoverKeywords: seed 000 §4.3's query_keywords find lobby
 // agents by keyword, name or description, ignoring case, and mesh agents
 // by the directory's keyword records.
-func TestLobbyDiscoverKeywords(t *testing.T) {
+func TestDiscoverKeywords(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
 	cheapest := searchCap()
@@ -114,7 +114,7 @@ func TestLobbyDiscoverKeywords(t *testing.T) {
 // TestLobbyRefusesConfusableIDs: an agent_id that differs from a
 // registered one only by Unicode look-alikes (or ASCII ones: case, 0/O,
 // 1/l) is refused at REGISTER, also after a restart.
-func TestLobbyRefusesConfusableIDs(t *testing.T) {
+func TestRefusesConfusableIDs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
 	tl := lobbyAt(t, path)
 	rogue := dialLobby(t, tl.url, "rogue_007")
@@ -161,28 +161,4 @@ func TestLobbyRefusesConfusableIDs(t *testing.T) {
 	refuse(tl, "rogue_0O7", `looks like the registered agent "rogue_007"`)
 	refuse(tl, "rnodern_vvave", `looks like the registered agent "modern_wave"`)
 	refuse(tl, "rogue_OO8", `looks like the registered agent "rogue_008"`)
-}
-
-// TestMeshCallVouchesForCredential: mesh.call from a public client
-// authenticated by a credential vouches for it ("bus:<name>"); from the
-// local API it does not (the node calls for itself).
-func TestMeshCallVouchesForCredential(t *testing.T) {
-	l := serveListeners(t, testTokens)
-	for _, tc := range []struct{ url, want string }{
-		{withToken(l.public, meshToken), "bus:caller"},
-		{l.local, ""},
-	} {
-		c := dialClient(t, tc.url)
-		var res struct {
-			Result struct {
-				OnBehalfOf string `json:"onBehalfOf"`
-			} `json:"result"`
-		}
-		if err := c.Call(ctxT(t), relay.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "whoami"}, &res); err != nil {
-			t.Fatal(err)
-		}
-		if res.Result.OnBehalfOf != tc.want {
-			t.Errorf("%s: the mesh saw onBehalfOf %q, want %q", tc.url, res.Result.OnBehalfOf, tc.want)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package relay
+package lobby
 
 import (
 	"errors"
@@ -8,19 +8,19 @@ import (
 	"time"
 )
 
-// LobbyConfig configures a Lobby. The zero value is not ready; start from
-// DefaultLobbyConfig.
-type LobbyConfig struct {
-	// Limits bound each connection, as for the bus (MaxBatch is unused:
-	// the lobby has no batches). MaxConcurrentCalls bounds the REQUESTs
+// Config configures a Lobby. The zero value is not ready; start from
+// DefaultConfig.
+type Config struct {
+	// Limits bound each connection and the number of clients.
+	// MaxConcurrentCalls bounds the REQUESTs
 	// and DISCOVER_SERVICES one connection has in flight; beyond it the
 	// lobby answers ERROR with code RATE_LIMITED. Keep SendQueue at least
 	// MaxConcurrentCalls: all the requests in flight may be answered at
 	// once, and a client whose queue fills is disconnected. Default:
 	// DefaultLimits().
 	Limits Limits
-	// LobbyID is the lobby's agent id. Default: DefaultLobbyID.
-	LobbyID string
+	// ID is the lobby's own agent id. Default: DefaultID.
+	ID string
 	// RequestTimeout bounds a REQUEST from its arrival to its final
 	// RESPONSE, whether a lobby client or a mesh agent serves it; the
 	// requester then receives a RESPONSE with status "error" and code
@@ -36,19 +36,21 @@ type LobbyConfig struct {
 	// DiscoverTimeout bounds the mesh directory search of one
 	// DISCOVER_SERVICES. Default: 3 s.
 	DiscoverTimeout time.Duration
-	// OriginPatterns lists the browser origins allowed to connect, as
-	// Config.OriginPatterns. Default: none (clients without an Origin
-	// header are always accepted).
+	// OriginPatterns lists the browser origins allowed to connect: a
+	// pattern is matched (path.Match, case-insensitive) against an
+	// Origin's host[:port], or against scheme://host[:port] if it contains
+	// "://"; "*" allows every origin. Default: none (clients without an
+	// Origin header are always accepted).
 	OriginPatterns []string
 	// Logger receives structured logs. Default: slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultLobbyConfig returns every default in one place.
-func DefaultLobbyConfig() LobbyConfig {
-	return LobbyConfig{
+// DefaultConfig returns every default in one place.
+func DefaultConfig() Config {
+	return Config{
 		Limits:           DefaultLimits(),
-		LobbyID:          DefaultLobbyID,
+		ID:               DefaultID,
 		RequestTimeout:   30 * time.Second,
 		DiscoverTimeout:  3 * time.Second,
 		MaxRegistrations: 10000,
@@ -56,50 +58,50 @@ func DefaultLobbyConfig() LobbyConfig {
 	}
 }
 
-// LobbyOption configures a Lobby.
-type LobbyOption func(*LobbyConfig) error
+// Option configures a Lobby.
+type Option func(*Config) error
 
 // Apply applies opts in order, skipping nil ones.
-func (c *LobbyConfig) Apply(opts ...LobbyOption) error {
+func (c *Config) Apply(opts ...Option) error {
 	for i, o := range opts {
 		if o == nil {
 			continue
 		}
 		if err := o(c); err != nil {
-			return fmt.Errorf("relay: lobby option %d: %w", i, err)
+			return fmt.Errorf("lobby: option %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
 // Validate checks the configuration as a whole.
-func (c *LobbyConfig) Validate() error {
+func (c *Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
-		return err
+		return fmt.Errorf("lobby: %w", err)
 	}
 	switch {
-	case c.LobbyID == "" || len(c.LobbyID) > MaxLobbyIDLen:
-		return fmt.Errorf("relay: LobbyConfig.LobbyID must be 1 to %d bytes", MaxLobbyIDLen)
+	case c.ID == "" || len(c.ID) > MaxIDLen:
+		return fmt.Errorf("lobby: Config.ID must be 1 to %d bytes", MaxIDLen)
 	case c.RequestTimeout <= 0:
-		return errors.New("relay: LobbyConfig.RequestTimeout must be positive")
+		return errors.New("lobby: Config.RequestTimeout must be positive")
 	case c.DiscoverTimeout <= 0:
-		return errors.New("relay: LobbyConfig.DiscoverTimeout must be positive")
+		return errors.New("lobby: Config.DiscoverTimeout must be positive")
 	case c.MaxRegistrations < 1:
-		return errors.New("relay: LobbyConfig.MaxRegistrations must be positive")
+		return errors.New("lobby: Config.MaxRegistrations must be positive")
 	case c.Logger == nil:
-		return errors.New("relay: LobbyConfig.Logger is nil")
+		return errors.New("lobby: Config.Logger is nil")
 	}
 	for _, p := range c.OriginPatterns {
 		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("relay: origin pattern %q: %w", p, err)
+			return fmt.Errorf("lobby: origin pattern %q: %w", p, err)
 		}
 	}
 	return nil
 }
 
-// WithLobbyLogger sets the lobby's logger. A nil logger is refused.
-func WithLobbyLogger(l *slog.Logger) LobbyOption {
-	return func(c *LobbyConfig) error {
+// WithLogger sets the lobby's logger. A nil logger is refused.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Config) error {
 		if l == nil {
 			return errors.New("nil logger")
 		}
@@ -108,9 +110,9 @@ func WithLobbyLogger(l *slog.Logger) LobbyOption {
 	}
 }
 
-// WithLobbyLimits replaces the lobby's connection limits.
-func WithLobbyLimits(l Limits) LobbyOption {
-	return func(c *LobbyConfig) error {
+// WithLimits replaces the lobby's connection limits.
+func WithLimits(l Limits) Option {
+	return func(c *Config) error {
 		if err := l.Validate(); err != nil {
 			return err
 		}
@@ -119,21 +121,21 @@ func WithLobbyLimits(l Limits) LobbyOption {
 	}
 }
 
-// WithLobbyID sets the lobby's own agent id (DefaultLobbyID otherwise).
-func WithLobbyID(id string) LobbyOption {
-	return func(c *LobbyConfig) error {
-		if id == "" || len(id) > MaxLobbyIDLen {
-			return fmt.Errorf("lobby id must be 1 to %d bytes", MaxLobbyIDLen)
+// WithID sets the lobby's own agent id (DefaultID otherwise).
+func WithID(id string) Option {
+	return func(c *Config) error {
+		if id == "" || len(id) > MaxIDLen {
+			return fmt.Errorf("lobby id must be 1 to %d bytes", MaxIDLen)
 		}
-		c.LobbyID = id
+		c.ID = id
 		return nil
 	}
 }
 
-// WithLobbyRequestTimeout bounds each REQUEST (see
-// LobbyConfig.RequestTimeout).
-func WithLobbyRequestTimeout(d time.Duration) LobbyOption {
-	return func(c *LobbyConfig) error {
+// WithRequestTimeout bounds each REQUEST (see
+// Config.RequestTimeout).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *Config) error {
 		if d <= 0 {
 			return errors.New("request timeout must be positive")
 		}
@@ -142,9 +144,9 @@ func WithLobbyRequestTimeout(d time.Duration) LobbyOption {
 	}
 }
 
-// WithLobbyDiscoverTimeout bounds the mesh part of each DISCOVER_SERVICES.
-func WithLobbyDiscoverTimeout(d time.Duration) LobbyOption {
-	return func(c *LobbyConfig) error {
+// WithDiscoverTimeout bounds the mesh part of each DISCOVER_SERVICES.
+func WithDiscoverTimeout(d time.Duration) Option {
+	return func(c *Config) error {
 		if d <= 0 {
 			return errors.New("discover timeout must be positive")
 		}
@@ -153,10 +155,10 @@ func WithLobbyDiscoverTimeout(d time.Duration) LobbyOption {
 	}
 }
 
-// WithLobbyOriginPatterns allows browser pages from origins matching these
+// WithOriginPatterns allows browser pages from origins matching these
 // patterns to connect (see Config.OriginPatterns).
-func WithLobbyOriginPatterns(patterns ...string) LobbyOption {
-	return func(c *LobbyConfig) error {
+func WithOriginPatterns(patterns ...string) Option {
+	return func(c *Config) error {
 		for _, p := range patterns {
 			if _, err := path.Match(p, ""); err != nil {
 				return fmt.Errorf("origin pattern %q: %w", p, err)
@@ -167,10 +169,10 @@ func WithLobbyOriginPatterns(patterns ...string) LobbyOption {
 	}
 }
 
-// WithLobbyMaxRegistrations bounds the agents registered in the store (see
-// LobbyConfig.MaxRegistrations).
-func WithLobbyMaxRegistrations(n int) LobbyOption {
-	return func(c *LobbyConfig) error {
+// WithMaxRegistrations bounds the agents registered in the store (see
+// Config.MaxRegistrations).
+func WithMaxRegistrations(n int) Option {
+	return func(c *Config) error {
 		if n < 1 {
 			return errors.New("max registrations must be positive")
 		}

@@ -1,4 +1,4 @@
-package relay
+package lobby
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// lobbyConn is one lobby client connection. Its goroutines, as for the
+// conn is one lobby client connection. Its goroutines, as for the
 // bus's Conn: the read loop (the HTTP handler's goroutine), one writer,
 // one pinger when Limits.PingInterval > 0, and one per REQUEST or
 // DISCOVER_SERVICES in flight (at most Limits.MaxConcurrentCalls). The
@@ -25,7 +25,7 @@ import (
 // Outgoing messages go through a bounded queue drained by the writer. A
 // full queue, or a write that misses Limits.WriteTimeout, disconnects the
 // client: the lobby never waits for a slow reader.
-type lobbyConn struct {
+type conn struct {
 	l       *Lobby
 	id      uint64
 	ws      *websocket.Conn
@@ -60,9 +60,9 @@ type lobbyConn struct {
 
 // enqueue hands an encoded message to the writer without blocking. A full
 // queue disconnects the client.
-func (c *lobbyConn) enqueue(b []byte) error {
+func (c *conn) enqueue(b []byte) error {
 	if c.ctx.Err() != nil {
-		return ErrClosed
+		return errClosed
 	}
 	select {
 	case c.send <- b:
@@ -71,13 +71,13 @@ func (c *lobbyConn) enqueue(b []byte) error {
 		if c.shut(websocket.StatusPolicyViolation, "slow consumer: send queue full", true) {
 			c.log.Warn("slow lobby client disconnected", "reason", "send queue full", "queued", len(c.send))
 		}
-		return ErrSlowConsumer
+		return errSlowConsumer
 	}
 }
 
 // sendMsg encodes and queues m.
-func (c *lobbyConn) sendMsg(m *LobbyMessage) error {
-	b, err := encodeLobbyMessage(m)
+func (c *conn) sendMsg(m *Message) error {
+	b, err := encodeMessage(m)
 	if err != nil {
 		c.log.Error("encode lobby message", "type", m.MessageType, "err", err)
 		return err
@@ -86,12 +86,12 @@ func (c *lobbyConn) sendMsg(m *LobbyMessage) error {
 }
 
 // shut starts closing the connection once; see Conn.shut.
-func (c *lobbyConn) shut(code websocket.StatusCode, reason string, abrupt bool) bool {
+func (c *conn) shut(code websocket.StatusCode, reason string, abrupt bool) bool {
 	return c.shutMode(code, reason, abrupt, false)
 }
 
 // shutMode is shut; see Conn.shutMode.
-func (c *lobbyConn) shutMode(code websocket.StatusCode, reason string, abrupt, quick bool) bool {
+func (c *conn) shutMode(code websocket.StatusCode, reason string, abrupt, quick bool) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -109,7 +109,7 @@ func (c *lobbyConn) shutMode(code websocket.StatusCode, reason string, abrupt, q
 
 // serve is the read loop. It returns once the connection has ended and
 // every goroutine it started has returned.
-func (c *lobbyConn) serve() {
+func (c *conn) serve() {
 	c.wg.Go(c.writeLoop)
 	if c.limits.PingInterval > 0 {
 		c.wg.Go(c.pingLoop)
@@ -135,7 +135,7 @@ func (c *lobbyConn) serve() {
 
 // handle serves one message on the read loop, turning a panic into an
 // ERROR for the sender: one bad message never ends the connection.
-func (c *lobbyConn) handle(frame []byte) {
+func (c *conn) handle(frame []byte) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("lobby message handler panicked", "panic", p, "stack", string(debug.Stack()))
@@ -147,7 +147,7 @@ func (c *lobbyConn) handle(frame []byte) {
 
 // spawn runs f on its own goroutine if a slot is free, and reports whether
 // it did.
-func (c *lobbyConn) spawn(f func()) bool {
+func (c *conn) spawn(f func()) bool {
 	select {
 	case c.slots <- struct{}{}:
 	default:
@@ -168,7 +168,7 @@ func (c *lobbyConn) spawn(f func()) bool {
 // initExpired closes the connection if no agent has attached to it within
 // Limits.InitTimeout (a REGISTER, or a message with a valid auth_token);
 // with a request of its own being served it looks again later.
-func (c *lobbyConn) initExpired() {
+func (c *conn) initExpired() {
 	c.l.mu.Lock()
 	established := c.established
 	c.l.mu.Unlock()
@@ -190,13 +190,13 @@ func (c *lobbyConn) initExpired() {
 
 // evict closes a connection the lobby takes the slot of. It runs under
 // l.mu.
-func (c *lobbyConn) evict(reason string) {
+func (c *conn) evict(reason string) {
 	if c.shutMode(websocket.StatusPolicyViolation, reason, false, true) {
 		c.log.Info("lobby client evicted", "reason", reason)
 	}
 }
 
-func (c *lobbyConn) readFailed(err error) {
+func (c *conn) readFailed(err error) {
 	switch {
 	case errors.Is(err, websocket.ErrMessageTooBig):
 		c.log.Warn("lobby client sent an oversize message; disconnected", "limit", c.limits.MaxMessageBytes)
@@ -209,7 +209,7 @@ func (c *lobbyConn) readFailed(err error) {
 }
 
 // writeLoop is the connection's only writer; see Conn.writeLoop.
-func (c *lobbyConn) writeLoop() {
+func (c *conn) writeLoop() {
 	defer c.closeWS()
 	for {
 		select {
@@ -234,7 +234,7 @@ func (c *lobbyConn) writeLoop() {
 }
 
 // drain writes what is still queued when an orderly close begins.
-func (c *lobbyConn) drain() {
+func (c *conn) drain() {
 	c.mu.Lock()
 	abrupt := c.abrupt
 	c.mu.Unlock()
@@ -256,7 +256,7 @@ func (c *lobbyConn) drain() {
 }
 
 // closeWS ends the WebSocket; see Conn.closeWS.
-func (c *lobbyConn) closeWS() {
+func (c *conn) closeWS() {
 	c.mu.Lock()
 	code, why, abrupt, quick := c.closeCode, c.closeWhy, c.abrupt, c.quick
 	c.mu.Unlock()
@@ -277,7 +277,7 @@ func (c *lobbyConn) closeWS() {
 
 // pingLoop pings the client every PingInterval and disconnects it if a
 // pong does not come back within the interval.
-func (c *lobbyConn) pingLoop() {
+func (c *conn) pingLoop() {
 	t := time.NewTicker(c.limits.PingInterval)
 	defer t.Stop()
 	for {

@@ -1,56 +1,53 @@
-package relay
+package lobby
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"unicode/utf8"
 
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// DefaultLobbyID is the lobby's own agent id (seed 000 §2): the
+// DefaultID is the lobby's own agent id (seed 000 §2): the
 // receiver_id of REGISTER and DISCOVER_SERVICES, and the sender_id of
 // everything the lobby itself says.
-const DefaultLobbyID = "global_lobby"
+const DefaultID = "global_lobby"
 
 // Seed 000's message types (§4).
 const (
-	LobbyRegister          = "REGISTER"
-	LobbyRegisterAck       = "REGISTER_ACK"
-	LobbyDiscoverServices  = "DISCOVER_SERVICES"
-	LobbyServicesAvailable = "SERVICES_AVAILABLE"
-	LobbyRequest           = "REQUEST"
-	LobbyResponse          = "RESPONSE"
-	LobbyError             = "ERROR"
+	TypeRegister          = "REGISTER"
+	TypeRegisterAck       = "REGISTER_ACK"
+	TypeDiscoverServices  = "DISCOVER_SERVICES"
+	TypeServicesAvailable = "SERVICES_AVAILABLE"
+	TypeRequest           = "REQUEST"
+	TypeResponse          = "RESPONSE"
+	TypeError             = "ERROR"
 )
 
 // RegisterStatus is the status of a REGISTER_ACK (seed 000 §4.2).
 const RegisterStatus = "success_registered_finalized"
 
 // Lobby message bounds: ids (sender_id, receiver_id, conversation_id) and
-// tokens longer than MaxLobbyIDLen bytes are refused, and so is a
-// REGISTER with more than MaxLobbyCapabilities capabilities.
+// tokens longer than MaxIDLen bytes are refused, and so is a
+// REGISTER with more than MaxCapabilities capabilities.
 const (
-	MaxLobbyIDLen        = 256
-	MaxLobbyCapabilities = 256
+	MaxIDLen        = 256
+	MaxCapabilities = 256
 )
 
-// LobbyMessage is seed 000's message (§3), one per WebSocket text
+// Message is seed 000's message (§3), one per WebSocket text
 // message. Fields are encoded in the seed's order. The lobby never sends
 // an auth_token in this field: a forwarded REQUEST or RESPONSE has the
 // sender's token removed, and the only token the lobby sends is the one a
 // REGISTER_ACK carries in its payload.
-type LobbyMessage struct {
-	// SenderID is the agent_id of the sender; DefaultLobbyID for what the
+type Message struct {
+	// SenderID is the agent_id of the sender; DefaultID for what the
 	// lobby says itself.
 	SenderID string `json:"sender_id"`
-	// ReceiverID is the agent_id of the receiver, or DefaultLobbyID.
+	// ReceiverID is the agent_id of the receiver, or DefaultID.
 	ReceiverID string `json:"receiver_id"`
 	// MessageType is one of the Lobby* message types.
 	MessageType string `json:"message_type"`
-	// Payload is a JSON object; ParseLobbyMessage reads an absent or null
+	// Payload is a JSON object; ParseMessage reads an absent or null
 	// payload as {}.
 	Payload json.RawMessage `json:"payload"`
 	// ConversationID correlates a REQUEST with its RESPONSE; optional
@@ -75,104 +72,58 @@ type RegisterAckPayload struct {
 
 // DiscoverServicesPayload is the payload of DISCOVER_SERVICES (§4.3):
 // a capability name, keywords (the seed's "alternative: search by
-// keywords"), or both; at least one. SERVICES_AVAILABLE's payload is
-// ServicesAvailable.
+// keywords"), or both; at least one.
 type DiscoverServicesPayload struct {
 	CapabilityName string   `json:"capability_name,omitempty"`
 	QueryKeywords  []string `json:"query_keywords,omitempty"`
 }
 
-// LobbyErrorPayload is the payload of ERROR (§4.7). Code, an AgentProtocol
+// ServiceFound is one entry of SERVICES_AVAILABLE: an agent and its
+// capabilities that match the query.
+type ServiceFound struct {
+	AgentID              string                `json:"agent_id"`
+	RelevantCapabilities []protocol.Capability `json:"relevant_capabilities"`
+}
+
+// ServicesAvailablePayload is the payload of SERVICES_AVAILABLE (§4.4).
+type ServicesAvailablePayload struct {
+	ServicesFound           []ServiceFound `json:"services_found"`
+	DiscoveredForCapability string         `json:"discovered_for_capability"`
+	// DiscoveredForKeywords echoes DISCOVER_SERVICES's query_keywords
+	// (meshagent's addition, absent when there were none).
+	DiscoveredForKeywords []string `json:"discovered_for_keywords,omitempty"`
+}
+
+// ErrorPayload is the payload of ERROR (§4.7). Code, an AgentProtocol
 // error code, is meshagent's addition (the seed leaves room for "more
 // sophisticated error codes"); clients that only read error are not
 // disturbed by it.
-type LobbyErrorPayload struct {
+type ErrorPayload struct {
 	Error                  string        `json:"error"`
 	Code                   protocol.Code `json:"code,omitempty"`
 	OriginalMessageType    string        `json:"original_message_type,omitempty"`
 	OriginalConversationID string        `json:"original_conversation_id,omitempty"`
 }
 
-// LobbyErrorResponse is the payload of a RESPONSE with status "error"
+// ErrorResponse is the payload of a RESPONSE with status "error"
 // (§4.6, §8): what a requester receives when its REQUEST is refused
 // (UNAUTHORIZED, CAPABILITY_NOT_SUPPORTED, UNKNOWN_AGENT), times out, or
 // fails in the mesh. Code and Details are meshagent's additions.
-type LobbyErrorResponse struct {
+type ErrorResponse struct {
 	Status  protocol.Status `json:"status"`
 	Error   string          `json:"error"`
 	Code    protocol.Code   `json:"code,omitempty"`
 	Details json.RawMessage `json:"details,omitempty"`
 }
 
-// lobbyMember is one member of a JSON object, in document order.
-type lobbyMember struct {
-	name string
-	raw  json.RawMessage
-}
-
-var errDuplicateMember = errors.New("duplicate member")
-
-// objectMembers splits a JSON object into its members, in order, refusing
-// duplicate names: a lobby and an agent must never read the same bytes
-// differently (encoding/json keeps the last duplicate and matches names
-// case-insensitively; other languages differ). raw must be valid JSON.
-func objectMembers(raw []byte) ([]lobbyMember, error) {
-	raw = trimJSONSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // {
-		return nil, err
-	}
-	var out []lobbyMember
-	seen := make(map[string]bool)
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, ok := t.(string)
-		if !ok {
-			return nil, errors.New("member name is not a string")
-		}
-		if seen[name] {
-			return nil, &duplicateError{name: name}
-		}
-		seen[name] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, lobbyMember{name: name, raw: v})
-	}
-	if _, err := dec.Token(); err != nil { // }
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the object")
-	}
-	return out, nil
-}
-
-type duplicateError struct{ name string }
-
-func (e *duplicateError) Error() string { return "duplicate member " + strconvQuote(e.name) }
-func (e *duplicateError) Unwrap() error { return errDuplicateMember }
-
-func strconvQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
 // lobbyFields are the members of a lobby message; any other top-level
-// member is tolerated and dropped (see ParseLobbyMessage).
+// member is tolerated and dropped (see ParseMessage).
 var lobbyFields = map[string]bool{
 	"sender_id": true, "receiver_id": true, "message_type": true,
 	"payload": true, "conversation_id": true, "auth_token": true,
 }
 
-// ParseLobbyMessage decodes one WebSocket message as a seed 000 message.
+// ParseMessage decodes one WebSocket message as a seed 000 message.
 // It is strict where a lax reading could be abused, and lenient where the
 // seed is loose:
 //
@@ -181,7 +132,7 @@ var lobbyFields = map[string]bool{
 //   - member names match exactly ("Sender_ID" is not sender_id);
 //   - message_type is a non-empty string; sender_id, receiver_id,
 //     conversation_id and auth_token are strings, null or absent (absent
-//     and null read as ""), at most MaxLobbyIDLen bytes;
+//     and null read as ""), at most MaxIDLen bytes;
 //   - payload is an object; absent or null reads as {};
 //   - other top-level members (a "timestamp", say, which seed 000's
 //     reference agents may add) are tolerated and dropped: the seed lists
@@ -192,7 +143,7 @@ var lobbyFields = map[string]bool{
 // The error is a *protocol.Error with CodeInvalidMessage. On error the
 // returned message holds the fields read so far (for the ERROR reply's
 // original_message_type and original_conversation_id), or is nil.
-func ParseLobbyMessage(frame []byte) (*LobbyMessage, error) {
+func ParseMessage(frame []byte) (*Message, error) {
 	if !utf8.Valid(frame) {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: not valid UTF-8")
 	}
@@ -203,7 +154,7 @@ func ParseLobbyMessage(frame []byte) (*LobbyMessage, error) {
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: %v", err)
 	}
-	m := &LobbyMessage{}
+	m := &Message{}
 	// Read the fields an ERROR reply echoes first, so they are known
 	// whatever else is wrong.
 	byName := make(map[string]json.RawMessage, len(members))
@@ -223,8 +174,8 @@ func ParseLobbyMessage(frame []byte) (*LobbyMessage, error) {
 			errs = append(errs, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: %q must be a string", name))
 			return
 		}
-		if len(v) > MaxLobbyIDLen {
-			errs = append(errs, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: %q is longer than %d bytes", name, MaxLobbyIDLen))
+		if len(v) > MaxIDLen {
+			errs = append(errs, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: %q is longer than %d bytes", name, MaxIDLen))
 			return
 		}
 		*dst = v
@@ -255,60 +206,10 @@ func ParseLobbyMessage(frame []byte) (*LobbyMessage, error) {
 	return m, nil
 }
 
-// encodeLobbyMessage encodes m for the wire, without HTML escaping.
-func encodeLobbyMessage(m *LobbyMessage) ([]byte, error) {
+// encodeMessage encodes m for the wire, without HTML escaping.
+func encodeMessage(m *Message) ([]byte, error) {
 	if len(m.Payload) == 0 {
 		m.Payload = json.RawMessage(`{}`)
 	}
 	return marshal(m)
-}
-
-// payloadString reads a string member of a payload; absent and null read
-// as "", anything else that is not a string is an error.
-func payloadString(members []lobbyMember, name string) (string, bool, error) {
-	for _, mb := range members {
-		if mb.name != name {
-			continue
-		}
-		if isNull(mb.raw) {
-			return "", false, nil
-		}
-		var v string
-		if mb.raw[0] != '"' || json.Unmarshal(mb.raw, &v) != nil {
-			return "", true, protocol.Errorf(protocol.CodeInvalidMessage, "payload: %q must be a string", name)
-		}
-		return v, true, nil
-	}
-	return "", false, nil
-}
-
-// buildObject encodes first (name, value pairs already encoded) followed by
-// members, leaving out any member whose name is in skip.
-func buildObject(first []lobbyMember, members []lobbyMember, skip ...string) json.RawMessage {
-	var buf bytes.Buffer
-	buf.WriteByte('{')
-	n := 0
-	add := func(mb lobbyMember) {
-		if n > 0 {
-			buf.WriteByte(',')
-		}
-		n++
-		buf.WriteString(strconvQuote(mb.name))
-		buf.WriteByte(':')
-		buf.Write(mb.raw)
-	}
-	for _, mb := range first {
-		add(mb)
-	}
-outer:
-	for _, mb := range members {
-		for _, s := range skip {
-			if mb.name == s {
-				continue outer
-			}
-		}
-		add(mb)
-	}
-	buf.WriteByte('}')
-	return buf.Bytes()
 }

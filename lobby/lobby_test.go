@@ -1,9 +1,10 @@
-package relay_test
+package lobby_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"net/http"
@@ -18,8 +19,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -70,24 +71,24 @@ func lobbyStore(t *testing.T, path string) *store.Store {
 
 // testLobby is a lobby behind an httptest server.
 type testLobby struct {
-	lobby *relay.Lobby
+	lobby *lobby.Lobby
 	mesh  *fakeMesh
 	url   string
 	stop  func() // closes lobby, HTTP server and store; also a cleanup
 }
 
 // newTestLobby serves a lobby over a fresh store in t.TempDir().
-func newTestLobby(t *testing.T, opts ...relay.LobbyOption) *testLobby {
+func newTestLobby(t *testing.T, opts ...lobby.Option) *testLobby {
 	t.Helper()
 	return lobbyAt(t, filepath.Join(t.TempDir(), "store.db"), opts...)
 }
 
 // lobbyAt serves a lobby over the store file at path.
-func lobbyAt(t *testing.T, path string, opts ...relay.LobbyOption) *testLobby {
+func lobbyAt(t *testing.T, path string, opts ...lobby.Option) *testLobby {
 	t.Helper()
 	st := lobbyStore(t, path)
 	mesh := newFakeMesh()
-	l, err := relay.NewLobby(lobbyMesh{mesh}, st, append([]relay.LobbyOption{relay.WithLobbyLogger(testLogger(t))}, opts...)...)
+	l, err := lobby.New(lobbyMesh{mesh}, st, append([]lobby.Option{lobby.WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,17 +136,17 @@ func (c *lobbyClient) send(typ, receiver, conv string, payload any) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	b, err := json.Marshal(relay.LobbyMessage{SenderID: c.id, ReceiverID: receiver, MessageType: typ, Payload: p, ConversationID: conv, AuthToken: c.token})
+	b, err := json.Marshal(lobby.Message{SenderID: c.id, ReceiverID: receiver, MessageType: typ, Payload: p, ConversationID: conv, AuthToken: c.token})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.sendRaw(string(b))
 }
 
-func (c *lobbyClient) recv() relay.LobbyMessage {
+func (c *lobbyClient) recv() lobby.Message {
 	c.t.Helper()
 	frame := readFrame(c.t, c.ws)
-	var m relay.LobbyMessage
+	var m lobby.Message
 	if err := json.Unmarshal([]byte(frame), &m); err != nil {
 		c.t.Fatalf("%s received %s: %v", c.id, frame, err)
 	}
@@ -153,7 +154,7 @@ func (c *lobbyClient) recv() relay.LobbyMessage {
 }
 
 // expect receives the next message and checks its type.
-func (c *lobbyClient) expect(typ string) relay.LobbyMessage {
+func (c *lobbyClient) expect(typ string) lobby.Message {
 	c.t.Helper()
 	m := c.recv()
 	if m.MessageType != typ {
@@ -164,10 +165,10 @@ func (c *lobbyClient) expect(typ string) relay.LobbyMessage {
 
 // expectError receives an ERROR whose code is code and whose text
 // contains want.
-func (c *lobbyClient) expectError(code protocol.Code, want string) relay.LobbyErrorPayload {
+func (c *lobbyClient) expectError(code protocol.Code, want string) lobby.ErrorPayload {
 	c.t.Helper()
-	m := c.expect(relay.LobbyError)
-	var p relay.LobbyErrorPayload
+	m := c.expect(lobby.TypeError)
+	var p lobby.ErrorPayload
 	decodePayload(c.t, m, &p)
 	if p.Code != code || !strings.Contains(p.Error, want) {
 		c.t.Fatalf("%s: ERROR %+v, want code %s mentioning %q", c.id, p, code, want)
@@ -176,10 +177,10 @@ func (c *lobbyClient) expectError(code protocol.Code, want string) relay.LobbyEr
 }
 
 // expectErrorResponse receives a RESPONSE with status "error".
-func (c *lobbyClient) expectErrorResponse(code protocol.Code, want string) relay.LobbyMessage {
+func (c *lobbyClient) expectErrorResponse(code protocol.Code, want string) lobby.Message {
 	c.t.Helper()
-	m := c.expect(relay.LobbyResponse)
-	var p relay.LobbyErrorResponse
+	m := c.expect(lobby.TypeResponse)
+	var p lobby.ErrorResponse
 	decodePayload(c.t, m, &p)
 	if p.Status != protocol.StatusError || p.Code != code || !strings.Contains(p.Error, want) {
 		c.t.Fatalf("%s: RESPONSE %s, want status error, code %s, mentioning %q", c.id, m.Payload, code, want)
@@ -195,7 +196,7 @@ func (c *lobbyClient) quiet() {
 	c.expectError(protocol.CodeInvalidMessage, `unknown message_type "QUIET?"`)
 }
 
-func decodePayload(t *testing.T, m relay.LobbyMessage, v any) {
+func decodePayload(t *testing.T, m lobby.Message, v any) {
 	t.Helper()
 	if err := json.Unmarshal(m.Payload, v); err != nil {
 		t.Fatalf("payload %s: %v", m.Payload, err)
@@ -208,11 +209,11 @@ func (c *lobbyClient) register(caps ...protocol.Capability) {
 	if caps == nil {
 		caps = []protocol.Capability{}
 	}
-	c.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{Capabilities: caps})
-	m := c.expect(relay.LobbyRegisterAck)
-	var ack relay.RegisterAckPayload
+	c.send(lobby.TypeRegister, lobby.DefaultID, "", lobby.RegisterPayload{Capabilities: caps})
+	m := c.expect(lobby.TypeRegisterAck)
+	var ack lobby.RegisterAckPayload
 	decodePayload(c.t, m, &ack)
-	if ack.Status != relay.RegisterStatus || ack.LobbyID != relay.DefaultLobbyID || m.ReceiverID != c.id || m.SenderID != relay.DefaultLobbyID {
+	if ack.Status != lobby.RegisterStatus || ack.LobbyID != lobby.DefaultID || m.ReceiverID != c.id || m.SenderID != lobby.DefaultID {
 		c.t.Fatalf("REGISTER_ACK %+v %s", m, m.Payload)
 	}
 	c.token = ack.AuthToken
@@ -228,7 +229,7 @@ func searchCap(authorized ...string) protocol.Capability {
 	}
 }
 
-func TestLobbyRegister(t *testing.T) {
+func TestRegister(t *testing.T) {
 	tl := newTestLobby(t)
 	a := dialLobby(t, tl.url, "price_hunter_A2_v2")
 	a.register(searchCap())
@@ -246,10 +247,10 @@ func TestLobbyRegister(t *testing.T) {
 
 	// The id is taken: without its token nobody registers it again.
 	c := dialLobby(t, tl.url, "price_hunter_A2_v2")
-	c.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{})
+	c.send(lobby.TypeRegister, lobby.DefaultID, "", lobby.RegisterPayload{})
 	c.expectError(protocol.CodeUnauthorized, "already registered")
 	c.token = b.token
-	c.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{})
+	c.send(lobby.TypeRegister, lobby.DefaultID, "", lobby.RegisterPayload{})
 	c.expectError(protocol.CodeUnauthorized, "invalid auth_token")
 
 	// With it, the agent re-registers: new capabilities, new token, the
@@ -263,7 +264,7 @@ func TestLobbyRegister(t *testing.T) {
 		t.Fatalf("Capabilities after re-registering %+v", got)
 	}
 	a.token = old
-	a.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "x"})
+	a.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "x"})
 	a.expectError(protocol.CodeUnauthorized, "Authentication failed")
 
 	for _, tc := range []struct{ id, payload, want string }{
@@ -288,7 +289,7 @@ func strconvQuote(s string) string {
 	return string(b)
 }
 
-func TestLobbyTokenStoredHashed(t *testing.T) {
+func TestTokenStoredHashed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
 	tl := lobbyAt(t, path)
 	a := dialLobby(t, tl.url, "agent_a")
@@ -310,7 +311,7 @@ func TestLobbyTokenStoredHashed(t *testing.T) {
 	}
 }
 
-func TestLobbyDiscover(t *testing.T) {
+func TestDiscover(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
 	hunter.register(searchCap(), protocol.Capability{Name: "initiate_item_search_v2"})
@@ -319,12 +320,12 @@ func TestLobbyDiscover(t *testing.T) {
 	shopper := dialLobby(t, tl.url, "shopper_B1")
 	shopper.register(searchCap()) // offers it too, but is never told about itself
 
-	shopper.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "conv-d", relay.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
-	m := shopper.expect(relay.LobbyServicesAvailable)
-	if m.ConversationID != "conv-d" || m.ReceiverID != "shopper_B1" || m.SenderID != relay.DefaultLobbyID {
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "conv-d", lobby.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
+	m := shopper.expect(lobby.TypeServicesAvailable)
+	if m.ConversationID != "conv-d" || m.ReceiverID != "shopper_B1" || m.SenderID != lobby.DefaultID {
 		t.Errorf("envelope %+v", m)
 	}
-	var sa relay.ServicesAvailable
+	var sa lobby.ServicesAvailablePayload
 	decodePayload(t, m, &sa)
 	var ids []string
 	for _, s := range sa.ServicesFound {
@@ -338,69 +339,69 @@ func TestLobbyDiscover(t *testing.T) {
 		t.Fatalf("found %v for %q, want %v", ids, sa.DiscoveredForCapability, want)
 	}
 
-	shopper.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "nothing_offers_this"})
-	decodePayload(t, shopper.expect(relay.LobbyServicesAvailable), &sa)
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "nothing_offers_this"})
+	decodePayload(t, shopper.expect(lobby.TypeServicesAvailable), &sa)
 	if sa.ServicesFound == nil || len(sa.ServicesFound) != 0 {
 		t.Fatalf("no providers must be an empty list: %+v", sa)
 	}
 	// A directory failure still answers with the lobby's agents.
-	shopper.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "broken"})
-	decodePayload(t, shopper.expect(relay.LobbyServicesAvailable), &sa)
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "broken"})
+	decodePayload(t, shopper.expect(lobby.TypeServicesAvailable), &sa)
 	if len(sa.ServicesFound) != 0 {
 		t.Fatalf("broken directory: %+v", sa)
 	}
-	shopper.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", map[string]any{})
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", map[string]any{})
 	shopper.expectError(protocol.CodeInvalidMessage, `needs "capability_name"`)
 
 	// A detached agent leaves the directory.
 	_ = other.ws.Close(websocket.StatusNormalClosure, "")
 	waitFor(t, "another_hunter to detach", func() bool {
-		shopper.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
-		decodePayload(t, shopper.expect(relay.LobbyServicesAvailable), &sa)
+		shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
+		decodePayload(t, shopper.expect(lobby.TypeServicesAvailable), &sa)
 		return len(sa.ServicesFound) == 2
 	})
 }
 
-func TestLobbyRequestBetweenLobbyAgents(t *testing.T) {
+func TestRequestBetweenLobbyAgents(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
 	hunter.register(protocol.Capability{Name: "initiate_item_search_v2"})
 	shopper := dialLobby(t, tl.url, "shopper_B1")
 	shopper.register()
 
-	shopper.send(relay.LobbyRequest, "price_hunter_A2_v2", "conv-1", map[string]any{
+	shopper.send(lobby.TypeRequest, "price_hunter_A2_v2", "conv-1", map[string]any{
 		"capability_name": "initiate_item_search_v2", "item_to_find": "Bose QuietComfort headphones", "target_website": "amazon.com",
 	})
-	req := hunter.expect(relay.LobbyRequest)
+	req := hunter.expect(lobby.TypeRequest)
 	if req.SenderID != "shopper_B1" || req.ReceiverID != "price_hunter_A2_v2" || req.ConversationID != "conv-1" || req.AuthToken != "" {
 		t.Fatalf("forwarded REQUEST %+v (the requester's token must not be forwarded)", req)
 	}
 	if got := compact(string(req.Payload)); got != `{"capability_name":"initiate_item_search_v2","item_to_find":"Bose QuietComfort headphones","target_website":"amazon.com"}` {
 		t.Fatalf("forwarded payload %s", got)
 	}
-	hunter.send(relay.LobbyResponse, "shopper_B1", "conv-1", map[string]any{"status": "in_progress", "message": "searching"})
-	hunter.send(relay.LobbyResponse, "shopper_B1", "conv-1", map[string]any{"status": "success", "message": "Search complete."})
+	hunter.send(lobby.TypeResponse, "shopper_B1", "conv-1", map[string]any{"status": "in_progress", "message": "searching"})
+	hunter.send(lobby.TypeResponse, "shopper_B1", "conv-1", map[string]any{"status": "success", "message": "Search complete."})
 	for _, want := range []string{`{"message":"searching","status":"in_progress"}`, `{"message":"Search complete.","status":"success"}`} {
-		m := shopper.expect(relay.LobbyResponse)
+		m := shopper.expect(lobby.TypeResponse)
 		if m.SenderID != "price_hunter_A2_v2" || m.ReceiverID != "shopper_B1" || m.ConversationID != "conv-1" || m.AuthToken != "" || compact(string(m.Payload)) != want {
 			t.Fatalf("RESPONSE %+v %s, want %s", m, m.Payload, want)
 		}
 	}
 	// The conversation is over: a late RESPONSE is refused, not delivered.
-	hunter.send(relay.LobbyResponse, "shopper_B1", "conv-1", map[string]any{"status": "success"})
+	hunter.send(lobby.TypeResponse, "shopper_B1", "conv-1", map[string]any{"status": "success"})
 	hunter.expectError(protocol.CodeInvalidMessage, "no REQUEST")
 	// So is an unsolicited one.
-	shopper.send(relay.LobbyResponse, "price_hunter_A2_v2", "conv-x", map[string]any{"status": "success"})
+	shopper.send(lobby.TypeResponse, "price_hunter_A2_v2", "conv-x", map[string]any{"status": "success"})
 	shopper.expectError(protocol.CodeInvalidMessage, "no REQUEST")
 
 	// Without a conversation_id the lobby assigns one.
-	shopper.send(relay.LobbyRequest, "price_hunter_A2_v2", "", map[string]any{"capability_name": "initiate_item_search_v2"})
-	req = hunter.expect(relay.LobbyRequest)
+	shopper.send(lobby.TypeRequest, "price_hunter_A2_v2", "", map[string]any{"capability_name": "initiate_item_search_v2"})
+	req = hunter.expect(lobby.TypeRequest)
 	if req.ConversationID == "" {
 		t.Fatal("no conversation_id assigned")
 	}
 	// An agent's ERROR ends the request as a RESPONSE with status error.
-	hunter.send(relay.LobbyError, "shopper_B1", req.ConversationID, map[string]any{"error": "out of stock"})
+	hunter.send(lobby.TypeError, "shopper_B1", req.ConversationID, map[string]any{"error": "out of stock"})
 	if m := shopper.expectErrorResponse(protocol.CodeInternalError, "out of stock"); m.ConversationID != req.ConversationID {
 		t.Fatalf("conversation %q, want %q", m.ConversationID, req.ConversationID)
 	}
@@ -413,73 +414,73 @@ func TestLobbyRequestBetweenLobbyAgents(t *testing.T) {
 	}{
 		{"price_hunter_A2_v2", "no_such_capability", protocol.CodeCapabilityNotSupported, "does not offer"},
 		{"nobody_here", "initiate_item_search_v2", protocol.CodeUnknownAgent, "not a mesh agent id"},
-		{relay.DefaultLobbyID, "initiate_item_search_v2", protocol.CodeCapabilityNotSupported, "offers no capabilities"},
+		{lobby.DefaultID, "initiate_item_search_v2", protocol.CodeCapabilityNotSupported, "offers no capabilities"},
 	} {
-		shopper.send(relay.LobbyRequest, tc.receiver, "conv-r", map[string]any{"capability_name": tc.capability})
-		if m := shopper.expectErrorResponse(tc.code, tc.want); m.ConversationID != "conv-r" || m.SenderID != relay.DefaultLobbyID {
+		shopper.send(lobby.TypeRequest, tc.receiver, "conv-r", map[string]any{"capability_name": tc.capability})
+		if m := shopper.expectErrorResponse(tc.code, tc.want); m.ConversationID != "conv-r" || m.SenderID != lobby.DefaultID {
 			t.Fatalf("%+v", m)
 		}
 	}
-	shopper.send(relay.LobbyRequest, "price_hunter_A2_v2", "", map[string]any{"item": 1})
+	shopper.send(lobby.TypeRequest, "price_hunter_A2_v2", "", map[string]any{"item": 1})
 	shopper.expectError(protocol.CodeInvalidMessage, `needs "capability_name"`)
-	shopper.send(relay.LobbyRequest, "", "", map[string]any{"capability_name": "x"})
+	shopper.send(lobby.TypeRequest, "", "", map[string]any{"capability_name": "x"})
 	shopper.expectError(protocol.CodeInvalidMessage, `needs "receiver_id"`)
 	hunter.quiet()
 	shopper.quiet()
 }
 
-func TestLobbyRequestTimeout(t *testing.T) {
-	tl := newTestLobby(t, relay.WithLobbyRequestTimeout(200*time.Millisecond))
+func TestRequestTimeout(t *testing.T) {
+	tl := newTestLobby(t, lobby.WithRequestTimeout(200*time.Millisecond))
 	hunter := dialLobby(t, tl.url, "slow_hunter")
 	hunter.register(protocol.Capability{Name: "ponder"})
 	shopper := dialLobby(t, tl.url, "shopper_B1")
 	shopper.register()
-	shopper.send(relay.LobbyRequest, "slow_hunter", "c1", map[string]any{"capability_name": "ponder"})
-	hunter.expect(relay.LobbyRequest)
+	shopper.send(lobby.TypeRequest, "slow_hunter", "c1", map[string]any{"capability_name": "ponder"})
+	hunter.expect(lobby.TypeRequest)
 	shopper.expectErrorResponse(protocol.CodeTimeout, "did not answer in time")
-	hunter.send(relay.LobbyResponse, "shopper_B1", "c1", map[string]any{"status": "success"})
+	hunter.send(lobby.TypeResponse, "shopper_B1", "c1", map[string]any{"status": "success"})
 	hunter.expectError(protocol.CodeInvalidMessage, "no REQUEST")
 	shopper.quiet()
 }
 
-func TestLobbyRequestMeshAgent(t *testing.T) {
+func TestRequestMeshAgent(t *testing.T) {
 	tl := newTestLobby(t)
 	shopper := dialLobby(t, tl.url, "shopper_B1")
 	shopper.register()
 
 	for _, to := range []string{peerID, peerB64} {
-		shopper.send(relay.LobbyRequest, to, "m1", map[string]any{"capability_name": "echo", "item_to_find": "headphones"})
-		m := shopper.expect(relay.LobbyResponse)
+		shopper.send(lobby.TypeRequest, to, "m1", map[string]any{"capability_name": "echo", "item_to_find": "headphones"})
+		m := shopper.expect(lobby.TypeResponse)
 		want := `{"status":"success","action":"echo","params":{"item_to_find":"headphones"},"timeoutMs":30000,"to":"` + peerID + `"}`
 		if m.SenderID != to || m.ConversationID != "m1" || compact(string(m.Payload)) != want {
 			t.Fatalf("RESPONSE %+v %s, want %s", m, m.Payload, want)
 		}
 	}
 	// Progress, then the result; a result that is not an object goes under "result".
-	shopper.send(relay.LobbyRequest, peerID, "m2", map[string]any{"capability_name": "steps", "n": 2})
+	shopper.send(lobby.TypeRequest, peerID, "m2", map[string]any{"capability_name": "steps", "n": 2})
 	for _, want := range []string{`{"status":"in_progress","step":1}`, `{"status":"in_progress","step":2}`, `{"status":"success","done":true}`} {
-		if m := shopper.expect(relay.LobbyResponse); compact(string(m.Payload)) != want {
+		if m := shopper.expect(lobby.TypeResponse); compact(string(m.Payload)) != want {
 			t.Fatalf("got %s, want %s", m.Payload, want)
 		}
 	}
 	// A protocol error from the mesh is a RESPONSE with status error and its code.
-	shopper.send(relay.LobbyRequest, peerID, "m3", map[string]any{"capability_name": "fail", "code": "UNAUTHORIZED", "message": "not you", "details": map[string]any{"why": "acl"}})
+	shopper.send(lobby.TypeRequest, peerID, "m3", map[string]any{"capability_name": "fail", "code": "UNAUTHORIZED", "message": "not you", "details": map[string]any{"why": "acl"}})
 	m := shopper.expectErrorResponse(protocol.CodeUnauthorized, "not you")
-	var p relay.LobbyErrorResponse
+	var p lobby.ErrorResponse
 	decodePayload(t, m, &p)
 	if compact(string(p.Details)) != `{"why":"acl"}` || m.SenderID != peerID {
 		t.Fatalf("details %s sender %s", p.Details, m.SenderID)
 	}
-	shopper.send(relay.LobbyRequest, peerID, "m4", map[string]any{"capability_name": "deadline"})
+	shopper.send(lobby.TypeRequest, peerID, "m4", map[string]any{"capability_name": "deadline"})
 	shopper.expectErrorResponse(protocol.CodeTimeout, "deadline")
-	shopper.send(relay.LobbyRequest, peerID, "m5", map[string]any{"capability_name": "panic"})
+	shopper.send(lobby.TypeRequest, peerID, "m5", map[string]any{"capability_name": "panic"})
 	shopper.expectErrorResponse(protocol.CodeInternalError, "internal error")
-	shopper.send(relay.LobbyRequest, peerID, "m6", map[string]any{"capability_name": "unknown_cap"})
+	shopper.send(lobby.TypeRequest, peerID, "m6", map[string]any{"capability_name": "unknown_cap"})
 	shopper.expectErrorResponse(protocol.CodeCapabilityNotSupported, "does not offer")
 	shopper.quiet()
 }
 
-func TestLobbyUnauthorizedRequester(t *testing.T) {
+func TestUnauthorizedRequester(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
 	hunter.register(searchCap("shopper_B1"))
@@ -488,22 +489,22 @@ func TestLobbyUnauthorizedRequester(t *testing.T) {
 	shopper := dialLobby(t, tl.url, "shopper_B1")
 	shopper.register()
 
-	rogue.send(relay.LobbyRequest, "price_hunter_A2_v2", "r1", map[string]any{"capability_name": "find_cheapest_item_price_v2", "item_name": "x"})
+	rogue.send(lobby.TypeRequest, "price_hunter_A2_v2", "r1", map[string]any{"capability_name": "find_cheapest_item_price_v2", "item_name": "x"})
 	m := rogue.expectErrorResponse(protocol.CodeUnauthorized, "Unauthorized: Agent 'rogue_007' is not authorized to call capability 'find_cheapest_item_price_v2' on agent 'price_hunter_A2_v2'.")
 	if m.ConversationID != "r1" {
 		t.Fatalf("conversation %q", m.ConversationID)
 	}
 	// The provider never saw it: the next thing it receives is the
 	// authorized shopper's request.
-	shopper.send(relay.LobbyRequest, "price_hunter_A2_v2", "s1", map[string]any{"capability_name": "find_cheapest_item_price_v2"})
-	if req := hunter.expect(relay.LobbyRequest); req.SenderID != "shopper_B1" || req.ConversationID != "s1" {
+	shopper.send(lobby.TypeRequest, "price_hunter_A2_v2", "s1", map[string]any{"capability_name": "find_cheapest_item_price_v2"})
+	if req := hunter.expect(lobby.TypeRequest); req.SenderID != "shopper_B1" || req.ConversationID != "s1" {
 		t.Fatalf("provider received %+v", req)
 	}
 	hunter.quiet()
 	rogue.quiet()
 }
 
-func TestLobbyAuthentication(t *testing.T) {
+func TestAuthentication(t *testing.T) {
 	tl := newTestLobby(t)
 	a := dialLobby(t, tl.url, "agent_a")
 	a.register()
@@ -523,20 +524,20 @@ func TestLobbyAuthentication(t *testing.T) {
 		if !strings.Contains(tc.frame, `"conversation_id":"c9"`) {
 			continue
 		}
-		if p.OriginalMessageType != relay.LobbyDiscoverServices || p.OriginalConversationID != "c9" {
+		if p.OriginalMessageType != lobby.TypeDiscoverServices || p.OriginalConversationID != "c9" {
 			t.Errorf("ERROR payload %+v", p)
 		}
 	}
 	// One connection serves one agent.
 	a.token, a.id = b.token, "agent_b"
-	a.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "x"})
+	a.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "x"})
 	a.expectError(protocol.CodeUnauthorized, `serves agent "agent_a"`)
 	// An ERROR is never answered, not even a forged one.
 	a.sendRaw(`{"sender_id":"agent_a","receiver_id":"agent_b","message_type":"ERROR","payload":{"error":"x"},"auth_token":"forged"}`)
 	a.quiet()
 }
 
-func TestLobbyMalformedMessages(t *testing.T) {
+func TestMalformedMessages(t *testing.T) {
 	tl := newTestLobby(t)
 	a := dialLobby(t, tl.url, "agent_a")
 	for _, tc := range []struct{ frame, want string }{
@@ -563,11 +564,11 @@ func TestLobbyMalformedMessages(t *testing.T) {
 	// Unknown top-level members are tolerated (and dropped); the
 	// connection still works.
 	a.sendRaw(`{"sender_id":"agent_a","receiver_id":"global_lobby","message_type":"REGISTER","payload":{"capabilities":[]},"auth_token":null,"timestamp":"2025-02-14T12:00:00Z"}`)
-	a.expect(relay.LobbyRegisterAck)
+	a.expect(lobby.TypeRegisterAck)
 	a.quiet()
 }
 
-func TestLobbyRestart(t *testing.T) {
+func TestRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
 	tl := lobbyAt(t, path)
 	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
@@ -587,47 +588,47 @@ func TestLobbyRestart(t *testing.T) {
 	shopper2.token = shopper.token
 
 	// Before the hunter re-attaches it is registered but not connected.
-	shopper2.send(relay.LobbyRequest, "price_hunter_A2_v2", "q0", map[string]any{"capability_name": "find_cheapest_item_price_v2"})
+	shopper2.send(lobby.TypeRequest, "price_hunter_A2_v2", "q0", map[string]any{"capability_name": "find_cheapest_item_price_v2"})
 	shopper2.expectErrorResponse(protocol.CodeUnknownAgent, "registered but not connected")
 
 	// Any message with the old token re-attaches, with the stored
 	// capabilities and ACL.
-	hunter2.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "nothing"})
-	hunter2.expect(relay.LobbyServicesAvailable)
+	hunter2.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "nothing"})
+	hunter2.expect(lobby.TypeServicesAvailable)
 	if got := tl.lobby.Capabilities(); len(got) != 1 || !slices.Equal(got[0].AuthorizedRequesterIDs, []string{"shopper_B1"}) {
 		t.Fatalf("Capabilities after re-attaching %+v", got)
 	}
-	shopper2.send(relay.LobbyRequest, "price_hunter_A2_v2", "q1", map[string]any{"capability_name": "find_cheapest_item_price_v2"})
-	hunter2.expect(relay.LobbyRequest)
-	hunter2.send(relay.LobbyResponse, "shopper_B1", "q1", map[string]any{"status": "success", "cheapest_price": 108.8})
-	if m := shopper2.expect(relay.LobbyResponse); compact(string(m.Payload)) != `{"cheapest_price":108.8,"status":"success"}` {
+	shopper2.send(lobby.TypeRequest, "price_hunter_A2_v2", "q1", map[string]any{"capability_name": "find_cheapest_item_price_v2"})
+	hunter2.expect(lobby.TypeRequest)
+	hunter2.send(lobby.TypeResponse, "shopper_B1", "q1", map[string]any{"status": "success", "cheapest_price": 108.8})
+	if m := shopper2.expect(lobby.TypeResponse); compact(string(m.Payload)) != `{"cheapest_price":108.8,"status":"success"}` {
 		t.Fatalf("RESPONSE %s", m.Payload)
 	}
 }
 
-func TestLobbyReattachTakesOver(t *testing.T) {
+func TestReattachTakesOver(t *testing.T) {
 	tl := newTestLobby(t)
 	old := dialLobby(t, tl.url, "hunter")
 	old.register(protocol.Capability{Name: "search"})
 	fresh := dialLobby(t, tl.url, "hunter")
 	fresh.token = old.token
-	fresh.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "search"})
-	fresh.expect(relay.LobbyServicesAvailable)
+	fresh.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "search"})
+	fresh.expect(lobby.TypeServicesAvailable)
 	shopper := dialLobby(t, tl.url, "shopper")
 	shopper.register()
-	shopper.send(relay.LobbyRequest, "hunter", "t1", map[string]any{"capability_name": "search"})
-	fresh.expect(relay.LobbyRequest)
+	shopper.send(lobby.TypeRequest, "hunter", "t1", map[string]any{"capability_name": "search"})
+	fresh.expect(lobby.TypeRequest)
 	old.quiet() // the old connection got nothing
 	// The old connection closing does not take the agent away.
 	_ = old.ws.Close(websocket.StatusNormalClosure, "")
-	fresh.send(relay.LobbyResponse, "shopper", "t1", map[string]any{"status": "success"})
-	shopper.expect(relay.LobbyResponse)
+	fresh.send(lobby.TypeResponse, "shopper", "t1", map[string]any{"status": "success"})
+	shopper.expect(lobby.TypeResponse)
 	if got := tl.lobby.Capabilities(); len(got) != 1 {
 		t.Fatalf("Capabilities %+v", got)
 	}
 }
 
-func TestLobbyServe(t *testing.T) {
+func TestServe(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
 	// peerB64 is peerID's other form: the ACL matches either.
@@ -646,13 +647,13 @@ func TestLobbyServe(t *testing.T) {
 		return ch
 	}
 	ch := serve(ctxT(t), peerID, "find_cheapest_item_price_v2", `{"item_name":"Best Ever Laptop X1000","capability_name":"ignored"}`)
-	req := hunter.expect(relay.LobbyRequest)
+	req := hunter.expect(lobby.TypeRequest)
 	if req.SenderID != peerID || req.ReceiverID != "price_hunter_A2_v2" || req.ConversationID == "" ||
 		compact(string(req.Payload)) != `{"capability_name":"find_cheapest_item_price_v2","item_name":"Best Ever Laptop X1000"}` {
 		t.Fatalf("REQUEST %+v %s", req, req.Payload)
 	}
-	hunter.send(relay.LobbyResponse, peerID, req.ConversationID, map[string]any{"status": "in_progress"})
-	hunter.send(relay.LobbyResponse, peerID, req.ConversationID, map[string]any{"status": "success", "cheapest_price": 108.8})
+	hunter.send(lobby.TypeResponse, peerID, req.ConversationID, map[string]any{"status": "in_progress"})
+	hunter.send(lobby.TypeResponse, peerID, req.ConversationID, map[string]any{"status": "success", "cheapest_price": 108.8})
 	r := receive(t, ch, "Serve")
 	if r.err != nil || compact(string(r.res)) != `{"cheapest_price":108.8}` {
 		t.Fatalf("Serve: %s %v", r.res, r.err)
@@ -660,8 +661,8 @@ func TestLobbyServe(t *testing.T) {
 
 	// An error RESPONSE keeps its code.
 	ch = serve(ctxT(t), selfID, "initiate_item_search_v2", ``)
-	req = hunter.expect(relay.LobbyRequest)
-	hunter.send(relay.LobbyResponse, selfID, req.ConversationID, map[string]any{"status": "error", "error": "site down", "code": "RATE_LIMITED"})
+	req = hunter.expect(lobby.TypeRequest)
+	hunter.send(lobby.TypeResponse, selfID, req.ConversationID, map[string]any{"status": "error", "error": "site down", "code": "RATE_LIMITED"})
 	r = receive(t, ch, "Serve")
 	if pe := protocol.AsError(r.err); pe == nil || pe.Code != protocol.CodeRateLimited || pe.Message != "site down" {
 		t.Fatalf("Serve error %v", r.err)
@@ -671,7 +672,7 @@ func TestLobbyServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
 	defer cancel()
 	ch = serve(ctx, selfID, "initiate_item_search_v2", `{}`)
-	hunter.expect(relay.LobbyRequest)
+	hunter.expect(lobby.TypeRequest)
 	if r := receive(t, ch, "Serve"); protocol.CodeOf(r.err) != protocol.CodeTimeout {
 		t.Fatalf("Serve past its deadline: %v", r.err)
 	}
@@ -697,14 +698,14 @@ func TestLobbyServe(t *testing.T) {
 
 	// A provider that disconnects ends the call.
 	ch = serve(ctxT(t), selfID, "initiate_item_search_v2", `{}`)
-	hunter.expect(relay.LobbyRequest)
+	hunter.expect(lobby.TypeRequest)
 	_ = hunter.ws.Close(websocket.StatusNormalClosure, "")
 	if r := receive(t, ch, "Serve"); protocol.CodeOf(r.err) != protocol.CodeInternalError {
 		t.Fatalf("Serve after the provider left: %v", r.err)
 	}
 }
 
-func TestLobbyServePicksLatestAgent(t *testing.T) {
+func TestServePicksLatestAgent(t *testing.T) {
 	tl := newTestLobby(t)
 	first := dialLobby(t, tl.url, "first")
 	first.register(protocol.Capability{Name: "search", Description: "first"})
@@ -718,8 +719,8 @@ func TestLobbyServePicksLatestAgent(t *testing.T) {
 		_, err := tl.lobby.Serve(ctxT(t), peerID, "search", nil)
 		done <- err
 	}()
-	req := second.expect(relay.LobbyRequest)
-	second.send(relay.LobbyResponse, peerID, req.ConversationID, map[string]any{"status": "success"})
+	req := second.expect(lobby.TypeRequest)
+	second.send(lobby.TypeResponse, peerID, req.ConversationID, map[string]any{"status": "success"})
 	if err := receive(t, done, "Serve"); err != nil {
 		t.Fatal(err)
 	}
@@ -732,7 +733,7 @@ func TestLobbyServePicksLatestAgent(t *testing.T) {
 	})
 }
 
-func TestLobbyOnChange(t *testing.T) {
+func TestOnChange(t *testing.T) {
 	tl := newTestLobby(t)
 	changes := make(chan []protocol.Capability, 16)
 	tl.lobby.OnChange(func() { changes <- tl.lobby.Capabilities() })
@@ -773,10 +774,10 @@ func TestLobbyOnChange(t *testing.T) {
 	}
 }
 
-func TestLobbySlowConsumer(t *testing.T) {
-	limits := relay.DefaultLimits()
+func TestSlowConsumer(t *testing.T) {
+	limits := lobby.DefaultLimits()
 	limits.SendQueue, limits.WriteTimeout, limits.MaxConcurrentCalls = 128, 300*time.Millisecond, 128
-	tl := newTestLobby(t, relay.WithLobbyLimits(limits))
+	tl := newTestLobby(t, lobby.WithLimits(limits))
 	// A provider that never reads again after registering.
 	stuck := dialLobby(t, tl.url, "stuck")
 	stuck.register(protocol.Capability{Name: "sink"})
@@ -795,7 +796,7 @@ func TestLobbySlowConsumer(t *testing.T) {
 			if err != nil {
 				return
 			}
-			var m relay.LobbyMessage
+			var m lobby.Message
 			_ = json.Unmarshal(b, &m)
 			types <- m.MessageType
 		}
@@ -806,15 +807,15 @@ func TestLobbySlowConsumer(t *testing.T) {
 	big := strings.Repeat("x", 256<<10)
 	sent := 0
 	for ; sent < 100 && sinkOffered(); sent++ {
-		flooder.send(relay.LobbyRequest, "stuck", fmt.Sprintf("f%d", sent), map[string]any{"capability_name": "sink", "blob": big})
+		flooder.send(lobby.TypeRequest, "stuck", fmt.Sprintf("f%d", sent), map[string]any{"capability_name": "sink", "blob": big})
 		// Meanwhile others are served at once.
-		other.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "", relay.DiscoverServicesPayload{CapabilityName: "fine"})
-		other.expect(relay.LobbyServicesAvailable)
+		other.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "fine"})
+		other.expect(lobby.TypeServicesAvailable)
 	}
 	waitFor(t, "the stuck agent to be disconnected", func() bool { return !sinkOffered() })
 	// Every request the flooder sent is answered, with an error.
 	for i := range sent {
-		if got := receive(t, types, fmt.Sprintf("RESPONSE %d of %d", i+1, sent)); got != relay.LobbyResponse {
+		if got := receive(t, types, fmt.Sprintf("RESPONSE %d of %d", i+1, sent)); got != lobby.TypeResponse {
 			t.Fatalf("flooder received %s", got)
 		}
 	}
@@ -823,39 +824,39 @@ func TestLobbySlowConsumer(t *testing.T) {
 	receive(t, readerDone, "the flooder's reader")
 }
 
-func TestLobbyBusy(t *testing.T) {
-	limits := relay.DefaultLimits()
+func TestBusy(t *testing.T) {
+	limits := lobby.DefaultLimits()
 	limits.MaxConcurrentCalls = 2
-	tl := newTestLobby(t, relay.WithLobbyLimits(limits))
+	tl := newTestLobby(t, lobby.WithLimits(limits))
 	hunter := dialLobby(t, tl.url, "hunter")
 	hunter.register(protocol.Capability{Name: "search"})
 	shopper := dialLobby(t, tl.url, "shopper")
 	shopper.register()
 	for _, conv := range []string{"a", "b"} {
-		shopper.send(relay.LobbyRequest, "hunter", conv, map[string]any{"capability_name": "search"})
-		hunter.expect(relay.LobbyRequest)
+		shopper.send(lobby.TypeRequest, "hunter", conv, map[string]any{"capability_name": "search"})
+		hunter.expect(lobby.TypeRequest)
 	}
-	shopper.send(relay.LobbyRequest, "hunter", "c", map[string]any{"capability_name": "search"})
+	shopper.send(lobby.TypeRequest, "hunter", "c", map[string]any{"capability_name": "search"})
 	shopper.expectError(protocol.CodeRateLimited, "busy")
 	hunter.quiet()
 }
 
-func TestLobbyConversationInFlight(t *testing.T) {
+func TestConversationInFlight(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "hunter")
 	hunter.register(protocol.Capability{Name: "search"})
 	shopper := dialLobby(t, tl.url, "shopper")
 	shopper.register()
-	shopper.send(relay.LobbyRequest, "hunter", "a", map[string]any{"capability_name": "search"})
-	hunter.expect(relay.LobbyRequest)
-	shopper.send(relay.LobbyRequest, "hunter", "a", map[string]any{"capability_name": "search"})
+	shopper.send(lobby.TypeRequest, "hunter", "a", map[string]any{"capability_name": "search"})
+	hunter.expect(lobby.TypeRequest)
+	shopper.send(lobby.TypeRequest, "hunter", "a", map[string]any{"capability_name": "search"})
 	shopper.expectErrorResponse(protocol.CodeInvalidMessage, "already waiting")
-	hunter.send(relay.LobbyResponse, "shopper", "a", map[string]any{"status": "success"})
-	shopper.expect(relay.LobbyResponse)
+	hunter.send(lobby.TypeResponse, "shopper", "a", map[string]any{"status": "success"})
+	shopper.expect(lobby.TypeResponse)
 	hunter.quiet()
 }
 
-func TestLobbyClose(t *testing.T) {
+func TestClose(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "hunter")
 	hunter.register(protocol.Capability{Name: "search"})
@@ -863,16 +864,16 @@ func TestLobbyClose(t *testing.T) {
 	shopper.register()
 	// A request in flight from a lobby client, one from the mesh, and a
 	// mesh call that blocks.
-	shopper.send(relay.LobbyRequest, "hunter", "c1", map[string]any{"capability_name": "search"})
-	hunter.expect(relay.LobbyRequest)
-	shopper.send(relay.LobbyRequest, peerID, "c2", map[string]any{"capability_name": "block"})
+	shopper.send(lobby.TypeRequest, "hunter", "c1", map[string]any{"capability_name": "search"})
+	hunter.expect(lobby.TypeRequest)
+	shopper.send(lobby.TypeRequest, peerID, "c2", map[string]any{"capability_name": "block"})
 	receive(t, tl.mesh.entered, "the mesh call")
 	served := make(chan error, 1)
 	go func() {
 		_, err := tl.lobby.Serve(context.Background(), peerID, "search", nil)
 		served <- err
 	}()
-	hunter.expect(relay.LobbyRequest)
+	hunter.expect(lobby.TypeRequest)
 
 	var closed atomic.Bool
 	go func() {
@@ -904,38 +905,38 @@ func TestLobbyClose(t *testing.T) {
 	}
 }
 
-func TestNewLobbyOptions(t *testing.T) {
+func TestNewOptions(t *testing.T) {
 	st := lobbyStore(t, filepath.Join(t.TempDir(), "store.db"))
 	defer st.Close()
 	mesh := newFakeMesh()
 	for _, tc := range []struct {
-		mesh relay.Mesh
+		mesh lobby.Mesh
 		st   *store.Store
-		opt  relay.LobbyOption
+		opt  lobby.Option
 	}{
 		{nil, st, nil},
 		{mesh, nil, nil},
-		{mesh, st, relay.WithLobbyLogger(nil)},
-		{mesh, st, relay.WithLobbyLimits(relay.Limits{})},
-		{mesh, st, relay.WithLobbyID("")},
-		{mesh, st, relay.WithLobbyRequestTimeout(0)},
-		{mesh, st, relay.WithLobbyDiscoverTimeout(-1)},
-		{mesh, st, relay.WithLobbyOriginPatterns("[")},
-		{mesh, st, relay.WithLobbyMaxRegistrations(0)},
+		{mesh, st, lobby.WithLogger(nil)},
+		{mesh, st, lobby.WithLimits(lobby.Limits{})},
+		{mesh, st, lobby.WithID("")},
+		{mesh, st, lobby.WithRequestTimeout(0)},
+		{mesh, st, lobby.WithDiscoverTimeout(-1)},
+		{mesh, st, lobby.WithOriginPatterns("[")},
+		{mesh, st, lobby.WithMaxRegistrations(0)},
 	} {
-		if l, err := relay.NewLobby(tc.mesh, tc.st, tc.opt); err == nil {
+		if l, err := lobby.New(tc.mesh, tc.st, tc.opt); err == nil {
 			_ = l.Close()
-			t.Errorf("NewLobby accepted a bad configuration (%v)", tc)
+			t.Errorf("New accepted a bad configuration (%v)", tc)
 		}
 	}
-	l, err := relay.NewLobby(mesh, st, relay.WithLobbyID("my_lobby"), relay.WithLobbyOriginPatterns("example.com"))
+	l, err := lobby.New(mesh, st, lobby.WithID("my_lobby"), lobby.WithOriginPatterns("example.com"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = l.Close()
 }
 
-func TestParseLobbyMessage(t *testing.T) {
+func TestParseMessage(t *testing.T) {
 	for _, tc := range []struct{ frame, want, err string }{
 		{`{"message_type":"REGISTER","sender_id":"a","auth_token":null}`,
 			`{"sender_id":"a","receiver_id":"","message_type":"REGISTER","payload":{}}`, ""},
@@ -949,7 +950,7 @@ func TestParseLobbyMessage(t *testing.T) {
 		{`{"message_type":"X","message_type":"X"}`, "", `duplicate member "message_type"`},
 		{`"REGISTER"`, "", "not a JSON object"},
 	} {
-		m, err := relay.ParseLobbyMessage([]byte(tc.frame))
+		m, err := lobby.ParseMessage([]byte(tc.frame))
 		if tc.err != "" {
 			if protocol.CodeOf(err) != protocol.CodeInvalidMessage || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want INVALID_MESSAGE mentioning %q", tc.frame, err, tc.err)
@@ -966,8 +967,8 @@ func TestParseLobbyMessage(t *testing.T) {
 		}
 	}
 	// On error the fields read so far are kept for the ERROR reply.
-	m, err := relay.ParseLobbyMessage([]byte(`{"message_type":"REQUEST","conversation_id":"c7","payload":[]}`))
-	if err == nil || m == nil || m.MessageType != relay.LobbyRequest || m.ConversationID != "c7" {
+	m, err := lobby.ParseMessage([]byte(`{"message_type":"REQUEST","conversation_id":"c7","payload":[]}`))
+	if err == nil || m == nil || m.MessageType != lobby.TypeRequest || m.ConversationID != "c7" {
 		t.Fatalf("partial message %+v %v", m, err)
 	}
 	var pe *protocol.Error
@@ -976,32 +977,34 @@ func TestParseLobbyMessage(t *testing.T) {
 	}
 }
 
-// TestLobbyTranscripts replays the conversations in testdata/lobby/*.txt
+var update = flag.Bool("update", false, "rewrite the <-- lines of testdata/*.txt with what the lobby sends")
+
+// TestTranscripts replays the conversations in testdata/*.txt
 // (the format is described at the top of each file). Frames are compared
 // as compact JSON, byte for byte: field order is part of the contract.
 // At the end every client sends a frame of an unknown type and must
 // receive its ERROR next, so an extra frame fails the test. With -update
 // the <-- lines are rewritten with what the lobby sent; review the diff.
-func TestLobbyTranscripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "lobby", "*.txt"))
+func TestTranscripts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no lobby transcripts: %v", err)
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runLobbyTranscript(t, file)
+			runTranscript(t, file)
 		})
 	}
 }
 
-func runLobbyTranscript(t *testing.T, file string) {
+func runTranscript(t *testing.T, file string) {
 	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tl := newTestLobby(t)
 	var issued atomic.Int64
-	relay.SetLobbyTokens(tl.lobby, func() string { return fmt.Sprintf("token-%d", issued.Add(1)) })
+	lobby.SetTokens(tl.lobby, func() string { return fmt.Sprintf("token-%d", issued.Add(1)) })
 	clients := make(map[string]*websocket.Conn)
 	client := func(name string) *websocket.Conn {
 		if clients[name] == nil {
@@ -1048,31 +1051,31 @@ func runLobbyTranscript(t *testing.T, file string) {
 	}
 }
 
-func TestLobbyMaxRegistrations(t *testing.T) {
+func TestMaxRegistrations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
-	tl := lobbyAt(t, path, relay.WithLobbyMaxRegistrations(2))
+	tl := lobbyAt(t, path, lobby.WithMaxRegistrations(2))
 	a := dialLobby(t, tl.url, "agent_a")
 	a.register()
 	b := dialLobby(t, tl.url, "agent_b")
 	b.register()
 	c := dialLobby(t, tl.url, "agent_c")
-	c.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{})
+	c.send(lobby.TypeRegister, lobby.DefaultID, "", lobby.RegisterPayload{})
 	c.expectError(protocol.CodeRateLimited, "most registrations")
 	a.register(protocol.Capability{Name: "still_allowed"}) // re-registering
 	_, _, _ = a.ws.CloseNow(), b.ws.CloseNow(), c.ws.CloseNow()
 	tl.stop()
 
 	// A restarted lobby counts what the store holds.
-	tl = lobbyAt(t, path, relay.WithLobbyMaxRegistrations(2))
+	tl = lobbyAt(t, path, lobby.WithMaxRegistrations(2))
 	d := dialLobby(t, tl.url, "agent_d")
-	d.send(relay.LobbyRegister, relay.DefaultLobbyID, "", relay.RegisterPayload{})
+	d.send(lobby.TypeRegister, lobby.DefaultID, "", lobby.RegisterPayload{})
 	d.expectError(protocol.CodeRateLimited, "most registrations")
 }
 
-func TestLobbyOriginsAndMaxClients(t *testing.T) {
-	limits := relay.DefaultLimits()
+func TestOriginsAndMaxClients(t *testing.T) {
+	limits := lobby.DefaultLimits()
 	limits.MaxClients = 2
-	tl := newTestLobby(t, relay.WithLobbyOriginPatterns("app.example.com"), relay.WithLobbyLimits(limits))
+	tl := newTestLobby(t, lobby.WithOriginPatterns("app.example.com"), lobby.WithLimits(limits))
 	for _, tc := range []struct {
 		origin string
 		status int

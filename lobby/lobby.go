@@ -1,0 +1,231 @@
+package lobby
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
+)
+
+// Lobby is seed 000's Agent Lobby (see the package documentation): an
+// http.Handler that serves one WebSocket client per request. It is safe
+// for concurrent use.
+type Lobby struct {
+	cfg      Config
+	log      *slog.Logger
+	mesh     Mesh
+	st       *store.Store
+	newToken func() string
+
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+	changed chan struct{} // capacity 1: a coalesced "look again" for the notifier
+
+	regMu      sync.Mutex // serialises REGISTER's check-then-write
+	registered int        // agents in the store, as of the last write; guarded by regMu
+	// skeletons maps the skeleton of each registered id to the id (see
+	// checkNewAgentID); guarded by regMu.
+	skeletons map[string]string
+
+	// mu guards the fields below (and conn.agent). wg.Add happens
+	// only under mu while closed is false.
+	mu        sync.Mutex
+	closed    bool
+	conns     map[*conn]struct{}
+	admit     *admission
+	nextConn  uint64
+	agents    map[string]*connectedAgent // connected agents by id
+	seq       uint64                     // attach order
+	pending   map[pendingKey]*pendingRequest
+	onChange  []func()
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// connectedAgent is a connected agent.
+type connectedAgent struct {
+	id   string
+	caps []protocol.Capability
+	conn *conn
+	seq  uint64
+}
+
+// New returns a lobby backed by st (which persists registrations;
+// the caller closes it after the lobby) and reaching the mesh through
+// mesh. It does not listen: mount it as an http.Handler.
+func New(mesh Mesh, st *store.Store, opts ...Option) (*Lobby, error) {
+	if mesh == nil {
+		return nil, ErrNoMesh
+	}
+	if st == nil {
+		return nil, ErrNoStore
+	}
+	cfg := DefaultConfig()
+	if err := cfg.Apply(opts...); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), cfg.Limits.WriteTimeout)
+	regs, err := st.Registrations(rctx)
+	rcancel()
+	if err != nil {
+		return nil, fmt.Errorf("lobby: read registrations: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Lobby{
+		registered: len(regs),
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "lobby"),
+		mesh:       mesh,
+		st:         st,
+		newToken:   randomToken,
+		ctx:        ctx,
+		cancel:     cancel,
+		changed:    make(chan struct{}, 1),
+		conns:      make(map[*conn]struct{}),
+		admit:      newAdmission(cfg.Limits),
+		agents:     make(map[string]*connectedAgent),
+		pending:    make(map[pendingKey]*pendingRequest),
+		skeletons:  make(map[string]string, len(regs)),
+	}
+	for _, r := range regs {
+		l.noteSkeleton(r.AgentID)
+	}
+	l.wg.Go(l.notifier)
+	return l, nil
+}
+
+// randomToken returns 256 random bits, base64url without padding.
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ServeHTTP upgrades the request to a WebSocket and serves the lobby on
+// it.
+func (l *Lobby) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !originAllowed(l.cfg.OriginPatterns, r) {
+		l.log.Debug("websocket origin refused", "remote_addr", r.RemoteAddr, "origin", r.Header.Get("Origin"))
+		http.Error(w, "relay: origin not allowed", http.StatusForbidden)
+		return
+	}
+	c, status := l.newConn(r.RemoteAddr)
+	if c == nil {
+		http.Error(w, "relay: "+http.StatusText(status), status)
+		return
+	}
+	defer l.wg.Done() // newConn added this goroutine
+	rec := &hijackRecorder{ResponseWriter: w}
+	ws, err := websocket.Accept(rec, r, &websocket.AcceptOptions{
+		InsecureSkipVerify: true, // origins were checked above
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		l.log.Debug("websocket upgrade failed", "remote_addr", r.RemoteAddr, "err", err)
+		l.mu.Lock()
+		delete(l.conns, c)
+		l.admit.release(c.ticket)
+		l.mu.Unlock()
+		c.cancel()
+		return
+	}
+	ws.SetReadLimit(l.cfg.Limits.MaxMessageBytes)
+	c.ws, c.netConn = ws, rec.conn
+	c.log.Debug("lobby client connected")
+	c.serve()
+}
+
+func (l *Lobby) newConn(remote string) (*conn, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, http.StatusServiceUnavailable
+	}
+	l.nextConn++
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		l:      l,
+		id:     l.nextConn,
+		log:    l.log.With("client", l.nextConn, "remote_addr", remote),
+		limits: l.cfg.Limits,
+		ctx:    ctx,
+		cancel: cancel,
+		send:   make(chan []byte, l.cfg.Limits.SendQueue),
+		slots:  make(chan struct{}, l.cfg.Limits.MaxConcurrentCalls),
+	}
+	t, status := l.admit.take(remote, c.evict)
+	if t == nil {
+		cancel()
+		l.log.Warn("lobby client refused: every slot holds a registered client", "remote_addr", remote,
+			"status", status, "max", l.cfg.Limits.MaxClients, "max_per_ip", l.cfg.Limits.MaxClientsPerIP)
+		return nil, status
+	}
+	c.ticket = t
+	l.conns[c] = struct{}{}
+	l.wg.Add(1)
+	return c, 0
+}
+
+// connEnded forgets a connection whose goroutines have all returned; its
+// agent, if still attached here, leaves the directory.
+func (l *Lobby) connEnded(c *conn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.admit.release(c.ticket)
+	changed := false
+	if a := l.agents[c.agent]; a != nil && a.conn == c {
+		delete(l.agents, c.agent)
+		changed = true
+		c.log.Info("lobby agent detached", "agent", c.agent)
+	}
+	c.agent = ""
+	l.mu.Unlock()
+	if changed {
+		l.notifyChange()
+	}
+}
+
+// Clients returns the number of connected lobby clients.
+func (l *Lobby) Clients() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// Close closes every connection (status 1001), ends pending Serve calls
+// with INTERNAL_ERROR, and waits until every goroutine of the lobby has
+// returned. Registrations stay in the store. Close is idempotent and
+// always returns nil; it does not close the store.
+func (l *Lobby) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		conns := slices.Collect(maps.Keys(l.conns))
+		l.mu.Unlock()
+		for _, c := range conns {
+			c.shut(websocket.StatusGoingAway, "lobby closing", false)
+		}
+		l.cancel()
+		l.wg.Wait()
+		l.log.Info("stopped")
+	})
+	return nil
+}
+
+// storeCtx bounds one store operation for connection c.
+func (l *Lobby) storeCtx(c *conn) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, l.cfg.Limits.WriteTimeout)
+}

@@ -1,0 +1,226 @@
+package lobby_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Agent ids of fixed Ed25519 keys (seeds sha256("relay-test-self") and
+// sha256("relay-test-peer")), so transcripts can name them.
+const (
+	selfID  = "12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a"
+	peerID  = "12D3KooWARQ5NFim5LHmaZbpLJXX4ksRtnaZsmP6MLDvP7hZfGEC"
+	peerB64 = "CPl8IjggeetZYMd2LRvag5k3EDy6Ijt4SimGTZeB4ok="
+)
+
+// testTimeout bounds every wait in these tests.
+const testTimeout = 10 * time.Second
+
+// fakeMesh answers calls without any network. The capability decides:
+//
+//	echo      success; result {"to","action","params","timeoutMs"} as received
+//	steps     params {"n": k}: k in_progress responses {"step": i}, then success {"done": true}
+//	fail      params {"code","message","details"?,"correlationId"?}: that *protocol.Error
+//	plain     a plain error ("disk on fire")
+//	deadline  context.DeadlineExceeded
+//	nil       a nil response and no error
+//	panic     panics
+//	block     signals entered, then waits for release or ctx (signalling cancelled)
+//	other     CAPABILITY_NOT_SUPPORTED with details
+type fakeMesh struct {
+	entered   chan struct{}
+	release   chan struct{}
+	cancelled chan struct{}
+	calls     atomic.Int64
+}
+
+func newFakeMesh() *fakeMesh {
+	return &fakeMesh{entered: make(chan struct{}, 64), release: make(chan struct{}), cancelled: make(chan struct{}, 64)}
+}
+
+func (*fakeMesh) AgentID() string { return selfID }
+
+func (f *fakeMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
+	f.calls.Add(1)
+	ok := func(result string) (*protocol.Response, error) {
+		return &protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusSuccess, Result: json.RawMessage(result)}, nil
+	}
+	switch req.Action {
+	case "echo":
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(map[string]any{"to": req.To, "action": req.Action, "params": req.Params, "timeoutMs": req.Timeout.Milliseconds()}); err != nil {
+			return nil, err
+		}
+		return ok(buf.String())
+	case "steps":
+		var p struct{ N int }
+		_ = json.Unmarshal(req.Params, &p)
+		for i := 1; i <= p.N; i++ {
+			req.Progress(&protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusInProgress, Result: json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))})
+		}
+		return ok(`{"done":true}`)
+	case "fail":
+		var pe protocol.Error
+		if err := json.Unmarshal(req.Params, &pe); err != nil {
+			return nil, err
+		}
+		return nil, &pe
+	case "plain":
+		return nil, errors.New("disk on fire")
+	case "deadline":
+		return nil, fmt.Errorf("waiting for peer: %w", context.DeadlineExceeded)
+	case "whoami":
+		b, err := json.Marshal(map[string]string{"onBehalfOf": req.OnBehalfOf})
+		if err != nil {
+			return nil, err
+		}
+		return ok(string(b))
+	case "nil":
+		return nil, nil
+	case "panic":
+		panic("fake mesh panicked")
+	case "block":
+		f.entered <- struct{}{}
+		select {
+		case <-f.release:
+			return ok(`"released"`)
+		case <-ctx.Done():
+			f.cancelled <- struct{}{}
+			return nil, ctx.Err()
+		}
+	default:
+		return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "agent does not offer %s", req.Action).
+			WithDetails(map[string]any{"requested": req.Action, "available": []string{"echo", "steps"}})
+	}
+}
+
+// testLogger discards logs unless MESHAGENT_TEST_LOG names a level
+// (debug, info, warn, error); then it writes to the test's output until
+// the test ends.
+func testLogger(t testing.TB) *slog.Logger {
+	level := os.Getenv("MESHAGENT_TEST_LOG")
+	if level == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		t.Fatalf("MESHAGENT_TEST_LOG: %v", err)
+	}
+	w := &testWriter{w: t.Output()}
+	t.Cleanup(w.stop) // registered first, so it runs after every other cleanup
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	return w.w.Write(p)
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+// dialRaw opens a WebSocket to the lobby at url.
+func dialRaw(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(16 << 20)
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	return ws
+}
+
+func writeFrame(t *testing.T, ws *websocket.Conn, frame string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+		t.Fatalf("write %s: %v", frame, err)
+	}
+}
+
+func readFrame(t *testing.T, ws *websocket.Conn) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, b, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return string(b)
+}
+
+// waitFor polls cond until it holds or the test timeout passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	wait.For(t, testTimeout, func() error {
+		if !cond() {
+			return errors.New("still waiting for " + what)
+		}
+		return nil
+	})
+}
+
+// receive waits for one value on ch, or fails the test.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// compact returns s as compact JSON, or s itself if it is not JSON.
+func compact(s string) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(s)); err != nil {
+		return s
+	}
+	return buf.String()
+}
