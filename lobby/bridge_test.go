@@ -3,11 +3,55 @@ package lobby_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
 )
+
+func TestOnChange(t *testing.T) {
+	tl := newTestLobby(t)
+	changes := make(chan []protocol.Capability, 16)
+	tl.lobby.OnChange(func() { changes <- tl.lobby.Capabilities() })
+	names := func(caps []protocol.Capability) string {
+		var out []string
+		for _, c := range caps {
+			out = append(out, c.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	next := func(want string) {
+		t.Helper()
+		for {
+			got := names(receive(t, changes, "OnChange for "+want))
+			if got == want {
+				return
+			}
+		}
+	}
+	a := dialLobby(t, tl.url, "agent_a")
+	a.register(protocol.Capability{Name: "alpha"})
+	next("alpha")
+	b := dialLobby(t, tl.url, "agent_b")
+	b.register(protocol.Capability{Name: "beta"})
+	next("alpha,beta")
+	// An agent with no capabilities changes nothing.
+	c := dialLobby(t, tl.url, "agent_c")
+	c.register()
+	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	_ = a.ws.Close(websocket.StatusNormalClosure, "")
+	next("beta")
+	_ = b.ws.Close(websocket.StatusNormalClosure, "")
+	next("")
+	select {
+	case got := <-changes:
+		t.Fatalf("an extra OnChange: %v", names(got))
+	default:
+	}
+}
 
 // TestBridge: the bridge offers the connected agents' capabilities as
 // mesh services without their authorized_requester_ids, each served by
