@@ -83,7 +83,7 @@ func (s *Server) DropRevoked() int {
 	s.mu.Unlock()
 	for _, c := range revoked {
 		c.log.Info("credential revoked; client disconnected", "credential", accessOf(c).cred.Name)
-		c.shut(websocket.StatusPolicyViolation, "credential revoked", false)
+		c.shut(websocket.StatusPolicyViolation, "credential revoked")
 	}
 	return len(revoked)
 }
@@ -111,7 +111,7 @@ func (s *Server) allow(r *Request) error {
 		if cred = cred.current(); cred == nil {
 			// The close frame says why; the request gets no answer.
 			r.Conn.log.Info("credential revoked; client disconnected", "credential", a.cred.Name)
-			r.Conn.shut(websocket.StatusPolicyViolation, "credential revoked", false)
+			r.Conn.shut(websocket.StatusPolicyViolation, "credential revoked")
 			return Errorf(CodeForbidden, "forbidden: the credential %q has been revoked", a.cred.Name)
 		}
 	}

@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"bufio"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // admission decides which WebSocket connections a listener (the bus's
@@ -142,3 +144,25 @@ func (a *admission) dropWaiting(t *ticket) {
 		a.waiting = slices.Delete(a.waiting, i, i+1)
 	}
 }
+
+// hijackRecorder lets the lobby keep the raw connection the WebSocket
+// library takes over, so that a closing handshake with a client that does
+// not answer can be cut short. (The Server's connections get theirs from
+// internal/wsconn; the lobby moves there too.)
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.conn = conn
+	return conn, rw, err
+}
+
+func (h *hijackRecorder) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// quickClose bounds the closing handshake with a lobby client closed for
+// holding a slot without establishing itself: it has its close reason,
+// and an idle flood must not keep sockets for WriteTimeout each.
+const quickClose = time.Second

@@ -27,7 +27,7 @@ func (s *Server) claimClientID(c *Conn, id string) error {
 	s.mu.Unlock()
 	if old != nil {
 		old.log.Info("connection replaced by a new one with the same client id and credential", "client_id", id)
-		old.shut(websocket.StatusPolicyViolation, "replaced by a new connection with the same client id", false)
+		old.shut(websocket.StatusPolicyViolation, "replaced by a new connection with the same client id")
 	}
 	c.AfterClose(func() {
 		s.mu.Lock()

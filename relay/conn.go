@@ -1,20 +1,18 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/internal/wsconn"
 )
 
 // Request is one JSON-RPC request or notification being served.
@@ -59,46 +57,28 @@ type HandlerFunc func(ctx context.Context, req *Request) (any, error)
 // beyond it Call waits for a slot, which slows the callers (the bus's
 // senders) instead of filling the queue of a client that is reading.
 type Conn struct {
-	srv     *Server
-	id      uint64
-	ws      *websocket.Conn
-	netConn net.Conn // the hijacked connection, to force a stuck close
-	remote  string
-	log     *slog.Logger
-	limits  Limits
+	srv   *Server
+	wc    *wsconn.Conn // the socket, send queue, writer, pinger and request goroutines
+	log   *slog.Logger
+	calls chan struct{} // one per server-initiated request awaiting its answer
 
-	ctx    context.Context // ends when the connection starts closing
-	cancel context.CancelFunc
-	send   chan []byte
-	slots  chan struct{} // one per request being served
-	calls  chan struct{} // one per server-initiated request awaiting its answer
-	wg     sync.WaitGroup
-	ticket *ticket // the connection's place in the server's admission; guarded by srv.mu
-
-	mu        sync.Mutex
-	closing   bool
-	closeCode websocket.StatusCode
-	closeWhy  string
-	abrupt    bool // close without the closing handshake
-	quick     bool // a closing handshake bounded by quickClose, not WriteTimeout
-	finished  bool // AfterClose hooks have run
-	ready     bool // established (see Limits.InitTimeout)
-	initTimer *time.Timer
-	nextID    int64
-	pending   map[string]chan *message // server-initiated requests awaiting answers
-	values    map[any]any
-	onClose   []func()
+	mu       sync.Mutex
+	finished bool // AfterClose hooks have run
+	nextID   int64
+	pending  map[string]chan *message // server-initiated requests awaiting answers
+	values   map[any]any
+	onClose  []func()
 }
 
 // ID returns the connection's number, unique within its server.
-func (c *Conn) ID() uint64 { return c.id }
+func (c *Conn) ID() uint64 { return c.wc.ID() }
 
 // RemoteAddr returns the client's network address as the HTTP server saw
 // it.
-func (c *Conn) RemoteAddr() string { return c.remote }
+func (c *Conn) RemoteAddr() string { return c.wc.RemoteAddr() }
 
 // Context returns a context that ends when the connection starts closing.
-func (c *Conn) Context() context.Context { return c.ctx }
+func (c *Conn) Context() context.Context { return c.wc.Context() }
 
 // SetValue stores per-connection state under key (use an unexported key
 // type, as with context values).
@@ -136,7 +116,7 @@ func (c *Conn) AfterClose(f func()) {
 // Close closes the connection with a normal closing handshake. It does not
 // wait for the connection's goroutines.
 func (c *Conn) Close() error {
-	c.shut(websocket.StatusNormalClosure, "", false)
+	c.wc.Close(websocket.StatusNormalClosure, "")
 	return nil
 }
 
@@ -175,12 +155,12 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	case c.calls <- struct{}{}:
 	case <-ctx.Done():
 		return fmt.Errorf("relay: %s: waiting for a free slot (%d requests already awaiting answers): %w", method, cap(c.calls), ctx.Err())
-	case <-c.ctx.Done():
+	case <-c.wc.Context().Done():
 		return ErrClosed
 	}
 	defer func() { <-c.calls }()
 	c.mu.Lock()
-	if c.closing {
+	if c.wc.Context().Err() != nil {
 		c.mu.Unlock()
 		return ErrClosed
 	}
@@ -209,248 +189,44 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		return m.decodeResult(method, result)
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.ctx.Done():
+	case <-c.wc.Context().Done():
 		return ErrClosed
 	}
 }
 
-// enqueue hands an encoded message to the writer without blocking.
+// enqueue hands an encoded message to the writer without blocking; a
+// full queue disconnects the client.
 func (c *Conn) enqueue(b []byte) error {
-	if c.ctx.Err() != nil {
+	switch err := c.wc.Send(b); {
+	case errors.Is(err, wsconn.ErrSlowConsumer):
+		return ErrSlowConsumer
+	case err != nil:
 		return ErrClosed
 	}
-	select {
-	case c.send <- b:
-		return nil
-	default:
-		if c.shut(websocket.StatusPolicyViolation, "slow consumer: send queue full", true) {
-			c.log.Warn("slow client disconnected", "reason", "send queue full", "queued", len(c.send))
-		}
-		return ErrSlowConsumer
-	}
+	return nil
 }
 
-// shut starts closing the connection once; later calls do nothing and
-// return false. An abrupt close skips the closing handshake and unblocks a
-// writer stuck on a client that does not read.
-func (c *Conn) shut(code websocket.StatusCode, reason string, abrupt bool) bool {
-	return c.shutMode(code, reason, abrupt, false)
+// shut starts an orderly close with code and reason.
+func (c *Conn) shut(code websocket.StatusCode, reason string) {
+	c.wc.Close(code, reason)
 }
 
-// shutMode is shut; quick bounds the closing handshake by quickClose (for
-// clients closed for holding a slot, which need not be waited for long).
-func (c *Conn) shutMode(code websocket.StatusCode, reason string, abrupt, quick bool) bool {
+// ended runs once the connection has ended and every handler has
+// returned: the AfterClose hooks, in order.
+func (c *Conn) ended() {
 	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		return false
-	}
-	c.closing = true
-	c.closeCode, c.closeWhy, c.abrupt, c.quick = code, reason, abrupt, quick
-	c.mu.Unlock()
-	c.cancel()
-	if abrupt {
-		_ = c.ws.CloseNow()
-	}
-	return true
-}
-
-// serve is the read loop. It returns once the connection has ended and
-// every goroutine it started has returned.
-func (c *Conn) serve() {
-	c.wg.Go(c.writeLoop)
-	if c.limits.PingInterval > 0 {
-		c.wg.Go(c.pingLoop)
-	}
-	c.mu.Lock()
-	c.initTimer = time.AfterFunc(c.limits.InitTimeout, c.initExpired)
-	c.mu.Unlock()
-	for {
-		// Not c.ctx: cancelling a read context makes the library drop the
-		// connection at once. The writer closes the connection instead,
-		// which ends this read.
-		_, frame, err := c.ws.Read(context.Background())
-		if err != nil {
-			c.readFailed(err)
-			break
-		}
-		c.handleFrame(frame)
-	}
-	c.wg.Wait()
-	c.mu.Lock()
-	c.initTimer.Stop()
 	hooks := c.onClose
 	c.onClose, c.finished = nil, true
 	c.mu.Unlock()
 	for _, f := range hooks {
 		f()
 	}
-	c.srv.removeConn(c)
-	c.log.Debug("client disconnected")
-}
-
-// initExpired closes the connection if it has not established itself
-// within Limits.InitTimeout; with a request of its own being served it
-// looks again one InitTimeout later.
-func (c *Conn) initExpired() {
-	c.mu.Lock()
-	if c.ready || c.closing {
-		c.mu.Unlock()
-		return
-	}
-	if len(c.slots) > 0 {
-		c.initTimer.Reset(c.limits.InitTimeout)
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Unlock()
-	if c.shutMode(websocket.StatusPolicyViolation, fmt.Sprintf("initialize deadline: no initialize within %v", c.limits.InitTimeout), false, true) {
-		c.log.Info("client closed: not initialized in time", "timeout", c.limits.InitTimeout)
-	}
-}
-
-// establish marks the connection as established (Limits.InitTimeout): it
-// is no longer closed by the deadline or evicted to make room.
-func (c *Conn) establish() {
-	c.mu.Lock()
-	if c.ready {
-		c.mu.Unlock()
-		return
-	}
-	c.ready = true
-	c.mu.Unlock()
-	c.srv.establish(c)
-}
-
-// evict closes a connection the server takes the slot of.
-func (c *Conn) evict(reason string) {
-	if c.shutMode(websocket.StatusPolicyViolation, reason, false, true) {
-		c.log.Info("client evicted", "reason", reason)
-	}
-}
-
-func (c *Conn) readFailed(err error) {
-	switch {
-	case errors.Is(err, websocket.ErrMessageTooBig):
-		// The library has already sent close status 1009.
-		c.log.Warn("client sent an oversize message; disconnected", "limit", c.limits.MaxMessageBytes)
-		c.shut(websocket.StatusMessageTooBig, "message too big", true)
-	case c.ctx.Err() != nil:
-		// We are closing; this read ended because of it.
-	default:
-		c.log.Debug("client read ended", "err", err)
-		c.shut(websocket.StatusNormalClosure, "", true)
-	}
-}
-
-// writeLoop is the connection's only writer of messages. When the
-// connection starts closing it closes the WebSocket, which also ends the
-// read loop.
-func (c *Conn) writeLoop() {
-	defer c.closeWS()
-	for {
-		select {
-		case <-c.ctx.Done():
-			c.drain()
-			return
-		case b := <-c.send:
-			// Not c.ctx: a write cancelled half way drops the connection;
-			// let it finish (or time out) instead.
-			ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, b)
-			timedOut := ctx.Err() != nil
-			cancel()
-			if err != nil {
-				if timedOut && c.shut(websocket.StatusPolicyViolation, "slow consumer: write timeout", true) {
-					c.log.Warn("slow client disconnected", "reason", "write timeout", "timeout", c.limits.WriteTimeout)
-				} else if c.shut(websocket.StatusInternalError, "write failed", true) {
-					c.log.Debug("client write failed", "err", err)
-				}
-				return
-			}
-		}
-	}
-}
-
-// drain writes what is still queued when an orderly close begins (a
-// handler's last notification, say), all within one WriteTimeout.
-func (c *Conn) drain() {
-	c.mu.Lock()
-	abrupt := c.abrupt
-	c.mu.Unlock()
-	if abrupt {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
-	defer cancel()
-	for {
-		select {
-		case b := <-c.send:
-			if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
-				return
-			}
-		default:
-			return
-		}
-	}
-}
-
-// closeWS ends the WebSocket: with the closing handshake for an orderly
-// close, bounded by WriteTimeout (after which the raw connection is
-// closed under it), or at once for an abrupt one.
-func (c *Conn) closeWS() {
-	c.mu.Lock()
-	code, why, abrupt, quick := c.closeCode, c.closeWhy, c.abrupt, c.quick
-	c.mu.Unlock()
-	if abrupt {
-		_ = c.ws.CloseNow()
-		return
-	}
-	if c.netConn != nil {
-		wait := c.limits.WriteTimeout
-		if quick {
-			wait = min(wait, quickClose)
-		}
-		t := time.AfterFunc(wait, func() { _ = c.netConn.Close() })
-		defer t.Stop()
-	}
-	_ = c.ws.Close(code, why)
-}
-
-// quickClose bounds the closing handshake with a client closed for
-// holding a slot without establishing itself: it has its close reason,
-// and an idle flood must not keep sockets for WriteTimeout each.
-const quickClose = time.Second
-
-// pingLoop pings the client every PingInterval and disconnects it if a
-// pong does not come back within the interval.
-func (c *Conn) pingLoop() {
-	t := time.NewTicker(c.limits.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-			// Not c.ctx, for the same reason as in writeLoop; a ping ends
-			// when the connection closes anyway.
-			ctx, cancel := context.WithTimeout(context.Background(), c.limits.PingInterval)
-			err := c.ws.Ping(ctx)
-			cancel()
-			if err != nil {
-				if c.ctx.Err() == nil && c.shut(websocket.StatusPolicyViolation, "ping timeout", true) {
-					c.log.Warn("client missed a ping; disconnected", "err", err)
-				}
-				return
-			}
-		}
-	}
 }
 
 // handleFrame dispatches one WebSocket message: a request, a
 // notification, a response to a request we sent, or a batch of those.
 func (c *Conn) handleFrame(frame []byte) {
-	items, batch, fatal := decodeFrame(frame, c.limits.MaxBatch)
+	items, batch, fatal := decodeFrame(frame, c.srv.cfg.Limits.MaxBatch)
 	if fatal != nil {
 		c.log.Debug("rejected message", "code", fatal.Error.Code, "err", fatal.Error.Message)
 		c.reply(fatal)
@@ -512,23 +288,11 @@ func (c *Conn) dispatch(m *message, done func(*response)) {
 		done(errorResponse(m.ID, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)))
 		return
 	}
-	select {
-	case c.slots <- struct{}{}:
-	default:
-		if m.kind == kindNotification {
-			c.log.Warn("notification dropped: too many concurrent requests", "method", m.Method)
-			done(nil)
-			return
-		}
-		done(errorResponse(m.ID, Errorf(CodeServerBusy, "server busy: %d requests already running on this connection", cap(c.slots))))
-		return
-	}
 	req := &Request{Conn: c, Method: m.Method, ID: m.ID, Params: m.Params}
-	c.wg.Go(func() {
-		defer func() { <-c.slots }()
+	started := c.wc.Go(func() {
 		res, err := c.invoke(h, req)
 		if err == nil && establishes(req.Method) {
-			c.establish()
+			c.wc.Establish()
 		}
 		switch {
 		case req.IsNotification():
@@ -539,6 +303,14 @@ func (c *Conn) dispatch(m *message, done func(*response)) {
 			done(resultResponse(req.ID, res))
 		}
 	})
+	switch {
+	case started:
+	case m.kind == kindNotification:
+		c.log.Warn("notification dropped: too many concurrent requests", "method", m.Method)
+		done(nil)
+	default:
+		done(errorResponse(m.ID, Errorf(CodeServerBusy, "server busy: %d requests already running on this connection", c.srv.cfg.Limits.MaxConcurrentCalls)))
+	}
 }
 
 // establishes reports whether serving method successfully establishes a
@@ -556,7 +328,7 @@ func (c *Conn) invoke(h HandlerFunc, req *Request) (res any, err error) {
 			res, err = nil, Errorf(CodeInternalError, "internal error")
 		}
 	}()
-	return h(c.ctx, req)
+	return h(c.wc.Context(), req)
 }
 
 func (c *Conn) reply(r *response) {
@@ -602,19 +374,3 @@ func (b *batchReply) done(i int, r *response) {
 	}
 	_ = b.c.enqueue(msg)
 }
-
-// hijackRecorder lets the server keep the raw connection the WebSocket
-// library takes over, so that a closing handshake with a client that does
-// not answer can be cut short.
-type hijackRecorder struct {
-	http.ResponseWriter
-	conn net.Conn
-}
-
-func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
-	h.conn = conn
-	return conn, rw, err
-}
-
-func (h *hijackRecorder) Unwrap() http.ResponseWriter { return h.ResponseWriter }

@@ -10,10 +10,9 @@ import (
 	"net/http"
 	"net/netip"
 	"path"
-	"slices"
-	"strings"
 	"time"
 
+	"github.com/meshagent/meshagent/internal/wsconn"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -119,31 +118,13 @@ func DefaultLimits() Limits {
 // Validate reports the first field out of range.
 func (l Limits) Validate() error {
 	switch {
-	case l.MaxMessageBytes < 512:
-		return errors.New("relay: Limits.MaxMessageBytes must be at least 512")
-	case l.SendQueue < 1:
-		return errors.New("relay: Limits.SendQueue must be positive")
-	case l.WriteTimeout <= 0:
-		return errors.New("relay: Limits.WriteTimeout must be positive")
 	case l.MaxBatch < 1:
 		return errors.New("relay: Limits.MaxBatch must be positive")
-	case l.MaxConcurrentCalls < 1:
-		return errors.New("relay: Limits.MaxConcurrentCalls must be positive")
-	case l.MaxClients < 1:
-		return errors.New("relay: Limits.MaxClients must be positive")
-	case l.MaxClientsPerIP < 1:
-		return errors.New("relay: Limits.MaxClientsPerIP must be positive")
-	case l.InitTimeout <= 0:
-		return errors.New("relay: Limits.InitTimeout must be positive")
 	case l.MaxPendingCalls < 1:
 		return errors.New("relay: Limits.MaxPendingCalls must be positive")
-	case l.PingInterval < 0:
-		return errors.New("relay: Limits.PingInterval must not be negative")
 	}
-	for _, p := range l.PerIPExempt {
-		if !p.IsValid() {
-			return errors.New("relay: Limits.PerIPExempt holds an invalid prefix")
-		}
+	if err := l.transport().Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
 	}
 	return nil
 }
@@ -278,30 +259,35 @@ func WithLogger(l *slog.Logger) Option {
 
 // originAllowed applies Config.OriginPatterns to a WebSocket request.
 func (c *Config) originAllowed(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
+	return wsconn.OriginAllowed(c.OriginPatterns, r)
+}
+
+// hubConfig is the WebSocket plumbing's share of the configuration;
+// initDeadline is the close reason of a connection that does not
+// establish itself in time (a format with one %v, the timeout).
+func (c *Config) hubConfig(log *slog.Logger, initDeadline string) wsconn.Config {
+	return wsconn.Config{
+		Limits:         c.Limits.transport(),
+		OriginPatterns: c.OriginPatterns,
+		Logger:         log,
+		InitDeadline:   initDeadline,
+		ErrorPrefix:    "relay",
 	}
-	if slices.Contains(c.OriginPatterns, "*") {
-		return true
+}
+
+// transport returns the limits the WebSocket plumbing enforces.
+func (l Limits) transport() wsconn.Limits {
+	return wsconn.Limits{
+		MaxMessageBytes:    l.MaxMessageBytes,
+		SendQueue:          l.SendQueue,
+		WriteTimeout:       l.WriteTimeout,
+		MaxConcurrentCalls: l.MaxConcurrentCalls,
+		MaxClients:         l.MaxClients,
+		MaxClientsPerIP:    l.MaxClientsPerIP,
+		PerIPExempt:        l.PerIPExempt,
+		InitTimeout:        l.InitTimeout,
+		PingInterval:       l.PingInterval,
 	}
-	i := strings.Index(origin, "://")
-	if i <= 0 || i+3 >= len(origin) {
-		return false
-	}
-	host := strings.ToLower(origin[i+3:])
-	full := strings.ToLower(origin)
-	for _, p := range c.OriginPatterns {
-		p = strings.ToLower(p)
-		target := host
-		if strings.Contains(p, "://") {
-			target = full
-		}
-		if ok, _ := path.Match(p, target); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // ClientConfig configures a Client.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/meshagent/meshagent/internal/wsconn"
 )
 
 // Server is the JSON-RPC 2.0 over WebSocket endpoint. It is an
@@ -27,17 +27,17 @@ type Server struct {
 	hmu      sync.RWMutex
 	handlers map[string]HandlerFunc
 
+	hub *wsconn.Hub // admission, and every connection's socket and goroutines
+
 	// mu guards the fields below. wg.Add happens only under mu while
 	// closed is false, so it never races with Close's wg.Wait.
 	mu        sync.Mutex
 	closed    bool
 	conns     map[*Conn]struct{}
 	clientIDs map[string]*Conn // initialized bus clients, by clientId
-	admit     *admission
 	servers   []*http.Server
 	addr      net.Addr
-	nextConn  uint64
-	wg        sync.WaitGroup // read loops, Start's serve loops
+	wg        sync.WaitGroup // Start's serve loops
 	closeOnce sync.Once
 }
 
@@ -55,15 +55,19 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With("component", "relay")
+	hub, err := wsconn.NewHub(cfg.hubConfig(log, "initialize deadline: no initialize within %v"))
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "relay"),
-		mesh:     mesh,
-		now:      time.Now,
-		handlers: make(map[string]HandlerFunc),
-		conns:    make(map[*Conn]struct{}),
-		admit:    newAdmission(cfg.Limits),
-
+		cfg:       cfg,
+		log:       log,
+		mesh:      mesh,
+		now:       time.Now,
+		handlers:  make(map[string]HandlerFunc),
+		hub:       hub,
+		conns:     make(map[*Conn]struct{}),
 		clientIDs: make(map[string]*Conn),
 	}
 	s.registerMeshMethods()
@@ -198,94 +202,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, acc *access) {
-	if !s.cfg.originAllowed(r) {
-		s.log.Debug("websocket origin refused", "remote_addr", r.RemoteAddr, "origin", r.Header.Get("Origin"))
-		http.Error(w, "relay: origin not allowed", http.StatusForbidden)
-		return
-	}
-	c, status := s.newConn(r.RemoteAddr)
-	if c == nil {
-		http.Error(w, "relay: "+http.StatusText(status), status)
-		return
-	}
-	defer s.wg.Done() // newConn added this goroutine
-	c.SetValue(accessKey{}, acc)
-	rec := &hijackRecorder{ResponseWriter: w}
-	ws, err := websocket.Accept(rec, r, &websocket.AcceptOptions{
-		InsecureSkipVerify: true, // origins were checked above
-		CompressionMode:    websocket.CompressionDisabled,
+	s.hub.Serve(w, r, func(wc *wsconn.Conn) wsconn.Handler {
+		c := &Conn{
+			srv:   s,
+			wc:    wc,
+			log:   wc.Logger(),
+			calls: make(chan struct{}, s.cfg.Limits.MaxPendingCalls),
+		}
+		c.SetValue(accessKey{}, acc)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		return wsconn.Handler{Frame: c.handleFrame, Ended: func() {
+			c.ended()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}}
 	})
-	if err != nil {
-		s.log.Debug("websocket upgrade failed", "remote_addr", r.RemoteAddr, "err", err)
-		s.removeConn(c)
-		c.cancel()
-		return
-	}
-	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
-	c.ws, c.netConn = ws, rec.conn
-	c.log.Debug("client connected")
-	// If Close ran during the upgrade, c is already closing: serve starts
-	// the writer, which says goodbye at once.
-	c.serve()
-}
-
-// newConn reserves a connection slot and registers the caller's goroutine
-// with the server's WaitGroup. It returns nil and an HTTP status if the
-// server is closed or full.
-func (s *Server) newConn(remote string) (*Conn, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, http.StatusServiceUnavailable
-	}
-	s.nextConn++
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Conn{
-		srv:    s,
-		id:     s.nextConn,
-		remote: remote,
-		log:    s.log.With("client", s.nextConn, "remote_addr", remote),
-		limits: s.cfg.Limits,
-		ctx:    ctx,
-		cancel: cancel,
-		send:   make(chan []byte, s.cfg.Limits.SendQueue),
-		slots:  make(chan struct{}, s.cfg.Limits.MaxConcurrentCalls),
-		calls:  make(chan struct{}, s.cfg.Limits.MaxPendingCalls),
-	}
-	t, status := s.admit.take(remote, c.evict)
-	if t == nil {
-		s.nextConn--
-		cancel()
-		s.log.Warn("client refused: every slot holds an initialized client", "remote_addr", remote,
-			"status", status, "max", s.cfg.Limits.MaxClients, "max_per_ip", s.cfg.Limits.MaxClientsPerIP)
-		return nil, status
-	}
-	c.ticket = t
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return c, 0
-}
-
-func (s *Server) removeConn(c *Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.admit.release(c.ticket)
-	s.mu.Unlock()
-}
-
-// establish takes c out of the connections evicted to make room.
-func (s *Server) establish(c *Conn) {
-	s.mu.Lock()
-	s.admit.establish(c.ticket)
-	s.mu.Unlock()
 }
 
 // Clients returns the number of connected clients.
-func (s *Server) Clients() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
+func (s *Server) Clients() int { return s.hub.Len() }
 
 // Close stops the listeners started by Serve, Start and ListenAndServe,
 // closes every client connection (status 1001 "going away"), and waits
@@ -313,15 +251,7 @@ func (s *Server) Close() error {
 			}
 		}
 		cancel()
-		s.mu.Lock()
-		conns := make([]*Conn, 0, len(s.conns))
-		for c := range s.conns {
-			conns = append(conns, c)
-		}
-		s.mu.Unlock()
-		for _, c := range conns {
-			c.shut(websocket.StatusGoingAway, "server closing", false)
-		}
+		s.hub.Close("server closing")
 		s.wg.Wait()
 		s.bus.close()
 		s.log.Info("stopped")

@@ -11,15 +11,16 @@ const mod = "github.com/meshagent/meshagent/"
 // forbidden maps each package to import-path prefixes it must not depend
 // on, directly or transitively.
 var forbidden = map[string][]string{
-	"sign":     {mod, "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
-	"protocol": {mod + "node", mod + "dht", mod + "pubsub", mod + "relay", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
-	"dht":      {mod + "pubsub", mod + "node", mod + "relay", mod + "cli"},
-	"pubsub":   {mod + "dht", mod + "node", mod + "relay", mod + "cli"},
-	"metrics":  {mod},
-	"store":    {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub", mod + "lobby"},
-	"node":     {mod + "relay", mod + "cli", mod + "lobby"},
-	"relay":    {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
-	"lobby":    {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+	"sign":            {mod, "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
+	"protocol":        {mod + "node", mod + "dht", mod + "pubsub", mod + "relay", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
+	"dht":             {mod + "pubsub", mod + "node", mod + "relay", mod + "cli"},
+	"pubsub":          {mod + "dht", mod + "node", mod + "relay", mod + "cli"},
+	"metrics":         {mod},
+	"internal/wsconn": {mod},
+	"store":           {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub", mod + "lobby"},
+	"node":            {mod + "relay", mod + "cli", mod + "lobby"},
+	"relay":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
+	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 }
 
 func goList(t *testing.T, args ...string) []string {
