@@ -107,12 +107,14 @@
 //
 // # Files
 //
-// lobby.go holds the Lobby, its lifecycle and its connections' admission;
-// conn.go one client connection; dispatch.go the message types' dispatch;
-// registry.go and ids.go registration, authentication and the agent id
-// rules; routing.go REQUEST/RESPONSE routing and settling; mesh.go calls
-// into the mesh; discover.go DISCOVER_SERVICES; bridge.go the mesh side;
-// messages.go and members.go the wire format.
+// lobby.go holds the Lobby and its lifecycle; conn.go one client
+// connection (the WebSocket plumbing itself, admission, send queue,
+// pings and close, is the shared internal wsconn package's); dispatch.go
+// the message types' dispatch; registry.go and ids.go registration,
+// authentication and the agent id rules; routing.go REQUEST/RESPONSE
+// routing and settling; mesh.go calls into the mesh; discover.go
+// DISCOVER_SERVICES; serve.go and bridge.go the mesh side; messages.go
+// and members.go the wire format; options.go the Config.
 //
 // # Goroutines and limits
 //

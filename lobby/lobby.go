@@ -6,13 +6,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"sync"
 
-	"github.com/coder/websocket"
-
+	"github.com/meshagent/meshagent/internal/wsconn"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
 )
@@ -37,18 +34,15 @@ type Lobby struct {
 	// checkNewAgentID); guarded by regMu.
 	skeletons map[string]string
 
-	// mu guards the fields below (and conn.agent). wg.Add happens
-	// only under mu while closed is false.
-	mu        sync.Mutex
-	closed    bool
-	conns     map[*conn]struct{}
-	admit     *admission
-	nextConn  uint64
-	agents    map[string]*connectedAgent // connected agents by id
-	seq       uint64                     // attach order
-	pending   map[pendingKey]*pendingRequest
-	onChange  []func()
-	wg        sync.WaitGroup
+	// mu guards the fields below (and conn.agent).
+	mu       sync.Mutex
+	agents   map[string]*connectedAgent // connected agents by id
+	seq      uint64                     // attach order
+	pending  map[pendingKey]*pendingRequest
+	onChange []func()
+
+	hub       *wsconn.Hub    // the connections
+	wg        sync.WaitGroup // the notifier
 	closeOnce sync.Once
 }
 
@@ -83,19 +77,29 @@ func New(mesh Mesh, st *store.Store, opts ...Option) (*Lobby, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lobby: read registrations: %w", err)
 	}
+	log := cfg.Logger.With("component", "lobby")
+	hub, err := wsconn.NewHub(wsconn.Config{
+		Limits:         cfg.Limits,
+		OriginPatterns: cfg.OriginPatterns,
+		Logger:         log,
+		InitDeadline:   "register deadline: no REGISTER or authenticated message within %v",
+		ErrorPrefix:    "relay", // what clients of the relay have always read
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lobby: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Lobby{
 		registered: len(regs),
 		cfg:        cfg,
-		log:        cfg.Logger.With("component", "lobby"),
+		log:        log,
+		hub:        hub,
 		mesh:       mesh,
 		st:         st,
 		newToken:   randomToken,
 		ctx:        ctx,
 		cancel:     cancel,
 		changed:    make(chan struct{}, 1),
-		conns:      make(map[*conn]struct{}),
-		admit:      newAdmission(cfg.Limits),
 		agents:     make(map[string]*connectedAgent),
 		pending:    make(map[pendingKey]*pendingRequest),
 		skeletons:  make(map[string]string, len(regs)),
@@ -115,76 +119,18 @@ func randomToken() string {
 }
 
 // ServeHTTP upgrades the request to a WebSocket and serves the lobby on
-// it.
+// it until the connection ends.
 func (l *Lobby) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !originAllowed(l.cfg.OriginPatterns, r) {
-		l.log.Debug("websocket origin refused", "remote_addr", r.RemoteAddr, "origin", r.Header.Get("Origin"))
-		http.Error(w, "relay: origin not allowed", http.StatusForbidden)
-		return
-	}
-	c, status := l.newConn(r.RemoteAddr)
-	if c == nil {
-		http.Error(w, "relay: "+http.StatusText(status), status)
-		return
-	}
-	defer l.wg.Done() // newConn added this goroutine
-	rec := &hijackRecorder{ResponseWriter: w}
-	ws, err := websocket.Accept(rec, r, &websocket.AcceptOptions{
-		InsecureSkipVerify: true, // origins were checked above
-		CompressionMode:    websocket.CompressionDisabled,
+	l.hub.Serve(w, r, func(ws *wsconn.Conn) wsconn.Handler {
+		c := newConn(l, ws)
+		return wsconn.Handler{Frame: c.handle, Ended: func() { l.connEnded(c) }}
 	})
-	if err != nil {
-		l.log.Debug("websocket upgrade failed", "remote_addr", r.RemoteAddr, "err", err)
-		l.mu.Lock()
-		delete(l.conns, c)
-		l.admit.release(c.ticket)
-		l.mu.Unlock()
-		c.cancel()
-		return
-	}
-	ws.SetReadLimit(l.cfg.Limits.MaxMessageBytes)
-	c.ws, c.netConn = ws, rec.conn
-	c.log.Debug("lobby client connected")
-	c.serve()
-}
-
-func (l *Lobby) newConn(remote string) (*conn, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil, http.StatusServiceUnavailable
-	}
-	l.nextConn++
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{
-		l:      l,
-		id:     l.nextConn,
-		log:    l.log.With("client", l.nextConn, "remote_addr", remote),
-		limits: l.cfg.Limits,
-		ctx:    ctx,
-		cancel: cancel,
-		send:   make(chan []byte, l.cfg.Limits.SendQueue),
-		slots:  make(chan struct{}, l.cfg.Limits.MaxConcurrentCalls),
-	}
-	t, status := l.admit.take(remote, c.evict)
-	if t == nil {
-		cancel()
-		l.log.Warn("lobby client refused: every slot holds a registered client", "remote_addr", remote,
-			"status", status, "max", l.cfg.Limits.MaxClients, "max_per_ip", l.cfg.Limits.MaxClientsPerIP)
-		return nil, status
-	}
-	c.ticket = t
-	l.conns[c] = struct{}{}
-	l.wg.Add(1)
-	return c, 0
 }
 
 // connEnded forgets a connection whose goroutines have all returned; its
 // agent, if still attached here, leaves the directory.
 func (l *Lobby) connEnded(c *conn) {
 	l.mu.Lock()
-	delete(l.conns, c)
-	l.admit.release(c.ticket)
 	changed := false
 	if a := l.agents[c.agent]; a != nil && a.conn == c {
 		delete(l.agents, c.agent)
@@ -199,11 +145,7 @@ func (l *Lobby) connEnded(c *conn) {
 }
 
 // Clients returns the number of connected lobby clients.
-func (l *Lobby) Clients() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.conns)
-}
+func (l *Lobby) Clients() int { return l.hub.Len() }
 
 // Close closes every connection (status 1001), ends pending Serve calls
 // with INTERNAL_ERROR, and waits until every goroutine of the lobby has
@@ -211,13 +153,7 @@ func (l *Lobby) Clients() int {
 // always returns nil; it does not close the store.
 func (l *Lobby) Close() error {
 	l.closeOnce.Do(func() {
-		l.mu.Lock()
-		l.closed = true
-		conns := slices.Collect(maps.Keys(l.conns))
-		l.mu.Unlock()
-		for _, c := range conns {
-			c.shut(websocket.StatusGoingAway, "lobby closing", false)
-		}
+		l.hub.Close("lobby closing")
 		l.cancel()
 		l.wg.Wait()
 		l.log.Info("stopped")

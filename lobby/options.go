@@ -6,15 +6,32 @@ import (
 	"log/slog"
 	"path"
 	"time"
+
+	"github.com/meshagent/meshagent/internal/wsconn"
 )
+
+// Limits bound what one client can make the lobby hold, and how many
+// clients it holds: MaxMessageBytes per message (more is closed with
+// 1009), SendQueue messages waiting per client (a full queue, or a write
+// that misses WriteTimeout, disconnects it), MaxConcurrentCalls requests
+// in flight per client, MaxClients and MaxClientsPerIP connections (a
+// full lobby evicts its oldest connection that has no agent attached,
+// and refuses with HTTP 503 or 429 only when every one has), InitTimeout
+// for a connection to REGISTER or authenticate, and PingInterval between
+// keep-alive pings (0: none). Every WebSocket listener of meshagent
+// shares this type.
+type Limits = wsconn.Limits
+
+// DefaultLimits returns the limits a lobby uses unless told otherwise.
+func DefaultLimits() Limits { return wsconn.DefaultLimits() }
 
 // Config configures a Lobby. The zero value is not ready; start from
 // DefaultConfig.
 type Config struct {
 	// Limits bound each connection and the number of clients.
-	// MaxConcurrentCalls bounds the REQUESTs
-	// and DISCOVER_SERVICES one connection has in flight; beyond it the
-	// lobby answers ERROR with code RATE_LIMITED. Keep SendQueue at least
+	// MaxConcurrentCalls bounds the REQUESTs and DISCOVER_SERVICES one
+	// connection has in flight; beyond it the lobby answers ERROR with
+	// code RATE_LIMITED. Keep SendQueue at least
 	// MaxConcurrentCalls: all the requests in flight may be answered at
 	// once, and a client whose queue fills is disconnected. Default:
 	// DefaultLimits().

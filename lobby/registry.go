@@ -155,9 +155,8 @@ func (l *Lobby) attach(c *conn, id string, caps []protocol.Capability) {
 	l.seq++
 	l.agents[id] = &connectedAgent{id: id, caps: caps, conn: c, seq: l.seq}
 	c.agent = id
-	c.established = true
-	l.admit.establish(c.ticket)
 	l.mu.Unlock()
+	c.establish()
 	l.notifyChange()
 }
 

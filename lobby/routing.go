@@ -57,7 +57,7 @@ func capabilityName(payload json.RawMessage, msgType string) ([]member, string, 
 }
 
 func busy(c *conn) *protocol.Error {
-	return protocol.Errorf(protocol.CodeRateLimited, "busy: %d requests already in flight on this connection", cap(c.slots))
+	return protocol.Errorf(protocol.CodeRateLimited, "busy: %d requests already in flight on this connection", c.l.cfg.Limits.MaxConcurrentCalls)
 }
 
 // route delivers a REQUEST to a lobby agent or a mesh agent and sends the

@@ -20,7 +20,7 @@ var forbidden = map[string][]string{
 	"store":           {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub", mod + "lobby"},
 	"node":            {mod + "relay", mod + "cli", mod + "lobby"},
 	"relay":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
-	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "relay", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 }
 
 func goList(t *testing.T, args ...string) []string {
