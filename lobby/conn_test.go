@@ -106,7 +106,12 @@ func TestSlowConsumer(t *testing.T) {
 		other.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "fine"})
 		other.expect(lobby.TypeServicesAvailable)
 	}
-	waitFor(t, "the stuck agent to be disconnected", func() bool { return !sinkOffered() })
+	wait.For(t, testTimeout, func() error {
+		if sinkOffered() {
+			return errors.New("the stuck agent is still connected")
+		}
+		return nil
+	})
 	// Every request the flooder sent is answered, with an error.
 	for i := range sent {
 		if got := receive(t, types, fmt.Sprintf("RESPONSE %d of %d", i+1, sent)); got != lobby.TypeResponse {
@@ -153,7 +158,12 @@ func TestOriginsAndMaxClients(t *testing.T) {
 			t.Fatalf("origin %q refused with %v, want HTTP %d", tc.origin, resp, tc.status)
 		}
 	}
-	waitFor(t, "two clients", func() bool { return tl.lobby.Clients() == 2 })
+	wait.For(t, testTimeout, func() error {
+		if n := tl.lobby.Clients(); n != 2 {
+			return fmt.Errorf("%d clients, want 2", n)
+		}
+		return nil
+	})
 	_, resp, err := websocket.Dial(ctxT(t), tl.url, nil)
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a third client: %v %v, want HTTP 503", resp, err)
@@ -200,7 +210,12 @@ func TestClose(t *testing.T) {
 		}
 		cancel()
 	}
-	waitFor(t, "Close to return", closed.Load)
+	wait.For(t, testTimeout, func() error {
+		if !closed.Load() {
+			return errors.New("Close has not returned")
+		}
+		return nil
+	})
 	if _, err := tl.lobby.Serve(ctxT(t), peerID, "search", nil); protocol.CodeOf(err) != protocol.CodeInternalError {
 		t.Fatalf("Serve after Close: %v", err)
 	}

@@ -1,12 +1,14 @@
 package lobby_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -55,10 +57,13 @@ func TestDiscover(t *testing.T) {
 
 	// A detached agent leaves the directory.
 	_ = other.ws.Close(websocket.StatusNormalClosure, "")
-	waitFor(t, "another_hunter to detach", func() bool {
+	wait.For(t, testTimeout, func() error {
 		shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
 		decodePayload(t, shopper.expect(lobby.TypeServicesAvailable), &sa)
-		return len(sa.ServicesFound) == 2
+		if len(sa.ServicesFound) != 2 {
+			return fmt.Errorf("another_hunter has not detached: %d services found", len(sa.ServicesFound))
+		}
+		return nil
 	})
 }
 

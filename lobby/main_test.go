@@ -18,7 +18,6 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -185,17 +184,6 @@ func readFrame(t *testing.T, ws *websocket.Conn) string {
 		t.Fatalf("read: %v", err)
 	}
 	return string(b)
-}
-
-// waitFor polls cond until it holds or the test timeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, testTimeout, func() error {
-		if !cond() {
-			return errors.New("still waiting for " + what)
-		}
-		return nil
-	})
 }
 
 // receive waits for one value on ch, or fails the test.

@@ -3,11 +3,13 @@ package lobby_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -111,8 +113,10 @@ func TestServePicksLatestAgent(t *testing.T) {
 	first.quiet()
 	// When the latest leaves, the earlier one serves again.
 	_ = second.ws.Close(websocket.StatusNormalClosure, "")
-	waitFor(t, "first to serve search", func() bool {
-		got := tl.lobby.Capabilities()
-		return len(got) == 1 && got[0].Description == "first"
+	wait.For(t, testTimeout, func() error {
+		if got := tl.lobby.Capabilities(); len(got) != 1 || got[0].Description != "first" {
+			return fmt.Errorf("capabilities %+v, want first's search", got)
+		}
+		return nil
 	})
 }
