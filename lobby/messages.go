@@ -45,7 +45,7 @@ type Message struct {
 	SenderID string `json:"sender_id"`
 	// ReceiverID is the agent_id of the receiver, or DefaultID.
 	ReceiverID string `json:"receiver_id"`
-	// MessageType is one of the Lobby* message types.
+	// MessageType is one of the Type* message types.
 	MessageType string `json:"message_type"`
 	// Payload is a JSON object; ParseMessage reads an absent or null
 	// payload as {}.

@@ -31,10 +31,9 @@ type Config struct {
 	// Limits bound each connection and the number of clients.
 	// MaxConcurrentCalls bounds the REQUESTs and DISCOVER_SERVICES one
 	// connection has in flight; beyond it the lobby answers ERROR with
-	// code RATE_LIMITED. Keep SendQueue at least
-	// MaxConcurrentCalls: all the requests in flight may be answered at
-	// once, and a client whose queue fills is disconnected. Default:
-	// DefaultLimits().
+	// code RATE_LIMITED. Keep SendQueue at least MaxConcurrentCalls: all
+	// the requests in flight may be answered at once, and a client whose
+	// queue fills is disconnected. Default: DefaultLimits().
 	Limits Limits
 	// ID is the lobby's own agent id. Default: DefaultID.
 	ID string
