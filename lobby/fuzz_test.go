@@ -12,7 +12,7 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// FuzzParseLobbyMessage feeds arbitrary frames to the lobby's decoder. It
+// FuzzParseMessage feeds arbitrary frames to the lobby's decoder. It
 // must never panic; an error is an INVALID_MESSAGE *protocol.Error; a
 // message it accepts has a type and an object payload, and encodes to a
 // frame that decodes to the same message.
