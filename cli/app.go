@@ -35,9 +35,6 @@ type runState struct {
 	terminal func(io.Writer) bool
 }
 
-// errHelpShown ends a run after help was printed on request.
-var errHelpShown = errors.New("help shown")
-
 // NewApp returns the meshagent command-line application. Command output
 // goes to stdout, logs and messages for people to stderr, and input (sign,
 // verify, --params -) is read from the app's Reader (os.Stdin unless

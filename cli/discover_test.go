@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
@@ -40,7 +41,7 @@ func TestDiscover(t *testing.T) {
 	}
 	api := serveAPI(t, nodes[3])
 
-	meshtest.WaitFor(t, 60*time.Second, func() error {
+	wait.For(t, 60*time.Second, func() error {
 		res := runCLI(t, "", "discover", "translate", "--api", api, "--json", "--timeout", "5s")
 		if res.code != ExitOK {
 			return fmt.Errorf("exit %d: %s", res.code, res.stderr)

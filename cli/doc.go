@@ -11,7 +11,7 @@
 //	meshagent node [--key PATH] [--data DIR] [--listen MULTIADDR]... [--bootstrap MULTIADDR]...
 //	               [--name NAME] [--capabilities FILE] [--capabilities-poll D] [--api ADDR]
 //	               [--api-public] [--no-mdns] [--relay MULTIADDR]... [--policy FILE]
-//	               [--heartbeat D] [--persona-type TYPE] [--shutdown-timeout D] [--json]
+//	               [--heartbeat D] [--persona-type TYPE] [--shutdown-timeout D] [--metrics ADDR] [--json]
 //	meshagent relay [node flags] [--ws ADDR] [--tokens FILE] [--tls-cert PEM --tls-key PEM]
 //	meshagent call AGENT_ID CAPABILITY [--params JSON|@FILE|-] [--timeout D] [--api ADDR] [--json]
 //	meshagent peers [--api ADDR] [--json]
@@ -20,10 +20,12 @@
 //	               [--persona TYPE]... [--require-capability NAME]... [--timeout D] [--api ADDR] [--json]
 //	meshagent subscribe PATTERN [--count N] [--api ADDR]
 //	meshagent send-message --topic T --payload JSON|@FILE|- [--bus URL]
-//	meshagent history [--agent A] [--topic T] [--conversation C] [--since T|D] [--until T] [--limit N] [--json]
-//	meshagent dlq list [--topic T] [--json] | dlq replay ID
-//	meshagent consensus --agents A,B,C --question Q --options O,... [--threshold F] [--deadline D] [--json]
-//	meshagent task status|cancel TASK_ID [--agent ID] [--json]
+//	meshagent history [--agent A] [--topic T] [--conversation C] [--since T|D] [--until T] [--limit N]
+//	               [--bus URL] [--json]
+//	meshagent dlq list [--topic T] [--limit N] [--bus URL] [--json] | dlq replay ID [--bus URL]
+//	meshagent consensus --agents A,B,C --question Q --options O,... [--context JSON|@FILE|-]
+//	               [--threshold F] [--deadline D] [--api ADDR] [--json]
+//	meshagent task status|cancel TASK_ID [--agent ID] [--api ADDR] [--json]
 //	meshagent sign [--key PATH] < envelope.json
 //	meshagent verify < signed.json
 //	meshagent status [--api ADDR] [--json]
@@ -61,7 +63,10 @@
 // once. SIGHUP reloads --capabilities and announces the new set with a
 // fresh hello; a file that fails to load is logged and the old set kept.
 // A relay rereads --tokens the same way (and when it changes) and closes
-// the connections of tokens it no longer lists.
+// the connections of tokens it no longer lists. --metrics ADDR serves
+// only /metrics, /healthz and /readyz on a listener of its own, for
+// scraping from elsewhere while --api stays on loopback (the local API
+// serves the same paths).
 //
 // `meshagent relay` serves one bus on its public --ws (and the lobby) and,
 // with --api, on the loopback local API: one subscription list, one outbox

@@ -20,6 +20,9 @@ const (
 	ExitInterrupted = 130
 )
 
+// errHelpShown ends a run after help was printed on request.
+var errHelpShown = errors.New("help shown")
+
 // exitCodes maps each AgentProtocol error code to its exit status.
 var exitCodes = map[protocol.Code]int{
 	protocol.CodeInvalidMessage:         3,
@@ -67,8 +70,10 @@ func ExitCodeFor(c protocol.Code) int {
 // ExitError is an error that carries the process exit status Main returns
 // for it. Commands return it; only Main turns it into an exit.
 type ExitError struct {
+	// Code is the exit status (see the table in the package doc).
 	Code int
-	Err  error
+	// Err says what went wrong; Main prints it on stderr after "meshagent: ".
+	Err error
 }
 
 var (

@@ -129,8 +129,8 @@ func (r *runState) runRelay(c *ucli.Context) error {
 // loopback local API and, on a relay, the public listener, both serving
 // one relay.Server (one bus, one retry loop over the store).
 type frontDoors struct {
-	api *apiServer // loopback local API
-	ws  *publicBus // the relay's public bus and lobby
+	api *apiServer      // loopback local API
+	ws  *publicListener // the relay's --ws listener: bus and lobby
 	// metrics is the --metrics listener (/metrics, /healthz, /readyz).
 	metrics *opsServer
 }
@@ -154,7 +154,7 @@ func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, 
 		d.api, srv = a, a.srv
 	}
 	if pub.addr != "" {
-		ws, err := startPublicBus(n, srv, pub, log, st, base)
+		ws, err := startPublicListener(n, srv, pub, log, st, base)
 		if err != nil {
 			return d, errors.Join(err, d.close(context.Background()))
 		}
@@ -199,10 +199,10 @@ func (d frontDoors) setServices(n *node.Node) func([]node.Service) error {
 	return n.SetServices
 }
 
-// publicBus is a relay's public listener: the bus at "/" and the lobby
-// at "/lobby", behind the tokens when there are some, over TLS when
-// configured.
-type publicBus struct {
+// publicListener is a relay's public (--ws) listener: the bus at "/" and
+// the lobby at "/lobby", behind the tokens when there are some, over TLS
+// when configured.
+type publicListener struct {
 	addr  string
 	url   string // ws:// or wss://
 	pub   publicSettings
@@ -219,12 +219,12 @@ type publicBus struct {
 	lobbyOffer []lobby.Service // the lobby agents' capabilities, as last offered
 }
 
-// startPublicBus serves srv's public side (the local API's server, so
+// startPublicListener serves srv's public side (the local API's server, so
 // that a process has one bus; nil: a server of its own) and the lobby for
 // n on pub.addr, reachable from anywhere, and offers the lobby agents'
 // capabilities in the mesh as the relay's own (next to base, the relay's
 // capabilities file), so mesh agents discover and call them.
-func startPublicBus(n *node.Node, srv *relay.Server, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service) (*publicBus, error) {
+func startPublicListener(n *node.Node, srv *relay.Server, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service) (*publicListener, error) {
 	var own *relay.Server
 	if srv == nil {
 		var err error
@@ -260,7 +260,7 @@ func startPublicBus(n *node.Node, srv *relay.Server, pub publicSettings, log *sl
 		scheme = "wss"
 		l = tls.NewListener(l, pub.tls)
 	}
-	p := &publicBus{addr: l.Addr().String(), pub: pub, srv: srv, own: own, lobby: lb, done: make(chan error, 1), n: n, log: log, base: base,
+	p := &publicListener{addr: l.Addr().String(), pub: pub, srv: srv, own: own, lobby: lb, done: make(chan error, 1), n: n, log: log, base: base,
 		hs: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 	p.url = scheme + "://" + p.addr + "/"
@@ -273,7 +273,7 @@ func startPublicBus(n *node.Node, srv *relay.Server, pub publicSettings, log *sl
 }
 
 // setBase replaces the relay's own capabilities.
-func (p *publicBus) setBase(ss []node.Service) error {
+func (p *publicListener) setBase(ss []node.Service) error {
 	p.mu.Lock()
 	p.base = ss
 	p.mu.Unlock()
@@ -282,7 +282,7 @@ func (p *publicBus) setBase(ss []node.Service) error {
 
 // Offer takes the lobby agents' capabilities from the lobby's bridge
 // (lobby.Offerer) and offers them next to the relay's own.
-func (p *publicBus) Offer(ss []lobby.Service) error {
+func (p *publicListener) Offer(ss []lobby.Service) error {
 	p.mu.Lock()
 	p.lobbyOffer = ss
 	p.mu.Unlock()
@@ -291,7 +291,7 @@ func (p *publicBus) Offer(ss []lobby.Service) error {
 
 // apply offers the relay's own capabilities and, under names it does not
 // use itself, its lobby agents' capabilities.
-func (p *publicBus) apply() error {
+func (p *publicListener) apply() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	merged := append([]node.Service(nil), p.base...)
@@ -320,7 +320,7 @@ func lobbyService(s lobby.Service) node.Service {
 
 // close stops accepting and closes the lobby, and the bus server if it is
 // its own (a shared one is closed with the local API).
-func (p *publicBus) close(ctx context.Context) error {
+func (p *publicListener) close(ctx context.Context) error {
 	var errs []error
 	if err := p.hs.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("relay: %w", err))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
 )
@@ -131,7 +132,7 @@ func TestOwnPublishReachesOwnSubscribers(t *testing.T) {
 	if _, err := x.Publish(ctx, "outbound:6", json.RawMessage(`{"n":"end"}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	meshtest.WaitFor(t, 20*time.Second, func() error {
+	wait.For(t, 20*time.Second, func() error {
 		for name, tl := range subscribers {
 			if tl.count("end") == 0 {
 				return fmt.Errorf("%s has not received the last message: %v", name, tl)
@@ -139,7 +140,7 @@ func TestOwnPublishReachesOwnSubscribers(t *testing.T) {
 		}
 		return nil
 	})
-	meshtest.WaitFor(t, 20*time.Second, func() error {
+	wait.For(t, 20*time.Second, func() error {
 		for name, tl := range subscribers {
 			for _, n := range []string{"cli", "node", "bus", "remote"} {
 				if tl.count(n) != 1 {

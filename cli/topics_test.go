@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
@@ -137,7 +138,7 @@ func TestSubscribeEnds(t *testing.T) {
 		}
 	})
 	t.Run("api gone", func(t *testing.T) {
-		api, err := startAPI(n, "127.0.0.1:0", meshtest.Logger(t), nil, new(slog.LevelVar))
+		api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, new(slog.LevelVar))
 		if err != nil {
 			t.Fatal(err)
 		}

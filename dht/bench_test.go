@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkFindProviders(b *testing.B) {
 		m.dirs[i].Advertise([]protocol.Capability{translate()})
 		want[m.hosts[i].ID()] = true
 	}
-	waitFor(b, 15*time.Second, func() error {
+	wait.For(b, 15*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return sameIDs(collect(ctx, m.dirs[0], "translate", false), want)

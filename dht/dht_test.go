@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -33,9 +34,10 @@ type mesh struct {
 func line(t testing.TB, n int, opts ...Option) *mesh {
 	t.Helper()
 	m := &mesh{}
+	log := testlog.New(t)
 	for i := range n {
 		h := newHost(t)
-		o := append([]Option(nil), opts...)
+		o := append([]Option{WithLogger(log.With("dir", i))}, opts...)
 		if i > 0 {
 			o = append(o, WithBootstrapPeers(peer.AddrInfo{ID: m.hosts[i-1].ID(), Addrs: m.hosts[i-1].Addrs()}))
 		}
@@ -55,12 +57,6 @@ func line(t testing.TB, n int, opts ...Option) *mesh {
 		}
 	}
 	return m
-}
-
-// waitFor polls try until it succeeds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, try func() error) {
-	t.Helper()
-	wait.For(t, d, try)
 }
 
 func collect(ctx context.Context, d *Directory, query string, byKeyword bool) []peer.ID {
@@ -99,11 +95,18 @@ func TestKeysDeterministic(t *testing.T) {
 
 func TestOptionsValidate(t *testing.T) {
 	h := newHost(t)
-	if _, err := New(h, WithProviderTTL(time.Second), WithReprovideInterval(time.Second)); err == nil {
-		t.Fatal("re-provide interval equal to TTL accepted")
+	for name, opts := range map[string][]Option{
+		"re-provide interval equal to TTL":      {WithProviderTTL(time.Second), WithReprovideInterval(time.Second)},
+		"re-provide interval above default TTL": {WithReprovideInterval(2 * DefaultProviderTTL)},
+		"negative TTL":                          {WithProviderTTL(-1)},
+		"nil logger":                            {WithLogger(nil)},
+	} {
+		if _, err := New(h, opts...); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
+		}
 	}
-	if _, err := New(h, WithProviderTTL(-1)); err == nil {
-		t.Fatal("negative TTL accepted")
+	if _, err := New(nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("New(nil) = %v, want ErrInvalidConfig", err)
 	}
 }
 
@@ -133,7 +136,7 @@ func TestDiscoveryLine(t *testing.T) {
 					want[id] = true
 				}
 			}
-			waitFor(t, 15*time.Second, func() error {
+			wait.For(t, 15*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				return sameIDs(collect(ctx, d, q.s, q.kw), want)
@@ -158,13 +161,13 @@ func TestWithdrawExpires(t *testing.T) {
 			return sameIDs(collect(ctx, m.dirs[0], "translate", false), want)
 		}
 	}
-	waitFor(t, 15*time.Second, find(all))
+	wait.For(t, 15*time.Second, find(all))
 
 	m.dirs[3].Advertise([]protocol.Capability{{Name: "other"}}) // withdraw translate
 	m.dirs[5].Close()
 	m.hosts[5].Close()
 	start := time.Now()
-	waitFor(t, 15*time.Second, find(map[peer.ID]bool{m.hosts[1].ID(): true}))
+	wait.For(t, 15*time.Second, find(map[peer.ID]bool{m.hosts[1].ID(): true}))
 	if el := time.Since(start); el > 4*ttl {
 		t.Errorf("withdrawn records gone after %v, want within about one TTL (%v)", el, ttl)
 	}
@@ -195,7 +198,7 @@ func TestFindConfirm(t *testing.T) {
 	}
 	// Wait until both the name and the keyword records have spread: they
 	// are provided separately, and under load one can lag the other.
-	waitFor(t, 15*time.Second, func() error {
+	wait.For(t, 15*time.Second, func() error {
 		all := map[peer.ID]bool{honest: true, failing: true, liar: true, other: true}
 		if err := sameIDs(collect(context.Background(), m.dirs[0], "translate", false), all); err != nil {
 			return err

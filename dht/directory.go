@@ -2,9 +2,7 @@ package dht
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,22 +37,14 @@ type Directory struct {
 // New starts a directory on h. The caller keeps ownership of h.
 func New(h host.Host, opts ...Option) (*Directory, error) {
 	if h == nil {
-		return nil, errors.New("dht: nil host")
+		return nil, fmt.Errorf("%w: nil host", ErrInvalidConfig)
 	}
-	cfg := config{ttl: DefaultProviderTTL}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := defaultConfig()
+	if err := cfg.apply(opts...); err != nil {
+		return nil, err
 	}
-	if cfg.reprovide == 0 {
-		cfg.reprovide = cfg.ttl / 2
-	}
-	if cfg.reprovide >= cfg.ttl {
-		return nil, fmt.Errorf("dht: re-provide interval %v must be shorter than provider TTL %v", cfg.reprovide, cfg.ttl)
-	}
-	if cfg.logger == nil {
-		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	kopts := []kaddht.Option{
 		kaddht.ProtocolPrefix(ProtocolPrefix),
@@ -207,6 +197,7 @@ func (d *Directory) findKey(ctx context.Context, k cid.Cid, limit int) <-chan pe
 
 // Result is a confirmed provider.
 type Result struct {
+	// Peer is the provider, with the addresses the lookup found.
 	Peer peer.AddrInfo
 	// Capabilities are the provider's confirmed capabilities that match
 	// the query.

@@ -32,8 +32,19 @@
 // node passes its signed hello exchange) and only yields providers whose
 // confirmed capabilities match the query.
 //
-// # Lifecycle
+// # Topic peers
 //
-// New starts the DHT; Close stops the re-provide loop and the DHT, but not
-// the host, which the caller owns.
+// TopicDiscovery offers the same directory to go-libp2p-pubsub as a
+// discovery service: subscribers of a topic family provide TopicKey of its
+// namespace, so publishers and subscribers find each other even when no
+// path of subscribers connects them.
+//
+// # Configuration and lifecycle
+//
+// New takes options (options.go): defaults, then the options in order,
+// then one validation of the whole, in which the re-provide interval
+// defaults to half the TTL; a refused configuration wraps
+// ErrInvalidConfig. Without WithLogger the directory logs to
+// slog.Default(). New starts the DHT; Close stops the re-provide loop and
+// the DHT, but not the host, which the caller owns.
 package dht

@@ -16,7 +16,7 @@ func CapabilityKey(name string) cid.Cid { return key("meshagent:capability:" + n
 func KeywordKey(keyword string) cid.Cid { return key("meshagent:keyword:" + keyword) }
 
 // TopicKey is the DHT key under which the subscribers of a topic
-// namespace are recorded (see Directory.Topics).
+// namespace are recorded (see Directory.TopicDiscovery).
 func TopicKey(namespace string) cid.Cid { return key("meshagent:topic:" + namespace) }
 
 func key(s string) cid.Cid {

@@ -1,7 +1,7 @@
 package dht
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -16,12 +16,52 @@ const ProtocolPrefix = "/meshagent"
 // re-provided.
 const DefaultProviderTTL = 24 * time.Hour
 
+// config is a Directory's configuration. New builds it in three steps, as
+// kad-dht does: defaultConfig, then apply the options in order (they only
+// set fields), then validate, which fills the defaults that depend on
+// other settings and checks the whole, so every check is in one place.
 type config struct {
 	bootstrap []peer.AddrInfo
 	ttl       time.Duration
-	reprovide time.Duration
+	reprovide time.Duration // 0: half of ttl
 	logger    *slog.Logger
 	kadOpts   []kaddht.Option
+}
+
+func defaultConfig() config {
+	return config{ttl: DefaultProviderTTL, logger: slog.Default()}
+}
+
+// apply applies opts in order, skipping nil ones.
+func (c *config) apply(opts ...Option) error {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate fills the re-provide interval when none was set and checks the
+// configuration as a whole.
+func (c *config) validate() error {
+	if c.reprovide == 0 {
+		c.reprovide = c.ttl / 2
+	}
+	switch {
+	case c.ttl <= 0:
+		return fmt.Errorf("%w: provider TTL %v is not positive", ErrInvalidConfig, c.ttl)
+	case c.reprovide < 0:
+		return fmt.Errorf("%w: re-provide interval %v is negative", ErrInvalidConfig, c.reprovide)
+	case c.reprovide >= c.ttl:
+		return fmt.Errorf("%w: re-provide interval %v must be shorter than provider TTL %v", ErrInvalidConfig, c.reprovide, c.ttl)
+	case c.logger == nil:
+		return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
+	}
+	return nil
 }
 
 // Option configures a Directory.
@@ -39,28 +79,23 @@ func WithBootstrapPeers(peers ...peer.AddrInfo) Option {
 // a mesh must use the same value.
 func WithProviderTTL(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return errors.New("dht: provider TTL must be positive")
-		}
 		c.ttl = d
 		return nil
 	}
 }
 
 // WithReprovideInterval sets how often the advertised keys are provided
-// again. It must be shorter than the provider TTL; the default is half of
-// it.
+// again. It must be shorter than the provider TTL; the default (or 0) is
+// half of it.
 func WithReprovideInterval(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return errors.New("dht: re-provide interval must be positive")
-		}
 		c.reprovide = d
 		return nil
 	}
 }
 
-// WithLogger sets the logger; the default discards.
+// WithLogger sets the logger; the default is slog.Default(). A nil logger
+// is refused.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		c.logger = l

@@ -13,12 +13,17 @@ import (
 // (D = 6) with spares, without dialling every subscriber of a busy topic.
 const DefaultTopicPeerLimit = 12
 
-// Topics returns the directory as a libp2p discovery service for topic
-// namespaces, the form go-libp2p-pubsub's WithDiscovery takes: subscribers
-// advertise themselves under TopicKey(namespace) and publishers find them,
-// so that a topic's peers meet even when no path of subscribers connects
-// them.
-func (d *Directory) Topics() discovery.Discovery { return topicDiscovery{d} }
+// TopicDiscovery returns the directory as a libp2p discovery service for
+// topic namespaces, the form go-libp2p-pubsub's WithDiscovery takes:
+// subscribers advertise themselves under TopicKey(namespace) and
+// publishers find them, so that a topic's peers meet even when no path of
+// subscribers connects them.
+func (d *Directory) TopicDiscovery() discovery.Discovery { return topicDiscovery{d} }
+
+// Topics is TopicDiscovery.
+//
+// Deprecated: use TopicDiscovery; "Topics" names pubsub's router.
+func (d *Directory) Topics() discovery.Discovery { return d.TopicDiscovery() }
 
 type topicDiscovery struct{ d *Directory }
 

@@ -12,6 +12,8 @@ import (
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/meshagent/meshagent/internal/wait"
 )
 
 const fanout = 20
@@ -197,11 +199,11 @@ func BenchmarkFanout(b *testing.B) {
 		}
 	}
 	for _, bus := range buses[1:] {
-		waitFor(b, 20*time.Second, "mesh", func() bool { return bus.MeshPeers("bench:") >= 2 })
+		wait.For(b, 20*time.Second, func() error { return atLeast("mesh peers", bus.MeshPeers("bench:"), 2) })
 	}
-	waitFor(b, 20*time.Second, "publisher topic peers", func() bool {
+	wait.For(b, 20*time.Second, func() error {
 		_, _ = buses[0].Publish(ctx, "bench:warm", payload("w"), WithWait(time.Millisecond))
-		return len(buses[0].Peers("bench:")) >= fanout
+		return atLeast("publisher topic peers", len(buses[0].Peers("bench:")), fanout)
 	})
 	for range fanout {
 		<-warm
@@ -276,9 +278,9 @@ func rawFanout(ctx context.Context, b *testing.B, rounds, paced, burst int, opts
 		}
 	}()
 	for _, m := range meshes[1:] {
-		waitFor(b, 20*time.Second, "raw mesh", func() bool { return m.count("bench") >= 2 })
+		wait.For(b, 20*time.Second, func() error { return atLeast("raw mesh peers", m.count("bench"), 2) })
 	}
-	waitFor(b, 20*time.Second, "raw topic peers", func() bool { return len(topics[0].ListPeers()) >= fanout })
+	wait.For(b, 20*time.Second, func() error { return atLeast("raw topic peers", len(topics[0].ListPeers()), fanout) })
 	name := "raw"
 	if len(opts) > 0 {
 		name = "raw+flood"
@@ -286,4 +288,12 @@ func rawFanout(ctx context.Context, b *testing.B, rounds, paced, burst int, opts
 	return measure(b, name, rounds, paced, burst, func(i int) error {
 		return topics[0].Publish(rctx, []byte(fmt.Sprintf(`{"m":"%d"}`, i)))
 	}, rgot)
+}
+
+// atLeast reports what is missing while got < want.
+func atLeast(what string, got, want int) error {
+	if got < want {
+		return fmt.Errorf("%d %s, want %d", got, what, want)
+	}
+	return nil
 }

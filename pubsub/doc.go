@@ -59,24 +59,35 @@
 // receivers are the topic peers connected now plus this node's own
 // subscriptions matching the topic: a node's subscribers are part of the
 // one subscription world, so a message with only local subscribers is
-// delivered to them at once and is not an error. (A remote subscriber not
+// delivered to them at once and is not an error. A remote subscriber not
 // yet found when a local one exists is not waited for; it is found
 // through the node's own subscription to the family, which advertises and
-// looks for subscribers while its mesh is thin.) A node's own messages are flood-published (gossipsub v1.1): sent
-// to every topic peer scoring above the publish threshold, not only to its
-// GossipSub mesh. Without it a node that subscribes to the family sends
-// only to its mesh, which is empty until the heartbeat after the
-// subscription grafts, and a peer grafted just after a message was sent
-// never gets it (gossip goes to non-mesh peers only): a message published
-// right after subscribing reached nobody while Publish counted its topic
-// peers. The cost is fan-out bandwidth at the publisher, one copy per
-// connected topic peer instead of one per mesh peer; forwarded messages
-// still go through the mesh. Subscribers on the publishing node receive
-// its own messages, once each. WithID lets a publisher that also
-// subscribes (the relay's bus) choose the envelope id and so recognise its
-// own message when it comes back.
+// looks for subscribers while its mesh is thin.
+//
+// A node's own messages are flood-published (gossipsub v1.1): sent to
+// every topic peer scoring above the publish threshold, not only to its
+// GossipSub mesh. A node that has just subscribed to a family has an
+// empty mesh until the next heartbeat grafts, and gossip goes only to
+// non-mesh peers, so a mesh-only publish right after subscribing would
+// reach nobody while Publish counted its topic peers as receivers. The
+// cost is fan-out bandwidth at the publisher, one copy per connected
+// topic peer instead of one per mesh peer; forwarded messages still go
+// through the mesh. Subscribers on the publishing node receive its own
+// messages, once each. WithID lets a publisher that also subscribes (the
+// seed 001 bus) choose the envelope id and so recognise its own message
+// when it comes back.
+//
 // Each subscription has a bounded queue (WithQueueSize, default 256); when
 // it is full the newest message is dropped and counted (Dropped).
+//
+// # Configuration
+//
+// New takes options (options.go): defaults, then the options in order,
+// then one validation of the whole; a refused configuration wraps
+// ErrInvalidConfig. The options of a single Publish (WithWait, WithAtLeast,
+// WithFilter, WithID) override the defaults for that call. The package
+// does not log: what it refuses it returns, and GossipSub's own scoring
+// records misbehaving peers.
 //
 // # Peer scoring
 //

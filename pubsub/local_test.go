@@ -3,8 +3,11 @@ package pubsub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/meshagent/meshagent/internal/wait"
 )
 
 // A node's own subscriptions are receivers of its own publishes: a
@@ -66,7 +69,12 @@ func TestPublishLocalAndRemote(t *testing.T) {
 	a, b := newBus(t, ha), newBus(t, hb)
 	connect(t, ha, hb)
 	mine, theirs := collect(t, a, "alerts:*"), collect(t, b, "alerts:*")
-	waitFor(t, 10*time.Second, "a sees b in the family", func() bool { return len(a.Peers("alerts:x")) == 1 })
+	wait.For(t, 10*time.Second, func() error {
+		if n := len(a.Peers("alerts:x")); n != 1 {
+			return fmt.Errorf("a has %d peers in the family, want b", n)
+		}
+		return nil
+	})
 	n, err := a.Publish(context.Background(), "alerts:x", payload("both"))
 	if err != nil || n != 2 {
 		t.Fatalf("Publish = %d, %v; want 2 (b and a's own subscription)", n, err)

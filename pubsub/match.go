@@ -6,7 +6,7 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// GossipPrefix is the prefix of every GossipSub topic the bus uses.
+// GossipPrefix is the prefix of every GossipSub topic Topics uses.
 const GossipPrefix = "/meshagent/topic/"
 
 // Family returns the part of a topic or pattern before the first ':' or

@@ -8,7 +8,7 @@ import (
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// meshTracer follows GRAFT and PRUNE so that the bus can tell how many
+// meshTracer follows GRAFT and PRUNE so that Topics can tell how many
 // mesh peers a GossipSub topic has. Its methods run on the router's event
 // loop and only take a short lock.
 type meshTracer struct {

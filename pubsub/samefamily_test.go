@@ -3,8 +3,11 @@ package pubsub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/meshagent/meshagent/internal/wait"
 )
 
 // TestPublisherSubscribedToFamily: a publisher that itself subscribes to
@@ -19,7 +22,12 @@ func TestPublisherSubscribedToFamily(t *testing.T) {
 	all := collect(t, a, "pr.*")
 	opened := collect(t, c, "pr.opened")
 	approved := collect(t, b, "pr.approved")
-	waitFor(t, 10*time.Second, "b sees both family peers", func() bool { return len(b.Peers("pr.opened")) >= 2 })
+	wait.For(t, 10*time.Second, func() error {
+		if n := len(b.Peers("pr.opened")); n < 2 {
+			return fmt.Errorf("b has %d peers in the family, want 2", n)
+		}
+		return nil
+	})
 	n, err := b.Publish(context.Background(), "pr.opened", payload("opened"))
 	if err != nil || n < 2 {
 		t.Fatalf("Publish = %d, %v", n, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
-	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -21,69 +19,29 @@ import (
 	"github.com/meshagent/meshagent/sign"
 )
 
-// Errors returned by the bus.
-var (
-	// ErrNoPeers is protocol.ErrNoPeers: no topic peer within the wait.
-	ErrNoPeers = protocol.ErrNoPeers
-	ErrPattern = errors.New("pubsub: invalid pattern")
-	ErrClosed  = errors.New("pubsub: closed")
-)
-
-// DefaultMaxMessageSize bounds a GossipSub message (signature and body).
-const DefaultMaxMessageSize = 1 << 20
-
 // Self describes the local agent for seed 004 filters.
 type Self struct {
-	AgentID      string
-	PersonaType  string
+	// AgentID is matched against includeAgents and excludeAgents.
+	AgentID string
+	// PersonaType is matched against personaTypes.
+	PersonaType string
+	// Capabilities must hold every name in a filter's capabilities.
 	Capabilities []string
 }
 
-type config struct {
-	maxSize  int
-	wait     time.Duration
-	minPeers int
-	queue    int
-	self     *Self
-	guard    *sign.ReplayGuard
-	disc     discovery.Discovery
-}
-
-// Option configures New.
-type Option func(*config)
-
-// WithMaxMessageSize sets the largest message accepted or sent.
-func WithMaxMessageSize(n int) Option { return func(c *config) { c.maxSize = n } }
-
-// WithPublishWait sets how long Publish waits for topic peers.
-func WithPublishWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
-
-// WithMinPeers sets how many topic peers Publish waits for.
-func WithMinPeers(n int) Option { return func(c *config) { c.minPeers = n } }
-
-// WithQueueSize sets the per-subscription queue length.
-func WithQueueSize(n int) Option { return func(c *config) { c.queue = n } }
-
-// WithSelf describes the local agent; without it filters are checked
-// against the signer's id only. SetSelf changes it later.
-func WithSelf(s Self) Option { return func(c *config) { c.self = &s } }
-
-// WithDiscovery finds topic peers through d (for example the capability
-// directory's Topics): subscribers advertise their families, keep looking
-// for more subscribers while their mesh is thin, and Publish looks up
-// subscribers when a family has no known peer. Without it only peers that
-// are already connected are found.
-func WithDiscovery(d discovery.Discovery) Option { return func(c *config) { c.disc = d } }
-
-// WithReplayGuard shares a replay guard (default: a fresh one).
-func WithReplayGuard(g *sign.ReplayGuard) Option { return func(c *config) { c.guard = g } }
-
 // Message is an envelope received on a topic.
 type Message struct {
-	Topic      string
-	From       peer.ID
-	Envelope   *protocol.Envelope
-	Payload    json.RawMessage
+	// Topic is the envelope's to.topic, which the subscription's pattern
+	// matched.
+	Topic string
+	// From is the author (from.agentId, whose signature verified), not
+	// the peer that forwarded the message.
+	From peer.ID
+	// Envelope is the verified envelope.
+	Envelope *protocol.Envelope
+	// Payload is the envelope's payload, as signed.
+	Payload json.RawMessage
+	// ReceivedAt is when this node read the message.
 	ReceivedAt time.Time
 }
 
@@ -141,9 +99,12 @@ func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresh
 
 // New starts a GossipSub router on h publishing as signer.
 func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
-	cfg := config{maxSize: DefaultMaxMessageSize, wait: 5 * time.Second, minPeers: 1, queue: 256}
-	for _, o := range opts {
-		o(&cfg)
+	cfg := defaultConfig()
+	if err := cfg.apply(opts...); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.guard == nil {
 		cfg.guard = sign.NewReplayGuard(0, 0)
@@ -182,7 +143,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 func (b *Topics) SetSelf(s Self) { b.self.Store(&s) }
 
 // Close cancels subscriptions, closes topics, stops the router and waits
-// for the bus's goroutines.
+// for its goroutines.
 func (b *Topics) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -304,7 +265,7 @@ type publishConfig struct {
 // WithFilter attaches a seed 004 broadcast filter.
 func WithFilter(f Filter) PublishOption { return func(c *publishConfig) { c.filter = &f } }
 
-// WithWait overrides the bus's publish wait for one publish.
+// WithWait overrides the publish wait (WithPublishWait) for one publish.
 func WithWait(d time.Duration) PublishOption { return func(c *publishConfig) { c.wait = d } }
 
 // WithAtLeast overrides the minimum number of receivers (topic peers and

@@ -57,17 +57,6 @@ func connect(t testing.TB, a, b host.Host) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, d, func() error {
-		if !cond() {
-			return errors.New("still waiting for " + what)
-		}
-		return nil
-	})
-}
-
 func collect(t testing.TB, b *Topics, pattern string) <-chan Message {
 	t.Helper()
 	ch := make(chan Message, 64)
@@ -163,8 +152,11 @@ func TestMeshWide(t *testing.T) {
 	for i, b := range buses {
 		// Topic peers are not enough: a node forwards only to its mesh, so
 		// wait until every node has grafted both ring neighbours.
-		waitFor(t, 15*time.Second, fmt.Sprintf("node %d mesh", i), func() bool {
-			return len(b.Peers("inbound:")) >= 2 && b.MeshPeers("inbound:") >= 2
+		wait.For(t, 15*time.Second, func() error {
+			if p, m := len(b.Peers("inbound:")), b.MeshPeers("inbound:"); p < 2 || m < 2 {
+				return fmt.Errorf("node %d has %d topic peers and %d mesh peers, want 2 of each", i, p, m)
+			}
+			return nil
 		})
 	}
 	got, err := buses[5].Publish(context.Background(), "inbound:never-used-1", payload("first"))
@@ -228,7 +220,12 @@ func TestInvalidDropped(t *testing.T) {
 	}
 	defer topic.Close()
 	connect(t, ha, hb)
-	waitFor(t, 15*time.Second, "raw topic peers", func() bool { return len(topic.ListPeers()) >= 1 })
+	wait.For(t, 15*time.Second, func() error {
+		if len(topic.ListPeers()) == 0 {
+			return errors.New("the raw topic has no peer")
+		}
+		return nil
+	})
 
 	attacker, victim := newSigner(t), newSigner(t)
 	vb, _ := sealed(t, victim, "inbound:x", "forged")

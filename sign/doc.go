@@ -18,8 +18,9 @@
 // Between nodes the canonical bytes travel as they were signed, with the
 // signature beside them rather than inside, so that a receiver verifies the
 // bytes it read before parsing them. The JSON form with an embedded
-// "signature" member (see SignJSON and OpenJSON) is for the edges and for
-// offline verification; both forms carry the same signature.
+// "signature" member (Signer.SignJSON here; protocol.OpenJSON verifies and
+// decodes it) is for the edges and for offline verification; both forms
+// carry the same signature.
 //
 // # Strictness
 //

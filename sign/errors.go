@@ -36,7 +36,9 @@ var (
 // KeyPermissionError is returned when a key file is readable or writable by
 // group or others. Like ssh, meshagent refuses to use such a key.
 type KeyPermissionError struct {
+	// Path is the key file.
 	Path string
+	// Mode is its permission bits, which give group or others access.
 	Mode fs.FileMode
 }
 

@@ -14,26 +14,20 @@
 // atomic and that nothing acknowledged is lost when the process dies, not
 // what a power cut does to a disk that lies about flushing.)
 //
-// One fsync per commit bounds serial throughput (about 3,000 Enqueue/s on
-// the 2-core development machine). Concurrent writes share commits through
-// a leader/follower group commit: a write that finds no commit in progress
-// commits at once; writes that arrive while it is being fsync'd queue, and
-// when it ends the first of them commits the whole queue (up to 1000) in one
-// transaction. Groups grow with the fsync latency and nobody waits for a
-// timer, so a lone writer pays nothing. Every write in a group returns only
-// after the shared commit is on disk, and a write whose function fails is
-// taken out and run on its own, so one bad write never fails the others.
+// One fsync per commit bounds serial throughput. Concurrent writes share
+// commits through a leader/follower group commit: a write that finds no
+// commit in progress commits at once; writes that arrive while it is being
+// fsync'd queue, and when it ends the first of them commits the whole
+// queue (up to 1000) in one transaction. Groups grow with the fsync
+// latency and nobody waits for a timer, so a lone writer pays nothing.
+// Every write in a group returns only after the shared commit is on disk,
+// and a write whose function fails is taken out and run on its own, so
+// one bad write never fails the others.
 //
 // bbolt's own DB.Batch is the usual way to do this, and WithBatchDelay
 // selects it, but every write that joins a batch waits for a timer (10 ms
-// by default). BenchmarkEnqueue measured, in Enqueue/s:
-//
-//	writers  group commit  DB.Batch 500 µs  DB.Batch 10 ms  one commit each
-//	1              ~3,000                -               -           ~3,000
-//	2              ~5,400           ~1,300            ~180           ~2,800
-//	32            ~41,000          ~18,000          ~2,800           ~2,000
-//
-// (A shared machine: runs while other builds were busy gave half of these.)
+// by default) even when no other write is coming; BenchmarkEnqueue
+// compares the two (figures in the README's Performance section).
 //
 // # Outbox
 //
@@ -45,7 +39,8 @@
 // retry loop sleeps until then. An index on To (bucket outbox_to, added by
 // schema 2; Open builds it when it upgrades a schema 1 file) lets Wake make
 // everything addressed to one client due at once when that client comes
-// back, at a cost that grows with that client's messages, not the outbox. Delivered deletes a message and records nothing else: history is
+// back, at a cost that grows with that client's messages, not the outbox.
+// Delivered deletes a message and records nothing else: history is
 // written separately with Record, so that the bus decides what history is.
 // An id is in at most one of outbox and dead-letter queue: Enqueue refuses
 // an id present in either, and DeadLetter and Replay move a message between
@@ -61,8 +56,8 @@
 // through one index, newest first, and stops when its page is full; a topic
 // prefix query ("inbound:*") reads the index entries of the matching topics
 // and sorts them. (History patterns are only exact or trailing-'*'
-// prefixes, not the bus's fnmatch patterns.) Paging uses HistoryQuery.Before: the id of the last
-// message of the previous page. Times are encoded with the sign bit flipped
+// prefixes, not the bus's fnmatch patterns.) Paging uses
+// HistoryQuery.Before: the id of the last message of the previous page. Times are encoded with the sign bit flipped
 // so that byte order is time order, and must lie in the years 1678-2262
 // (time.Time.UnixNano's range).
 //
@@ -103,6 +98,13 @@
 // before it starts, and long scans (History, Prune) check it as they go.
 // After Close every method returns ErrClosed; Close waits for methods in
 // progress and for the pruner.
+//
+// # Configuration
+//
+// Open takes options (options.go): defaults, then the options in order,
+// then one validation of the whole; a refused configuration wraps
+// ErrInvalidConfig and creates no file. Without WithLogger the store logs
+// to slog.Default().
 //
 // store imports nothing of meshagent; relay and node import it.
 package store

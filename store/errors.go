@@ -25,6 +25,9 @@ var (
 	ErrTooLarge = errors.New("store: record too large")
 	// ErrCorrupt is matched (with errors.Is) by every *CorruptError.
 	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrInvalidConfig is wrapped by the error Open returns for an option
+	// out of range.
+	ErrInvalidConfig = errors.New("store: invalid configuration")
 )
 
 // CorruptError is returned when a stored value or key cannot be decoded.

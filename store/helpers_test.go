@@ -2,17 +2,18 @@ package store
 
 import (
 	"bytes"
-	"os"
-
 	"context"
 	"encoding/json"
-	bolt "go.etcd.io/bbolt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
+
+	"github.com/meshagent/meshagent/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -53,7 +54,7 @@ func (c *fakeClock) Add(d time.Duration) {
 func open(t testing.TB, opts ...Option) (*Store, *fakeClock) {
 	t.Helper()
 	clk := newClock()
-	opts = append([]Option{WithClock(clk.Now), WithPruneInterval(0)}, opts...)
+	opts = append([]Option{WithClock(clk.Now), WithPruneInterval(0), WithLogger(testlog.New(t))}, opts...)
 	s, err := Open(filepath.Join(t.TempDir(), "meshagent.db"), opts...)
 	if err != nil {
 		t.Fatal(err)

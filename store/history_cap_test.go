@@ -55,9 +55,3 @@ func TestHistorySizeCap(t *testing.T) {
 	}
 	t.Logf("kept %d of %d records", len(got), n)
 }
-
-func TestWithMaxHistoryBytesValidates(t *testing.T) {
-	if err := WithMaxHistoryBytes(0)(&config{}); err == nil {
-		t.Fatal("a cap of 0 accepted")
-	}
-}

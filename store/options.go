@@ -1,8 +1,7 @@
 package store
 
 import (
-	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -20,6 +19,10 @@ const DefaultMaxRecordSize = 1 << 20
 // DefaultMaxHistoryBytes bounds the history's size: 256 MiB.
 const DefaultMaxHistoryBytes = 256 << 20
 
+// config is a Store's configuration. Open builds it in three steps, as
+// kad-dht does: defaultConfig, then apply the options in order (they only
+// set fields), then validate, which checks the whole, so every check is in
+// one place.
 type config struct {
 	retention     time.Duration
 	pruneInterval time.Duration
@@ -32,16 +35,55 @@ type config struct {
 	openTimeout   time.Duration
 }
 
-func defaults() config {
+func defaultConfig() config {
 	return config{
 		retention:     DefaultRetention,
 		pruneInterval: DefaultPruneInterval,
 		maxRecordSize: DefaultMaxRecordSize,
 		maxHistory:    DefaultMaxHistoryBytes,
 		clock:         time.Now,
-		logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:        slog.Default(),
 		openTimeout:   5 * time.Second,
 	}
+}
+
+// apply applies opts in order, skipping nil ones.
+func (c *config) apply(opts ...Option) error {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks the configuration as a whole.
+func (c *config) validate() error {
+	var bad string
+	switch {
+	case c.retention <= 0:
+		bad = fmt.Sprintf("retention %v is not positive", c.retention)
+	case c.pruneInterval < 0:
+		bad = fmt.Sprintf("prune interval %v is negative", c.pruneInterval)
+	case c.maxRecordSize <= 0:
+		bad = fmt.Sprintf("max record size %d is not positive", c.maxRecordSize)
+	case c.maxHistory <= 0:
+		bad = fmt.Sprintf("max history bytes %d is not positive", c.maxHistory)
+	case c.batchDelay < 0:
+		bad = fmt.Sprintf("batch delay %v is negative", c.batchDelay)
+	case c.openTimeout <= 0:
+		bad = fmt.Sprintf("open timeout %v is not positive", c.openTimeout)
+	case c.clock == nil:
+		bad = "nil clock"
+	case c.logger == nil:
+		bad = "nil logger"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, bad)
 }
 
 // Option configures a Store.
@@ -51,9 +93,6 @@ type Option func(*config) error
 // default is DefaultRetention.
 func WithRetention(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return errors.New("store: retention must be positive")
-		}
 		c.retention = d
 		return nil
 	}
@@ -65,9 +104,6 @@ func WithRetention(d time.Duration) Option {
 // DefaultPruneInterval.
 func WithPruneInterval(d time.Duration) Option {
 	return func(c *config) error {
-		if d < 0 {
-			return errors.New("store: prune interval must not be negative")
-		}
 		c.pruneInterval = d
 		return nil
 	}
@@ -77,9 +113,6 @@ func WithPruneInterval(d time.Duration) Option {
 // a record may carry. The default is DefaultMaxRecordSize.
 func WithMaxRecordSize(n int) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return errors.New("store: max record size must be positive")
-		}
 		c.maxRecordSize = n
 		return nil
 	}
@@ -95,9 +128,6 @@ func WithMaxRecordSize(n int) Option {
 // DefaultMaxHistoryBytes.
 func WithMaxHistoryBytes(n int64) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return errors.New("store: max history bytes must be positive")
-		}
 		c.maxHistory = n
 		return nil
 	}
@@ -106,13 +136,9 @@ func WithMaxHistoryBytes(n int64) Option {
 // WithBatchDelay switches concurrent writes from the store's own group
 // commit, which never waits for a timer, to bbolt's DB.Batch, which waits
 // up to d for writes to join a batch. Zero, the default, keeps the group
-// commit. It exists to compare the two (see BenchmarkEnqueue); with this
-// machine's fsync latency, DB.Batch was slower at every delay measured.
+// commit. It exists to compare the two (see BenchmarkEnqueue).
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error {
-		if d < 0 {
-			return errors.New("store: batch delay must not be negative")
-		}
 		c.batchDelay = d
 		return nil
 	}
@@ -120,23 +146,18 @@ func WithBatchDelay(d time.Duration) Option {
 
 // WithClock sets the clock used for default message times, next-attempt
 // times, dead-letter times and the background pruner. The default is
-// time.Now.
+// time.Now. A nil clock is refused.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error {
-		if now == nil {
-			return errors.New("store: clock must not be nil")
-		}
 		c.clock = now
 		return nil
 	}
 }
 
-// WithLogger sets the logger; the default discards.
+// WithLogger sets the logger; the default is slog.Default(). A nil logger
+// is refused.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
-		if l == nil {
-			return errors.New("store: logger must not be nil")
-		}
 		c.logger = l
 		return nil
 	}
@@ -146,9 +167,6 @@ func WithLogger(l *slog.Logger) Option {
 // another process that has the same file open. The default is 5s.
 func WithOpenTimeout(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return errors.New("store: open timeout must be positive")
-		}
 		c.openTimeout = d
 		return nil
 	}

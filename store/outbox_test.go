@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/meshagent/meshagent/internal/testlog"
 )
 
 func TestOpenCreatesPrivateFile(t *testing.T) {
@@ -48,10 +50,15 @@ func TestOpenOptionErrors(t *testing.T) {
 		"logger":      WithLogger(nil),
 		"batch delay": WithBatchDelay(-1),
 		"timeout":     WithOpenTimeout(0),
+		"history cap": WithMaxHistoryBytes(0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := Open(filepath.Join(t.TempDir(), "x.db"), opt); err == nil {
-				t.Fatal("Open accepted an invalid option")
+			path := filepath.Join(t.TempDir(), "x.db")
+			if _, err := Open(path, opt); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Open = %v, want ErrInvalidConfig", err)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused configuration created the file: %v", err)
 			}
 		})
 	}
@@ -326,7 +333,7 @@ func TestReopenKeepsOutbox(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "m.db"))
+	s, err := Open(filepath.Join(t.TempDir(), "m.db"), WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

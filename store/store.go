@@ -74,11 +74,12 @@ type Store struct {
 // WithOpenTimeout. Open starts the background pruner unless
 // WithPruneInterval(0) is given; Close stops it.
 func Open(path string, opts ...Option) (*Store, error) {
-	cfg := defaults()
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := defaultConfig()
+	if err := cfg.apply(opts...); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: creating directory for %s: %w", path, err)

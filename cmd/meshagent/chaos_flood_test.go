@@ -21,6 +21,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
 )
@@ -166,7 +167,7 @@ func TestChaosWebSocketFlood(t *testing.T) {
 	mesh := meshtest.Node(t, 1100)
 	limits := relay.DefaultLimits()
 	limits.MaxClients = wsMaxClients
-	srv, err := relay.New(mesh, relay.WithLimits(limits), relay.WithLogger(meshtest.Logger(t)))
+	srv, err := relay.New(mesh, relay.WithLimits(limits), relay.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

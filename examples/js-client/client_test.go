@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/relay"
 )
 
@@ -33,7 +34,7 @@ func TestClient(t *testing.T) {
 	dir := scriptDir(t)
 	ctx := meshtest.Context(t, testTimeout)
 	n := meshtest.Node(t, 0)
-	srv, err := relay.New(n, relay.WithLogger(meshtest.Logger(t)))
+	srv, err := relay.New(n, relay.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/relay"
 )
 
@@ -36,7 +37,7 @@ func TestClient(t *testing.T) {
 	}
 	ctx := meshtest.Context(t, testTimeout)
 	n := meshtest.Node(t, 0)
-	srv, err := relay.New(n, relay.WithLogger(meshtest.Logger(t)))
+	srv, err := relay.New(n, relay.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

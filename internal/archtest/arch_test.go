@@ -21,7 +21,16 @@ var forbidden = map[string][]string{
 	"node":            {mod + "relay", mod + "cli", mod + "lobby"},
 	"relay":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
 	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "relay", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+
+	// The test helpers every package's tests share import nothing of the
+	// project, so that no package's tests import a package above it.
+	"internal/p2ptest": {mod},
+	"internal/testlog": {mod},
+	"internal/wait":    {mod},
 }
+
+// testHelpers are the packages only tests may import.
+var testHelpers = []string{"internal/meshtest", "internal/p2ptest", "internal/testlog", "internal/wait"}
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
@@ -36,16 +45,23 @@ func goList(t *testing.T, args ...string) []string {
 	return strings.Fields(string(out))
 }
 
-func exists(pkg string) bool {
-	cmd := exec.Command("go", "list", "../../"+pkg)
-	return cmd.Run() == nil
+// TestRulesNamePackages fails when a package named in forbidden or
+// testHelpers does not exist: after a rename its rules would otherwise
+// check nothing. Rename the rule with the package.
+func TestRulesNamePackages(t *testing.T) {
+	named := append([]string(nil), testHelpers...)
+	for pkg := range forbidden {
+		named = append(named, pkg)
+	}
+	for _, pkg := range named {
+		if out, err := exec.Command("go", "list", "../../"+pkg).CombinedOutput(); err != nil {
+			t.Errorf("the rules name %s, which is not a package: %v\n%s", pkg, err, out)
+		}
+	}
 }
 
 func TestImportRules(t *testing.T) {
 	for pkg, bad := range forbidden {
-		if !exists(pkg) {
-			continue
-		}
 		t.Run(pkg, func(t *testing.T) {
 			for _, dep := range goList(t, "-deps", "-f", "{{.ImportPath}}", "../../"+pkg) {
 				if dep == mod+pkg {
@@ -66,20 +82,29 @@ func TestImportRules(t *testing.T) {
 func TestNoTestingInProduction(t *testing.T) {
 	for _, line := range goList(t, "-f", "{{.ImportPath}}:{{join .Imports \",\"}}", "../../...") {
 		pkg, imports, _ := strings.Cut(line, ":")
-		if strings.Contains(pkg, "/internal/") {
+		if isTestHelper(pkg) {
 			continue
 		}
 		for _, imp := range strings.Split(imports, ",") {
 			switch {
 			case imp == "testing":
 				t.Errorf("%s imports testing in production code", pkg)
-			case strings.HasPrefix(imp, mod+"internal/meshtest"):
-				t.Errorf("%s imports the test helpers", pkg)
+			case isTestHelper(imp):
+				t.Errorf("%s imports the test helper %s", pkg, imp)
 			case imp == mod+"cli" && pkg != mod+"cmd/meshagent":
 				t.Errorf("%s imports cli; only main may", pkg)
 			}
 		}
 	}
+}
+
+func isTestHelper(imp string) bool {
+	for _, h := range testHelpers {
+		if imp == mod+h {
+			return true
+		}
+	}
+	return false
 }
 
 // TestPackageDocs checks that every package says what it is for.

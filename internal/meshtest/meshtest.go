@@ -1,18 +1,10 @@
-// Package meshtest holds test-only helpers: deterministic Ed25519
-// identities, nodes on loopback, condition waits and a slog handler that
-// writes to the test log. Production code never imports it.
 package meshtest
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"github.com/meshagent/meshagent/internal/wait"
-	"io"
 	"log/slog"
-	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/internal/testlog"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/sign"
 )
@@ -45,8 +39,9 @@ func ID(t testing.TB, i int) peer.ID {
 	return id
 }
 
-// WaitFor polls try until it returns nil or d elapses, then fails the test
-// with try's last error.
+// WaitFor is wait.For, kept for the tests that still call it here.
+//
+// Deprecated: use wait.For.
 func WaitFor(t testing.TB, d time.Duration, try func() error) {
 	t.Helper()
 	wait.For(t, d, try)
@@ -59,47 +54,13 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// Logger returns a logger writing to the test log until the test ends.
-// MESHAGENT_TEST_LOG=debug|info|warn sets the level; by default only
-// errors are shown.
+// Logger is testlog.New, kept for the tests that still call it here.
+//
+// Deprecated: use testlog.New.
 func Logger(t testing.TB) *slog.Logger {
-	level := slog.LevelError
-	switch strings.ToLower(os.Getenv("MESHAGENT_TEST_LOG")) {
-	case "debug":
-		level = slog.LevelDebug
-	case "info":
-		level = slog.LevelInfo
-	case "warn":
-		level = slog.LevelWarn
-	}
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	t.Helper()
+	return testlog.New(t)
 }
-
-type testWriter struct {
-	mu      sync.Mutex
-	t       testing.TB
-	stopped bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return len(p), nil
-	}
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.stopped = true
-	w.mu.Unlock()
-}
-
-var _ io.Writer = (*testWriter)(nil)
 
 // Loopback is the listen address tests use: TCP on 127.0.0.1, random port.
 var Loopback = ma.StringCast("/ip4/127.0.0.1/tcp/0")
@@ -113,7 +74,7 @@ func Node(t testing.TB, i int, opts ...node.Option) *node.Node {
 		node.WithListenAddrs(Loopback),
 		node.WithMDNS(false),
 		node.WithDHT(false), // tests that need discovery turn it on
-		node.WithLogger(Logger(t)),
+		node.WithLogger(testlog.New(t)),
 		node.WithName(fmt.Sprintf("agent-%d", i)),
 	}
 	n, err := node.New(append(base, opts...)...)

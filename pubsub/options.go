@@ -1,0 +1,110 @@
+package pubsub
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/discovery"
+
+	"github.com/meshagent/meshagent/sign"
+)
+
+// DefaultMaxMessageSize bounds a GossipSub message (signature and body).
+const DefaultMaxMessageSize = 1 << 20
+
+// Defaults of New's other options.
+const (
+	// DefaultPublishWait is how long Publish waits for receivers.
+	DefaultPublishWait = 5 * time.Second
+	// DefaultMinPeers is how many receivers Publish waits for.
+	DefaultMinPeers = 1
+	// DefaultQueueSize is each subscription's queue length.
+	DefaultQueueSize = 256
+)
+
+// config is a Topics' configuration. New builds it in three steps, as
+// kad-dht does: defaultConfig, then apply the options in order (they only
+// set fields), then validate, which checks the whole, so every check is in
+// one place. The options of one Publish (PublishOption) sit next to
+// Publish.
+type config struct {
+	maxSize  int
+	wait     time.Duration
+	minPeers int
+	queue    int
+	self     *Self               // nil: the signer's id alone
+	guard    *sign.ReplayGuard   // nil: a fresh one
+	disc     discovery.Discovery // nil: connected peers only
+}
+
+func defaultConfig() config {
+	return config{maxSize: DefaultMaxMessageSize, wait: DefaultPublishWait, minPeers: DefaultMinPeers, queue: DefaultQueueSize}
+}
+
+// apply applies opts in order, skipping nil ones.
+func (c *config) apply(opts ...Option) error {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks the configuration as a whole.
+func (c *config) validate() error {
+	var bad string
+	switch {
+	case c.maxSize <= sign.SignatureSize:
+		bad = fmt.Sprintf("max message size %d leaves no room for a message", c.maxSize)
+	case c.wait < 0:
+		bad = fmt.Sprintf("publish wait %v is negative", c.wait)
+	case c.minPeers < 0:
+		bad = fmt.Sprintf("min peers %d is negative", c.minPeers)
+	case c.queue < 1:
+		bad = fmt.Sprintf("queue size %d is below 1", c.queue)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, bad)
+}
+
+// Option configures New.
+type Option func(*config) error
+
+// WithMaxMessageSize sets the largest message accepted or sent. The
+// default is DefaultMaxMessageSize.
+func WithMaxMessageSize(n int) Option { return func(c *config) error { c.maxSize = n; return nil } }
+
+// WithPublishWait sets how long Publish waits for topic peers. The
+// default is DefaultPublishWait.
+func WithPublishWait(d time.Duration) Option { return func(c *config) error { c.wait = d; return nil } }
+
+// WithMinPeers sets how many topic peers Publish waits for. The default is
+// DefaultMinPeers.
+func WithMinPeers(n int) Option { return func(c *config) error { c.minPeers = n; return nil } }
+
+// WithQueueSize sets the per-subscription queue length. The default is
+// DefaultQueueSize.
+func WithQueueSize(n int) Option { return func(c *config) error { c.queue = n; return nil } }
+
+// WithSelf describes the local agent; without it filters are checked
+// against the signer's id only. SetSelf changes it later.
+func WithSelf(s Self) Option { return func(c *config) error { c.self = &s; return nil } }
+
+// WithDiscovery finds topic peers through d (for example the capability
+// directory's TopicDiscovery): subscribers advertise their families, keep looking
+// for more subscribers while their mesh is thin, and Publish looks up
+// subscribers when a family has no known peer. Without it only peers that
+// are already connected are found.
+func WithDiscovery(d discovery.Discovery) Option {
+	return func(c *config) error { c.disc = d; return nil }
+}
+
+// WithReplayGuard shares a replay guard (default: a fresh one).
+func WithReplayGuard(g *sign.ReplayGuard) Option {
+	return func(c *config) error { c.guard = g; return nil }
+}
