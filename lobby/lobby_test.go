@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
@@ -79,7 +80,7 @@ func lobbyAt(t *testing.T, path string, opts ...lobby.Option) *testLobby {
 	t.Helper()
 	st := lobbyStore(t, path)
 	mesh := newFakeMesh()
-	l, err := lobby.New(lobbyMesh{mesh}, st, append([]lobby.Option{lobby.WithLogger(testLogger(t))}, opts...)...)
+	l, err := lobby.New(lobbyMesh{mesh}, st, append([]lobby.Option{lobby.WithLogger(testlog.New(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

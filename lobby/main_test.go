@@ -6,11 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,44 +108,6 @@ func (f *fakeMesh) Call(ctx context.Context, req protocol.CallRequest) (*protoco
 		return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "agent does not offer %s", req.Action).
 			WithDetails(map[string]any{"requested": req.Action, "available": []string{"echo", "steps"}})
 	}
-}
-
-// testLogger discards logs unless MESHAGENT_TEST_LOG names a level
-// (debug, info, warn, error); then it writes to the test's output until
-// the test ends.
-func testLogger(t testing.TB) *slog.Logger {
-	level := os.Getenv("MESHAGENT_TEST_LOG")
-	if level == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		t.Fatalf("MESHAGENT_TEST_LOG: %v", err)
-	}
-	w := &testWriter{w: t.Output()}
-	t.Cleanup(w.stop) // registered first, so it runs after every other cleanup
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done {
-		return len(p), nil
-	}
-	return w.w.Write(p)
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
 }
 
 // dialRaw opens a WebSocket to the lobby at url.
