@@ -8,25 +8,26 @@ import (
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
 // *node.Node is what the local API serves.
 var (
-	_ relay.Mesh        = (*node.Node)(nil)
-	_ relay.Discoverer  = (*node.Node)(nil)
-	_ relay.Publisher   = (*node.Node)(nil)
-	_ relay.IDPublisher = (*node.Node)(nil)
-	_ relay.Consenter   = (*node.Node)(nil)
-	_ relay.Tasker      = (*node.Node)(nil)
+	_ rpc.Mesh        = (*node.Node)(nil)
+	_ rpc.Discoverer  = (*node.Node)(nil)
+	_ rpc.Publisher   = (*node.Node)(nil)
+	_ rpc.IDPublisher = (*node.Node)(nil)
+	_ rpc.Consenter   = (*node.Node)(nil)
+	_ rpc.Tasker      = (*node.Node)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port)
 // and initializes (as a fresh meshagent-go-… client id). If nothing
-// listens there the error wraps relay.ErrNoServer.
-func dialAPI(ctx context.Context, addr string) (*relay.Client, error) {
+// listens there the error wraps rpc.ErrNoServer.
+func dialAPI(ctx context.Context, addr string) (*rpc.Client, error) {
 	// A bare host:port means ws://host:port/.
-	return relay.Dial(ctx, addr, relay.WithClientInfo(relay.ClientInfo{Name: "meshagent", Version: "cli"}))
+	return rpc.Dial(ctx, addr, rpc.WithClientInfo(rpc.ClientInfo{Name: "meshagent", Version: "cli"}))
 }
 
 // apiServer is a node's local API: the relay's JSON-RPC server on a
@@ -45,7 +46,7 @@ const localTimeout = 10 * time.Second
 // st (may be nil) persists the bus's outbox, dead letters and history.
 // level is the process's log level, which the API's mesh.logLevel changes.
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar, extra ...relay.Option) (*apiServer, error) {
-	opts := append([]relay.Option{relay.WithLogger(log), relay.WithControl(nodeControl{n: n, level: level})}, extra...)
+	opts := append([]relay.Option{relay.WithLogger(log), relay.WithRPC(rpc.WithControl(nodeControl{n: n, level: level}))}, extra...)
 	if st != nil {
 		opts = append(opts, relay.WithStore(st))
 	}

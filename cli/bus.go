@@ -14,6 +14,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // Flags of the bus client commands.
@@ -39,7 +40,7 @@ func busFlag() ucli.Flag {
 }
 
 // dialBus connects to the bus and initializes as clientID.
-func (r *runState) dialBus(ctx context.Context, c *ucli.Context) (*relay.Client, string, error) {
+func (r *runState) dialBus(ctx context.Context, c *ucli.Context) (*rpc.Client, string, error) {
 	url := strings.TrimSpace(c.String(flagBus))
 	if url == "" {
 		return nil, "", r.flagError(c, flagBus, "a bus URL is required, e.g. ws://127.0.0.1:7892/")
@@ -50,9 +51,9 @@ func (r *runState) dialBus(ctx context.Context, c *ucli.Context) (*relay.Client,
 		_, _ = rand.Read(b[:])
 		id = "meshagent-cli-" + hex.EncodeToString(b[:])
 	}
-	cl, err := relay.Dial(ctx, url, relay.WithClientID(id), relay.WithClientInfo(relay.ClientInfo{Name: "meshagent", Version: "cli"}))
+	cl, err := rpc.Dial(ctx, url, rpc.WithClientID(id), rpc.WithClientInfo(rpc.ClientInfo{Name: "meshagent", Version: "cli"}))
 	if err != nil {
-		if errors.Is(err, relay.ErrNoServer) {
+		if errors.Is(err, rpc.ErrNoServer) {
 			return nil, url, exitErrorf(ExitFailure, "no bus is listening at %s: start `meshagent node` or `meshagent relay`, or set --bus / MESHAGENT_BUS_URL", url)
 		}
 		return nil, url, exitErrorf(ExitFailure, "bus at %s: %v", url, err)
@@ -105,8 +106,8 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 	defer cl.Close()
 	var res relay.SendResult
 	if err := cl.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res); err != nil {
-		var re *relay.RPCError
-		if errors.As(err, &re) && (re.Code == relay.CodeInvalidParams || re.Code == relay.CodeInvalidRequest) {
+		var re *rpc.Error
+		if errors.As(err, &re) && (re.Code == rpc.CodeInvalidParams || re.Code == rpc.CodeInvalidRequest) {
 			return usageErrorf("send-message: %s", re.Message)
 		}
 		return exitErrorf(ExitFailure, "send-message via %s: %v", url, err)
@@ -191,12 +192,12 @@ func (r *runState) runHistory(c *ucli.Context) error {
 }
 
 func busAdminError(op, url string, err error) error {
-	var re *relay.RPCError
+	var re *rpc.Error
 	if errors.As(err, &re) {
 		switch re.Code {
-		case relay.CodeInvalidParams:
+		case rpc.CodeInvalidParams:
 			return usageErrorf("%s: %s", op, strings.TrimPrefix(re.Message, "invalid params: "))
-		case relay.CodeMethodNotFound:
+		case rpc.CodeMethodNotFound:
 			return exitErrorf(ExitFailure, "%s: the bus at %s keeps no message store", op, url)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
 
@@ -117,7 +117,7 @@ func (r *runState) runCall(c *ucli.Context) error {
 
 // connectAPI dials the local API named by --api, turning failures into
 // the CLI's errors (a missing node says how to start one).
-func (r *runState) connectAPI(ctx context.Context, c *ucli.Context) (*relay.Client, string, error) {
+func (r *runState) connectAPI(ctx context.Context, c *ucli.Context) (*rpc.Client, string, error) {
 	addr, err := r.apiClientAddr(c)
 	if err != nil {
 		return nil, "", err
@@ -197,7 +197,7 @@ func (r *runState) apiClientAddr(c *ucli.Context) (string, error) {
 // apiError explains a failure to use the local API.
 func (r *runState) apiError(c *ucli.Context, addr string, err error) error {
 	switch {
-	case errors.Is(err, relay.ErrNoServer):
+	case errors.Is(err, rpc.ErrNoServer):
 		hint := "pass --api"
 		if addr != defaultAPIAddr {
 			hint = "check --api (from " + r.source(c, flagAPI) + ")"

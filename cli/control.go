@@ -11,7 +11,7 @@ import (
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // nodeControl is the operator's control of a running node, served on its
@@ -21,7 +21,7 @@ type nodeControl struct {
 	level *slog.LevelVar // the level every logger of the process reads
 }
 
-var _ relay.Control = nodeControl{}
+var _ rpc.Control = nodeControl{}
 
 // Addrs returns the node's listen addresses ending in /p2p/<agent id>.
 func (c nodeControl) Addrs() []string {
@@ -37,14 +37,14 @@ func (c nodeControl) Addrs() []string {
 func (c nodeControl) Connect(ctx context.Context, addr string) (string, error) {
 	m, err := ma.NewMultiaddr(strings.TrimSpace(addr))
 	if err != nil {
-		return "", fmt.Errorf("%w: %q is not a multiaddr (%v); use a form like /ip4/192.0.2.7/tcp/4001/p2p/12D3KooW…", relay.ErrInvalidAddr, addr, err)
+		return "", fmt.Errorf("%w: %q is not a multiaddr (%v); use a form like /ip4/192.0.2.7/tcp/4001/p2p/12D3KooW…", rpc.ErrInvalidAddr, addr, err)
 	}
 	ai, err := peer.AddrInfoFromP2pAddr(m)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q does not end in /p2p/<agent id>; append the peer's agent id", relay.ErrInvalidAddr, addr)
+		return "", fmt.Errorf("%w: %q does not end in /p2p/<agent id>; append the peer's agent id", rpc.ErrInvalidAddr, addr)
 	}
 	if ai.ID == c.n.ID() {
-		return "", fmt.Errorf("%w: %q is this node's own address", relay.ErrInvalidAddr, addr)
+		return "", fmt.Errorf("%w: %q is this node's own address", rpc.ErrInvalidAddr, addr)
 	}
 	if err := c.n.Connect(ctx, *ai); err != nil {
 		return "", protocol.Errorf(protocol.CodeUnknownAgent, "cannot connect to %s: %v", addr, err)

@@ -11,7 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func (r *runState) connectCommand() *ucli.Command {
@@ -25,7 +25,7 @@ func (r *runState) connectCommand() *ucli.Command {
 			"that cannot be reached within --timeout exits 5 (UNKNOWN_AGENT).",
 		Flags: []ucli.Flag{
 			apiFlag(),
-			durationFlag(flagTimeout, relay.DefaultConnectTimeout, "how long the dial may take"),
+			durationFlag(flagTimeout, rpc.DefaultConnectTimeout, "how long the dial may take"),
 			jsonFlag(`print {"agentId","addr"} as one JSON line`),
 		},
 		Action: r.runConnect,
@@ -40,14 +40,14 @@ func (r *runState) runConnect(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if timeout > relay.MaxConnectTimeout {
-		return r.flagError(c, flagTimeout, "%s is more than the %s the node allows", timeout, relay.MaxConnectTimeout)
+	if timeout > rpc.MaxConnectTimeout {
+		return r.flagError(c, flagTimeout, "%s is more than the %s the node allows", timeout, rpc.MaxConnectTimeout)
 	}
-	var res relay.ConnectResult
-	params := relay.ConnectParams{Addr: r.positional[0], TimeoutMS: timeout.Milliseconds()}
-	if err := r.control(c, timeout+localTimeout, relay.MethodMeshConnect, params, &res); err != nil {
-		var re *relay.RPCError
-		if errors.As(err, &re) && re.Code == relay.CodeInvalidParams {
+	var res rpc.ConnectResult
+	params := rpc.ConnectParams{Addr: r.positional[0], TimeoutMS: timeout.Milliseconds()}
+	if err := r.control(c, timeout+localTimeout, rpc.MethodMeshConnect, params, &res); err != nil {
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == rpc.CodeInvalidParams {
 			return usageErrorf("connect: %s", strings.TrimPrefix(re.Message, "invalid params: "))
 		}
 		return err
@@ -86,12 +86,12 @@ func (r *runState) runLogLevel(c *ucli.Context) error {
 		if _, ok := logLevels[level]; !ok {
 			return usageErrorf("%q is not a level; use debug, info, warn or error", r.positional[0])
 		}
-		params = relay.LogLevelParams{Level: level}
+		params = rpc.LogLevelParams{Level: level}
 	default:
 		return usageErrorf("log-level takes at most one LEVEL (debug, info, warn or error)")
 	}
-	var res relay.LogLevelResult
-	if err := r.control(c, localTimeout, relay.MethodMeshLogLevel, params, &res); err != nil {
+	var res rpc.LogLevelResult
+	if err := r.control(c, localTimeout, rpc.MethodMeshLogLevel, params, &res); err != nil {
 		return err
 	}
 	if c.Bool(flagJSON) {
@@ -127,8 +127,8 @@ func (r *runState) runStatus(c *ucli.Context) error {
 	if err := r.noArgs(c); err != nil {
 		return err
 	}
-	var st relay.StatusResult
-	if err := r.control(c, localTimeout, relay.MethodMeshStatus, nil, &st); err != nil {
+	var st rpc.StatusResult
+	if err := r.control(c, localTimeout, rpc.MethodMeshStatus, nil, &st); err != nil {
 		return err
 	}
 	if c.Bool(flagJSON) {
@@ -162,8 +162,8 @@ func (r *runState) runStatus(c *ucli.Context) error {
 // runIDFromAPI prints the identity and addresses of the running node at
 // --api (`meshagent id --api ADDR`).
 func (r *runState) runIDFromAPI(c *ucli.Context) error {
-	var res relay.IDResult
-	if err := r.control(c, localTimeout, relay.MethodMeshID, nil, &res); err != nil {
+	var res rpc.IDResult
+	if err := r.control(c, localTimeout, rpc.MethodMeshID, nil, &res); err != nil {
 		return err
 	}
 	if res.Addrs == nil {
@@ -202,11 +202,11 @@ func (r *runState) control(c *ucli.Context, timeout time.Duration, method string
 	if err == nil {
 		return nil
 	}
-	if pe := relay.ProtocolError(err); pe != nil {
+	if pe := rpc.ProtocolError(err); pe != nil {
 		return protocolExit(c.Command.Name, pe)
 	}
-	var re *relay.RPCError
-	if errors.As(err, &re) && re.Code == relay.CodeMethodNotFound {
+	var re *rpc.Error
+	if errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
 		return exitErrorf(ExitFailure, "the server at %s does not offer %s: it is not a node's local API (a relay's public listener, or an older meshagent)", addr, method)
 	}
 	if errors.As(err, &re) {

@@ -10,7 +10,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 const flagKeyword = "keyword"
@@ -28,7 +28,7 @@ func (r *runState) discoverCommand() *ucli.Command {
 			"once the search ends.",
 		Flags: []ucli.Flag{
 			boolFlag(flagKeyword, "search by keyword instead of capability name"),
-			durationFlag(flagTimeout, relay.DefaultDiscoverTimeout, "how long to search"),
+			durationFlag(flagTimeout, rpc.DefaultDiscoverTimeout, "how long to search"),
 			apiFlag(),
 			jsonFlag("print the result as seed 000's SERVICES_AVAILABLE JSON"),
 		},
@@ -51,8 +51,8 @@ func (r *runState) runDiscover(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if timeout > relay.MaxDiscoverTimeout {
-		return usageErrorf("--timeout %s is longer than the %s a search may take", timeout, relay.MaxDiscoverTimeout)
+	if timeout > rpc.MaxDiscoverTimeout {
+		return usageErrorf("--timeout %s is longer than the %s a search may take", timeout, rpc.MaxDiscoverTimeout)
 	}
 	asJSON := c.Bool(flagJSON)
 	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
@@ -91,8 +91,8 @@ func (r *runState) runDiscover(c *ucli.Context) error {
 		if errors.As(err, &pe) {
 			return protocolExit("discover", pe)
 		}
-		var re *relay.RPCError
-		if errors.As(err, &re) && re.Code == relay.CodeMethodNotFound {
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
 			return exitErrorf(ExitFailure, "the node at %s has no capability directory (%s)", addr, re.Message)
 		}
 		return r.apiError(c, addr, err)

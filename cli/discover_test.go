@@ -12,7 +12,7 @@ import (
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // TestDiscover runs `meshagent discover` against the local API of the last
@@ -46,7 +46,7 @@ func TestDiscover(t *testing.T) {
 		if res.code != ExitOK {
 			return fmt.Errorf("exit %d: %s", res.code, res.stderr)
 		}
-		var sa relay.ServicesAvailable
+		var sa rpc.ServicesAvailable
 		if err := json.Unmarshal([]byte(res.stdout), &sa); err != nil {
 			return fmt.Errorf("stdout %q: %v", res.stdout, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -40,8 +41,8 @@ const (
 type publicSettings struct {
 	addr       string
 	tokensPath string
-	tokens     *relay.Tokens // nil: anonymous clients
-	tls        *tls.Config   // nil: plain ws
+	tokens     *rpc.Tokens // nil: anonymous clients
+	tls        *tls.Config // nil: plain ws
 }
 
 // resolvePublic validates the public listener's flags.
@@ -52,7 +53,7 @@ func (r *runState) resolvePublic(c *ucli.Context) (publicSettings, error) {
 	}
 	if p.tokensPath = expandHome(c.String(flagTokens)); p.tokensPath != "" {
 		var err error
-		if p.tokens, err = relay.LoadTokens(p.tokensPath); err != nil {
+		if p.tokens, err = rpc.LoadTokens(p.tokensPath); err != nil {
 			return p, r.flagError(c, flagTokens, "%v", err)
 		}
 	}
@@ -145,7 +146,7 @@ func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, 
 	if api != "" {
 		var extra []relay.Option
 		if ops != nil {
-			extra = append(extra, relay.WithHTTPHandler(ops))
+			extra = append(extra, relay.WithRPC(rpc.WithHTTPHandler(ops)))
 		}
 		a, err := startAPI(n, api, log, st, level, extra...)
 		if err != nil {

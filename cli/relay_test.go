@@ -27,12 +27,13 @@ import (
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // retryingSubscriber is a bus client that answers its first delivery
 // should_retry and the next ones processed.
 type retryingSubscriber struct {
-	*relay.Client
+	*rpc.Client
 	mu         sync.Mutex
 	deliveries int
 }
@@ -40,7 +41,7 @@ type retryingSubscriber struct {
 func dialRetryingSubscriber(t *testing.T, ctx context.Context, url, id, pattern string) *retryingSubscriber {
 	t.Helper()
 	s := &retryingSubscriber{}
-	cl, err := relay.Dial(ctx, url, relay.WithClientID(id), relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+	cl, err := rpc.Dial(ctx, url, rpc.WithClientID(id), rpc.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.deliveries++
@@ -82,7 +83,7 @@ func TestRelayOneBus(t *testing.T) {
 			defer cancel()
 			topic := fmt.Sprintf("inbound:%d", time.Now().UnixNano())
 			sub := dialRetryingSubscriber(t, ctx, tc.subURL, "worker-"+topic, topic)
-			sender, err := relay.Dial(ctx, tc.sendURL, relay.WithClientID("sender-"+topic))
+			sender, err := rpc.Dial(ctx, tc.sendURL, rpc.WithClientID("sender-"+topic))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +101,7 @@ func TestRelayOneBus(t *testing.T) {
 				}
 				return nil
 			})
-			admin, err := relay.Dial(ctx, local)
+			admin, err := rpc.Dial(ctx, local)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,9 +179,9 @@ func TestRelayTokensAndTLS(t *testing.T) {
 	wss := "wss://" + rn.started.WS + "/"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	trust := relay.WithTLSConfig(&tls.Config{RootCAs: pool})
-	dial := func(url string, opts ...relay.ClientOption) (*relay.Client, error) {
-		c, err := relay.Dial(ctx, url, append([]relay.ClientOption{trust}, opts...)...)
+	trust := rpc.WithTLSConfig(&tls.Config{RootCAs: pool})
+	dial := func(url string, opts ...rpc.ClientOption) (*rpc.Client, error) {
+		c, err := rpc.Dial(ctx, url, append([]rpc.ClientOption{trust}, opts...)...)
 		if err == nil {
 			t.Cleanup(func() { _ = c.Close() })
 		}
@@ -191,7 +192,7 @@ func TestRelayTokensAndTLS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bridge over wss with ?token=: %v", err)
 	}
-	ops, err := dial(wss, relay.WithHTTPHeader(http.Header{"Authorization": {"Bearer " + opsToken}}))
+	ops, err := dial(wss, rpc.WithHTTPHeader(http.Header{"Authorization": {"Bearer " + opsToken}}))
 	if err != nil {
 		t.Fatalf("ops over wss with a Bearer header: %v", err)
 	}
@@ -214,10 +215,10 @@ func TestRelayTokensAndTLS(t *testing.T) {
 			t.Errorf("lobby with %q: %v %v, want HTTP %d", token, resp, err, want)
 		}
 	}
-	if _, err := relay.Dial(ctx, wss+"?token="+opsToken); err == nil {
+	if _, err := rpc.Dial(ctx, wss+"?token="+opsToken); err == nil {
 		t.Error("a client that does not trust the certificate connected")
 	}
-	if _, err := relay.Dial(ctx, "ws://"+rn.started.WS+"/?token="+opsToken); err == nil {
+	if _, err := rpc.Dial(ctx, "ws://"+rn.started.WS+"/?token="+opsToken); err == nil {
 		t.Error("plain ws:// to the TLS listener connected")
 	}
 
@@ -225,16 +226,16 @@ func TestRelayTokensAndTLS(t *testing.T) {
 		t.Errorf("bridge subscribe inbound:*: %v", err)
 	}
 	send := map[string]any{"topic": "outbound:1", "payload": map[string]string{"text": "x"}}
-	if err := bridge.Call(ctx, relay.MethodSendMessage, send, nil); rpcCode(err) != relay.CodeForbidden {
+	if err := bridge.Call(ctx, relay.MethodSendMessage, send, nil); rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("bridge sendMessage outbound:1: %v, want -32020", err)
 	}
-	if err := bridge.Call(ctx, relay.MethodBusHistory, nil, nil); rpcCode(err) != relay.CodeForbidden {
+	if err := bridge.Call(ctx, relay.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("bridge bus.history: %v, want -32020", err)
 	}
 	if err := ops.Call(ctx, relay.MethodBusHistory, nil, nil); err != nil {
 		t.Errorf("ops bus.history: %v", err)
 	}
-	if err := ops.Call(ctx, relay.MethodMeshCall, map[string]any{"agentId": rn.started.AgentID, "capability": "x"}, nil); rpcCode(err) != relay.CodeForbidden {
+	if err := ops.Call(ctx, rpc.MethodMeshCall, map[string]any{"agentId": rn.started.AgentID, "capability": "x"}, nil); rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("ops mesh.call: %v, want -32020", err)
 	}
 
@@ -254,14 +255,14 @@ func TestRelayTokensAndTLS(t *testing.T) {
 	if err := bridge.Err(); err == nil || !strings.Contains(err.Error(), "credential revoked") {
 		t.Errorf("revoked bridge: %v, want closed for a revoked credential", err)
 	}
-	err = ops.Call(ctx, relay.MethodMeshCall, map[string]any{"agentId": rn.started.AgentID, "capability": "x", "timeoutMs": 2000}, nil)
-	if rpcCode(err) == relay.CodeForbidden {
+	err = ops.Call(ctx, rpc.MethodMeshCall, map[string]any{"agentId": rn.started.AgentID, "capability": "x", "timeoutMs": 2000}, nil)
+	if rpcCode(err) == rpc.CodeForbidden {
 		t.Errorf("ops mesh.call after its grant was added: %v", err)
 	}
 }
 
 func rpcCode(err error) int {
-	var re *relay.RPCError
+	var re *rpc.Error
 	if errors.As(err, &re) {
 		return re.Code
 	}
@@ -292,7 +293,7 @@ func TestRelayPublicFlags(t *testing.T) {
 // TestPublicWarnings: a non-loopback --ws without tokens, or with tokens
 // but no TLS, is logged as the risk it is.
 func TestPublicWarnings(t *testing.T) {
-	tk, err := relay.ParseTokens([]byte(`{"tokens": [{"name": "a", "token": "` + opsToken + `"}]}`))
+	tk, err := rpc.ParseTokens([]byte(`{"tokens": [{"name": "a", "token": "` + opsToken + `"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // tally counts the messages one subscriber received, by their "n".
@@ -46,11 +47,11 @@ func (c *tally) String() string {
 
 // busSubscriber is a seed 001 client of a local API subscribed to pattern
 // under continueAll, counting its processMessage deliveries.
-func busSubscriber(t *testing.T, api, id string, patterns ...string) (*relay.Client, *tally) {
+func busSubscriber(t *testing.T, api, id string, patterns ...string) (*rpc.Client, *tally) {
 	t.Helper()
 	tl := &tally{}
 	ctx := meshtest.Context(t, 10*time.Second)
-	c, err := relay.Dial(ctx, api, relay.WithClientID(id), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	c, err := rpc.Dial(ctx, api, rpc.WithClientID(id), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var p relay.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
@@ -88,7 +89,7 @@ func TestOwnPublishReachesOwnSubscribers(t *testing.T) {
 	_, auditor := busSubscriber(t, api, "auditor", "outbound:")
 	meshSub := &tally{}
 	ctx := meshtest.Context(t, 60*time.Second)
-	mc, err := relay.Dial(ctx, api)
+	mc, err := rpc.Dial(ctx, api)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestOwnPublishReachesOwnSubscribers(t *testing.T) {
 	// The CLI's publish on X: nobody on Y subscribes, X's own subscribers do.
 	res := runCLI(t, "", "publish", "outbound:2", "--payload", `{"n":"cli"}`, "--timeout", "2s", "--api", api, "--json")
 	res.wantCode(t, ExitOK)
-	var pr relay.PublishResult
+	var pr rpc.PublishResult
 	if err := json.Unmarshal([]byte(res.stdout), &pr); err != nil || pr.Peers < 3 {
 		t.Errorf("publish printed %q: want the local subscriptions counted (%v)", res.stdout, err)
 	}

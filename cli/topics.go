@@ -11,7 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
 
@@ -79,8 +79,8 @@ func (r *runState) runPublish(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if timeout > relay.MaxPublishTimeout {
-		return usageErrorf("--timeout %s is longer than the %s a publish may wait", timeout, relay.MaxPublishTimeout)
+	if timeout > rpc.MaxPublishTimeout {
+		return usageErrorf("--timeout %s is longer than the %s a publish may wait", timeout, rpc.MaxPublishTimeout)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
 	defer cancel()
@@ -102,7 +102,7 @@ func (r *runState) runPublish(c *ucli.Context) error {
 		return r.apiError(c, addr, err)
 	}
 	if c.Bool(flagJSON) {
-		return writeJSONLine(r.stdout, relay.PublishResult{Topic: topic, Peers: peers})
+		return writeJSONLine(r.stdout, rpc.PublishResult{Topic: topic, Peers: peers})
 	}
 	_, err = r.stdout.Write([]byte("published to " + topic + " (" + plural(peers, "peer") + ")\n"))
 	return err
@@ -213,9 +213,9 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 	id, err := cl.Subscribe(dialCtx, pattern, handler)
 	if err != nil {
 		var pe *protocol.Error
-		var re *relay.RPCError
+		var re *rpc.Error
 		switch {
-		case errors.As(err, &re) && re.Code == relay.CodeInvalidParams:
+		case errors.As(err, &re) && re.Code == rpc.CodeInvalidParams:
 			return usageErrorf("PATTERN %q: %s", pattern, strings.TrimPrefix(re.Message, "invalid params: "))
 		case errors.As(err, &pe):
 			return protocolExit("subscribe", pe)

@@ -1,12 +1,15 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -93,15 +96,17 @@ const (
 // doing useful work and trims idle inbound connections the moment they
 // reach HighWater.
 type guard struct {
-	n    *Node
-	kick chan struct{}
+	host   host.Host
+	limits ConnLimits
+	log    *slog.Logger
+	kick   chan struct{}
 
 	mu   sync.Mutex
 	busy map[peer.ID]int // calls in flight per peer
 }
 
-func newGuard(n *Node) *guard {
-	return &guard{n: n, kick: make(chan struct{}, 1), busy: map[peer.ID]int{}}
+func newGuard(h host.Host, limits ConnLimits, log *slog.Logger) *guard {
+	return &guard{host: h, limits: limits, log: log, kick: make(chan struct{}, 1), busy: map[peer.ID]int{}}
 }
 
 // hold protects p while a call is in flight; the returned func releases it.
@@ -109,7 +114,7 @@ func (g *guard) hold(p peer.ID) func() {
 	g.mu.Lock()
 	g.busy[p]++
 	if g.busy[p] == 1 {
-		g.n.host.ConnManager().Protect(p, tagBusy)
+		g.host.ConnManager().Protect(p, tagBusy)
 	}
 	g.mu.Unlock()
 	return func() {
@@ -117,7 +122,7 @@ func (g *guard) hold(p peer.ID) func() {
 		defer g.mu.Unlock()
 		if g.busy[p]--; g.busy[p] == 0 {
 			delete(g.busy, p)
-			g.n.host.ConnManager().Unprotect(p, tagBusy)
+			g.host.ConnManager().Unprotect(p, tagBusy)
 		}
 	}
 }
@@ -126,14 +131,14 @@ func (g *guard) hold(p peer.ID) func() {
 func (g *guard) protectAddrs(tag string, addrs []ma.Multiaddr) {
 	for _, a := range addrs {
 		if ai, err := peer.AddrInfoFromP2pAddr(a); err == nil {
-			g.n.host.ConnManager().Protect(ai.ID, tag)
+			g.host.ConnManager().Protect(ai.ID, tag)
 		}
 	}
 }
 
-// start watches inbound connections; it runs until the node closes.
-func (g *guard) start() {
-	g.n.host.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+// watch makes every new inbound connection wake run.
+func (g *guard) watch() {
+	g.host.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
 		if c.Stat().Direction == network.DirInbound {
 			select {
 			case g.kick <- struct{}{}:
@@ -141,24 +146,24 @@ func (g *guard) start() {
 			}
 		}
 	}})
-	g.n.wg.Go(g.loop)
 }
 
-func (g *guard) loop() {
+// run trims whenever a new inbound connection arrives, until ctx is done.
+func (g *guard) run(ctx context.Context) {
 	for {
 		select {
-		case <-g.n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-g.kick:
 		}
-		g.trim()
+		g.trim(ctx)
 	}
 }
 
 // inbound returns the node's inbound connections.
 func (g *guard) inbound() []network.Conn {
 	var out []network.Conn
-	for _, c := range g.n.host.Network().Conns() {
+	for _, c := range g.host.Network().Conns() {
 		if c.Stat().Direction == network.DirInbound {
 			out = append(out, c)
 		}
@@ -172,13 +177,13 @@ func (g *guard) inbound() []network.Conn {
 // connections with the fewest open streams, the lowest tag value and the
 // oldest first (an honest newcomer opens a stream at once; an idle
 // connection never does).
-func (g *guard) trim() {
-	lim := g.n.cfg.Conns
+func (g *guard) trim(ctx context.Context) {
+	lim := g.limits
 	if len(g.inbound()) < lim.HighWater {
 		return
 	}
-	cm := g.n.host.ConnManager()
-	cm.TrimOpenConns(g.n.ctx)
+	cm := g.host.ConnManager()
+	cm.TrimOpenConns(ctx)
 	conns := g.inbound()
 	excess := len(conns) - lim.LowWater
 	if len(conns) < lim.HighWater || excess <= 0 {
@@ -216,5 +221,5 @@ func (g *guard) trim() {
 		_ = c.c.CloseWithError(network.ConnGarbageCollected)
 		closed++
 	}
-	g.n.log.Info("inbound connections trimmed", "inbound", len(conns), "closed", closed, "high_water", lim.HighWater, "low_water", lim.LowWater)
+	g.log.Info("inbound connections trimmed", "inbound", len(conns), "closed", closed, "high_water", lim.HighWater, "low_water", lim.LowWater)
 }

@@ -11,9 +11,6 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// ErrNoDirectory is returned by Discover on a node built without the DHT.
-var ErrNoDirectory = errors.New("node: the capability directory (DHT) is off")
-
 // Discover finds agents that offer a capability (or, with byKeyword, a
 // capability with that keyword) through the DHT, and streams each as soon
 // as its signed hello confirms it: provider records are unsigned hints, so
@@ -41,11 +38,9 @@ func (n *Node) Discover(ctx context.Context, query string, byKeyword bool) (<-ch
 			for _, a := range r.Peer.Addrs {
 				pi.Addrs = append(pi.Addrs, a.String())
 			}
-			n.mu.RLock()
-			if ps, ok := n.peers[r.Peer.ID]; ok {
+			if ps, ok := n.peers.get(r.Peer.ID); ok {
 				pi.Name, pi.Features, pi.LastHello = ps.name, ps.features, ps.lastHello
 			}
-			n.mu.RUnlock()
 			select {
 			case out <- pi:
 			case <-ctx.Done():
@@ -72,9 +67,7 @@ const helloFreshness = time.Minute
 // (its DHT records outlive it) must answer a dial before it is listed, so
 // discovery does not hand callers an agent they cannot reach.
 func (n *Node) confirmByHello(ctx context.Context, ai peer.AddrInfo) ([]protocol.Capability, error) {
-	n.mu.RLock()
-	ps, ok := n.peers[ai.ID]
-	n.mu.RUnlock()
+	ps, ok := n.peers.get(ai.ID)
 	connected := n.host.Network().Connectedness(ai.ID) == network.Connected
 	if ok && connected && n.cfg.Now().Sub(ps.lastHello) < helloFreshness {
 		return ps.capabilities, nil

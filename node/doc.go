@@ -80,8 +80,30 @@
 // checked (protocol.DecodePayload): a wrong type is INVALID_MESSAGE naming
 // the member, never a panic.
 //
-// # Lock order
+// # Parts and their locks
 //
-// Node.mu (peers, conns) is never held while calling into a reqConn; reqConn.mu
-// (pending calls) and reqConn.wmu (writes) are never held together.
+// A Node is composed of parts, each a type of its own with its own lock;
+// no part calls into another while holding its lock, so there is no lock
+// order between parts to keep:
+//
+//   - Node.mu guards the lifecycle only: closed, checked with every
+//     wg.Add after New, so that nothing starts once Close has begun.
+//   - caller.mu: the request stream to each peer and the openings in
+//     progress. reqConn.mu guards one stream's pending calls and
+//     reqConn.wmu its writes; the two are never held together.
+//   - registry.mu: the registered services, their sorted names and
+//     Hello.Seq. The built-ins (task.status, task.cancel,
+//     agent.message) are fixed at construction and need no lock; they
+//     take the same path through execute as any service.
+//   - taskTable.mu: the tasks run as provider; task.mu one task's state,
+//     progress receivers and answer. The table's lock may be held while
+//     taking a task's, never the reverse.
+//   - sentTasks.mu: the provider of each request sent, for TaskStatus.
+//   - peerTable.mu: other agents' hellos, and the signal WaitHello waits on.
+//   - presence.mu: other agents' heartbeats.
+//   - inbox.mu: the message handler and the message ids recently processed.
+//   - inboundStreams.mu: the request streams being served, reset by Close;
+//     serverStream.wmu serialises the writes on one of them.
+//   - guard.mu: the calls in flight per peer, which protect its connection.
+//   - The policy is an atomic pointer, replaced whole by SetPolicy.
 package node

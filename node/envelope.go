@@ -20,6 +20,29 @@ func (n *Node) sealFrame(typ protocol.MessageType, to string, payload any) ([]by
 // sealFrameMeta is sealFrame with the envelope's metadata (canonical JSON
 // object, or nil).
 func (n *Node) sealFrameMeta(typ protocol.MessageType, to string, payload any, meta json.RawMessage) ([]byte, error) {
+	e, err := n.envelope(typ, to, payload, meta)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.SealFrame(n.signer, e)
+}
+
+// sealJSON builds and signs an envelope as sealFrame does and returns its
+// embedded JSON form, for answers that never cross a stream.
+func (n *Node) sealJSON(typ protocol.MessageType, to string, payload any) (json.RawMessage, error) {
+	e, err := n.envelope(typ, to, payload, nil)
+	if err != nil {
+		return nil, err
+	}
+	body, sig, err := protocol.Seal(n.signer, e)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.SignedJSON(body, sig)
+}
+
+// envelope builds an unsigned envelope from this agent.
+func (n *Node) envelope(typ protocol.MessageType, to string, payload any, meta json.RawMessage) (*protocol.Envelope, error) {
 	e, err := protocol.NewEnvelope(typ, &protocol.Recipient{AgentID: to}, payload)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
@@ -28,11 +51,9 @@ func (n *Node) sealFrameMeta(typ protocol.MessageType, to string, payload any, m
 	e.Timestamp = protocol.FormatTime(n.cfg.Now())
 	if typ == protocol.TypeHello || typ == protocol.TypeRequest {
 		e.From.Name = n.cfg.Name
-		n.mu.RLock()
-		e.From.Capabilities = n.capNames
-		n.mu.RUnlock()
+		e.From.Capabilities = n.services.capabilityNames()
 	}
-	return protocol.SealFrame(n.signer, e)
+	return e, nil
 }
 
 // openFrame verifies and decodes a signed frame read from remote, then

@@ -11,6 +11,21 @@ var ErrClosed = errors.New("node: closed")
 // ErrNoIdentity is returned by New when no identity key was given.
 var ErrNoIdentity = errors.New("node: an identity key is required (WithIdentity)")
 
+// ErrDeadLettered is returned by SendMessage when every attempt failed; the
+// message is in the store's dead-letter queue when the node has a store.
+var ErrDeadLettered = errors.New("node: message dead-lettered")
+
+// ErrNoTopics is returned by Publish and Subscribe on a node built without
+// topics (WithTopics(false)).
+var ErrNoTopics = errors.New("node: topics are off")
+
+// ErrNoDirectory is returned by Discover on a node built without the DHT.
+var ErrNoDirectory = errors.New("node: the capability directory (DHT) is off")
+
+// errNoReceiver is what a handler's Progress returns when no requester
+// waits for the task any longer.
+var errNoReceiver = errors.New("node: no requester is waiting for this task")
+
 // ListenError is returned by New when the node cannot listen on one of its
 // addresses, most often because another process (or node) holds the port.
 // A node never shares a port: SO_REUSEPORT is off, so a second node on the

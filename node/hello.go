@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"github.com/libp2p/go-libp2p/core/event"
 	"slices"
 	"time"
 
@@ -12,39 +13,36 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// maxKnownPeers bounds the directory of agents learnt from hello.
-const maxKnownPeers = 4096
-
-// forgetOldestDisconnectedLocked drops the disconnected peer whose hello is
-// oldest, to make room. n.mu must be held.
-func (n *Node) forgetOldestDisconnectedLocked() {
-	var oldest peer.ID
-	var at time.Time
-	for id, ps := range n.peers {
-		if n.host.Network().Connectedness(id) == network.Connected {
-			continue
-		}
-		if oldest == "" || ps.lastHello.Before(at) {
-			oldest, at = id, ps.lastHello
-		}
-	}
-	if oldest != "" {
-		delete(n.peers, oldest)
-	}
-}
-
 // maxHelloFrame bounds a hello: capability objects with schemas are small.
 const maxHelloFrame = 256 << 10
 
 func (n *Node) helloPayload() *protocol.Hello {
-	n.mu.RLock()
-	seq := n.servicesSeq
-	n.mu.RUnlock()
 	return &protocol.Hello{
 		Version:      protocol.HelloVersion,
 		Features:     protocol.Features,
 		Capabilities: n.Capabilities(),
-		Seq:          seq,
+		Seq:          n.services.version(),
+	}
+}
+
+// identifyLoop starts a hello exchange with every peer that completes
+// identify and speaks the hello protocol.
+func (n *Node) identifyLoop() {
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case ev, ok := <-n.events.Out():
+			if !ok {
+				return
+			}
+			e := ev.(event.EvtPeerIdentificationCompleted)
+			if !slices.Contains(e.Protocols, protocol.HelloProtocol) {
+				continue
+			}
+			p := e.Peer
+			n.goTracked(func() { n.sayHello(p) })
+		}
 	}
 }
 
@@ -143,21 +141,11 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 			valid = append(valid, c)
 		}
 	}
-	n.mu.Lock()
-	old, seen := n.peers[p]
-	if seen && h.Seq < old.seq {
-		n.mu.Unlock()
-		n.log.Debug("stale hello ignored", "remote_peer", p, "seq", h.Seq, "have", old.seq)
+	applied, changed, have := n.peers.apply(p, &peerState{name: e.From.Name, capabilities: valid, features: h.Features, lastHello: n.cfg.Now(), seq: h.Seq})
+	if !applied {
+		n.log.Debug("stale hello ignored", "remote_peer", p, "seq", h.Seq, "have", have)
 		return true
 	}
-	if !seen && len(n.peers) >= maxKnownPeers {
-		n.forgetOldestDisconnectedLocked()
-	}
-	changed := !seen || old.name != e.From.Name || !sameCapabilities(old.capabilities, valid)
-	n.peers[p] = &peerState{name: e.From.Name, capabilities: valid, features: h.Features, lastHello: n.cfg.Now(), seq: h.Seq}
-	close(n.helloSignal)
-	n.helloSignal = make(chan struct{})
-	n.mu.Unlock()
 	if changed {
 		names := make([]string, len(valid))
 		for i, c := range valid {
@@ -180,38 +168,4 @@ func sameCapabilities(a, b []protocol.Capability) bool {
 		}
 	}
 	return true
-}
-
-// PeerCapabilities returns the capability objects p announced in its last
-// hello, and whether a hello has been received from it.
-func (n *Node) PeerCapabilities(p peer.ID) ([]protocol.Capability, bool) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	ps, ok := n.peers[p]
-	if !ok {
-		return nil, false
-	}
-	return slices.Clone(ps.capabilities), true
-}
-
-// WaitHello waits until a signed hello from p has been received and returns
-// the capability objects it announced. It returns at once if one already
-// has; otherwise it returns ctx's error, or ErrClosed if the node closes.
-func (n *Node) WaitHello(ctx context.Context, p peer.ID) ([]protocol.Capability, error) {
-	for {
-		n.mu.RLock()
-		ps, ok := n.peers[p]
-		changed := n.helloSignal
-		n.mu.RUnlock()
-		if ok {
-			return slices.Clone(ps.capabilities), nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-n.ctx.Done():
-			return nil, ErrClosed
-		}
-	}
 }

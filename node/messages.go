@@ -15,10 +15,6 @@ import (
 	"github.com/meshagent/meshagent/store"
 )
 
-// ErrDeadLettered is returned by SendMessage when every attempt failed; the
-// message is in the store's dead-letter queue when the node has a store.
-var ErrDeadLettered = errors.New("node: message dead-lettered")
-
 // MessageDLQTopic is the dead-letter topic of direct messages (seed 004).
 const MessageDLQTopic = "agent.messages.dlq"
 
@@ -41,9 +37,9 @@ const (
 // OnMessage sets the handler of direct messages (nil: messages are
 // accepted and logged, and one that requires a response is refused).
 func (n *Node) OnMessage(h MessageHandler) {
-	n.mu.Lock()
-	n.msgHandler = h
-	n.mu.Unlock()
+	n.inbox.mu.Lock()
+	n.inbox.handler = h
+	n.inbox.mu.Unlock()
 }
 
 // SendMessage delivers a direct message to agent to, at least once: up to
@@ -114,10 +110,12 @@ type inflight struct {
 	err  error
 }
 
-// dedup remembers recent message ids per sender.
-type dedup struct {
-	mu sync.Mutex
-	m  map[string]*inflight
+// inbox is the receiving side of direct messages, under its own lock: the
+// handler, and the message ids recently processed, per sender.
+type inbox struct {
+	mu      sync.Mutex
+	handler MessageHandler
+	m       map[string]*inflight
 }
 
 // receiveMessage serves agent.message: each (sender, message id) is
@@ -135,7 +133,7 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 	}
 	key := from.String() + "\x00" + m.MessageID
 	now := time.Now()
-	d := &n.dedup
+	d := &n.inbox
 	d.mu.Lock()
 	if d.m == nil {
 		d.m = map[string]*inflight{}
@@ -156,6 +154,7 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 		f = &inflight{done: make(chan struct{}), at: now}
 		d.m[key] = f
 	}
+	h := d.handler
 	d.mu.Unlock()
 	if dup {
 		n.log.Debug("duplicate message", "remote_peer", from, "message_id", m.MessageID)
@@ -168,9 +167,6 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 	}
 	// Run the handler on a node-owned goroutine, detached from this
 	// request, and wait for it here.
-	n.mu.RLock()
-	h := n.msgHandler
-	n.mu.RUnlock()
 	if !n.goTracked(func() {
 		defer close(f.done)
 		hctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)

@@ -25,13 +25,8 @@ func (n *Node) observeServed(action string, err error, start time.Time) {
 		return
 	}
 	label := action
-	if !builtin(action) {
-		n.mu.RLock()
-		_, ok := n.services[action]
-		n.mu.RUnlock()
-		if !ok {
-			label = metrics.OtherCapability
-		}
+	if !n.services.serves(action) {
+		label = metrics.OtherCapability
 	}
 	m.ObserveServed(label, outcome(err), time.Since(start))
 }

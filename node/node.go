@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -33,7 +31,11 @@ const (
 	helloBurst = 20
 )
 
-// Node is a running agent: a libp2p host plus meshagent's protocols.
+// Node is a running agent: a libp2p host plus meshagent's protocols. It is
+// composed of parts, each with its own lock (see the package doc, Parts
+// and their locks): the caller, the registry of services, the task table,
+// the peer table, presence and the inbox of direct messages. Node.mu
+// guards only the lifecycle.
 type Node struct {
 	cfg      Config
 	log      *slog.Logger
@@ -56,37 +58,26 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	mu       sync.RWMutex
-	closed   bool
-	services map[string]*service
-	capNames []string // sorted names of services, for envelopes' from.capabilities
-	// servicesSeq is Hello.Seq: when the services last changed.
-	servicesSeq int64
-	peers       map[peer.ID]*peerState
-	// helloSignal is closed (and replaced) whenever a hello is applied,
-	// waking WaitHello.
-	helloSignal chan struct{}
-	conns       map[peer.ID]*reqConn
-	dialing     map[peer.ID]chan struct{} // closed when an opening stream is ready
-	inbound     map[network.Stream]struct{}
+	// mu guards closed, and with it every wg.Add after New: once closed
+	// is set, no new goroutine is tracked.
+	mu     sync.RWMutex
+	closed bool
+
+	services *registry                      // capabilities offered, built-ins included
+	caller   *caller                        // outbound request streams and pending calls
+	inbound  inboundStreams                 // inbound request streams being served
+	tasks    *taskTable                     // requests run as provider
+	sent     sentTasks                      // providers of the requests sent
+	peers    *peerTable                     // other agents' hellos
+	presence *presence                      // other agents' heartbeats, and SetBusy
+	inbox    inbox                          // direct messages: handler and recent ids
+	policy   atomic.Pointer[compiledPolicy] // requester policy (nil: none)
+	guard    *guard                         // protects busy peers, trims idle inbound conns
 
 	mdns   mdns.Service
 	events event.Subscription
 	dir    *dht.Directory // nil when the DHT is off
 	topics *pubsub.Topics // nil when topics are off
-
-	// presence holds other agents' last heartbeats, under mu.
-	presence     map[peer.ID]*presenceState
-	presenceKick chan struct{}
-	busy         atomic.Bool
-
-	// policy is the requester policy (nil: none).
-	policy atomic.Pointer[compiledPolicy]
-
-	msgHandler MessageHandler // under mu
-	dedup      dedup
-	tasks      taskTable
-	guard      *guard
 }
 
 // New builds and starts a node. It leaves nothing running if it fails.
@@ -119,22 +110,17 @@ func New(opts ...Option) (n *Node, err error) {
 		sem:          make(chan struct{}, cfg.Limits.MaxConcurrent),
 		ctx:          ctx,
 		cancel:       cancel,
-		services:     make(map[string]*service),
-		peers:        make(map[peer.ID]*peerState),
-		conns:        make(map[peer.ID]*reqConn),
-		dialing:      make(map[peer.ID]chan struct{}),
-		helloSignal:  make(chan struct{}),
-		inbound:      make(map[network.Stream]struct{}),
-		presence:     make(map[peer.ID]*presenceState),
-		presenceKick: make(chan struct{}, 1),
+		tasks:        newTaskTable(signer.ID().String(), cfg.Now),
+		presence:     newPresence(),
 	}
+	n.services = newRegistry(n.builtins()...)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Close())
 			n = nil
 		}
 	}()
-	if err := n.setServices(cfg.Services); err != nil {
+	if err := n.services.set(cfg.Services); err != nil {
 		return n, err
 	}
 	if cfg.Policy != nil {
@@ -156,11 +142,17 @@ func New(opts ...Option) (n *Node, err error) {
 		}
 		n.host, n.ownsHost = h, true
 	}
-	n.guard = newGuard(n)
+	n.peers = newPeerTable(func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected })
+	n.caller = &caller{
+		host: n.host, open: n.openFrame, maxFrame: cfg.Limits.MaxFrameSize, ioTimeout: cfg.Limits.IOTimeout,
+		log: n.log, done: ctx.Done(), conns: map[peer.ID]*reqConn{}, dialing: map[peer.ID]chan struct{}{},
+	}
+	n.guard = newGuard(n.host, cfg.Conns, n.log)
 	n.guard.protectAddrs(tagBootstrap, cfg.Bootstrap)
 	n.guard.protectAddrs(tagRelay, cfg.StaticRelays)
 	if n.ownsHost {
-		n.guard.start()
+		n.guard.watch()
+		n.wg.Go(func() { n.guard.run(n.ctx) })
 	}
 	n.events, err = n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
 	if err != nil {
@@ -232,14 +224,6 @@ func (n *Node) Addrs() []ma.Multiaddr {
 	return out
 }
 
-// Connect dials a peer and waits for the connection.
-func (n *Node) Connect(ctx context.Context, ai peer.AddrInfo) error {
-	if err := n.host.Connect(ctx, ai); err != nil {
-		return fmt.Errorf("node: connect %s: %w", ai.ID, err)
-	}
-	return nil
-}
-
 // Close stops the node: it refuses new work, cancels in-flight calls and
 // handlers, closes the host if it built it, and waits for its goroutines.
 // It is idempotent; later calls return the first call's result.
@@ -247,14 +231,6 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.mu.Lock()
 		n.closed = true
-		conns := make([]*reqConn, 0, len(n.conns))
-		for _, c := range n.conns {
-			conns = append(conns, c)
-		}
-		inbound := make([]network.Stream, 0, len(n.inbound))
-		for s := range n.inbound {
-			inbound = append(inbound, s)
-		}
 		n.mu.Unlock()
 		n.cancel()
 		var errs []error
@@ -268,12 +244,10 @@ func (n *Node) Close() error {
 		if n.events != nil {
 			errs = append(errs, n.events.Close())
 		}
-		for _, c := range conns {
-			c.close(ErrClosed)
+		if n.caller != nil {
+			n.caller.close(ErrClosed)
 		}
-		for _, s := range inbound {
-			_ = s.Reset()
-		}
+		n.inbound.close()
 		if n.topics != nil {
 			errs = append(errs, n.topics.Close())
 		}
@@ -313,78 +287,4 @@ func (n *Node) goTracked(f func()) bool {
 		f()
 	}()
 	return true
-}
-
-// identifyLoop starts a hello exchange with every peer that completes
-// identify and speaks the hello protocol.
-func (n *Node) identifyLoop() {
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case ev, ok := <-n.events.Out():
-			if !ok {
-				return
-			}
-			e := ev.(event.EvtPeerIdentificationCompleted)
-			if !slices.Contains(e.Protocols, protocol.HelloProtocol) {
-				continue
-			}
-			p := e.Peer
-			n.goTracked(func() { n.sayHello(p) })
-		}
-	}
-}
-
-// bootstrapLoop keeps the node connected to its bootstrap peers: it dials
-// each until connected and redials after a disconnect, clearing libp2p's
-// dial backoff so that a peer that comes back is reached promptly.
-func (n *Node) bootstrapLoop(infos []peer.AddrInfo) {
-	const minWait, maxWait = 250 * time.Millisecond, 10 * time.Second
-	wait := minWait
-	for {
-		allConnected := true
-		for _, ai := range infos {
-			if ai.ID == n.id || n.host.Network().Connectedness(ai.ID) == network.Connected {
-				continue
-			}
-			allConnected = false
-			clearBackoff(n.host, ai.ID)
-			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-			err := n.host.Connect(ctx, ai)
-			cancel()
-			if err != nil && n.ctx.Err() == nil {
-				n.log.Debug("bootstrap dial failed", "remote_peer", ai.ID, "err", err)
-			} else if err == nil {
-				n.log.Info("connected to bootstrap peer", "remote_peer", ai.ID)
-			}
-		}
-		if allConnected {
-			wait = maxWait
-		} else {
-			wait = min(wait*2, maxWait)
-		}
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
-}
-
-type mdnsNotifee struct{ n *Node }
-
-// HandlePeerFound connects to agents found on the local network.
-func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
-	n := m.n
-	if ai.ID == n.id || n.host.Network().Connectedness(ai.ID) == network.Connected {
-		return
-	}
-	n.goTracked(func() {
-		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-		defer cancel()
-		if err := n.host.Connect(ctx, ai); err != nil {
-			n.log.Debug("mDNS peer unreachable", "remote_peer", ai.ID, "err", err)
-		}
-	})
 }

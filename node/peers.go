@@ -1,9 +1,10 @@
 package node
 
 import (
-	"fmt"
+	"context"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -12,6 +13,10 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 )
+
+// maxKnownPeers bounds the directory of agents learnt from hello, and the
+// heartbeats kept.
+const maxKnownPeers = 4096
 
 // peerState is what a node learned of another agent from its hello.
 type peerState struct {
@@ -22,6 +27,137 @@ type peerState struct {
 	seq          int64 // Hello.Seq of the last hello applied
 }
 
+// peerTable is what the node learned from other agents' hellos, under its
+// own lock. Entries are replaced, never modified, so a *peerState read
+// from it may be used after the lock is released.
+type peerTable struct {
+	// connected reports whether the node holds a connection to p; the
+	// disconnected are forgotten first when the table is full.
+	connected func(p peer.ID) bool
+
+	mu sync.RWMutex
+	m  map[peer.ID]*peerState
+	// signal is closed (and replaced) whenever a hello is applied, waking
+	// wait.
+	signal chan struct{}
+}
+
+func newPeerTable(connected func(peer.ID) bool) *peerTable {
+	return &peerTable{connected: connected, m: map[peer.ID]*peerState{}, signal: make(chan struct{})}
+}
+
+// apply records p's hello unless it is older than the one held (applied
+// false). changed reports a new peer, or a new name or capabilities.
+func (pt *peerTable) apply(p peer.ID, ps *peerState) (applied, changed bool, had int64) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	old, seen := pt.m[p]
+	if seen && ps.seq < old.seq {
+		return false, false, old.seq
+	}
+	if !seen && len(pt.m) >= maxKnownPeers {
+		pt.forgetOldestDisconnectedLocked()
+	}
+	changed = !seen || old.name != ps.name || !sameCapabilities(old.capabilities, ps.capabilities)
+	pt.m[p] = ps
+	close(pt.signal)
+	pt.signal = make(chan struct{})
+	return true, changed, 0
+}
+
+// forgetOldestDisconnectedLocked drops the disconnected peer whose hello is
+// oldest, to make room. pt.mu must be held.
+func (pt *peerTable) forgetOldestDisconnectedLocked() {
+	var oldest peer.ID
+	var at time.Time
+	for id, ps := range pt.m {
+		if pt.connected(id) {
+			continue
+		}
+		if oldest == "" || ps.lastHello.Before(at) {
+			oldest, at = id, ps.lastHello
+		}
+	}
+	if oldest != "" {
+		delete(pt.m, oldest)
+	}
+}
+
+// get returns p's last hello.
+func (pt *peerTable) get(p peer.ID) (*peerState, bool) {
+	pt.mu.RLock()
+	defer pt.mu.RUnlock()
+	ps, ok := pt.m[p]
+	return ps, ok
+}
+
+// forget drops p's hello unless p is connected.
+func (pt *peerTable) forgetDisconnected(p peer.ID) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if !pt.connected(p) {
+		delete(pt.m, p)
+	}
+}
+
+// wait returns p's hello, waiting for one until ctx or closed is done.
+func (pt *peerTable) wait(ctx context.Context, closed <-chan struct{}, p peer.ID) (*peerState, error) {
+	for {
+		pt.mu.RLock()
+		ps, ok := pt.m[p]
+		changed := pt.signal
+		pt.mu.RUnlock()
+		if ok {
+			return ps, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-closed:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// infos returns what the hellos say, as PeerInfo by agent.
+func (pt *peerTable) infos() map[peer.ID]protocol.PeerInfo {
+	pt.mu.RLock()
+	defer pt.mu.RUnlock()
+	out := make(map[peer.ID]protocol.PeerInfo, len(pt.m))
+	for id, ps := range pt.m {
+		out[id] = protocol.PeerInfo{
+			AgentID:      id.String(),
+			Name:         ps.name,
+			Capabilities: slices.Clone(ps.capabilities),
+			Features:     slices.Clone(ps.features),
+			LastHello:    ps.lastHello,
+		}
+	}
+	return out
+}
+
+// PeerCapabilities returns the capability objects p announced in its last
+// hello, and whether a hello has been received from it.
+func (n *Node) PeerCapabilities(p peer.ID) ([]protocol.Capability, bool) {
+	ps, ok := n.peers.get(p)
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(ps.capabilities), true
+}
+
+// WaitHello waits until a signed hello from p has been received and returns
+// the capability objects it announced. It returns at once if one already
+// has; otherwise it returns ctx's error, or ErrClosed if the node closes.
+func (n *Node) WaitHello(ctx context.Context, p peer.ID) ([]protocol.Capability, error) {
+	ps, err := n.peers.wait(ctx, n.ctx.Done(), p)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(ps.capabilities), nil
+}
+
 // Peers returns the agents this node knows, sorted by agent id: those it
 // has exchanged hello with, those whose heartbeats it hears (through the
 // mesh, not only direct peers) and connected peers that have done neither
@@ -30,19 +166,9 @@ type peerState struct {
 // connected.
 func (n *Node) Peers() []protocol.PeerInfo {
 	now := n.cfg.Now()
-	n.mu.RLock()
-	known := make(map[peer.ID]protocol.PeerInfo, len(n.peers)+len(n.presence))
-	for id, ps := range n.peers {
-		known[id] = protocol.PeerInfo{
-			AgentID:      id.String(),
-			Name:         ps.name,
-			Capabilities: slices.Clone(ps.capabilities),
-			Features:     slices.Clone(ps.features),
-			LastHello:    ps.lastHello,
-		}
-	}
+	known := n.peers.infos()
 	gone := make(map[peer.ID]bool)
-	for id, p := range n.presence {
+	for id, p := range n.presence.snapshot() {
 		status, listed := p.staleness(now)
 		if !listed {
 			// Listed below only if still connected, and then as stale.
@@ -66,7 +192,6 @@ func (n *Node) Peers() []protocol.PeerInfo {
 		pi.Status, pi.LastHeartbeat, pi.Load, pi.PersonaType = status, p.at, p.hb.Load, p.hb.PersonaType
 		known[id] = pi
 	}
-	n.mu.RUnlock()
 	for id := range gone {
 		if n.host.Network().Connectedness(id) != network.Connected {
 			delete(known, id)
@@ -104,77 +229,4 @@ func (n *Node) Peers() []protocol.PeerInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].AgentID < out[j].AgentID })
 	return out
-}
-
-// Capabilities returns the capability objects this node offers, sorted by
-// name.
-func (n *Node) Capabilities() []protocol.Capability {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	out := make([]protocol.Capability, 0, len(n.services))
-	for _, s := range n.services {
-		out = append(out, s.Capability)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func (n *Node) capabilityNames() []string {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return slices.Clone(n.capNames)
-}
-
-// SetServices replaces the capabilities this node offers and announces the
-// change to every connected agent with a fresh hello.
-func (n *Node) SetServices(ss []Service) error {
-	if err := validateServices(ss); err != nil {
-		return err
-	}
-	if err := n.setServices(ss); err != nil {
-		return err
-	}
-	n.log.Info("capabilities changed", "capabilities", n.capabilityNames())
-	if n.dir != nil {
-		n.dir.Advertise(n.Capabilities())
-	}
-	if n.topics != nil {
-		n.topics.SetSelf(n.topicSelf())
-		n.kickPresence()
-	}
-	for _, p := range n.host.Network().Peers() {
-		// A peer speaks hello if identify says so or if it has sent us one
-		// (our own identify of it may not have finished yet).
-		n.mu.RLock()
-		_, known := n.peers[p]
-		n.mu.RUnlock()
-		if ok, _ := n.host.Peerstore().SupportsProtocols(p, protocol.HelloProtocol); len(ok) == 0 && !known {
-			continue
-		}
-		n.goTracked(func() { n.sayHello(p) })
-	}
-	return nil
-}
-
-func (n *Node) setServices(ss []Service) error {
-	m := make(map[string]*service, len(ss))
-	for _, s := range ss {
-		cs, err := compileService(s)
-		if err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-		m[s.Capability.Name] = cs
-	}
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	n.mu.Lock()
-	n.services = m
-	n.capNames = names
-	// Strictly increasing even if the clock stands still or steps back.
-	n.servicesSeq = max(time.Now().UnixNano(), n.servicesSeq+1)
-	n.mu.Unlock()
-	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -18,6 +20,64 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
 )
+
+// presence is what the node hears of other agents' heartbeats, under its
+// own lock, and what it declares of itself.
+type presence struct {
+	// kick asks the presence loop for a heartbeat now.
+	kick chan struct{}
+	// busy is this agent's declared agent_busy (SetBusy).
+	busy atomic.Bool
+
+	mu sync.Mutex
+	m  map[peer.ID]*presenceState
+}
+
+func newPresence() *presence {
+	return &presence{kick: make(chan struct{}, 1), m: map[peer.ID]*presenceState{}}
+}
+
+// record keeps p's latest heartbeat, forgetting the oldest one when full.
+func (pr *presence) record(p peer.ID, s *presenceState) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if _, ok := pr.m[p]; !ok && len(pr.m) >= maxKnownPeers {
+		var oldest peer.ID
+		var at time.Time
+		for id, ps := range pr.m {
+			if oldest == "" || ps.at.Before(at) {
+				oldest, at = id, ps.at
+			}
+		}
+		delete(pr.m, oldest)
+	}
+	pr.m[p] = s
+}
+
+// sweep forgets the heartbeats past DropAfter and returns their agents.
+func (pr *presence) sweep(now time.Time) []peer.ID {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var gone []peer.ID
+	for id, p := range pr.m {
+		if _, listed := p.staleness(now); !listed {
+			delete(pr.m, id)
+			gone = append(gone, id)
+		}
+	}
+	return gone
+}
+
+// snapshot returns a copy of the heartbeats held.
+func (pr *presence) snapshot() map[peer.ID]presenceState {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	out := make(map[peer.ID]presenceState, len(pr.m))
+	for id, p := range pr.m {
+		out[id] = *p
+	}
+	return out
+}
 
 // presenceState is the last heartbeat of another agent.
 type presenceState struct {
@@ -65,14 +125,14 @@ func (n *Node) startPresence() error {
 // request handlers are all taken (Limits.MaxConcurrent) is busy whatever
 // it declared.
 func (n *Node) SetBusy(busy bool) {
-	if n.busy.Swap(busy) != busy {
+	if n.presence.busy.Swap(busy) != busy {
 		n.kickPresence()
 	}
 }
 
 func (n *Node) kickPresence() {
 	select {
-	case n.presenceKick <- struct{}{}:
+	case n.presence.kick <- struct{}{}:
 	default:
 	}
 }
@@ -106,7 +166,7 @@ func (n *Node) presenceLoop() {
 			}
 		case <-t.C:
 			n.sweepPresence()
-		case <-n.presenceKick:
+		case <-n.presence.kick:
 		}
 		n.sendHeartbeat()
 	}
@@ -118,7 +178,7 @@ const newcomerCheck = 250 * time.Millisecond
 func (n *Node) heartbeat() protocol.Heartbeat {
 	inFlight, capacity := len(n.sem), cap(n.sem)
 	status := protocol.StatusAvailable
-	if n.busy.Load() || inFlight >= capacity {
+	if n.presence.busy.Load() || inFlight >= capacity {
 		status = protocol.StatusBusy
 	}
 	caps := n.Capabilities()
@@ -181,14 +241,9 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 	}
 	interval := time.Duration(hb.IntervalMS) * time.Millisecond
 	interval = min(max(interval, MinHeartbeatInterval), MaxHeartbeatInterval)
-	n.mu.Lock()
-	if len(n.presence) >= maxKnownPeers {
-		n.forgetOldestPresenceLocked()
-	}
-	n.presence[m.From] = &presenceState{hb: hb, at: n.cfg.Now(), interval: interval}
-	ps, known := n.peers[m.From]
+	n.presence.record(m.From, &presenceState{hb: hb, at: n.cfg.Now(), interval: interval})
+	ps, known := n.peers.get(m.From)
 	stale := known && capabilityDigest(ps.capabilities) != hb.CapabilityDigest
-	n.mu.Unlock()
 	// The capabilities changed since the hello we hold (or a hello was
 	// lost): ask for a fresh one if the agent is a direct peer.
 	if stale && n.host.Network().Connectedness(m.From) == network.Connected {
@@ -197,31 +252,10 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 	}
 }
 
-// forgetOldestPresenceLocked drops the oldest heartbeat; n.mu held.
-func (n *Node) forgetOldestPresenceLocked() {
-	var oldest peer.ID
-	var at time.Time
-	for id, p := range n.presence {
-		if oldest == "" || p.at.Before(at) {
-			oldest, at = id, p.at
-		}
-	}
-	delete(n.presence, oldest)
-}
-
 // sweepPresence forgets the heartbeats of agents past DropAfter, and
 // their hellos when they are not connected.
 func (n *Node) sweepPresence() {
-	now := n.cfg.Now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for id, p := range n.presence {
-		if _, listed := p.staleness(now); listed {
-			continue
-		}
-		delete(n.presence, id)
-		if n.host.Network().Connectedness(id) != network.Connected {
-			delete(n.peers, id)
-		}
+	for _, id := range n.presence.sweep(n.cfg.Now()) {
+		n.peers.forgetDisconnected(id)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +27,48 @@ type serverStream struct {
 	broken bool // set once a write fails; guarded by wmu
 }
 
+// inboundStreams is the request streams being served, under its own lock,
+// so that Close can reset them: a stream read has no deadline.
+type inboundStreams struct {
+	mu     sync.Mutex
+	closed bool
+	m      map[network.Stream]struct{}
+}
+
+// add records s, or refuses it once the node is closing.
+func (is *inboundStreams) add(s network.Stream) bool {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.closed {
+		return false
+	}
+	if is.m == nil {
+		is.m = map[network.Stream]struct{}{}
+	}
+	is.m[s] = struct{}{}
+	return true
+}
+
+func (is *inboundStreams) remove(s network.Stream) {
+	is.mu.Lock()
+	delete(is.m, s)
+	is.mu.Unlock()
+}
+
+// close refuses further streams and resets those being served.
+func (is *inboundStreams) close() {
+	is.mu.Lock()
+	is.closed = true
+	streams := make([]network.Stream, 0, len(is.m))
+	for s := range is.m {
+		streams = append(streams, s)
+	}
+	is.mu.Unlock()
+	for _, s := range streams {
+		_ = s.Reset()
+	}
+}
+
 // handleRequestStream reads request frames and runs each on its own
 // goroutine. Limits checked here, before any signature is verified: the
 // frame size, the requester's size limit and its rate limit.
@@ -37,14 +78,11 @@ func (n *Node) handleRequestStream(s network.Stream) {
 		return
 	}
 	defer n.wg.Done()
-	n.mu.Lock()
-	n.inbound[s] = struct{}{}
-	n.mu.Unlock()
-	defer func() {
-		n.mu.Lock()
-		delete(n.inbound, s)
-		n.mu.Unlock()
-	}()
+	if !n.inbound.add(s) {
+		_ = s.Reset()
+		return
+	}
+	defer n.inbound.remove(s)
 
 	remote := s.Conn().RemotePeer()
 	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
@@ -158,68 +196,58 @@ func (ss *serverStream) serve(frame []byte) {
 	sendProgress := func(res json.RawMessage) error {
 		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
 	}
-	if builtin(req.Action) {
-		start := time.Now()
-		res, err := n.execute(ctx, from, req, func(r json.RawMessage) error {
-			res, err := protocol.MarshalCanonical(r)
-			if err != nil {
-				return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
-			}
-			return sendProgress(res)
-		})
-		n.observeServed(req.Action, err, start)
-		ss.reply(req.CorrelationID, res, err)
-		return
-	}
-	ctx, t, run, err := n.admitTask(ctx, from, req)
-	if err != nil {
-		ss.reply(req.CorrelationID, nil, err)
-		return
-	}
-	// This stream receives the task's progress from now on, whichever
-	// request of it runs the handler.
-	defer t.attach(ss, sendProgress)()
-	if !run {
-		// The requester sent this request before (a retry after a lost
-		// answer): it runs once, and this request gets its answer.
-		n.log.Debug("repeated request answered from its task", "remote_peer", ss.remote, "requester", from, "correlation_id", req.CorrelationID)
-		select {
-		case <-t.done:
-			res, err := t.answer()
-			ss.reply(req.CorrelationID, res, err)
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				ss.reply(req.CorrelationID, nil, protocol.Errorf(protocol.CodeTimeout,
-					"request %s is still running here (it runs once); send it again with the same id for its answer, or ask for its task status", req.CorrelationID))
-			} else {
-				ss.reply(req.CorrelationID, nil, ErrClosed)
-			}
+	progress := sendProgress
+	var t *task
+	if n.services.runsAsTask(req.Action) {
+		var run bool
+		ctx, t, run, err = n.tasks.admit(ctx, from, req)
+		if err != nil {
+			ss.reply(req.CorrelationID, nil, err)
+			return
 		}
-		return
+		// This stream receives the task's progress from now on, whichever
+		// request of it runs the handler.
+		defer t.attach(ss, sendProgress)()
+		if !run {
+			// The requester sent this request before (a retry after a lost
+			// answer): it runs once, and this request gets its answer.
+			n.log.Debug("repeated request answered from its task", "remote_peer", ss.remote, "requester", from, "correlation_id", req.CorrelationID)
+			ss.awaitTask(ctx, t, req.CorrelationID)
+			return
+		}
+		progress = t.progress
 	}
-	progress := func(r json.RawMessage) error {
+	start := time.Now()
+	res, err := n.execute(ctx, from, req, func(r json.RawMessage) error {
 		res, err := protocol.MarshalCanonical(r)
 		if err != nil {
 			return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
 		}
-		return t.progress(res)
+		return progress(res)
+	})
+	if t != nil {
+		n.tasks.finish(t, res, err)
+		res, err = t.answer()
 	}
-	start := time.Now()
-	res, err := n.execute(ctx, from, req, progress)
-	n.finishTask(t, res, err)
-	res, err = t.answer()
 	n.observeServed(req.Action, err, start)
 	ss.reply(req.CorrelationID, res, err)
 }
 
-// builtin reports whether an action is one of the node's own capabilities
-// rather than a service's.
-func builtin(action string) bool {
-	switch action {
-	case protocol.MessageCapability, protocol.TaskStatusCapability, protocol.TaskCancelCapability:
-		return true
+// awaitTask answers a repeated request with its task's answer once the
+// task finishes.
+func (ss *serverStream) awaitTask(ctx context.Context, t *task, corrID string) {
+	select {
+	case <-t.done:
+		res, err := t.answer()
+		ss.reply(corrID, res, err)
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			ss.reply(corrID, nil, protocol.Errorf(protocol.CodeTimeout,
+				"request %s is still running here (it runs once); send it again with the same id for its answer, or ask for its task status", corrID))
+		} else {
+			ss.reply(corrID, nil, ErrClosed)
+		}
 	}
-	return false
 }
 
 // reply writes the final answer: a success response, or an error envelope.
@@ -252,74 +280,4 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 		return err
 	}
 	return nil
-}
-
-// execute applies the provider-side checks of a request, in DESIGN.md's
-// order, and runs the handler: the capability exists, the requester is
-// authorised, the params match input_schema; then the result must match
-// output_schema.
-func (n *Node) execute(ctx context.Context, from requester, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
-	if req.Action == protocol.TaskStatusCapability || req.Action == protocol.TaskCancelCapability {
-		return n.taskRequest(from, req)
-	}
-	if req.Action == protocol.MessageCapability {
-		if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {
-			n.refused(metrics.RefusedPolicy)
-			return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to send messages", r.name, from)
-		}
-		return n.receiveMessage(ctx, from.agent, req)
-	}
-	n.mu.RLock()
-	svc := n.services[req.Action]
-	n.mu.RUnlock()
-	if svc == nil {
-		available := n.capabilityNames()
-		return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "agent does not support %s capability", req.Action).
-			WithDetails(map[string]any{"requested": req.Action, "available": available})
-	}
-	if !svc.acl.admits(from) {
-		n.refused(metrics.RefusedACL)
-		return nil, protocol.Errorf(protocol.CodeUnauthorized, "agent %s is not authorized to call capability %s", from, req.Action)
-	}
-	if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {
-		n.refused(metrics.RefusedPolicy)
-		return nil, protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to call capability %s (allowed_capabilities: %s)",
-			r.name, from, req.Action, strings.Join(r.allowed, ", "))
-	}
-	if err := svc.in.Validate("params", req.Params); err != nil {
-		n.refused(metrics.RefusedSchema)
-		return nil, err
-	}
-	if progress == nil {
-		progress = func(json.RawMessage) error { return nil }
-	}
-	t := taskOf(ctx)
-	if t != nil {
-		t.set(n, protocol.TaskApproved, "")
-	}
-	res, err := svc.Handler.Handle(ctx, &Call{From: from.agent, OnBehalfOf: from.client, Request: req, Progress: progress, node: n, task: t})
-	if err != nil {
-		if ctx.Err() != nil && protocol.CodeOf(err) == protocol.CodeInternalError {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, protocol.Errorf(protocol.CodeTimeout, "capability %s did not finish in time", req.Action)
-			}
-		}
-		return nil, err
-	}
-	if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, protocol.Errorf(protocol.CodeTimeout, "capability %s did not finish in time", req.Action)
-	}
-	if len(res) == 0 {
-		res = json.RawMessage("null")
-	}
-	canon, err := protocol.MarshalCanonical(res)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "capability %s returned invalid JSON: %v", req.Action, err)
-	}
-	if err := svc.out.Validate("result", canon); err != nil {
-		pe := protocol.AsError(err)
-		return nil, protocol.Errorf(protocol.CodeInternalError, "capability %s returned a result that does not match its output_schema: %s", req.Action, pe.Message).
-			WithDetails(json.RawMessage(pe.Details))
-	}
-	return canon, nil
 }

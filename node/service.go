@@ -33,8 +33,7 @@ type Call struct {
 	// returns, and returns an error once the caller is gone.
 	Progress func(result json.RawMessage) error
 
-	node *Node
-	task *task // nil for requests without a task (calls to self)
+	task *task // nil for requests without a task (calls to self, built-ins)
 }
 
 // Requester is who the request is from, as authorized_requester_ids and
@@ -42,6 +41,14 @@ type Call struct {
 // vouches for.
 func (c *Call) Requester() string {
 	return requester{agent: c.From, client: c.OnBehalfOf}.String()
+}
+
+// SetState lets a handler mark its request's task (ESCALATED, say, with a
+// note). Final states are set by the node when the handler returns.
+func (c *Call) SetState(s protocol.TaskState, note string) {
+	if c.task != nil && !s.Final() {
+		c.task.set(s, note)
+	}
 }
 
 // Handler runs a capability. Handle returns the result (a JSON value) or an
@@ -71,12 +78,20 @@ func EchoHandler() Handler {
 	})
 }
 
-// service is a registered Service with its schemas compiled.
+// service is a registered Service with its schemas compiled, or one of
+// the node's own capabilities (builtins.go).
 type service struct {
 	Service
 	in, out *protocol.Schema
 	// acl is authorized_requester_ids, parsed; empty means public.
 	acl *acl
+	// admit, when set, replaces the ACL and policy checks: the node's own
+	// capabilities decide for themselves who may call them.
+	admit func(from requester, req *protocol.Request) error
+	// task is whether a request runs as a task in the provider's task
+	// table (so that it runs once): true for every registered service;
+	// the built-ins read that table or deduplicate on their own.
+	task bool
 }
 
 func compileService(s Service) (*service, error) {
@@ -100,7 +115,7 @@ func compileService(s Service) (*service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capability %q: authorized_requester_ids: %w", s.Capability.Name, err)
 	}
-	return &service{Service: s, in: in, out: out, acl: a}, nil
+	return &service{Service: s, in: in, out: out, acl: a, task: true}, nil
 }
 
 func validateServices(ss []Service) error {

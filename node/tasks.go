@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"slices"
 	"sync"
-
-	"github.com/libp2p/go-libp2p/core/peer"
+	"time"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/sign"
 )
 
 // Bounds of the task tables.
@@ -28,12 +25,7 @@ const (
 	// kept per task (all are still sent to the requester).
 	maxTaskProgress      = 64
 	maxTaskProgressBytes = 64 << 10
-	maxOutgoingTasks     = 4096 // requester side: task id -> provider
 )
-
-// errNoReceiver is what a handler's Progress returns when no requester
-// waits for the task any longer.
-var errNoReceiver = errors.New("node: no requester is waiting for this task")
 
 // requestKey names a task on its provider: the verified requester (the
 // signing agent and the client it vouches for, if any) and the request id
@@ -48,6 +40,7 @@ type requestKey struct {
 // the same request (same requester and request id) while it runs waits
 // for it, and one after it finished gets its recorded answer.
 type task struct {
+	now    func() time.Time // the table's clock, for the history
 	mu     sync.Mutex
 	t      protocol.Task
 	key    requestKey
@@ -137,14 +130,15 @@ func (t *task) progress(r json.RawMessage) error {
 	return err
 }
 
-func (t *task) set(n *Node, s protocol.TaskState, note string) {
+// set moves the task to state s, unless it is there already or final.
+func (t *task) set(s protocol.TaskState, note string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.t.State.Final() || t.t.State == s {
 		return
 	}
 	t.t.State = s
-	t.t.History = append(t.t.History, protocol.TaskEvent{State: s, At: n.cfg.Now().UTC(), Note: note})
+	t.t.History = append(t.t.History, protocol.TaskEvent{State: s, At: t.now().UTC(), Note: note})
 }
 
 func (t *task) snapshot() protocol.Task {
@@ -156,15 +150,20 @@ func (t *task) snapshot() protocol.Task {
 	return c
 }
 
-// taskTable holds a node's tasks, as provider, and the providers of the
-// tasks it requested.
+// taskTable holds the tasks a node runs as provider, under its own lock;
+// each task has a lock of its own for its state and progress.
 type taskTable struct {
-	mu       sync.Mutex
-	m        map[requestKey]*task
-	order    []requestKey // oldest first
-	bytes    int          // the sizes of the finished tasks in m
-	outgoing map[string]peer.ID
-	outOrder []string
+	agent string // this node's id, the tasks' agent
+	now   func() time.Time
+
+	mu    sync.Mutex
+	m     map[requestKey]*task
+	order []requestKey // oldest first
+	bytes int          // the sizes of the finished tasks in m
+}
+
+func newTaskTable(agent string, now func() time.Time) *taskTable {
+	return &taskTable{agent: agent, now: now, m: map[requestKey]*task{}}
 }
 
 type taskCtxKey struct{}
@@ -187,7 +186,7 @@ func requestDigest(req *protocol.Request) [sha256.Size]byte {
 	return d
 }
 
-// admitTask finds or starts the task of a request from a verified
+// admit finds or starts the task of a request from a verified
 // requester. When the requester already sent a request with this id (and
 // the table still holds it), it returns that task and run false: the
 // caller waits for its answer and must not run the request again. A
@@ -195,10 +194,9 @@ func requestDigest(req *protocol.Request) [sha256.Size]byte {
 // records a new task, about to be checked and run, and returns it with
 // run true and the context its handler runs under (cancelled by
 // task.cancel).
-func (n *Node) admitTask(ctx context.Context, from requester, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
+func (tt *taskTable) admit(ctx context.Context, from requester, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
 	key := requestKey{from: from, id: req.CorrelationID}
 	digest := requestDigest(req)
-	tt := &n.tasks
 	tt.mu.Lock()
 	if old := tt.m[key]; old != nil {
 		tt.mu.Unlock()
@@ -209,12 +207,9 @@ func (n *Node) admitTask(ctx context.Context, from requester, req *protocol.Requ
 		return ctx, old, false, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	t := &task{key: key, digest: digest, cancel: cancel, done: make(chan struct{}),
-		t: protocol.Task{ID: req.CorrelationID, Agent: n.idStr, Requester: from.String(), Capability: req.Action}}
-	t.set(n, protocol.TaskValidating, "")
-	if tt.m == nil {
-		tt.m = map[requestKey]*task{}
-	}
+	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}),
+		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: from.String(), Capability: req.Action}}
+	t.set(protocol.TaskValidating, "")
 	tt.m[key] = t
 	tt.order = append(tt.order, key)
 	tt.evictLocked()
@@ -237,9 +232,9 @@ func (tt *taskTable) evictLocked() {
 	}
 }
 
-// finishTask records how a request ended; the answer it records (the
-// task's answer) is the one every requester of the task gets.
-func (n *Node) finishTask(t *task, res json.RawMessage, err error) {
+// finish records how a request ended; the answer it records (the task's
+// answer) is the one every requester of the task gets.
+func (tt *taskTable) finish(t *task, res json.RawMessage, err error) {
 	defer t.cancel()
 	t.mu.Lock()
 	state := t.t.State
@@ -250,21 +245,21 @@ func (n *Node) finishTask(t *task, res json.RawMessage, err error) {
 		t.mu.Lock()
 		t.t.Result = res
 		t.mu.Unlock()
-		t.set(n, protocol.TaskCompleted, "")
+		t.set(protocol.TaskCompleted, "")
 	case cancelled:
-		t.set(n, protocol.TaskCancelled, "cancelled by the requester")
+		t.set(protocol.TaskCancelled, "cancelled by the requester")
 	case state == protocol.TaskValidating || state == protocol.TaskEscalated:
 		// Seed 003: an escalated request is decided by a human, approved or
 		// rejected; a handler's error there is that rejection, not a fault.
 		t.mu.Lock()
 		t.t.Error = protocol.AsError(err)
 		t.mu.Unlock()
-		t.set(n, protocol.TaskRejected, protocol.AsError(err).Message)
+		t.set(protocol.TaskRejected, protocol.AsError(err).Message)
 	default:
 		t.mu.Lock()
 		t.t.Error = protocol.AsError(err)
 		t.mu.Unlock()
-		t.set(n, protocol.TaskFailed, protocol.AsError(err).Message)
+		t.set(protocol.TaskFailed, protocol.AsError(err).Message)
 	}
 	t.mu.Lock()
 	if t.t.State == protocol.TaskCancelled {
@@ -279,7 +274,6 @@ func (n *Node) finishTask(t *task, res json.RawMessage, err error) {
 	size := t.size
 	close(t.done)
 	t.mu.Unlock()
-	tt := &n.tasks
 	tt.mu.Lock()
 	if tt.m[t.key] == t {
 		tt.bytes += size
@@ -342,69 +336,4 @@ func (tt *taskTable) lookup(from requester, id string) (*task, error) {
 		}
 	}
 	return nil, protocol.Errorf(protocol.CodeInvalidMessage, "no task %s of yours here (unknown, or forgotten)", id)
-}
-
-// rememberTask notes the provider of a request this node sent.
-func (n *Node) rememberTask(id string, provider peer.ID) {
-	tt := &n.tasks
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	if tt.outgoing == nil {
-		tt.outgoing = map[string]peer.ID{}
-	}
-	if len(tt.outOrder) >= maxOutgoingTasks {
-		delete(tt.outgoing, tt.outOrder[0])
-		tt.outOrder = tt.outOrder[1:]
-	}
-	tt.outgoing[id] = provider
-	tt.outOrder = append(tt.outOrder, id)
-}
-
-// TaskStatus asks the provider of a request this node sent (provider, or
-// "" for the one the node remembers) for its task: state, history,
-// progress so far and result.
-func (n *Node) TaskStatus(ctx context.Context, taskID, provider string) (*protocol.Task, error) {
-	return n.taskCall(ctx, protocol.TaskStatusCapability, taskID, provider)
-}
-
-// CancelTask asks the provider to cancel a request this node sent; the
-// request's caller then gets an error, and the task ends CANCELLED.
-func (n *Node) CancelTask(ctx context.Context, taskID, provider string) (*protocol.Task, error) {
-	return n.taskCall(ctx, protocol.TaskCancelCapability, taskID, provider)
-}
-
-func (n *Node) taskCall(ctx context.Context, action, taskID, provider string) (*protocol.Task, error) {
-	if taskID == "" {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "a task id is required")
-	}
-	to := provider
-	if to == "" {
-		n.tasks.mu.Lock()
-		p, ok := n.tasks.outgoing[taskID]
-		n.tasks.mu.Unlock()
-		if !ok {
-			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "this node sent no request %s that it remembers; name its agent", taskID)
-		}
-		to = p.String()
-	} else if _, err := sign.ParseAgentID(to); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "agent %q: %v", to, err)
-	}
-	params, _ := json.Marshal(protocol.TaskRef{TaskID: taskID})
-	resp, err := n.Call(ctx, protocol.CallRequest{To: to, Action: action, Params: params})
-	if err != nil {
-		return nil, err
-	}
-	var t protocol.Task
-	if err := protocol.DecodePayload(resp.Result, "task", &t); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "the provider's task is not readable: %v", err)
-	}
-	return &t, nil
-}
-
-// SetState lets a handler mark its request's task (ESCALATED, say, with a
-// note). Final states are set by the node when the handler returns.
-func (c *Call) SetState(s protocol.TaskState, note string) {
-	if c.task != nil && !s.Final() {
-		c.task.set(c.node, s, note)
-	}
 }

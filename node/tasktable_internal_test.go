@@ -17,34 +17,34 @@ import (
 // tasks and maxTaskBytes of kept results, forgetting the oldest finished
 // tasks first and never a running one.
 func TestTaskTableBounds(t *testing.T) {
-	n := &Node{cfg: Config{Now: time.Now}}
+	tt := newTaskTable("provider", time.Now)
 	from := requester{agent: peer.ID("requester")}
 	admit := func(id string) *task {
 		t.Helper()
-		_, tk, run, err := n.admitTask(context.Background(), from, &protocol.Request{Action: "work", CorrelationID: id})
+		_, tk, run, err := tt.admit(context.Background(), from, &protocol.Request{Action: "work", CorrelationID: id})
 		if err != nil || !run {
 			t.Fatalf("admit %s: run %v, %v", id, run, err)
 		}
 		return tk
 	}
 	known := func(id string) bool {
-		n.tasks.mu.Lock()
-		defer n.tasks.mu.Unlock()
-		return n.tasks.m[requestKey{from: from, id: id}] != nil
+		tt.mu.Lock()
+		defer tt.mu.Unlock()
+		return tt.m[requestKey{from: from, id: id}] != nil
 	}
 	check := func() {
 		t.Helper()
-		n.tasks.mu.Lock()
-		defer n.tasks.mu.Unlock()
+		tt.mu.Lock()
+		defer tt.mu.Unlock()
 		sum := 0
-		for _, tk := range n.tasks.m {
+		for _, tk := range tt.m {
 			if tk.finished() {
 				sum += tk.size
 			}
 		}
-		if len(n.tasks.m) > maxTasks || n.tasks.bytes > maxTaskBytes || sum != n.tasks.bytes || len(n.tasks.order) != len(n.tasks.m) {
+		if len(tt.m) > maxTasks || tt.bytes > maxTaskBytes || sum != tt.bytes || len(tt.order) != len(tt.m) {
 			t.Fatalf("table: %d tasks (max %d), %d bytes counted, %d kept (max %d), %d in order",
-				len(n.tasks.m), maxTasks, n.tasks.bytes, sum, maxTaskBytes, len(n.tasks.order))
+				len(tt.m), maxTasks, tt.bytes, sum, maxTaskBytes, len(tt.order))
 		}
 	}
 
@@ -53,7 +53,7 @@ func TestTaskTableBounds(t *testing.T) {
 	const bigTasks = 2 * maxTaskBytes >> 20
 	for i := range bigTasks {
 		id := fmt.Sprintf("big-%d", i)
-		n.finishTask(admit(id), big, nil)
+		tt.finish(admit(id), big, nil)
 		check()
 	}
 	if known("big-0") || !known(fmt.Sprintf("big-%d", bigTasks-1)) || !known("running") {
@@ -61,13 +61,13 @@ func TestTaskTableBounds(t *testing.T) {
 			bigTasks, known("big-0"), known(fmt.Sprintf("big-%d", bigTasks-1)), known("running"))
 	}
 	for i := range maxTasks + 10 {
-		n.finishTask(admit(fmt.Sprintf("small-%d", i)), json.RawMessage(`{}`), nil)
+		tt.finish(admit(fmt.Sprintf("small-%d", i)), json.RawMessage(`{}`), nil)
 	}
 	check()
 	if known("small-0") || !known(fmt.Sprintf("small-%d", maxTasks+9)) || !known("running") {
 		t.Errorf("after %d small results: oldest kept %v, newest kept %v, running kept %v",
 			maxTasks+10, known("small-0"), known(fmt.Sprintf("small-%d", maxTasks+9)), known("running"))
 	}
-	n.finishTask(running, nil, protocol.Errorf(protocol.CodeInternalError, "stopped"))
+	tt.finish(running, nil, protocol.Errorf(protocol.CodeInternalError, "stopped"))
 	check()
 }

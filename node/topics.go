@@ -11,16 +11,12 @@ import (
 	"github.com/meshagent/meshagent/pubsub"
 )
 
-// ErrNoTopics is returned by Publish and Subscribe on a node built without
-// topics (WithTopics(false)).
-var ErrNoTopics = errors.New("node: topics are off")
-
 // startTopics starts the topic router and presence. The router finds topic
 // peers through the capability directory when the DHT is on.
 func (n *Node) startTopics() error {
 	opts := []pubsub.Option{pubsub.WithSelf(n.topicSelf())}
 	if n.dir != nil {
-		opts = append(opts, pubsub.WithDiscovery(n.dir.Topics()))
+		opts = append(opts, pubsub.WithDiscovery(n.dir.TopicDiscovery()))
 	}
 	opts = append(opts, n.cfg.PubSubOptions...)
 	bus, err := pubsub.New(n.host, n.signer, opts...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // Tokens of the tests' tokens file.
@@ -34,7 +35,7 @@ const testTokens = `{"tokens": [
 type listeners struct {
 	srv           *relay.Server
 	local, public string
-	tokens        *relay.Tokens
+	tokens        *rpc.Tokens
 	tokensFile    string
 }
 
@@ -50,7 +51,7 @@ func serveListeners(t *testing.T, tokens string) *listeners {
 	if tokens != "" {
 		l.tokensFile = filepath.Join(t.TempDir(), "tokens.json")
 		writeTestFile(t, l.tokensFile, tokens)
-		if l.tokens, err = relay.LoadTokens(l.tokensFile); err != nil {
+		if l.tokens, err = rpc.LoadTokens(l.tokensFile); err != nil {
 			t.Fatal(err)
 		}
 		pub = l.tokens.Middleware(pub)
@@ -90,22 +91,22 @@ func TestPublicListenerRules(t *testing.T) {
 		{relay.MethodBusHistory, nil},
 		{relay.MethodBusDeadLetters, nil},
 		{relay.MethodBusReplay, map[string]string{"id": "nope"}},
-		{relay.MethodMeshID, nil},
-		{relay.MethodMeshPeers, nil},
-		{relay.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "echo"}},
-		{relay.MethodMeshPublish, map[string]any{"topic": "news:1", "payload": map[string]string{}}},
+		{rpc.MethodMeshID, nil},
+		{rpc.MethodMeshPeers, nil},
+		{rpc.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "echo"}},
+		{rpc.MethodMeshPublish, map[string]any{"topic": "news:1", "payload": map[string]string{}}},
 	}
 	for _, c := range calls {
 		err := anon.Call(ctxT(t), c.method, c.params, nil)
-		if rpcCode(err) != relay.CodeForbidden || !strings.Contains(err.Error(), "anonymous") {
+		if rpcCode(err) != rpc.CodeForbidden || !strings.Contains(err.Error(), "anonymous") {
 			t.Errorf("anonymous public %s: %v, want -32020", c.method, err)
 		}
-		if err := local.Call(ctxT(t), c.method, c.params, nil); rpcCode(err) == relay.CodeForbidden {
+		if err := local.Call(ctxT(t), c.method, c.params, nil); rpcCode(err) == rpc.CodeForbidden {
 			t.Errorf("local %s: %v", c.method, err)
 		}
 	}
 	err := anon.Call(ctxT(t), relay.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": map[string]string{"type": "echo"}}, nil)
-	if rpcCode(err) != relay.CodeForbidden {
+	if rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("anonymous sendMessage to a mesh agent: %v, want -32020", err)
 	}
 	// The bus itself is open to anonymous clients.
@@ -117,7 +118,7 @@ func TestPublicListenerRules(t *testing.T) {
 	if err := anon.Call(ctxT(t), relay.MethodSendMessage, map[string]any{"topic": "inbound:1", "payload": map[string]string{"text": "hi"}}, &res); err != nil || !res.Success {
 		t.Fatalf("anonymous sendMessage: %+v %v", res, err)
 	}
-	if err := anon.Call(ctxT(t), relay.MethodPing, nil, nil); err != nil {
+	if err := anon.Call(ctxT(t), rpc.MethodPing, nil, nil); err != nil {
 		t.Errorf("anonymous ping: %v", err)
 	}
 }
@@ -127,23 +128,23 @@ func TestPublicListenerRules(t *testing.T) {
 func TestInitializeFirst(t *testing.T) {
 	l := serveListeners(t, "")
 	for _, url := range []string{l.local, l.public} {
-		c := dialClient(t, url, relay.WithoutInitialize())
-		for _, m := range []string{relay.MethodPing, relay.MethodMeshID, relay.MethodMeshPeers, relay.MethodBusHistory, relay.MethodSubscribe} {
-			if err := c.Call(ctxT(t), m, nil, nil); rpcCode(err) != relay.CodeNotInitialized {
+		c := dialClient(t, url, rpc.WithoutInitialize())
+		for _, m := range []string{rpc.MethodPing, rpc.MethodMeshID, rpc.MethodMeshPeers, relay.MethodBusHistory, relay.MethodSubscribe} {
+			if err := c.Call(ctxT(t), m, nil, nil); rpcCode(err) != rpc.CodeNotInitialized {
 				t.Errorf("%s %s before initialize: %v, want -32006", url, m, err)
 			}
 		}
-		if err := c.Call(ctxT(t), relay.MethodInitialize, relay.InitializeParams{ClientID: "first-" + url, ClientInfo: relay.ClientInfo{Name: "t"}}, nil); err != nil {
+		if err := c.Call(ctxT(t), rpc.MethodInitialize, rpc.InitializeParams{ClientID: "first-" + url, ClientInfo: rpc.ClientInfo{Name: "t"}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Call(ctxT(t), relay.MethodPing, nil, nil); err != nil {
+		if err := c.Call(ctxT(t), rpc.MethodPing, nil, nil); err != nil {
 			t.Errorf("ping after initialize: %v", err)
 		}
 	}
 	// Dial initializes by itself.
-	c := dialClient(t, l.local, relay.WithClientID("auto"))
-	var id relay.IDResult
-	if err := c.Call(ctxT(t), relay.MethodMeshID, nil, &id); err != nil || id.AgentID != selfID {
+	c := dialClient(t, l.local, rpc.WithClientID("auto"))
+	var id rpc.IDResult
+	if err := c.Call(ctxT(t), rpc.MethodMeshID, nil, &id); err != nil || id.AgentID != selfID {
 		t.Errorf("mesh.id after Dial: %+v %v", id, err)
 	}
 	if c.ClientID() != "auto" || c.ServerID() != selfID {
@@ -175,24 +176,24 @@ func TestTokens(t *testing.T) {
 		}
 	}
 	ops := dialClient(t, withToken(l.public, adminToken))
-	bridge := dialClient(t, l.public, relay.WithHTTPHeader(http.Header{"Authorization": {"Bearer " + bridgeToken}}))
+	bridge := dialClient(t, l.public, rpc.WithHTTPHeader(http.Header{"Authorization": {"Bearer " + bridgeToken}}))
 	caller := dialClient(t, withToken(l.public, meshToken))
 
 	t.Run("methods", func(t *testing.T) {
 		if err := ops.Call(ctxT(t), relay.MethodBusDeadLetters, nil, nil); err != nil {
 			t.Errorf("ops bus.deadLetters: %v", err)
 		}
-		if err := ops.Call(ctxT(t), relay.MethodMeshID, nil, nil); rpcCode(err) != relay.CodeForbidden || !strings.Contains(err.Error(), `"ops"`) {
+		if err := ops.Call(ctxT(t), rpc.MethodMeshID, nil, nil); rpcCode(err) != rpc.CodeForbidden || !strings.Contains(err.Error(), `"ops"`) {
 			t.Errorf("ops mesh.id: %v, want -32020 naming the credential", err)
 		}
-		if err := bridge.Call(ctxT(t), relay.MethodBusHistory, nil, nil); rpcCode(err) != relay.CodeForbidden {
+		if err := bridge.Call(ctxT(t), relay.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
 			t.Errorf("bridge bus.history: %v, want -32020", err)
 		}
 		var res map[string]any
-		if err := caller.Call(ctxT(t), relay.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "echo"}, &res); err != nil {
+		if err := caller.Call(ctxT(t), rpc.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "echo"}, &res); err != nil {
 			t.Errorf("caller mesh.call: %v", err)
 		}
-		if err := caller.Call(ctxT(t), relay.MethodBusHistory, nil, nil); rpcCode(err) != relay.CodeForbidden {
+		if err := caller.Call(ctxT(t), relay.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
 			t.Errorf("caller bus.history: %v, want -32020", err)
 		}
 	})
@@ -203,11 +204,11 @@ func TestTokens(t *testing.T) {
 		if err := send("inbound:1"); err != nil {
 			t.Errorf("bridge sendMessage inbound:1: %v", err)
 		}
-		if err := send("outbound:1"); rpcCode(err) != relay.CodeForbidden {
+		if err := send("outbound:1"); rpcCode(err) != rpc.CodeForbidden {
 			t.Errorf("bridge sendMessage outbound:1: %v, want -32020", err)
 		}
 		// agent: is allowed, but a mesh call needs mesh.call.
-		if err := send("agent:" + peerID); rpcCode(err) != relay.CodeForbidden {
+		if err := send("agent:" + peerID); rpcCode(err) != rpc.CodeForbidden {
 			t.Errorf("bridge sendMessage to a mesh agent: %v, want -32020", err)
 		}
 		for pattern, ok := range map[string]bool{
@@ -229,7 +230,7 @@ func TestTokens(t *testing.T) {
 			if got := err == nil; got != ok {
 				t.Errorf("bridge subscribe %q: %v, want allowed=%v", pattern, err, ok)
 			}
-			if !ok && rpcCode(err) != relay.CodeForbidden {
+			if !ok && rpcCode(err) != rpc.CodeForbidden {
 				t.Errorf("bridge subscribe %q: %v, want -32020", pattern, err)
 			}
 		}
@@ -239,11 +240,11 @@ func TestTokens(t *testing.T) {
 		if err := l.tokens.Reload(l.tokensFile); err != nil {
 			t.Fatal(err)
 		}
-		if err := ops.Call(ctxT(t), relay.MethodMeshID, nil, nil); err != nil {
+		if err := ops.Call(ctxT(t), rpc.MethodMeshID, nil, nil); err != nil {
 			t.Errorf("ops mesh.id after its grant was added: %v", err)
 		}
 		// The connection is closed at once, its close frame saying why.
-		if err := bridge.Call(ctxT(t), relay.MethodPing, nil, nil); err == nil || !strings.Contains(err.Error(), "credential revoked") {
+		if err := bridge.Call(ctxT(t), rpc.MethodPing, nil, nil); err == nil || !strings.Contains(err.Error(), "credential revoked") {
 			t.Errorf("revoked bridge ping: %v, want the connection closed for a revoked credential", err)
 		}
 		select {
@@ -251,7 +252,7 @@ func TestTokens(t *testing.T) {
 		case <-time.After(testTimeout):
 			t.Error("the revoked connection was not closed")
 		}
-		if _, err := relay.Dial(ctxT(t), withToken(l.public, bridgeToken)); err == nil || !strings.Contains(err.Error(), "401") {
+		if _, err := rpc.Dial(ctxT(t), withToken(l.public, bridgeToken)); err == nil || !strings.Contains(err.Error(), "401") {
 			t.Errorf("dial with a revoked token: %v, want 401", err)
 		}
 		// A file that does not load keeps the current tokens.
@@ -270,34 +271,34 @@ func TestTokens(t *testing.T) {
 // free again once its holder is gone.
 func TestClientIDInUse(t *testing.T) {
 	l := serveListeners(t, testTokens)
-	local := dialClient(t, l.local, relay.WithClientID("worker"))
+	local := dialClient(t, l.local, rpc.WithClientID("worker"))
 	dial := func(url string) error {
-		c, err := relay.Dial(ctxT(t), url, relay.WithClientID("worker"))
+		c, err := rpc.Dial(ctxT(t), url, rpc.WithClientID("worker"))
 		if err == nil {
 			t.Cleanup(func() { _ = c.Close() })
 		}
 		return err
 	}
-	var re *relay.RPCError
-	if err := dial(l.local); rpcCode(err) != relay.CodeAlreadyInitialized || !errors.As(err, &re) || !strings.Contains(string(re.Data), "clientIdInUse") {
+	var re *rpc.Error
+	if err := dial(l.local); rpcCode(err) != rpc.CodeAlreadyInitialized || !errors.As(err, &re) || !strings.Contains(string(re.Data), "clientIdInUse") {
 		t.Errorf("second local worker: %v, want -32001 clientIdInUse", err)
 	}
-	if err := dial(withToken(l.public, adminToken)); rpcCode(err) != relay.CodeAlreadyInitialized {
+	if err := dial(withToken(l.public, adminToken)); rpcCode(err) != rpc.CodeAlreadyInitialized {
 		t.Errorf("public worker taking the local one's id: %v, want -32001", err)
 	}
 	_ = local.Close()
 	wait.For(t, testTimeout, func() error { return dial(withToken(l.public, adminToken)) })
 	// Now "worker" is held by ops: the same credential replaces it, another
 	// one does not.
-	if err := dial(withToken(l.public, bridgeToken)); rpcCode(err) != relay.CodeAlreadyInitialized {
+	if err := dial(withToken(l.public, bridgeToken)); rpcCode(err) != rpc.CodeAlreadyInitialized {
 		t.Errorf("bridge taking ops' id: %v, want -32001", err)
 	}
-	first, err := relay.Dial(ctxT(t), withToken(l.public, meshToken), relay.WithClientID("caller-1"))
+	first, err := rpc.Dial(ctxT(t), withToken(l.public, meshToken), rpc.WithClientID("caller-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	second, err := relay.Dial(ctxT(t), withToken(l.public, meshToken), relay.WithClientID("caller-1"))
+	second, err := rpc.Dial(ctxT(t), withToken(l.public, meshToken), rpc.WithClientID("caller-1"))
 	if err != nil {
 		t.Fatalf("the same credential reconnecting: %v", err)
 	}
@@ -307,7 +308,7 @@ func TestClientIDInUse(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Error("the replaced connection is still open")
 	}
-	if err := second.Call(ctxT(t), relay.MethodPing, nil, nil); err != nil {
+	if err := second.Call(ctxT(t), rpc.MethodPing, nil, nil); err != nil {
 		t.Errorf("the replacing connection: %v", err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -45,7 +46,7 @@ const (
 	benchSerial      = 2000 // one at a time, after warm-up
 	benchWarmup      = 200  // discarded
 	// benchInFlight concurrent senders measure throughput: each is one
-	// processMessage in flight at every subscriber, up to relay.Client's
+	// processMessage in flight at every subscriber, up to rpc.Client's
 	// 64 requests at once.
 	benchInFlight = 64
 	benchSenders  = 8                // connections the senders share
@@ -182,8 +183,8 @@ func busRoundTrip(b *testing.B, opts ...relay.Option) roundTrip {
 	url := scaleServer(b, relay.DefaultLimits().MaxClients, opts...).URL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dial := func(id string, copts ...relay.ClientOption) *relay.Client {
-		c, err := relay.Dial(ctx, url, append(copts, relay.WithClientID(id), relay.WithClientInfo(relay.ClientInfo{Name: "bench", Version: "1"}))...)
+	dial := func(id string, copts ...rpc.ClientOption) *rpc.Client {
+		c, err := rpc.Dial(ctx, url, append(copts, rpc.WithClientID(id), rpc.WithClientInfo(rpc.ClientInfo{Name: "bench", Version: "1"}))...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -196,14 +197,14 @@ func busRoundTrip(b *testing.B, opts ...relay.Option) roundTrip {
 	patterns := []string{"bench:rt", "bench:*", "bench:r*", "bench:*t", "bench:?t", "bench:r?", "b*:rt", "bench*", "*:rt", "*rt"}
 	processed := map[string]any{"processed": true}
 	for i, pattern := range patterns[:benchSubscribers] {
-		c := dial("sub-"+strconv.Itoa(i), relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+		c := dial("sub-"+strconv.Itoa(i), rpc.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
 			return processed, nil
 		}))
 		if err := c.Call(ctx, "subscribe", map[string]any{"topic": pattern, "policy": "continueAll"}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
-	senders := make([]*relay.Client, benchSenders)
+	senders := make([]*rpc.Client, benchSenders)
 	for i := range senders {
 		senders[i] = dial("sender-" + strconv.Itoa(i))
 	}

@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 	"github.com/meshagent/meshagent/store"
 )
 
 // Method names of the seed 001 bus.
 const (
-	MethodInitialize     = "initialize"
 	MethodSubscribe      = "subscribe"
 	MethodUnsubscribe    = "unsubscribe"
 	MethodSendMessage    = "sendMessage"
@@ -50,8 +50,6 @@ func (p Policy) valid() bool {
 
 // BusConfig configures the bus a Server serves.
 type BusConfig struct {
-	// ServerID is initialize's serverId. Default: the mesh agent id.
-	ServerID string
 	// DefaultPolicy applies to subscriptions that name none.
 	DefaultPolicy Policy
 	// MaxAttempts is how many deliveries are tried before a message goes
@@ -103,32 +101,6 @@ func (b BusConfig) validate() error {
 	return nil
 }
 
-// InitializeParams are initialize's params (seed 001).
-type InitializeParams struct {
-	ClientID   string     `json:"clientId"`
-	ClientInfo ClientInfo `json:"clientInfo"`
-}
-
-// ClientInfo names a bus client's software.
-type ClientInfo struct {
-	Name    string `json:"name"`
-	Version string `json:"version,omitempty"`
-}
-
-// InitializeResult is initialize's result (seed 001).
-type InitializeResult struct {
-	ServerID     string          `json:"serverId"`
-	ServerInfo   ClientInfo      `json:"serverInfo"`
-	Capabilities BusCapabilities `json:"capabilities"`
-}
-
-// BusCapabilities are what initialize announces.
-type BusCapabilities struct {
-	Subscribe bool     `json:"subscribe"`
-	Publish   bool     `json:"publish"`
-	Topics    []string `json:"topics"`
-}
-
 // SuccessResult is subscribe's and unsubscribe's result.
 type SuccessResult struct {
 	Success bool `json:"success"`
@@ -173,9 +145,9 @@ type ProcessResult struct {
 
 // busClient is a connection's bus state.
 type busClient struct {
-	mu          sync.Mutex
-	initialized bool
-	id          string
+	id string // the clientId it initialized with (rpc.Conn.ClientID)
+
+	mu sync.Mutex
 	// legacy is set once the client answered processMessage with
 	// method-not-found: it gets deliveries as sendMessage, as the base
 	// protocol of seed 001 does.
@@ -187,7 +159,7 @@ type busClientKey struct{}
 // subscription is one entry of the bus's ordered subscription list.
 type subscription struct {
 	seq         uint64
-	conn        *Conn
+	conn        *rpc.Conn
 	client      *busClient
 	pattern     string
 	policy      Policy
@@ -197,7 +169,9 @@ type subscription struct {
 
 // bus is the seed 001 message bus of a Server.
 type bus struct {
-	s     *Server
+	srv   *rpc.Server
+	mesh  rpc.Mesh
+	now   func() time.Time
 	cfg   BusConfig
 	store *store.Store // nil: no retries, no history, no dead letters
 	log   *slog.Logger
@@ -218,7 +192,10 @@ type bus struct {
 	historyQ chan store.Message
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+
+	lmu    sync.Mutex // guards closed, and wg.Add against close's wg.Wait
+	closed bool
+	wg     sync.WaitGroup
 }
 
 type meshSub struct {
@@ -226,20 +203,11 @@ type meshSub struct {
 	cancel func()
 }
 
-func newBus(s *Server, cfg BusConfig, st *store.Store) *bus {
+func newBus(srv *rpc.Server, mesh rpc.Mesh, cfg BusConfig, st *store.Store, log *slog.Logger) *bus {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &bus{s: s, cfg: cfg, store: st, log: s.log.With("component", "bus"), meshSubs: map[string]*meshSub{},
+	b := &bus{srv: srv, mesh: mesh, now: srv.Now, cfg: cfg, store: st, log: log.With("component", "bus"), meshSubs: map[string]*meshSub{},
 		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
-	if b.cfg.ServerID == "" {
-		b.cfg.ServerID = s.mesh.AgentID()
-	}
-	s.Handle(MethodInitialize, b.initialize)
-	s.Handle(MethodSubscribe, b.subscribe)
-	s.Handle(MethodUnsubscribe, b.unsubscribe)
-	s.Handle(MethodSendMessage, b.sendMessage)
-	s.Handle(MethodBusHistory, b.history)
-	s.Handle(MethodBusDeadLetters, b.deadLetters)
-	s.Handle(MethodBusReplay, b.replay)
+	b.register()
 	if st != nil {
 		b.historyQ = make(chan store.Message, historyQueue)
 		b.wg.Go(b.retryLoop)
@@ -251,6 +219,9 @@ func newBus(s *Server, cfg BusConfig, st *store.Store) *bus {
 }
 
 func (b *bus) close() {
+	b.lmu.Lock()
+	b.closed = true
+	b.lmu.Unlock()
 	b.cancel()
 	b.wg.Wait()
 	b.mu.Lock()
@@ -263,85 +234,35 @@ func (b *bus) close() {
 }
 
 // clientOf returns a connection's bus state, creating it on first use.
-func clientOf(c *Conn) *busClient {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.values[busClientKey{}].(*busClient); ok {
-		return v
-	}
-	bc := &busClient{}
-	if c.values == nil {
-		c.values = make(map[any]any)
-	}
-	c.values[busClientKey{}] = bc
-	return bc
+func clientOf(c *rpc.Conn) *busClient {
+	return c.LoadOrStoreValue(busClientKey{}, &busClient{id: c.ClientID()}).(*busClient)
 }
 
-// initialized returns the client's id, or -32006 before initialize.
-func initializedClient(c *Conn) (*busClient, string, error) {
-	bc := clientOf(c)
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	if !bc.initialized {
-		return nil, "", Errorf(CodeNotInitialized, "not initialized: send initialize first (seed 001)")
+// initializedClient returns the client's state and id, or -32006 before
+// initialize (which the server enforces already).
+func initializedClient(c *rpc.Conn) (*busClient, string, error) {
+	if c.ClientID() == "" {
+		return nil, "", rpc.Errorf(rpc.CodeNotInitialized, "not initialized: send initialize first (seed 001)")
 	}
+	bc := clientOf(c)
 	return bc, bc.id, nil
 }
 
 var (
-	initializeFields  = map[string]bool{"clientId": true, "clientInfo": true}
 	busSubFields      = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
 	sendMessageFields = map[string]bool{"topic": true, "payload": true}
 )
-
-const maxClientID = 256
-
-func (b *bus) initialize(_ context.Context, r *Request) (any, error) {
-	bc := clientOf(r.Conn)
-	var p InitializeParams
-	var w map[string]json.RawMessage
-	if len(r.Params) == 0 || r.Params[0] != '{' || json.Unmarshal(r.Params, &w) != nil {
-		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)
-	}
-	for k := range w {
-		if !initializeFields[k] {
-			return nil, Errorf(CodeInvalidClientInfo, "invalid client info: unknown field %q", k)
-		}
-	}
-	if json.Unmarshal(w["clientId"], &p.ClientID) != nil || p.ClientID == "" || len(p.ClientID) > maxClientID || strings.ContainsRune(p.ClientID, 0) {
-		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
-	}
-	if ci := w["clientInfo"]; len(ci) > 0 {
-		if ci[0] != '{' || decodeStrict(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
-			return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
-		}
-	}
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	if bc.initialized {
-		return nil, Errorf(CodeAlreadyInitialized, "already initialized as %q", bc.id)
-	}
-	if err := b.s.claimClientID(r.Conn, p.ClientID); err != nil {
-		return nil, err
-	}
-	bc.initialized, bc.id = true, p.ClientID
-	return InitializeResult{
-		ServerID:     b.cfg.ServerID,
-		ServerInfo:   ClientInfo{Name: "meshagent-bus", Version: protocol.HelloVersion},
-		Capabilities: BusCapabilities{Subscribe: true, Publish: true, Topics: []string{"inbound:*", "outbound:*", "agent:*"}},
-	}, nil
-}
 
 // busParams decodes a bus method's object params. A missing or malformed
 // params object is -32600, as seed 001 lists for subscribe.
 func busParams(method string, raw json.RawMessage, fields map[string]bool) (map[string]json.RawMessage, error) {
 	var w map[string]json.RawMessage
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
-		return nil, Errorf(CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
+		return nil, rpc.Errorf(rpc.CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
 	}
 	for k := range w {
 		if !fields[k] {
-			return nil, Errorf(CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
+			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
 		}
 	}
 	return w, nil
@@ -352,17 +273,20 @@ func topicParam(method string, w map[string]json.RawMessage) (string, error) {
 	raw, ok := w["topic"]
 	var topic string
 	if !ok || json.Unmarshal(raw, &topic) != nil || topic == "" {
-		return "", Errorf(CodeInvalidRequest, `invalid params: %s needs "topic", a non-empty string`, method)
+		return "", rpc.Errorf(rpc.CodeInvalidRequest, `invalid params: %s needs "topic", a non-empty string`, method)
 	}
-	if len(topic) > maxTopicLen || strings.ContainsRune(topic, 0) {
-		return "", Errorf(CodeInvalidParams, "invalid params: topic longer than %d bytes or with a NUL", maxTopicLen)
+	if len(topic) > rpc.MaxTopicLen || strings.ContainsRune(topic, 0) {
+		return "", rpc.Errorf(rpc.CodeInvalidParams, "invalid params: topic longer than %d bytes or with a NUL", rpc.MaxTopicLen)
 	}
 	return topic, nil
 }
 
-func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
+func (b *bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
 	bc, id, err := initializedClient(r.Conn)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.publicTopic(r); err != nil {
 		return nil, err
 	}
 	w, err := busParams(MethodSubscribe, r.Params, busSubFields)
@@ -374,23 +298,23 @@ func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	if !protocol.ValidPattern(pattern) {
-		return nil, Errorf(CodeInvalidParams, "invalid params: pattern %q is malformed", pattern)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: pattern %q is malformed", pattern)
 	}
 	policy := b.cfg.DefaultPolicy
 	if raw, ok := w["policy"]; ok && !isNull(raw) {
 		if json.Unmarshal(raw, &policy) != nil || !policy.valid() {
-			return nil, Errorf(CodeInvalidParams, "invalid params: policy must be %s, %s or %s", PolicyStopOnProcessed, PolicyStopOnStop, PolicyContinueAll)
+			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: policy must be %s, %s or %s", PolicyStopOnProcessed, PolicyStopOnStop, PolicyContinueAll)
 		}
 	}
 	var dflt bool
 	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
-		return nil, Errorf(CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
 	}
 	b.mu.Lock()
 	for _, s := range b.subs {
 		if s.conn == r.Conn && s.pattern == pattern && s.defaultOnly == dflt {
 			b.mu.Unlock()
-			return nil, Errorf(CodeAlreadySubscribed, "already subscribed to %q", pattern)
+			return nil, rpc.Errorf(rpc.CodeAlreadySubscribed, "already subscribed to %q", pattern)
 		}
 	}
 	b.seq++
@@ -406,7 +330,7 @@ func (b *bus) subscribe(_ context.Context, r *Request) (any, error) {
 	return SuccessResult{Success: true}, nil
 }
 
-func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
+func (b *bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if _, _, err := initializedClient(r.Conn); err != nil {
 		return nil, err
 	}
@@ -420,7 +344,7 @@ func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
 	}
 	var dflt bool
 	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
-		return nil, Errorf(CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
 	}
 	b.mu.Lock()
 	var found *subscription
@@ -432,7 +356,7 @@ func (b *bus) unsubscribe(_ context.Context, r *Request) (any, error) {
 	}
 	b.mu.Unlock()
 	if found == nil {
-		return nil, Errorf(CodeSubscriptionNotFound, "subscription not found: %q", pattern)
+		return nil, rpc.Errorf(rpc.CodeSubscriptionNotFound, "subscription not found: %q", pattern)
 	}
 	b.removeSub(found)
 	return SuccessResult{Success: true}, nil
@@ -459,7 +383,7 @@ func (b *bus) removeSub(sub *subscription) {
 // addMeshSub subscribes the pattern on the mesh (once per pattern) so that
 // messages published elsewhere reach local subscribers.
 func (b *bus) addMeshSub(pattern string) {
-	pub, ok := b.s.mesh.(Publisher)
+	pub, ok := b.mesh.(rpc.Publisher)
 	if !ok {
 		return
 	}
@@ -571,9 +495,12 @@ func conversationOf(payload json.RawMessage) string {
 	return ""
 }
 
-func (b *bus) sendMessage(ctx context.Context, r *Request) (any, error) {
+func (b *bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	_, clientID, err := initializedClient(r.Conn)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.publicTopic(r); err != nil {
 		return nil, err
 	}
 	w, err := busParams(MethodSendMessage, r.Params, sendMessageFields)
@@ -585,13 +512,13 @@ func (b *bus) sendMessage(ctx context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	if !protocol.ValidPattern(topic) || strings.ContainsAny(topic, "*?[") {
-		return nil, Errorf(CodeInvalidParams, "invalid params: send to a topic, not a pattern: %q", topic)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: send to a topic, not a pattern: %q", topic)
 	}
 	payload := w["payload"]
 	if len(payload) == 0 || payload[0] != '{' {
-		return nil, Errorf(CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
 	}
-	msg := store.Message{ID: newMessageID(), Topic: topic, From: clientID, Payload: payload, Time: b.s.now().UTC(), ConversationID: conversationOf(payload)}
+	msg := store.Message{ID: newMessageID(), Topic: topic, From: clientID, Payload: payload, Time: b.now().UTC(), ConversationID: conversationOf(payload)}
 	res, err := b.dispatch(ctx, msg, true)
 	if err != nil {
 		return nil, err
@@ -741,7 +668,7 @@ func (b *bus) retryFor(msg store.Message, clientID string, pr ProcessResult, err
 	if err == nil && pr.RetrySeconds > 0 {
 		wait = min(time.Duration(pr.RetrySeconds)*time.Second, b.cfg.MaxBackoff)
 	}
-	rm.NextAttempt = b.s.now().Add(wait)
+	rm.NextAttempt = b.now().Add(wait)
 	if err != nil {
 		rm.LastError = err.Error()
 	} else {
@@ -814,8 +741,8 @@ func (b *bus) deliver(ctx context.Context, s *subscription, msg store.Message) (
 	}
 	var pr ProcessResult
 	err := s.conn.Call(ctx, method, params, &pr)
-	var re *RPCError
-	if !legacy && errors.As(err, &re) && re.Code == CodeMethodNotFound {
+	var re *rpc.Error
+	if !legacy && errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
 		s.client.mu.Lock()
 		s.client.legacy = true
 		s.client.mu.Unlock()
@@ -839,7 +766,7 @@ func (b *bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 		return Ack{}, false
 	}
 	pid, err := sign.ParseAgentID(id)
-	if err != nil || pid.String() == b.s.mesh.AgentID() {
+	if err != nil || pid.String() == b.mesh.AgentID() {
 		return Ack{}, false
 	}
 	var p struct {
@@ -853,7 +780,7 @@ func (b *bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
-	resp, err := b.s.mesh.Call(ctx, protocol.CallRequest{To: pid.String(), Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
+	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: pid.String(), Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
 	if err != nil {
 		pe := protocol.AsError(err)
 		ack.Message = string(pe.Code) + ": " + pe.Message
@@ -876,7 +803,7 @@ func compactResult(raw json.RawMessage) string {
 // when the message reached topic peers within MeshWait (nothing when there
 // were none, or the mesh has no topics).
 func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) chan Ack {
-	pub, ok := b.s.mesh.(Publisher)
+	pub, ok := b.mesh.(rpc.Publisher)
 	if !ok || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
 		return nil
 	}
@@ -887,9 +814,9 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 	// The copy comes back through this bus's own mesh subscriptions,
 	// if any match: its id tells fromMesh it was delivered here already.
 	publish := pub.Publish
-	if ip, ok := pub.(IDPublisher); ok {
+	if ip, ok := pub.(rpc.IDPublisher); ok {
 		id := protocol.NewID()
-		b.seen.add(meshKey(b.s.mesh.AgentID(), id))
+		b.seen.add(meshKey(b.mesh.AgentID(), id))
 		publish = func(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
 			return ip.PublishID(ctx, id, topic, payload, filter)
 		}
@@ -917,8 +844,8 @@ func (b *bus) toMesh(ctx context.Context, msg store.Message, background bool) ch
 // pattern that matches it and is dispatched once; the bus's own messages
 // were delivered locally already and are recognised by their id.
 func (b *bus) fromMesh(m protocol.TopicMessage) {
-	if _, ok := b.s.mesh.(IDPublisher); !ok && m.From == b.s.mesh.AgentID() {
-		return // perhaps the bus's own: see IDPublisher
+	if _, ok := b.mesh.(rpc.IDPublisher); !ok && m.From == b.mesh.AgentID() {
+		return // perhaps the bus's own: see rpc.IDPublisher
 	}
 	if !b.seen.add(meshKey(m.From, m.ID)) {
 		return
@@ -926,12 +853,12 @@ func (b *bus) fromMesh(m protocol.TopicMessage) {
 	msg := store.Message{ID: newMessageID(), Topic: m.Topic, From: m.From, Payload: m.Payload, Time: m.Time, ConversationID: conversationOf(m.Payload)}
 	// Deliveries can wait on slow subscribers: never on the mesh's
 	// goroutine.
-	b.s.mu.Lock()
-	closed := b.s.closed
+	b.lmu.Lock()
+	closed := b.closed
 	if !closed {
 		b.wg.Add(1)
 	}
-	b.s.mu.Unlock()
+	b.lmu.Unlock()
 	if closed {
 		return
 	}
@@ -956,7 +883,7 @@ func (b *bus) wakeClient(id string) {
 	if b.store == nil {
 		return
 	}
-	n, err := b.store.Wake(b.ctx, id, b.s.now())
+	n, err := b.store.Wake(b.ctx, id, b.now())
 	if err != nil {
 		if b.ctx.Err() == nil {
 			b.log.Warn("outbox not woken", "client", id, "err", err)
@@ -991,7 +918,7 @@ func (b *bus) retryLoop() {
 		case <-t.C:
 		case <-b.kick:
 		}
-		due, err := b.store.Due(b.ctx, b.s.now(), retryBatch)
+		due, err := b.store.Due(b.ctx, b.now(), retryBatch)
 		if err != nil && b.ctx.Err() == nil {
 			b.log.Warn("outbox unreadable", "err", err)
 		}
@@ -1007,7 +934,7 @@ func (b *bus) retryLoop() {
 				b.log.Warn("outbox unreadable", "err", err)
 			}
 		case ok:
-			sleep = min(max(next.Sub(b.s.now()), 0), maxRetrySleep)
+			sleep = min(max(next.Sub(b.now()), 0), maxRetrySleep)
 		}
 		if !t.Stop() {
 			select {
@@ -1022,7 +949,7 @@ func (b *bus) retryLoop() {
 // retry makes one more attempt at an outbox message.
 func (b *bus) retry(m store.Message) {
 	ctx := b.ctx
-	now := b.s.now()
+	now := b.now()
 	if !m.Expires.IsZero() && !now.Before(m.Expires) {
 		b.deadLetter(m, fmt.Sprintf("TTL expired: not delivered within %s (subscriber %s away; sent %s)",
 			b.cfg.MessageTTL, orAny(m.To), m.Time.UTC().Format(time.RFC3339)), m.LastError)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -70,7 +71,7 @@ type delivery struct {
 // peer is a bus client that records what it is given and answers with
 // answer (default: processed).
 type peer struct {
-	*relay.Client
+	*rpc.Client
 	id     string
 	mu     sync.Mutex
 	got    []delivery
@@ -81,11 +82,11 @@ type peer struct {
 func newPeer(t *testing.T, url, id string, answer func(delivery) (any, error)) *peer {
 	t.Helper()
 	p := &peer{id: id, answer: answer, notify: make(chan struct{}, 1)}
-	init := relay.WithoutInitialize()
+	init := rpc.WithoutInitialize()
 	if id != "" {
-		init = relay.WithClientID(id)
+		init = rpc.WithClientID(id)
 	}
-	p.Client = dialClient(t, url, init, relay.WithClientInfo(relay.ClientInfo{Name: "test", Version: "1"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	p.Client = dialClient(t, url, init, rpc.WithClientInfo(rpc.ClientInfo{Name: "test", Version: "1"}), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var pp struct {
 			Topic   string `json:"topic"`
 			Payload struct {
@@ -137,7 +138,7 @@ func (p *peer) send(t *testing.T, topic, text string) relay.SendResult {
 }
 
 func rpcCode(err error) int {
-	var re *relay.RPCError
+	var re *rpc.Error
 	if errors.As(err, &re) {
 		return re.Code
 	}
@@ -157,7 +158,7 @@ func TestBusInitialize(t *testing.T) {
 	c := newPeer(t, url, "", nil)
 	for _, m := range []string{"subscribe", "unsubscribe", "sendMessage"} {
 		err := c.Call(ctxT(t), m, map[string]any{"topic": "x"}, nil)
-		if rpcCode(err) != relay.CodeNotInitialized {
+		if rpcCode(err) != rpc.CodeNotInitialized {
 			t.Errorf("%s before initialize: %v, want -32006", m, err)
 		}
 	}
@@ -173,18 +174,18 @@ func TestBusInitialize(t *testing.T) {
 		{"clientInfo not an object", map[string]any{"clientId": "a", "clientInfo": "bub"}},
 		{"unknown field", map[string]any{"clientId": "a", "extra": 1}},
 	} {
-		if err := c.Call(ctxT(t), "initialize", tc.params, nil); rpcCode(err) != relay.CodeInvalidClientInfo {
+		if err := c.Call(ctxT(t), "initialize", tc.params, nil); rpcCode(err) != rpc.CodeInvalidClientInfo {
 			t.Errorf("%s: %v, want -32002", tc.name, err)
 		}
 	}
-	var res relay.InitializeResult
+	var res rpc.InitializeResult
 	if err := c.Call(ctxT(t), "initialize", map[string]any{"clientId": "agent-1", "clientInfo": map[string]string{"name": "bub", "version": "0.2.0"}}, &res); err != nil {
 		t.Fatal(err)
 	}
 	if res.ServerID != selfID || !res.Capabilities.Subscribe || !res.Capabilities.Publish || res.ServerInfo.Name == "" {
 		t.Errorf("initialize result %+v", res)
 	}
-	if err := c.Call(ctxT(t), "initialize", map[string]any{"clientId": "agent-1"}, nil); rpcCode(err) != relay.CodeAlreadyInitialized {
+	if err := c.Call(ctxT(t), "initialize", map[string]any{"clientId": "agent-1"}, nil); rpcCode(err) != rpc.CodeAlreadyInitialized {
 		t.Errorf("second initialize: %v, want -32001", err)
 	}
 }
@@ -197,29 +198,29 @@ func TestBusSubscribeErrors(t *testing.T) {
 		params any
 		code   int
 	}{
-		{"subscribe", map[string]any{}, relay.CodeInvalidRequest},
-		{"subscribe", nil, relay.CodeInvalidRequest},
-		{"subscribe", map[string]any{"topic": 3}, relay.CodeInvalidRequest},
-		{"subscribe", map[string]any{"topic": "a:*", "policy": "whenever"}, relay.CodeInvalidParams},
-		{"subscribe", map[string]any{"topic": "a:[", "policy": "continueAll"}, relay.CodeInvalidParams},
-		{"unsubscribe", map[string]any{"topic": "never:*"}, relay.CodeSubscriptionNotFound},
-		{"sendMessage", map[string]any{"topic": "a:1"}, relay.CodeInvalidParams},
-		{"sendMessage", map[string]any{"topic": "a:1", "payload": []int{1}}, relay.CodeInvalidParams},
-		{"sendMessage", map[string]any{"topic": "a:*", "payload": map[string]any{}}, relay.CodeInvalidParams},
-		{"sendMessage", map[string]any{"payload": map[string]any{}}, relay.CodeInvalidRequest},
+		{"subscribe", map[string]any{}, rpc.CodeInvalidRequest},
+		{"subscribe", nil, rpc.CodeInvalidRequest},
+		{"subscribe", map[string]any{"topic": 3}, rpc.CodeInvalidRequest},
+		{"subscribe", map[string]any{"topic": "a:*", "policy": "whenever"}, rpc.CodeInvalidParams},
+		{"subscribe", map[string]any{"topic": "a:[", "policy": "continueAll"}, rpc.CodeInvalidParams},
+		{"unsubscribe", map[string]any{"topic": "never:*"}, rpc.CodeSubscriptionNotFound},
+		{"sendMessage", map[string]any{"topic": "a:1"}, rpc.CodeInvalidParams},
+		{"sendMessage", map[string]any{"topic": "a:1", "payload": []int{1}}, rpc.CodeInvalidParams},
+		{"sendMessage", map[string]any{"topic": "a:*", "payload": map[string]any{}}, rpc.CodeInvalidParams},
+		{"sendMessage", map[string]any{"payload": map[string]any{}}, rpc.CodeInvalidRequest},
 	} {
 		if err := c.Call(ctxT(t), tc.method, tc.params, nil); rpcCode(err) != tc.code {
 			t.Errorf("%s %v: %v, want %d", tc.method, tc.params, err, tc.code)
 		}
 	}
 	c.subscribe(t, map[string]any{"topic": "inbound:*"})
-	if err := c.Call(ctxT(t), "subscribe", map[string]any{"topic": "inbound:*"}, nil); rpcCode(err) != relay.CodeAlreadySubscribed {
+	if err := c.Call(ctxT(t), "subscribe", map[string]any{"topic": "inbound:*"}, nil); rpcCode(err) != rpc.CodeAlreadySubscribed {
 		t.Errorf("second subscribe: %v, want -32003", err)
 	}
 	if err := c.Call(ctxT(t), "unsubscribe", map[string]any{"topic": "inbound:*"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Call(ctxT(t), "unsubscribe", map[string]any{"topic": "inbound:*"}, nil); rpcCode(err) != relay.CodeSubscriptionNotFound {
+	if err := c.Call(ctxT(t), "unsubscribe", map[string]any{"topic": "inbound:*"}, nil); rpcCode(err) != rpc.CodeSubscriptionNotFound {
 		t.Errorf("unsubscribe twice: %v, want -32004", err)
 	}
 }
@@ -354,7 +355,7 @@ func TestBusRetryThenDeadLetter(t *testing.T) {
 		p, _ := st.Pending(ctxT(t), 10)
 		return len(p) == 0
 	})
-	if err := sender.Call(ctxT(t), "bus.replay", map[string]any{"id": dls[0].ID}, nil); rpcCode(err) != relay.CodeInvalidParams {
+	if err := sender.Call(ctxT(t), "bus.replay", map[string]any{"id": dls[0].ID}, nil); rpcCode(err) != rpc.CodeInvalidParams {
 		t.Errorf("second replay: %v, want -32602 (not found)", err)
 	}
 	// History is written in the background.
@@ -401,7 +402,7 @@ func TestBusBaseProtocolClient(t *testing.T) {
 	_, url := busServer(t, newFakeMesh(), nil)
 	old := newPeer(t, url, "old", func(d delivery) (any, error) {
 		if d.method == "processMessage" {
-			return nil, relay.Errorf(relay.CodeMethodNotFound, "method not found")
+			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found")
 		}
 		return map[string]any{"success": true, "stopPropagation": false}, nil
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -53,7 +54,7 @@ func flowServer(t *testing.T, l relay.Limits) string {
 	// The default DeliveryTimeout (30 s), which covers the wait for a
 	// slot: on a loaded 2-core machine with the race detector, 512 round
 	// trips can take longer than fastBus's 2 s.
-	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(t)), relay.WithStore(st), relay.WithLimits(l))
+	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(t)), relay.WithStore(st), relay.WithRPC(rpc.WithLimits(l)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestReadingSubscriberKeptUnderFlood(t *testing.T) {
 		t.Fatal("the reading subscriber was disconnected")
 	default:
 	}
-	if err := sub.Call(ctxT(t), relay.MethodPing, nil, nil); err != nil {
+	if err := sub.Call(ctxT(t), rpc.MethodPing, nil, nil); err != nil {
 		t.Fatalf("reading subscriber after the flood: %v", err)
 	}
 	if n := got.Load(); n != int64(len(results)) {

@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/meshagent/meshagent/internal/wait"
-	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,8 +15,11 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/meshagent/meshagent/internal/testlog"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -126,43 +125,11 @@ func (f *fakeMesh) Call(ctx context.Context, req protocol.CallRequest) (*protoco
 	}
 }
 
-// testLogger discards logs unless MESHAGENT_TEST_LOG names a level
-// (debug, info, warn, error); then it writes to the test's output until
-// the test ends.
-func testLogger(t testing.TB) *slog.Logger {
-	level := os.Getenv("MESHAGENT_TEST_LOG")
-	if level == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		t.Fatalf("MESHAGENT_TEST_LOG: %v", err)
-	}
-	w := &testWriter{w: t.Output()}
-	t.Cleanup(w.stop) // registered first, so it runs after every other cleanup
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
-}
+// testLogger is the shared test logger (internal/testlog).
+func testLogger(t testing.TB) *slog.Logger { return testlog.New(t) }
 
-type testWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done {
-		return len(p), nil
-	}
-	return w.w.Write(p)
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+// testClock is the test servers' clock: ping's timestamp is fixed.
+func testClock() time.Time { return time.Date(2025, 2, 14, 12, 0, 0, 0, time.UTC) }
 
 // testServer is a relay server with a fake mesh behind an httptest server.
 type testServer struct {
@@ -181,11 +148,10 @@ func newTestServer(t *testing.T, opts ...relay.Option) *testServer {
 // topicMesh does).
 func serveMesh(t *testing.T, m relay.Mesh, mesh *fakeMesh, opts ...relay.Option) *testServer {
 	t.Helper()
-	srv, err := relay.New(m, append([]relay.Option{relay.WithLogger(testLogger(t))}, opts...)...)
+	srv, err := relay.New(m, append([]relay.Option{relay.WithLogger(testLogger(t)), relay.WithRPC(rpc.WithClock(testClock))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay.SetClock(srv, func() time.Time { return time.Date(2025, 2, 14, 12, 0, 0, 0, time.UTC) })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		// Close ends blocked calls through their contexts.
@@ -244,11 +210,11 @@ func initRaw(t *testing.T, ws *websocket.Conn, id string) {
 	}
 }
 
-func dialClient(t *testing.T, url string, opts ...relay.ClientOption) *relay.Client {
+func dialClient(t *testing.T, url string, opts ...rpc.ClientOption) *rpc.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, err := relay.Dial(ctx, url, opts...)
+	c, err := rpc.Dial(ctx, url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

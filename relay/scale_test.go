@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // The bus at scale: TestThousandClients (part of every run) has 1,000
@@ -97,7 +98,7 @@ func scaleServer(tb testing.TB, max int, opts ...relay.Option) *relay.Server {
 	tb.Helper()
 	lim := relay.DefaultLimits()
 	lim.MaxClients = max
-	srv, err := relay.New(newFakeMesh(), append([]relay.Option{relay.WithLogger(testLogger(tb)), relay.WithLimits(lim)}, opts...)...)
+	srv, err := relay.New(newFakeMesh(), append([]relay.Option{relay.WithLogger(testLogger(tb)), relay.WithRPC(rpc.WithLimits(lim))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -113,8 +114,8 @@ func scaleServer(tb testing.TB, max int, opts ...relay.Option) *relay.Server {
 }
 
 // busJoin initializes c as clientID and subscribes it to topic.
-func busJoin(ctx context.Context, c *relay.Client, clientID, topic string) error {
-	if err := c.Call(ctx, relay.MethodInitialize, relay.InitializeParams{ClientID: clientID, ClientInfo: relay.ClientInfo{Name: "scale", Version: "1"}}, nil); err != nil {
+func busJoin(ctx context.Context, c *rpc.Client, clientID, topic string) error {
+	if err := c.Call(ctx, rpc.MethodInitialize, rpc.InitializeParams{ClientID: clientID, ClientInfo: rpc.ClientInfo{Name: "scale", Version: "1"}}, nil); err != nil {
 		return fmt.Errorf("initialize %s: %w", clientID, err)
 	}
 	var ok relay.SuccessResult
@@ -129,7 +130,7 @@ func busJoin(ctx context.Context, c *relay.Client, clientID, topic string) error
 
 // closeAll closes clients in parallel (each Close waits for the closing
 // handshake).
-func closeAll(clients []*relay.Client) {
+func closeAll(clients []*rpc.Client) {
 	_ = forEach(len(clients), dialParallel, func(i int) error {
 		if clients[i] != nil {
 			_ = clients[i].Close()
@@ -159,15 +160,15 @@ func TestThousandClients(t *testing.T) {
 		got []relay.ProcessParams
 	}
 	recv := make([]*received, n)
-	clients := make([]*relay.Client, n)
+	clients := make([]*rpc.Client, n)
 	defer closeAll(clients) // before the server's Close (a cleanup)
 	start := time.Now()
 	err := forEach(n, dialParallel, func(i int) error {
 		r := &received{}
 		recv[i] = r
-		c, err := relay.Dial(ctx, srv.URL(), relay.WithoutInitialize(), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+		c, err := rpc.Dial(ctx, srv.URL(), rpc.WithoutInitialize(), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 			if method != relay.MethodProcessMessage {
-				return nil, relay.Errorf(relay.CodeMethodNotFound, "method not found: %s", method)
+				return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found: %s", method)
 			}
 			var p relay.ProcessParams
 			if err := json.Unmarshal(params, &p); err != nil {
@@ -409,7 +410,7 @@ func measureIdle(b *testing.B, n int, profile bool) idleFigures {
 func newIdleServer(b *testing.B, n int) *relay.Server {
 	lim := relay.DefaultLimits()
 	lim.MaxClients = n
-	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(b)), relay.WithLimits(lim))
+	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(b)), relay.WithRPC(rpc.WithLimits(lim)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -450,10 +451,10 @@ func TestIdleClientsChild(t *testing.T) {
 	raiseFDLimit(t, uint64(n)+256)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	clients := make([]*relay.Client, n)
+	clients := make([]*rpc.Client, n)
 	defer closeAll(clients)
 	err = forEach(n, dialParallel, func(i int) error {
-		c, err := relay.Dial(ctx, url, relay.WithoutInitialize())
+		c, err := rpc.Dial(ctx, url, rpc.WithoutInitialize())
 		if err != nil {
 			return fmt.Errorf("dial client %d: %w", i, err)
 		}

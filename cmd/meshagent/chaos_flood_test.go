@@ -24,6 +24,7 @@ import (
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 const (
@@ -165,9 +166,9 @@ func TestChaosLibp2pFlood(t *testing.T) {
 // initializes and has a message delivered within 2 s.
 func TestChaosWebSocketFlood(t *testing.T) {
 	mesh := meshtest.Node(t, 1100)
-	limits := relay.DefaultLimits()
+	limits := rpc.DefaultLimits()
 	limits.MaxClients = wsMaxClients
-	srv, err := relay.New(mesh, relay.WithLimits(limits), relay.WithLogger(testlog.New(t)))
+	srv, err := relay.New(mesh, relay.WithRPC(rpc.WithLimits(limits)), relay.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestChaosWebSocketFlood(t *testing.T) {
 	}
 
 	served, total, slowest, first := probes(ctx, func(pctx context.Context, i int) error {
-		cl, err := relay.Dial(pctx, url, relay.WithoutInitialize())
+		cl, err := rpc.Dial(pctx, url, rpc.WithoutInitialize())
 		if err != nil {
 			return err
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
 
@@ -366,7 +367,7 @@ func TestChaosMalformed(t *testing.T) {
 	})
 
 	t.Run("local API", func(t *testing.T) {
-		api, err := relay.Dial(ctx, tg.proc.started.API)
+		api, err := rpc.Dial(ctx, tg.proc.started.API)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,7 +455,7 @@ func dialRaw(t *testing.T, ctx context.Context, url string) *rawWS {
 	t.Helper()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(dctx, relay.NormalizeURL(url), nil)
+	c, _, err := websocket.Dial(dctx, rpc.NormalizeURL(url), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,14 +526,14 @@ type rpcCase struct {
 // commonRPCCases are refused alike by the bus and the local API.
 func commonRPCCases() []rpcCase {
 	return []rpcCase{
-		{"not JSON", func(i int) string { return fmt.Sprintf("hello %d", i) }, relay.CodeParseError},
-		{"truncated", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sendMe`, i) }, relay.CodeParseError},
-		{"invalid UTF-8", func(i int) string { return "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}" }, relay.CodeParseError},
-		{"method not a string", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":5}`, i) }, relay.CodeInvalidRequest},
-		{"wrong jsonrpc", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"1.0","id":%d,"method":"ping"}`, i) }, relay.CodeInvalidRequest},
-		{"id an object", func(i int) string { return `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}` }, relay.CodeInvalidRequest},
-		{"empty batch", func(i int) string { return `[]` }, relay.CodeInvalidRequest},
-		{"unknown method", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"nope.%d"}`, i, i) }, relay.CodeMethodNotFound},
+		{"not JSON", func(i int) string { return fmt.Sprintf("hello %d", i) }, rpc.CodeParseError},
+		{"truncated", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sendMe`, i) }, rpc.CodeParseError},
+		{"invalid UTF-8", func(i int) string { return "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}" }, rpc.CodeParseError},
+		{"method not a string", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":5}`, i) }, rpc.CodeInvalidRequest},
+		{"wrong jsonrpc", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"1.0","id":%d,"method":"ping"}`, i) }, rpc.CodeInvalidRequest},
+		{"id an object", func(i int) string { return `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}` }, rpc.CodeInvalidRequest},
+		{"empty batch", func(i int) string { return `[]` }, rpc.CodeInvalidRequest},
+		{"unknown method", func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"nope.%d"}`, i, i) }, rpc.CodeMethodNotFound},
 	}
 }
 
@@ -542,41 +543,41 @@ func commonRPCCases() []rpcCase {
 var busRPCCases = []rpcCase{
 	{"topic a number", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":{"topic":5}}`, i)
-	}, relay.CodeInvalidRequest},
+	}, rpc.CodeInvalidRequest},
 	{"params an array", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscribe","params":[1,2]}`, i)
-	}, relay.CodeInvalidRequest},
+	}, rpc.CodeInvalidRequest},
 	{"payload a string", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sendMessage","params":{"topic":"t:1","payload":"x"}}`, i)
-	}, relay.CodeInvalidParams},
+	}, rpc.CodeInvalidParams},
 	{"send to a pattern", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sendMessage","params":{"topic":"t:*","payload":{}}}`, i)
-	}, relay.CodeInvalidParams},
+	}, rpc.CodeInvalidParams},
 	{"initialize again", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"clientId":"x%d","clientInfo":{"name":"x"}}}`, i, i)
-	}, relay.CodeAlreadyInitialized},
+	}, rpc.CodeAlreadyInitialized},
 	{"unsubscribe unknown", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"unsubscribe","params":{"topic":"never:%d"}}`, i, i)
-	}, relay.CodeSubscriptionNotFound},
+	}, rpc.CodeSubscriptionNotFound},
 }
 
 // apiRPCCases are the local API's mesh methods with wrong-typed params.
 var apiRPCCases = []rpcCase{
 	{"mesh.call agentId a number", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"mesh.call","params":{"agentId":5,"capability":"echo"}}`, i)
-	}, relay.CodeInvalidParams},
+	}, rpc.CodeInvalidParams},
 	{"mesh.call timeoutMs a string", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"mesh.call","params":{"agentId":"x","capability":"echo","timeoutMs":"10"}}`, i)
-	}, relay.CodeInvalidParams},
+	}, rpc.CodeInvalidParams},
 	{"mesh.publish topic a number", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"mesh.publish","params":{"topic":7,"payload":{}}}`, i)
-	}, relay.CodeInvalidParams},
+	}, rpc.CodeInvalidParams},
 	{"mesh.subscribe pattern an array", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"mesh.subscribe","params":{"pattern":[1]}}`, i)
-	}, relay.CodeInvalidParams},
+	}, rpc.CodeInvalidParams},
 	{"params neither object nor array", func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"mesh.taskStatus","params":"x"}`, i)
-	}, relay.CodeInvalidRequest},
+	}, rpc.CodeInvalidRequest},
 }
 
 // rpcFlood sends malformedPerEndpoint inputs cycling through cases, one at

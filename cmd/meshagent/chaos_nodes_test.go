@@ -16,7 +16,7 @@ import (
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 const (
@@ -57,7 +57,7 @@ func TestChaosNodeKill(t *testing.T) {
 	)
 	for i := 1; i < nodeKillNodes; i++ {
 		got[i] = map[int]int{}
-		cl, err := relay.Dial(ctx, nodes[i].started.API)
+		cl, err := rpc.Dial(ctx, nodes[i].started.API)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestChaosNodeKill(t *testing.T) {
 			t.Fatalf("subscribe on n%d: %v", i, err)
 		}
 	}
-	pub, err := relay.Dial(ctx, nodes[0].started.API)
+	pub, err := rpc.Dial(ctx, nodes[0].started.API)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // figures prints a scenario's pass figures on one line (stdout, so make
@@ -50,12 +50,12 @@ type busSession struct {
 	handler func(ctx context.Context, method string, params json.RawMessage) (any, error)
 
 	mu  sync.Mutex
-	cl  *relay.Client
+	cl  *rpc.Client
 	ups int // successful (re)connections
 }
 
 // client returns a live, initialized client, dialling until ctx ends.
-func (s *busSession) client(ctx context.Context) (*relay.Client, error) {
+func (s *busSession) client(ctx context.Context) (*rpc.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cl != nil {
@@ -84,15 +84,15 @@ func (s *busSession) client(ctx context.Context) (*relay.Client, error) {
 	}
 }
 
-func (s *busSession) dial(ctx context.Context) (*relay.Client, error) {
+func (s *busSession) dial(ctx context.Context) (*rpc.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// The session initializes itself, with its own client id.
-	opts := []relay.ClientOption{relay.WithoutInitialize()}
+	opts := []rpc.ClientOption{rpc.WithoutInitialize()}
 	if s.handler != nil {
-		opts = append(opts, relay.WithRequestHandler(s.handler))
+		opts = append(opts, rpc.WithRequestHandler(s.handler))
 	}
-	cl, err := relay.Dial(dctx, s.url, opts...)
+	cl, err := rpc.Dial(dctx, s.url, opts...)
 	if err != nil {
 		return nil, err
 	}

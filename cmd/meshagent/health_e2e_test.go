@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -80,7 +80,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 		return nil
 	})
-	cl, err := relay.Dial(context.Background(), a.started.API)
+	cl, err := rpc.Dial(context.Background(), a.started.API)
 	if err != nil {
 		t.Fatal(err)
 	}

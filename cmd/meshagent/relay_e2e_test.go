@@ -15,12 +15,13 @@ import (
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // busPeer is a seed 001 client of the relay, in process: it records the
 // messages it is given and answers processed.
 type busPeer struct {
-	*relay.Client
+	*rpc.Client
 	mu  sync.Mutex
 	got []string // topic=text
 }
@@ -30,7 +31,7 @@ func dialBusPeer(t *testing.T, url, id string, topics ...string) *busPeer {
 	p := &busPeer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := relay.Dial(ctx, url, relay.WithClientID(id), relay.WithClientInfo(relay.ClientInfo{Name: "e2e"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	cl, err := rpc.Dial(ctx, url, rpc.WithClientID(id), rpc.WithClientInfo(rpc.ClientInfo{Name: "e2e"}), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var pp struct {
 			Topic   string `json:"topic"`
 			Payload struct {
@@ -213,7 +214,7 @@ func TestRelayKilled(t *testing.T) {
 	url := "ws://" + rl.started.WS + "/"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	busy, err := relay.Dial(ctx, url, relay.WithClientID("worker"), relay.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+	busy, err := rpc.Dial(ctx, url, rpc.WithClientID("worker"), rpc.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
 		return map[string]any{"processed": false, "should_retry": true, "retry_seconds": 1, "message": "busy, later"}, nil
 	}))
 	if err != nil {

@@ -7,7 +7,7 @@
 // chat" (prints).
 //
 // Every participant is a separate WebSocket JSON-RPC client of the bus
-// (relay.Client answering the bus's processMessage), as it would be in
+// (rpc.Client answering the bus's processMessage), as it would be in
 // separate processes. Without flags the bus is an in-process relay; with
 // -bus URL the same clients use a running relay (meshagent relay).
 package main
@@ -32,6 +32,7 @@ import (
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 	"github.com/meshagent/meshagent/store"
 )
@@ -180,15 +181,15 @@ func runOn(ctx context.Context, out io.Writer, busURL string) (err error) {
 
 // dialBus connects to the bus and initializes as clientID; handle serves
 // the bus's processMessage calls.
-func dialBus(ctx context.Context, busURL, clientID string, handle func(context.Context, relay.ProcessParams) relay.ProcessResult) (*relay.Client, error) {
-	c, err := relay.Dial(ctx, busURL, relay.WithClientID(clientID),
-		relay.WithClientInfo(relay.ClientInfo{Name: "channel-bridge-example", Version: "0.1.0"}), relay.WithRequestHandler(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+func dialBus(ctx context.Context, busURL, clientID string, handle func(context.Context, relay.ProcessParams) relay.ProcessResult) (*rpc.Client, error) {
+	c, err := rpc.Dial(ctx, busURL, rpc.WithClientID(clientID),
+		rpc.WithClientInfo(rpc.ClientInfo{Name: "channel-bridge-example", Version: "0.1.0"}), rpc.WithRequestHandler(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			if method != relay.MethodProcessMessage {
-				return nil, relay.Errorf(relay.CodeMethodNotFound, "method not found: %s", method)
+				return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found: %s", method)
 			}
 			var p relay.ProcessParams
 			if err := json.Unmarshal(params, &p); err != nil {
-				return nil, relay.Errorf(relay.CodeInvalidParams, "invalid params: %v", err)
+				return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", err)
 			}
 			return handle(ctx, p), nil
 		}))
@@ -199,7 +200,7 @@ func dialBus(ctx context.Context, busURL, clientID string, handle func(context.C
 }
 
 // subscribe subscribes c to topic, as the default handler if dflt.
-func subscribe(ctx context.Context, c *relay.Client, topic string, dflt bool) error {
+func subscribe(ctx context.Context, c *rpc.Client, topic string, dflt bool) error {
 	params := map[string]any{"topic": topic}
 	if dflt {
 		params["defaultHandler"] = true
@@ -211,7 +212,7 @@ func subscribe(ctx context.Context, c *relay.Client, topic string, dflt bool) er
 }
 
 // sendMessage publishes payload on topic and returns the bus's acks.
-func sendMessage(ctx context.Context, c *relay.Client, topic string, payload any) (relay.SendResult, error) {
+func sendMessage(ctx context.Context, c *rpc.Client, topic string, payload any) (relay.SendResult, error) {
 	var res relay.SendResult
 	err := c.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res)
 	if err != nil {
@@ -249,7 +250,7 @@ type reply struct {
 // tg:<chat_id> and receives replies on outbound:* (a real bridge would
 // call the Bot API's sendMessage with them).
 type bridge struct {
-	client  *relay.Client
+	client  *rpc.Client
 	replies chan reply
 }
 
@@ -318,7 +319,7 @@ func (b *bridge) waitReply(ctx context.Context) (reply, error) {
 type spawner struct {
 	busURL string
 	out    io.Writer
-	client *relay.Client
+	client *rpc.Client
 
 	mu     sync.Mutex
 	taken  int
@@ -393,7 +394,7 @@ type chatAgent struct {
 	chat         string
 	defaultTopic string
 	replyTopic   string
-	client       *relay.Client
+	client       *rpc.Client
 	ready        chan struct{} // closed once client is set
 
 	mu    sync.Mutex

@@ -19,6 +19,7 @@ import (
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,7 +46,7 @@ func TestClient(t *testing.T) {
 
 	// The Go peer subscribes to outbound:* and acknowledges what it gets.
 	got := make(chan relay.ProcessParams, 1)
-	peer, err := relay.Dial(ctx, srv.URL(), relay.WithClientID("go-peer"), relay.WithClientInfo(relay.ClientInfo{Name: "test"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	peer, err := rpc.Dial(ctx, srv.URL(), rpc.WithClientID("go-peer"), rpc.WithClientInfo(rpc.ClientInfo{Name: "test"}), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var p relay.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
@@ -106,31 +107,43 @@ func TestClient(t *testing.T) {
 	}
 }
 
-// scriptDir returns a directory where client.js runs with ws installed:
-// this one if node_modules holds ws (after a local npm ci), else a copy of
-// client.js, package.json and package-lock.json in a temporary directory
-// where npm ci installs the locked ws, so that the test never writes into
-// the source tree. It skips the test if node, or npm when needed, is not
-// installed; a failing npm ci fails it (CI reaches the npm registry).
+// scriptDir returns a directory where client.js runs with its
+// dependencies (meshagent-client from clients/js, and its ws) installed:
+// this one if node_modules holds both (after a local npm ci), else a
+// temporary tree that mirrors the checkout (examples/js-client beside
+// clients/js, which package.json names by relative path) where npm ci
+// installs them, so that the test never writes into the source tree. It
+// skips the test if node, or npm when needed, is not installed; a failing
+// npm ci fails it (CI reaches the npm registry).
 func scriptDir(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("Node.js (node) is not on PATH; client.js needs it")
 	}
-	if _, err := os.Stat(filepath.Join("node_modules", "ws", "package.json")); err == nil {
+	if installed("node_modules") {
 		return "."
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Skip("node_modules is absent (run npm ci here) and npm is not on PATH to install ws")
+		t.Skip("node_modules is absent (run npm ci here) and npm is not on PATH to install it")
 	}
-	dir := t.TempDir()
-	for _, f := range []string{"client.js", "package.json", "package-lock.json"} {
+	root := t.TempDir()
+	dir := filepath.Join(root, "examples", "js-client")
+	for _, f := range []string{"client.js", "package.json", "package-lock.json", ".npmrc"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkg := filepath.Join(root, "clients", "js")
+	for _, sub := range []string{"package.json", "package-lock.json", "README.md", "src"} {
+		if err := copyPath(filepath.Join("..", "..", "clients", "js", sub), filepath.Join(pkg, sub)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,9 +152,38 @@ func scriptDir(t *testing.T) string {
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci (installs ws from package-lock.json): %v\n%s", err, out)
+		t.Fatalf("npm ci (installs meshagent-client and ws from package-lock.json): %v\n%s", err, out)
 	}
 	return dir
+}
+
+// installed reports whether node_modules holds client.js's dependencies.
+func installed(nodeModules string) bool {
+	for _, f := range []string{"meshagent-client/package.json", "ws/package.json"} {
+		if _, err := os.Stat(filepath.Join(nodeModules, f)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// copyPath copies a file, or a directory tree, from src to dst.
+func copyPath(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return os.CopyFS(dst, os.DirFS(src))
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }
 
 func hasAck(acks []relay.Ack, want relay.Ack) bool {

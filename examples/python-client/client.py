@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A seed 001 bus client: JSON-RPC 2.0 over WebSocket, nothing meshagent-specific.
+"""A seed 001 bus client: JSON-RPC 2.0 over WebSocket, through the
+meshagent_client package (clients/python).
 
 It initializes, subscribes to a topic (answering the bus's processMessage
 requests with {"processed": true}), sends one message and prints the
@@ -14,79 +15,41 @@ until interrupted. Needs the websockets package (Debian: python3-websockets).
 """
 import argparse
 import asyncio
-import itertools
 import json
 import os
 import sys
 
-import websockets
-
-
-class Bus:
-    """One WebSocket connection: calls out, and answers the bus's deliveries."""
-
-    def __init__(self, ws, client_id):
-        self.ws, self.client_id = ws, client_id
-        self.ids, self.pending = itertools.count(1), {}
-        self.inbox = asyncio.Queue()  # (topic, payload) of each delivery, after its ack; None at the end
-
-    async def call(self, method, params):
-        rid = next(self.ids)
-        self.pending[rid] = fut = asyncio.get_running_loop().create_future()
-        try:
-            await self.ws.send(json.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": rid}))
-            return await fut
-        finally:
-            del self.pending[rid]
-
-    async def read_loop(self):
-        try:
-            async for frame in self.ws:
-                await self.handle(json.loads(frame))
-        finally:  # the connection is gone: fail the calls still waiting
-            for fut in self.pending.values():
-                if not fut.done():
-                    fut.set_exception(ConnectionError("the bus closed the connection"))
-            self.inbox.put_nowait(None)
-
-    async def handle(self, msg):
-        if "method" not in msg:  # the response to one of our calls
-            fut = self.pending.get(msg.get("id"))
-            if fut and not fut.done():
-                if "error" in msg:
-                    fut.set_exception(RuntimeError(f"{msg['error']['code']}: {msg['error']['message']}"))
-                else:
-                    fut.set_result(msg["result"])
-        elif msg["method"] in ("processMessage", "sendMessage"):  # a delivery: ack it
-            if "id" in msg:
-                await self.reply(msg["id"], result={"processed": True, "message": f"{self.client_id} got it"})
-            self.inbox.put_nowait((msg["params"]["topic"], msg["params"]["payload"]))
-        elif "id" in msg:
-            await self.reply(msg["id"], error={"code": -32601, "message": "method not found"})
-
-    async def reply(self, rid, **outcome):
-        await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, **outcome}))
+try:
+    import meshagent_client
+except ImportError:  # not pip-installed: use the package from this checkout
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+    import meshagent_client
 
 
 async def main(args):
-    async with websockets.connect(args.url) as ws:
-        bus = Bus(ws, args.id)
-        reader = asyncio.create_task(bus.read_loop())  # keep a reference: tasks are weakly held
-        init = await bus.call("initialize", {"clientId": args.id,
-                                             "clientInfo": {"name": "python-client", "version": "1.0"}})
-        print(f"initialized: server {init['serverId']}")
-        await bus.call("subscribe", {"topic": args.subscribe})
+    bus = await meshagent_client.connect(args.url, args.id, client_info={"name": "python-client", "version": "1.0"})
+    async with bus:
+        inbox = asyncio.Queue()  # (topic, payload) of each delivery, after its ack; None at the end
+
+        def deliver(topic, payload):
+            # The ack goes out when this returns; the main loop prints it after.
+            asyncio.get_running_loop().call_soon(inbox.put_nowait, (topic, payload))
+            return {"processed": True, "message": f"{args.id} got it"}
+
+        closed = asyncio.ensure_future(bus.wait_closed())
+        closed.add_done_callback(lambda _: inbox.put_nowait(None))
+        print(f"initialized: server {bus.server_id}")
+        await bus.bus_subscribe(args.subscribe, deliver)
         print(f"subscribed: {args.subscribe}")
         if args.send:
-            res = await bus.call("sendMessage", {"topic": args.send, "payload": {
-                "type": "plaintext_message", "text": args.text, "sender": args.id}})
+            res = await bus.bus_send(args.send, {"type": "plaintext_message", "text": args.text, "sender": args.id})
             print(f"sent {args.send}: success={json.dumps(res['success'])} messageId={res.get('messageId')}")
             for ack in res["acks"]:
                 print(f"  ack {ack['client_id']}: processed={json.dumps(ack['processed'])} {ack.get('message', '')}")
-        print(f"ping: {(await bus.call('ping', {}))['timestamp']}")
+        print(f"ping: {(await bus.ping())['timestamp']}")
         received = 0
         while not args.count or received < args.count:
-            delivery = await bus.inbox.get()
+            delivery = await inbox.get()
             if delivery is None:
                 raise SystemExit("client.py: the bus closed the connection")
             topic, payload = delivery

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,7 +50,7 @@ func TestClient(t *testing.T) {
 
 	// The Go peer subscribes to outbound:* and acknowledges what it gets.
 	got := make(chan relay.ProcessParams, 1)
-	peer, err := relay.Dial(ctx, srv.URL(), relay.WithClientID("go-peer"), relay.WithClientInfo(relay.ClientInfo{Name: "test"}), relay.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
+	peer, err := rpc.Dial(ctx, srv.URL(), rpc.WithClientID("go-peer"), rpc.WithClientInfo(rpc.ClientInfo{Name: "test"}), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
 		var p relay.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
@@ -132,6 +134,9 @@ func startScript(ctx context.Context, t *testing.T, name string, args ...string)
 	t.Helper()
 	s := &script{cmd: exec.CommandContext(ctx, name, args...), lines: make(chan string, 64)}
 	s.cmd.Stderr = &s.stderr
+	// client.py imports meshagent_client from clients/python: write no
+	// bytecode there.
+	s.cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	s.cmd.WaitDelay = 5 * time.Second
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {

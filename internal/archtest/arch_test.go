@@ -12,14 +12,15 @@ const mod = "github.com/meshagent/meshagent/"
 // on, directly or transitively.
 var forbidden = map[string][]string{
 	"sign":            {mod, "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
-	"protocol":        {mod + "node", mod + "dht", mod + "pubsub", mod + "relay", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
-	"dht":             {mod + "pubsub", mod + "node", mod + "relay", mod + "cli"},
-	"pubsub":          {mod + "dht", mod + "node", mod + "relay", mod + "cli"},
+	"protocol":        {mod + "node", mod + "dht", mod + "pubsub", mod + "relay", mod + "rpc", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
+	"dht":             {mod + "pubsub", mod + "node", mod + "relay", mod + "rpc", mod + "cli"},
+	"pubsub":          {mod + "dht", mod + "node", mod + "relay", mod + "rpc", mod + "cli"},
 	"metrics":         {mod},
 	"internal/wsconn": {mod},
-	"store":           {mod + "node", mod + "relay", mod + "cli", mod + "dht", mod + "pubsub", mod + "lobby"},
-	"node":            {mod + "relay", mod + "cli", mod + "lobby"},
-	"relay":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
+	"store":           {mod + "node", mod + "relay", mod + "rpc", mod + "cli", mod + "dht", mod + "pubsub", mod + "lobby"},
+	"node":            {mod + "relay", mod + "rpc", mod + "cli", mod + "lobby"},
+	"relay":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"rpc":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "relay", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
 	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "relay", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 
 	// The test helpers every package's tests share import nothing of the

@@ -1,0 +1,232 @@
+// The client of a node's local API: calls, discovery, topics, the bus.
+
+import WebSocket from 'ws';
+
+import { INVALID_PARAMS, RPCError } from './errors.js';
+import { matchTopic } from './match.js';
+import { Connection, Serial } from './rpc.js';
+import { Server } from './serve.js';
+
+export const VERSION = '0.1.0';
+
+/** How many messages are held for subscriptions whose mesh.subscribe answer has not arrived yet. */
+const MAX_EARLY = 4096;
+
+/** Copies the members of extra whose value is neither undefined nor null onto obj. */
+function put(obj, extra) {
+  for (const [k, v] of Object.entries(extra)) if (v !== undefined && v !== null) obj[k] = v;
+  return obj;
+}
+
+/**
+ * Opens a connection to a node's local API and initializes it. The second
+ * argument is the client id, or options {clientId, clientInfo, logger,
+ * maxPayload}.
+ */
+export async function connect(url = 'ws://127.0.0.1:7892/', opts = {}) {
+  const o = typeof opts === 'string' ? { clientId: opts } : opts;
+  const ws = new WebSocket(url, { maxPayload: o.maxPayload ?? 16 << 20 });
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  const client = new Client(new Connection(ws, o.logger ?? console));
+  try {
+    client.clientId = o.clientId || `js-${process.pid}-${Math.random().toString(16).slice(2, 10)}`;
+    const init = await client.rpc.call('initialize', { clientId: client.clientId, clientInfo: o.clientInfo ?? { name: 'meshagent-client-js', version: VERSION } });
+    client.serverId = init?.serverId;
+    client.serverInfo = init?.serverInfo;
+  } catch (err) {
+    ws.close();
+    throw err;
+  }
+  return client;
+}
+
+/**
+ * A connection to a node's local API; build one with connect(). Every
+ * method rejects with a MeshError for an AgentProtocol failure, an
+ * RPCError for any other JSON-RPC error, and a ConnectionClosedError once
+ * the connection is gone.
+ */
+export class Client extends Server {
+  constructor(rpc) {
+    super(rpc);
+    this.clientId = this.serverId = this.serverInfo = undefined;
+    this.progress = new Map(); // mesh.call request id -> [Serial, onProgress]
+    this.found = new Map(); // mesh.discover request id -> [Serial, onFound]
+    this.subs = new Map(); // mesh subscription id -> [Serial, handler]
+    this.subscribing = 0; // mesh.subscribe calls waiting for their answer
+    this.early = new Map(); // subscription id -> messages that came before its answer
+    this.earlyCount = 0;
+    this.busSubs = []; // {topic, handler, dflt}, oldest first
+    const route = (map, key) => (p) => {
+      const entry = map.get(p?.requestId ?? p?.subscription);
+      if (entry) entry[0].put(entry[1], p[key]);
+    };
+    rpc.onNotification('mesh.progress', route(this.progress, 'response'));
+    rpc.onNotification('mesh.discovered', route(this.found, 'agent'));
+    const message = route(this.subs, 'message');
+    rpc.onNotification('mesh.message', (p) => {
+      if (this.subs.has(p?.subscription) || !this.subscribing) return message(p);
+      if (this.earlyCount >= MAX_EARLY) return undefined;
+      this.earlyCount++;
+      if (!this.early.has(p?.subscription)) this.early.set(p?.subscription, []);
+      this.early.get(p?.subscription).push(p.message);
+      return undefined;
+    });
+    for (const m of ['processMessage', 'sendMessage']) rpc.onRequest(m, (p) => this.delivery(p ?? {})); // seed 001 delivers with either
+  }
+
+  /** Closes the connection; running handlers are aborted. */
+  close() { return this.rpc.close(); }
+
+  /** Resolves when the connection has closed (the node went away, or close()). */
+  get closed() { return this.rpc.closed; }
+
+  // The mesh.
+
+  /** The node's time, {timestamp}. */
+  ping() { return this.rpc.call('ping', {}); }
+
+  /** This node's identity: {agentId, publicKey, addrs}. */
+  id() { return this.rpc.call('mesh.id', {}); }
+
+  /** The node's peers, an array of PeerInfo objects. */
+  peers() { return this.rpc.call('mesh.peers', {}); }
+
+  /**
+   * Calls a capability; resolves the final response {correlationId, status,
+   * result, ...}. agentId names the provider (absent: the node chooses, where
+   * it supports that); onProgress(response) gets each in_progress response,
+   * in order, before this resolves; receipt asks for the provider's signed
+   * response envelope (nodes that support it); taskId names the request for
+   * taskStatus/taskCancel.
+   */
+  async call(capability, params, { agentId, timeoutMs, onProgress, receipt, taskId } = {}) {
+    const p = put({ capability }, { agentId, params, timeoutMs, taskId });
+    if (receipt) p.receipt = true;
+    if (!onProgress) return this.rpc.call('mesh.call', p);
+    return this.withStream(this.progress, `progress of ${capability}`, onProgress, (id, beforeResult) => this.rpc.call('mesh.call', p, { id, beforeResult }));
+  }
+
+  /**
+   * Finds agents by capability name (or {keyword}); resolves seed 000's
+   * SERVICES_AVAILABLE. onFound(peerInfo) is called for each agent as soon
+   * as it is confirmed, and has been for all of them when this resolves.
+   */
+  async discover(capability, { keyword, timeoutMs, onFound } = {}) {
+    const p = put({}, { capability, keyword, timeoutMs });
+    if (!onFound) return this.rpc.call('mesh.discover', p);
+    return this.withStream(this.found, `discovery of ${capability ?? keyword}`, onFound, (id, beforeResult) => this.rpc.call('mesh.discover', p, { id, beforeResult }));
+  }
+
+  async withStream(map, name, fn, run) {
+    const id = this.rpc.newID();
+    const serial = new Serial(name, this.rpc.logger);
+    map.set(id, [serial, fn]);
+    try {
+      return await run(id, () => serial.drain());
+    } finally {
+      map.delete(id);
+    }
+  }
+
+  /** Publishes a JSON object on a mesh topic; resolves {topic, peers}. RPCError -32007 when nobody subscribes. */
+  publish(topic, payload, { filter, timeoutMs } = {}) {
+    return this.rpc.call('mesh.publish', put({ topic, payload }, { filter, timeoutMs }));
+  }
+
+  /**
+   * Subscribes to mesh topics matching pattern; resolves the subscription
+   * id. handler(message) gets each {topic, from, payload, time, id} in
+   * order. durable names a durable subscription that catches up on what it
+   * missed (nodes with history support).
+   */
+  async subscribe(pattern, handler, { durable } = {}) {
+    this.subscribing++;
+    let res;
+    try {
+      res = await this.rpc.call('mesh.subscribe', put({ pattern }, { durable }));
+    } finally {
+      this.subscribing--;
+    }
+    const serial = new Serial(`subscription ${pattern}`, this.rpc.logger);
+    this.subs.set(res.subscription, [serial, handler]);
+    // Messages the node sent before its answer (a durable catch-up starts
+    // at once) were held back for this id.
+    const early = this.early.get(res.subscription) ?? [];
+    this.early.delete(res.subscription);
+    this.earlyCount -= early.length;
+    if (!this.subscribing) {
+      this.early.clear();
+      this.earlyCount = 0;
+    }
+    for (const m of early) serial.put(handler, m);
+    return res.subscription;
+  }
+
+  /** Ends a subscription made with subscribe. */
+  unsubscribe(subscription) {
+    this.subs.delete(subscription);
+    return this.rpc.call('mesh.unsubscribe', { subscription });
+  }
+
+  /** The task (seed 003) of a request this node sent. */
+  taskStatus(taskId, agentId) { return this.rpc.call('mesh.taskStatus', put({ taskId }, { agentId })); }
+
+  /** Cancels a request this node sent; resolves its task. */
+  taskCancel(taskId, agentId) { return this.rpc.call('mesh.taskCancel', put({ taskId }, { agentId })); }
+
+  /** Asks agents to vote (seed 004): {agents, question, options, threshold, deadlineMs, context?}. */
+  consensus(params) { return this.rpc.call('mesh.consensus', params); }
+
+  // The seed 001 bus.
+
+  /**
+   * Subscribes to bus topics matching the pattern topic. handler(topic,
+   * payload) answers each delivery: an object is sent as the ack
+   * ({processed, should_retry, message, ...}), undefined or true acknowledge
+   * {processed: true}, false {processed: false}; a throw makes the delivery
+   * fail (the bus retries). policy is seed 001's propagation policy; group
+   * joins a queue group (each message goes to one member; nodes with queue
+   * groups).
+   */
+  async busSubscribe(topic, handler, { policy, group, defaultHandler } = {}) {
+    const p = put({ topic }, { policy, group });
+    if (defaultHandler) p.defaultHandler = true;
+    const entry = { topic, handler, dflt: Boolean(defaultHandler) };
+    this.busSubs.push(entry);
+    try {
+      return await this.rpc.call('subscribe', p);
+    } catch (err) {
+      this.busSubs = this.busSubs.filter((e) => e !== entry);
+      throw err;
+    }
+  }
+
+  /** Ends the bus subscription to topic. */
+  async busUnsubscribe(topic, { defaultHandler } = {}) {
+    const p = { topic };
+    if (defaultHandler) p.defaultHandler = true;
+    const res = await this.rpc.call('unsubscribe', p);
+    this.busSubs = this.busSubs.filter((e) => e.topic !== topic || e.dflt !== Boolean(defaultHandler));
+    return res;
+  }
+
+  /** Sends a message on the bus; resolves {success, acks, messageId, ...}. */
+  busSend(topic, payload) { return this.rpc.call('sendMessage', { topic, payload }); }
+
+  async delivery({ topic = '', payload }) {
+    // The bus does not say which subscription matched: the newest matching
+    // one answers, as the bus itself orders them. A default handler's
+    // delivery matches none of its patterns.
+    let subs = this.busSubs.filter((e) => matchTopic(e.topic, topic));
+    if (subs.length === 0) subs = this.busSubs.filter((e) => e.dflt);
+    if (subs.length === 0) throw new RPCError(INVALID_PARAMS, `no subscription matches ${JSON.stringify(topic)}`);
+    const ack = await subs.at(-1).handler(topic, payload);
+    if (ack === undefined || ack === null || ack === true) return { processed: true };
+    if (ack === false) return { processed: false };
+    return ack;
+  }
+}

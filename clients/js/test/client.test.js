@@ -1,0 +1,167 @@
+// The client against a fake node: every method's wire shape, and the errors.
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+
+import { ConnectionClosedError, MeshError, RPCError, connect, matchTopic } from '../src/index.js';
+import { FakeNode } from './fakenode.js';
+
+describe('client', () => {
+  let node, client;
+  beforeEach(async () => {
+    node = await new FakeNode().start();
+    client = await connect(node.url, { clientId: 'js-test', clientInfo: { name: 't', version: '1' } });
+  });
+  afterEach(async () => {
+    await client.close();
+    await node.stop();
+  });
+
+  it('initializes', () => {
+    assert.deepEqual(node.init, { clientId: 'js-test', clientInfo: { name: 't', version: '1' } });
+    assert.equal(client.serverId, '12D3KooWFake');
+  });
+
+  it('accepts the client id as the second argument', async () => {
+    const c = await connect(node.url, 'js-other');
+    assert.equal(node.init.clientId, 'js-other');
+    await c.close();
+  });
+
+  it('delivers progress in order, before the result', async () => {
+    const seen = [];
+    const call = client.call('echo', { text: 'hi' }, { agentId: '12D3KooWA', timeoutMs: 500, onProgress: (r) => seen.push(r.result), receipt: true });
+    const req = await node.next('mesh.call');
+    assert.deepEqual(req.params, { capability: 'echo', agentId: '12D3KooWA', params: { text: 'hi' }, timeoutMs: 500, receipt: true });
+    for (const i of [1, 2]) node.notify('mesh.progress', { requestId: req.id, response: { status: 'in_progress', result: i } });
+    node.notify('mesh.progress', { requestId: 999999, response: { result: "another call's" } });
+    node.reply(req, { correlationId: 'c1', status: 'success', result: { text: 'hi' } });
+    assert.deepEqual((await call).result, { text: 'hi' });
+    assert.deepEqual(seen, [1, 2]);
+  });
+
+  it('sends no agentId when none is given', async () => {
+    const call = client.call('summarize');
+    const req = await node.next('mesh.call');
+    assert.deepEqual(req.params, { capability: 'summarize' });
+    node.reply(req, { status: 'success' });
+    await call;
+  });
+
+  it('types AgentProtocol errors', async () => {
+    const call = client.call('secret', undefined, { agentId: '12D3KooWA' });
+    const req = await node.next('mesh.call');
+    node.reply(req, undefined, { code: -32017, message: 'not on the list', data: { code: 'UNAUTHORIZED', details: { who: 'me' }, correlationId: 'c9' } });
+    await assert.rejects(call, (e) => e instanceof MeshError && e.code === 'UNAUTHORIZED' && e.rpcCode === -32017 &&
+      e.details.who === 'me' && e.correlationId === 'c9');
+  });
+
+  it('keeps other JSON-RPC errors apart', async () => {
+    const pub = client.publish('news:1', { a: 1 }, { filter: { personaTypes: ['qa'] }, timeoutMs: 100 });
+    const req = await node.next('mesh.publish');
+    assert.deepEqual(req.params, { topic: 'news:1', payload: { a: 1 }, filter: { personaTypes: ['qa'] }, timeoutMs: 100 });
+    node.reply(req, undefined, { code: -32007, message: 'no peers' });
+    await assert.rejects(pub, (e) => e instanceof RPCError && !(e instanceof MeshError) && e.code === -32007);
+  });
+
+  it('sends each simple method as specified', async () => {
+    const cases = [
+      [() => client.ping(), 'ping', {}],
+      [() => client.id(), 'mesh.id', {}],
+      [() => client.peers(), 'mesh.peers', {}],
+      [() => client.taskStatus('t1'), 'mesh.taskStatus', { taskId: 't1' }],
+      [() => client.taskCancel('t1', '12D3KooWA'), 'mesh.taskCancel', { taskId: 't1', agentId: '12D3KooWA' }],
+      [() => client.busSend('outbound:1', { x: 1 }), 'sendMessage', { topic: 'outbound:1', payload: { x: 1 } }],
+      [() => client.busUnsubscribe('a:*'), 'unsubscribe', { topic: 'a:*' }],
+      [() => client.sendMessage('12D3KooWB', { subject: 'hi', body: 'b' }), 'mesh.sendMessage', { agentId: '12D3KooWB', message: { subject: 'hi', body: 'b' } }],
+      [() => client.unserve('summarize'), 'mesh.unserve', { capabilities: ['summarize'] }],
+    ];
+    for (const [run, method, params] of cases) {
+      const p = run();
+      const req = await node.next(method);
+      assert.deepEqual(req.params, params, method);
+      node.reply(req, { ok: method });
+      assert.deepEqual(await p, { ok: method });
+    }
+  });
+
+  it('streams discovered agents', async () => {
+    const found = [];
+    const p = client.discover('echo', { timeoutMs: 200, onFound: (a) => found.push(a) });
+    const req = await node.next('mesh.discover');
+    assert.deepEqual(req.params, { capability: 'echo', timeoutMs: 200 });
+    node.notify('mesh.discovered', { requestId: req.id, agent: { agentId: 'A' } });
+    node.reply(req, { services_found: [{ agent_id: 'A' }], discovered_for_capability: 'echo' });
+    assert.equal((await p).services_found[0].agent_id, 'A');
+    assert.deepEqual(found, [{ agentId: 'A' }]);
+  });
+
+  it('delivers subscription messages in order', async () => {
+    const got = [];
+    let done;
+    const all = new Promise((resolve) => { done = resolve; });
+    const sub = client.subscribe('news:*', async (m) => { got.push(m.payload.n); if (got.length === 4) done(); }, { durable: 'reader' });
+    const req = await node.next('mesh.subscribe');
+    assert.deepEqual(req.params, { pattern: 'news:*', durable: 'reader' });
+    // A catch-up message may come before the answer naming its subscription.
+    node.notify('mesh.message', { subscription: 's7', message: { topic: 'news:a', payload: { n: 0 } } });
+    node.reply(req, { subscription: 's7' });
+    assert.equal(await sub, 's7');
+    for (const n of [1, 2, 3]) node.notify('mesh.message', { subscription: 's7', message: { topic: 'news:a', payload: { n } } });
+    node.notify('mesh.message', { subscription: 's8', message: { payload: { n: 99 } } });
+    await all;
+    assert.deepEqual(got, [0, 1, 2, 3]);
+    const uns = client.unsubscribe('s7');
+    const ureq = await node.next('mesh.unsubscribe');
+    assert.deepEqual(ureq.params, { subscription: 's7' });
+    node.reply(ureq, true);
+    await uns;
+  });
+
+  it('answers processMessage from the bus handler', async () => {
+    const sub = client.busSubscribe('inbound:*', (topic, payload) => ({ processed: true, message: `got ${topic} ${payload.n}` }), { policy: 'continueAll', group: 'workers' });
+    const req = await node.next('subscribe');
+    assert.deepEqual(req.params, { topic: 'inbound:*', policy: 'continueAll', group: 'workers' });
+    node.reply(req, { success: true });
+    await sub;
+    let id = node.request('processMessage', { topic: 'inbound:7', payload: { n: 7 } });
+    assert.deepEqual((await node.answer(id)).result, { processed: true, message: 'got inbound:7 7' });
+    id = node.request('processMessage', { topic: 'elsewhere', payload: {} });
+    assert.ok('error' in await node.answer(id));
+  });
+
+  it('maps the bus handler return values', async () => {
+    const answers = [undefined, false];
+    const sub = client.busSubscribe('t', () => answers.shift());
+    node.reply(await node.next('subscribe'), { success: true });
+    await sub;
+    for (const want of [{ processed: true }, { processed: false }]) {
+      const id = node.request('processMessage', { topic: 't', payload: {} });
+      assert.deepEqual((await node.answer(id)).result, want);
+    }
+  });
+
+  it('answers an unknown request with method not found', async () => {
+    const id = node.request('mesh.nothing', {});
+    assert.equal((await node.answer(id)).error.code, -32601);
+  });
+
+  it('fails pending calls when the connection closes', async () => {
+    const call = client.ping();
+    await node.next('ping');
+    node.ws.close();
+    await assert.rejects(call, ConnectionClosedError);
+    await client.closed;
+  });
+});
+
+describe('matchTopic', () => {
+  it('matches as the node does', () => {
+    for (const [pattern, topic, want] of [
+      ['outbound:*', 'outbound:42', true], ['outbound:*', 'inbound:42', false],
+      ['a/*', 'a/b/c', false], ['a?', 'ab', true], ['a?', 'a/', false],
+      ['x[0-9]', 'x5', true], ['x[^0-9]', 'x5', false], ['x[^0-9]', 'xa', true],
+      ['inbound:chat-', 'inbound:chat-1', true], ['inbound:chat', 'inbound:chat-1', false],
+      ['exact', 'exact', true], ['a.b', 'a.b', true], ['a.b', 'axb', false], ['[', '[', false],
+    ]) assert.equal(matchTopic(pattern, topic), want, `${pattern} ${topic}`);
+  });
+});

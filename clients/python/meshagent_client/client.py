@@ -1,0 +1,270 @@
+"""The client of a node's local API: calls, discovery, topics, the bus."""
+import os
+import uuid
+
+import websockets
+
+from .dispatch import Serial, match_topic, maybe_await
+from .errors import INVALID_PARAMS, RPCError
+from .rpc import Connection
+from .serve import Server
+
+__version__ = "0.1.0"
+
+# How many messages are held for subscriptions whose mesh.subscribe answer
+# has not arrived yet.
+MAX_EARLY = 4096
+
+
+async def connect(url="ws://127.0.0.1:7892/", client_id=None, *, client_info=None, max_size=16 << 20):
+    """Open a connection to a node's local API and ``initialize`` it.
+
+    client_id names this client on the node's bus (a fresh one if None);
+    client_info is seed 001's ``{"name", "version"}``. The returned Client
+    is also an async context manager that closes it.
+    """
+    ws = await websockets.connect(url, max_size=max_size)
+    client = Client(Connection(ws))
+    try:
+        client.client_id = client_id or f"python-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        info = client_info or {"name": "meshagent-client-python", "version": __version__}
+        init = await client.rpc.call("initialize", {"clientId": client.client_id, "clientInfo": info})
+        client.server_id = init.get("serverId")
+        client.server_info = init.get("serverInfo")
+    except BaseException:
+        await ws.close()
+        raise
+    return client
+
+
+def _put(d, key, value):
+    if value is not None:
+        d[key] = value
+    return d
+
+
+class Client(Server):
+    """A connection to a node's local API. Build one with :func:`connect`.
+
+    Every method is a coroutine that raises :class:`MeshError` for an
+    AgentProtocol failure, :class:`RPCError` for any other JSON-RPC error,
+    and :class:`ConnectionClosed` once the connection is gone.
+    """
+
+    def __init__(self, rpc):
+        self.rpc = rpc
+        self.client_id = self.server_id = self.server_info = None
+        self._progress = {}  # mesh.call request id -> Serial of its on_progress
+        self._found = {}  # mesh.discover request id -> callback
+        self._subs = {}  # mesh subscription id -> Serial, handler
+        self._subscribing = 0  # mesh.subscribe calls waiting for their answer
+        self._early = {}  # subscription id -> messages that came before its answer
+        self._bus_subs = []  # (topic pattern, handler, is default handler), oldest first
+        rpc.on_notification("mesh.progress", self._on_progress)
+        rpc.on_notification("mesh.discovered", self._on_discovered)
+        rpc.on_notification("mesh.message", self._on_message)
+        for method in ("processMessage", "sendMessage"):  # seed 001 delivers with either
+            rpc.on_request(method, self._on_delivery)
+        Server.__init__(self, rpc)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def close(self):
+        """Close the connection; running handlers are cancelled."""
+        await self.rpc.close()
+
+    @property
+    def closed(self):
+        return self.rpc.closed
+
+    async def wait_closed(self):
+        """Wait until the connection closes (the node went away, or close())."""
+        await self.rpc.wait_closed()
+
+    # The mesh.
+
+    async def ping(self):
+        """The node's time, ``{"timestamp"}``."""
+        return await self.rpc.call("ping", {})
+
+    async def id(self):
+        """This node's identity: ``{"agentId", "publicKey", "addrs"}``."""
+        return await self.rpc.call("mesh.id", {})
+
+    async def peers(self):
+        """The node's peers, a list of PeerInfo objects."""
+        return await self.rpc.call("mesh.peers", {})
+
+    async def call(self, capability, params=None, *, agent_id=None, timeout_ms=None, on_progress=None,
+                   receipt=None, task_id=None):
+        """Call a capability; return the final response ``{"correlationId", "status", "result", ...}``.
+
+        agent_id names the provider (None lets the node choose one, where
+        it supports that); on_progress(response) gets each ``in_progress``
+        response, in order, before this returns; receipt asks for the
+        provider's signed response envelope (nodes that support it);
+        task_id names the request for task_status and task_cancel.
+        """
+        p = {"capability": capability}
+        _put(p, "agentId", agent_id)
+        _put(p, "params", params)
+        _put(p, "timeoutMs", timeout_ms)
+        _put(p, "taskId", task_id)
+        if receipt:
+            p["receipt"] = True
+        if on_progress is None:
+            return await self.rpc.call("mesh.call", p)
+        rid = self.rpc.new_id()
+        serial = Serial(f"progress of {capability}")
+        self._progress[rid] = (serial, on_progress)
+        try:
+            return await self.rpc.call("mesh.call", p, rid=rid, before_result=serial.drain)
+        finally:
+            self._progress.pop(rid, None)
+
+    async def discover(self, capability=None, *, keyword=None, timeout_ms=None, on_found=None):
+        """Find agents by capability name or keyword; return seed 000's SERVICES_AVAILABLE.
+
+        on_found(peer_info) is called for each agent as soon as it is
+        confirmed, and has been for all of them when this returns.
+        """
+        p = _put(_put(_put({}, "capability", capability), "keyword", keyword), "timeoutMs", timeout_ms)
+        if on_found is None:
+            return await self.rpc.call("mesh.discover", p)
+        rid = self.rpc.new_id()
+        serial = Serial(f"discovery of {capability or keyword}")
+        self._found[rid] = (serial, on_found)
+        try:
+            return await self.rpc.call("mesh.discover", p, rid=rid, before_result=serial.drain)
+        finally:
+            self._found.pop(rid, None)
+
+    async def publish(self, topic, payload, *, filter=None, timeout_ms=None):
+        """Publish a JSON object on a mesh topic; return ``{"topic", "peers"}``.
+
+        Raises RPCError with code -32007 when no agent subscribes to it.
+        """
+        p = _put(_put({"topic": topic, "payload": payload}, "filter", filter), "timeoutMs", timeout_ms)
+        return await self.rpc.call("mesh.publish", p)
+
+    async def subscribe(self, pattern, handler, *, durable=None):
+        """Subscribe to mesh topics matching pattern; return the subscription id.
+
+        handler(message) gets each ``{"topic", "from", "payload", "time",
+        "id"}`` in order (it may be a coroutine function). durable names a
+        durable subscription that catches up on what it missed (nodes with
+        history support).
+        """
+        p = _put({"pattern": pattern}, "durable", durable)
+        serial = Serial(f"subscription {pattern}")
+        self._subscribing += 1
+        try:
+            res = await self.rpc.call("mesh.subscribe", p)
+        finally:
+            self._subscribing -= 1
+        sid = res["subscription"]
+        self._subs[sid] = (serial, handler)
+        # Messages the node sent before its answer (a durable catch-up
+        # starts at once) were held back for this id.
+        early = self._early.pop(sid, [])
+        if not self._subscribing:
+            self._early.clear()
+        for message in early:
+            serial.put(handler, message)
+        return sid
+
+    async def unsubscribe(self, subscription):
+        """End a subscription made with subscribe."""
+        entry = self._subs.pop(subscription, None)
+        if entry:
+            entry[0].stop()
+        return await self.rpc.call("mesh.unsubscribe", {"subscription": subscription})
+
+    async def task_status(self, task_id, agent_id=None):
+        """The task (seed 003) of a request this node sent."""
+        return await self.rpc.call("mesh.taskStatus", _put({"taskId": task_id}, "agentId", agent_id))
+
+    async def task_cancel(self, task_id, agent_id=None):
+        """Cancel a request this node sent; return its task."""
+        return await self.rpc.call("mesh.taskCancel", _put({"taskId": task_id}, "agentId", agent_id))
+
+    async def consensus(self, agents, question, options, threshold, deadline_ms, context=None):
+        """Ask agents to vote (seed 004); return the tally."""
+        p = {"agents": agents, "question": question, "options": options, "threshold": threshold,
+             "deadlineMs": deadline_ms}
+        return await self.rpc.call("mesh.consensus", _put(p, "context", context))
+
+    def _on_progress(self, params):
+        entry = self._progress.get((params or {}).get("requestId"))
+        if entry is not None:
+            entry[0].put(entry[1], params.get("response"))
+
+    def _on_discovered(self, params):
+        entry = self._found.get((params or {}).get("requestId"))
+        if entry is not None:
+            entry[0].put(entry[1], params.get("agent"))
+
+    def _on_message(self, params):
+        sid = (params or {}).get("subscription")
+        entry = self._subs.get(sid)
+        if entry is not None:
+            entry[0].put(entry[1], params.get("message"))
+        elif self._subscribing and sum(map(len, self._early.values())) < MAX_EARLY:
+            self._early.setdefault(sid, []).append(params.get("message"))
+
+    # The seed 001 bus.
+
+    async def bus_subscribe(self, topic, handler, *, policy=None, group=None, default_handler=False):
+        """Subscribe to bus topics matching the pattern topic.
+
+        handler(topic, payload) answers each delivery: a dict is sent as
+        the ack (``{"processed", "should_retry", "message", ...}``), None
+        or True acknowledge ``{"processed": true}``, False ``{"processed":
+        false}``; an exception makes the delivery fail (the bus retries).
+        policy is seed 001's propagation policy; group joins a queue group
+        (each message goes to one member; nodes with queue groups).
+        """
+        p = _put(_put({"topic": topic}, "policy", policy), "group", group)
+        if default_handler:
+            p["defaultHandler"] = True
+        entry = (topic, handler, bool(default_handler))
+        self._bus_subs.append(entry)
+        try:
+            return await self.rpc.call("subscribe", p)
+        except BaseException:
+            self._bus_subs.remove(entry)
+            raise
+
+    async def bus_unsubscribe(self, topic, *, default_handler=False):
+        """End the bus subscription to topic."""
+        p = {"topic": topic}
+        if default_handler:
+            p["defaultHandler"] = True
+        res = await self.rpc.call("unsubscribe", p)
+        self._bus_subs = [e for e in self._bus_subs if (e[0], e[2]) != (topic, bool(default_handler))]
+        return res
+
+    async def bus_send(self, topic, payload):
+        """Send a message on the bus; return ``{"success", "acks", "messageId", ...}``."""
+        return await self.rpc.call("sendMessage", {"topic": topic, "payload": payload})
+
+    async def _on_delivery(self, params):
+        topic, payload = (params or {}).get("topic"), (params or {}).get("payload")
+        # The bus does not say which subscription matched: the newest
+        # matching one answers, as the bus itself orders them.
+        # A default handler's delivery matches none of its patterns.
+        matching = [h for p, h, _ in self._bus_subs if match_topic(p, topic or "")]
+        matching = matching or [h for _, h, dflt in self._bus_subs if dflt]
+        if not matching:
+            raise RPCError(INVALID_PARAMS, f"no subscription matches {topic!r}")
+        handler = matching[-1]
+        ack = await maybe_await(handler(topic, payload))
+        if ack is None or ack is True:
+            return {"processed": True}
+        if ack is False:
+            return {"processed": False}
+        return ack

@@ -1,0 +1,266 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// caller is the requesting side of direct calls: one long-lived request
+// stream per peer, opened once however many calls race for it, each with
+// its pending calls and its reader goroutine, which close stops.
+type caller struct {
+	host host.Host
+	// open verifies a response frame from a peer (Node.openFrame).
+	open      func(frame []byte, from peer.ID) (*protocol.Envelope, error)
+	maxFrame  int
+	ioTimeout time.Duration
+	log       *slog.Logger
+	done      <-chan struct{} // closed when the node closes
+	wg        sync.WaitGroup  // the readers
+
+	mu      sync.Mutex
+	closed  bool
+	conns   map[peer.ID]*reqConn
+	dialing map[peer.ID]chan struct{} // closed when an opening stream is ready
+}
+
+// conn returns the request stream to p, opening it if needed. Concurrent
+// callers share one opening: the first opens the stream, the rest wait for
+// it, so a burst of calls to a new peer costs one stream, not one each.
+func (cl *caller) conn(ctx context.Context, p peer.ID) (*reqConn, error) {
+	for {
+		cl.mu.Lock()
+		if cl.closed {
+			cl.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if c, ok := cl.conns[p]; ok {
+			cl.mu.Unlock()
+			return c, nil
+		}
+		wait, dialing := cl.dialing[p]
+		if !dialing {
+			wait = make(chan struct{})
+			cl.dialing[p] = wait
+		}
+		cl.mu.Unlock()
+		if dialing {
+			select {
+			case <-wait:
+				continue // the opener finished: use its stream or try ourselves
+			case <-ctx.Done():
+				return nil, protocol.Errorf(protocol.CodeTimeout, "timed out reaching agent %s", p)
+			}
+		}
+		c, err := cl.openConn(ctx, p)
+		cl.mu.Lock()
+		delete(cl.dialing, p)
+		close(wait)
+		cl.mu.Unlock()
+		return c, err
+	}
+}
+
+// openConn opens the request stream to p and starts its reader.
+func (cl *caller) openConn(ctx context.Context, p peer.ID) (*reqConn, error) {
+	if cl.host.Network().Connectedness(p) != network.Connected && len(cl.host.Peerstore().Addrs(p)) == 0 {
+		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "agent %s is not connected and has no known address", p)
+	}
+	s, err := cl.host.NewStream(ctx, p, protocol.RequestProtocol)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, protocol.Errorf(protocol.CodeTimeout, "timed out reaching agent %s", p)
+		}
+		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "cannot reach agent %s: %v", p, err)
+	}
+	c := &reqConn{cl: cl, peer: p, s: s, pending: make(map[string]*pendingCall)}
+	cl.mu.Lock()
+	if cl.closed {
+		cl.mu.Unlock()
+		_ = s.Reset()
+		return nil, ErrClosed
+	}
+	cl.conns[p] = c
+	cl.wg.Add(1)
+	cl.mu.Unlock()
+	go func() {
+		defer cl.wg.Done()
+		c.readLoop()
+	}()
+	return c, nil
+}
+
+// forget drops c from the streams in use, if it is still the one to its
+// peer.
+func (cl *caller) forget(c *reqConn) {
+	cl.mu.Lock()
+	if cl.conns[c.peer] == c {
+		delete(cl.conns, c.peer)
+	}
+	cl.mu.Unlock()
+}
+
+// close refuses new calls, fails the pending ones with err, resets every
+// stream and waits for the readers.
+func (cl *caller) close(err error) {
+	cl.mu.Lock()
+	cl.closed = true
+	conns := make([]*reqConn, 0, len(cl.conns))
+	for _, c := range cl.conns {
+		conns = append(conns, c)
+	}
+	cl.mu.Unlock()
+	for _, c := range conns {
+		c.close(err)
+	}
+	cl.wg.Wait()
+}
+
+// reqConn is the long-lived request stream to one peer, shared by every
+// concurrent call to it.
+type reqConn struct {
+	cl   *caller
+	peer peer.ID
+	s    network.Stream
+
+	wmu sync.Mutex // serialises frame writes
+
+	mu      sync.Mutex
+	pending map[string]*pendingCall
+	err     error
+}
+
+type pendingCall struct {
+	progress func(*protocol.Response)
+	signed   func(json.RawMessage)
+	final    chan callResult // buffered 1
+}
+
+type callResult struct {
+	resp *protocol.Response
+	err  error
+}
+
+func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, error) {
+	pc := &pendingCall{progress: progress, signed: signed, final: make(chan callResult, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.pending[corrID] = pc
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, corrID)
+		c.mu.Unlock()
+	}()
+	if err := c.write(frame); err != nil {
+		c.close(err)
+		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "send to agent %s: %v", c.peer, err)
+	}
+	select {
+	case r := <-pc.final:
+		return r.resp, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, protocol.Errorf(protocol.CodeTimeout, "agent %s did not answer in time", c.peer)
+		}
+		return nil, ctx.Err()
+	case <-c.cl.done:
+		return nil, ErrClosed
+	}
+}
+
+func (c *reqConn) write(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.s.SetWriteDeadline(time.Now().Add(c.cl.ioTimeout))
+	_, err := c.s.Write(frame)
+	return err
+}
+
+// close fails every pending call with err and forgets the stream; the next
+// call opens a new one.
+func (c *reqConn) close(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	if pe := (*protocol.Error)(nil); !errors.As(err, &pe) && !errors.Is(err, ErrClosed) {
+		err = protocol.Errorf(protocol.CodeUnknownAgent, "connection to agent %s lost: %v", c.peer, err)
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = map[string]*pendingCall{}
+	c.mu.Unlock()
+	for _, pc := range pending {
+		pc.final <- callResult{err: err}
+	}
+	_ = c.s.Reset()
+	c.cl.forget(c)
+}
+
+// readLoop reads response frames and hands each to its pending call.
+func (c *reqConn) readLoop() {
+	fr := protocol.NewFrameReader(c.s, c.cl.maxFrame)
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			c.close(err)
+			return
+		}
+		e, err := c.cl.open(frame, c.peer)
+		if err != nil {
+			c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
+			continue
+		}
+		resp, rerr := protocol.DecodeResponse(e)
+		if resp == nil {
+			c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", rerr)
+			continue
+		}
+		if resp.CorrelationID == "" && rerr != nil {
+			// A stream-level error (for example an oversize frame): the
+			// provider will reset the stream, so fail everything now.
+			c.close(rerr)
+			return
+		}
+		c.mu.Lock()
+		pc := c.pending[resp.CorrelationID]
+		if pc != nil && (rerr != nil || resp.Status.Final()) {
+			delete(c.pending, resp.CorrelationID)
+		}
+		c.mu.Unlock()
+		if pc == nil {
+			continue // late answer to a call that timed out
+		}
+		switch {
+		case rerr != nil:
+			pc.final <- callResult{err: rerr}
+		case resp.Status == protocol.StatusInProgress:
+			if pc.progress != nil {
+				pc.progress(resp)
+			}
+		default:
+			if pc.signed != nil && resp.Status == protocol.StatusSuccess {
+				if sj, err := signedJSON(frame); err == nil {
+					pc.signed(sj)
+				}
+			}
+			pc.final <- callResult{resp: resp}
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
+)
+
+// The bus's fuzz target and the helpers the whole-path fuzz targets here
+// share (package rpc fuzzes the JSON-RPC decoding and the mesh.*
+// methods; this one the bus's methods behind it).
+
+// fuzzAgent is the fake mesh's own agent id (a fixed Ed25519 key).
+const fuzzAgent = "12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a"
+
+// fuzzMesh answers everything at once, successfully.
+type fuzzMesh struct{}
+
+var (
+	_ rpc.Publisher  = fuzzMesh{}
+	_ rpc.Discoverer = fuzzMesh{}
+)
+
+func (fuzzMesh) AgentID() string { return fuzzAgent }
+
+func (fuzzMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: json.RawMessage(`{"ok":true}`)}, nil
+}
+
+func (fuzzMesh) Peers() []protocol.PeerInfo {
+	return []protocol.PeerInfo{{AgentID: fuzzAgent, Name: "self", Connected: true}}
+}
+
+func (fuzzMesh) Publish(context.Context, string, json.RawMessage, *protocol.Filter) (int, error) {
+	return 1, nil
+}
+
+func (fuzzMesh) PublishID(context.Context, string, string, json.RawMessage, *protocol.Filter) (int, error) {
+	return 1, nil
+}
+
+func (fuzzMesh) Subscribe(string, func(protocol.TopicMessage)) (func(), error) { return func() {}, nil }
+
+func (fuzzMesh) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo, error) {
+	ch := make(chan protocol.PeerInfo)
+	close(ch)
+	return ch, nil
+}
+
+// fuzzConn is a raw WebSocket client of a fuzz target.
+type fuzzConn struct {
+	t  testing.TB
+	ws *websocket.Conn
+}
+
+func dialFuzz(t *testing.T, url string) *fuzzConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(32 << 20)
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	return &fuzzConn{t: t, ws: ws}
+}
+
+func (c *fuzzConn) write(frame []byte) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *fuzzConn) read(ctx context.Context) []byte {
+	c.t.Helper()
+	_, b, err := c.ws.Read(ctx)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	return b
+}
+
+// newFuzzBus serves the bus, with a store, and returns its URL.
+func newFuzzBus(f testing.TB) string {
+	f.Helper()
+	st, err := store.Open(filepath.Join(f.TempDir(), "fuzz.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	bc := DefaultBusConfig()
+	bc.DeliveryTimeout, bc.RetryBackoff, bc.MaxBackoff, bc.MeshWait = 500*time.Millisecond, 50*time.Millisecond, 100*time.Millisecond, 0
+	srv, err := New(fuzzMesh{}, WithStore(st), WithBus(bc), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	f.Cleanup(func() {
+		_ = srv.Close()
+		hs.Close()
+		_ = st.Close()
+	})
+	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+}
+
+// busMethods are the methods FuzzBusParams calls; the fuzzer picks one.
+var busMethods = []string{MethodSubscribe, MethodUnsubscribe, MethodSendMessage, MethodBusHistory, MethodBusDeadLetters, MethodBusReplay}
+
+// FuzzBusParams calls each method of the bus with fuzzed params, as an
+// initialized client subscribed to inbound:*: one answer, never -32603,
+// and a -32602 says "invalid params: …".
+func FuzzBusParams(f *testing.F) {
+	seeds := map[string][]string{
+		MethodSubscribe:      {`{"topic":"inbound:*","policy":"continueAll","defaultHandler":false}`, `{"topic":"x","policy":3}`, `{"topic":"x","defaultHandler":"no"}`},
+		MethodUnsubscribe:    {`{"topic":"x","defaultHandler":"no"}`},
+		MethodSendMessage:    {`{"topic":"inbound:1","payload":{"text":"t"}}`, `{"topic":"inbound:1","payload":"t"}`, `{"topic":"agent:` + fuzzAgent + `","payload":{"type":5}}`},
+		MethodBusHistory:     {`{"topic":"inbound:*","limit":5}`, `{"limit":"5"}`, `{"since":"yesterday"}`},
+		MethodBusDeadLetters: {`{"limit":5}`, `{"topic":[]}`},
+		MethodBusReplay:      {`{"id":"x"}`, `{"id":5}`},
+	}
+	for i, m := range busMethods {
+		f.Add(uint8(i), []byte(`{}`))
+		f.Add(uint8(i), []byte(`[]`))
+		f.Add(uint8(i), []byte(`{"unknown":true}`))
+		for _, s := range seeds[m] {
+			f.Add(uint8(i), []byte(s))
+		}
+	}
+	url := newFuzzBus(f)
+	f.Fuzz(func(t *testing.T, which uint8, params []byte) {
+		if !json.Valid(params) {
+			return // the decoder's own cases: rpc's FuzzDispatch
+		}
+		method := busMethods[int(which)%len(busMethods)]
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := rpc.Dial(ctx, url, rpc.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
+			return ProcessResult{Processed: true}, nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Call(ctx, MethodSubscribe, map[string]string{"topic": "inbound:*"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		err = c.Call(ctx, method, json.RawMessage(params), nil)
+		var re *rpc.Error
+		switch {
+		case err == nil:
+		case !errors.As(err, &re):
+			if !strings.Contains(err.Error(), "params must encode") {
+				t.Fatalf("%s %s: %v", method, params, err)
+			}
+		case re.Code == rpc.CodeInternalError:
+			t.Fatalf("%s %s: internal error %v", method, params, re)
+		case re.Code == rpc.CodeInvalidParams && !strings.HasPrefix(re.Message, "invalid params"):
+			t.Fatalf("%s %s: -32602 without saying so: %v", method, params, re)
+		}
+		if err := c.Call(ctx, rpc.MethodPing, nil, nil); err != nil {
+			t.Fatalf("%s %s: the connection is not answered after it: %v", method, params, err)
+		}
+	})
+}
+
+// Every bus method decodes its params strictly: a member of the wrong
+// JSON type, or one whose name differs only in case, is -32602 with a
+// message naming the member, never a silent default.
+func TestBusParamsWrongTypes(t *testing.T) {
+	url := newFuzzBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := rpc.Dial(ctx, url, rpc.WithClientID("typed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct{ method, params, want string }{
+		{MethodBusHistory, `{"limit":"5"}`, `"limit" must be a whole number`},
+		{MethodBusHistory, `{"topic":5}`, `"topic" must be a string`},
+		{MethodBusHistory, `{"since":"yesterday"}`, `yesterday`},
+		{MethodBusHistory, `{"Topic":"x"}`, `unknown field "Topic"`},
+		{MethodBusDeadLetters, `{"topic":[]}`, `"topic" must be a string`},
+		{MethodBusReplay, `{"id":5}`, `"id" must be a string`},
+		{MethodSubscribe, `{"topic":"x","policy":3}`, `policy`},
+		{MethodSubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
+		{MethodUnsubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
+		{MethodSendMessage, `{"topic":"inbound:1","payload":"t"}`, `"payload"`},
+	} {
+		var re *rpc.Error
+		err := c.Call(ctx, tc.method, json.RawMessage(tc.params), nil)
+		if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, tc.want) {
+			t.Errorf("%s %s: %v, want -32602 with %q", tc.method, tc.params, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+// Package rpc serves meshagent's JSON-RPC 2.0 API over WebSocket: the
+// local API every node offers on loopback (the mesh.* methods), and the
+// endpoint a relay node offers to remote clients. It also holds the Go
+// client the command line uses. Other services put their methods on the
+// same Server with Handle (the seed 001 bus does; see "Hooks" below); rpc
+// knows none of them.
+//
+// rpc sees the mesh through the Mesh interface, built from protocol
+// types, so it never imports the node and its tests need no libp2p. The
+// WebSocket plumbing (admission, send queue, pings, close) is
+// internal/wsconn's.
+//
+// # Serving
+//
+//	srv, err := rpc.New(n) // n is an rpc.Mesh; *node.Node is one
+//	if err != nil { … }
+//	defer srv.Close()
+//	if err := srv.Start("127.0.0.1:7892"); err != nil { … }
+//
+// A Server is also an http.Handler (API at "/"), for mounting in another
+// HTTP server.
+//
+// # Protocol
+//
+// JSON-RPC 2.0 exactly. One WebSocket message carries one request,
+// notification or response, or one batch of them. Notifications get no
+// response; a batch gets one array holding the responses to its requests
+// in order, or nothing if it holds none; an empty batch gets a single
+// -32600 error; a frame that is not JSON gets -32700 with id null. A
+// malformed message is answered on its own connection and disturbs no
+// other client. "params": null is read as absent. Every error code is
+// listed in one table in errors.go.
+//
+// Methods served by every server:
+//
+//	ping        {}  -> {"timestamp": "2025-02-14T12:00:00Z"}   (seed 001)
+//	mesh.id     {}  -> {"agentId": "12D3KooW…"}
+//	mesh.peers  {}  -> [PeerInfo, …]
+//	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?}
+//	            -> {"correlationId", "status", "result"}
+//
+// While a mesh.call runs, each in_progress response is sent to the caller
+// as a notification, before the call's final response:
+//
+//	{"jsonrpc":"2.0","method":"mesh.progress",
+//	 "params":{"requestId":<the call's id>,"response":{"correlationId":…,"result":…,"status":"in_progress"}}}
+//
+// An AgentProtocol error from the mesh becomes the JSON-RPC error of its
+// code (-32010…-32017) with data {"code": "UNAUTHORIZED", "details": …};
+// Client.MeshCall turns it back into a *protocol.Error.
+//
+// The seed 001 handshake, which rpc serves itself:
+//
+//	initialize   {"clientId", "clientInfo": {"name", "version"}} -> {"serverId", "serverInfo", "capabilities"}
+//
+// initialize comes first, on every listener (seed 001: the server rejects
+// non-initialize requests until the handshake completes): before it every
+// other method, ping and mesh.* included, is answered -32006 and a
+// notification is dropped. Dial initializes by itself, so Go clients and
+// the CLI need do nothing. A clientId held by a live connection is
+// refused to another one (-32001, data {"reason":"clientIdInUse"}),
+// unless both present the same credential: then the new connection
+// replaces the old one, which is closed (a client reconnecting before the
+// relay noticed its old connection died is not locked out). The local API
+// has no credentials, so there an id is never taken over.
+//
+// # Listeners and credentials
+//
+// One Server, with one set of methods, is served on every listener of a
+// process: the local API (ServeHTTP, Serve, Start; every method, meant
+// for loopback) and a relay's public listener (PublicHandler). A public
+// listener serves anyone initialize, ping and the methods registered with
+// HandlePublic (the bus's subscribe, unsubscribe and sendMessage); every
+// other method (bus.history, mesh.*, …) needs a credential that grants
+// it, and is otherwise answered CodeForbidden (-32020). A method checks
+// the topics it is given against Conn.Credential itself (the bus refuses
+// sendMessage to agent:<mesh agent id>, a mesh call made as the relay,
+// to a credential without mesh.call).
+//
+// Tokens (a tokens file, ParseTokens) map bearer tokens to credentials: a
+// name, topic patterns and granted methods ("admin" for the three bus.*
+// methods, names, or patterns such as "mesh.*"). Tokens.Middleware in
+// front of a public listener requires one on every upgrade, from the URL
+// query (?token=) or an Authorization: Bearer header, and answers 401
+// otherwise; only SHA-256 digests are kept, compared in constant time. A
+// credential's topics bound what it sends on and subscribes to (a
+// subscription pattern must be provably narrower than an allowed one).
+// Tokens.Reload applies to live connections on their next request: a
+// removed token's connection is closed ("credential revoked"). Conn.Credential
+// and CredentialFromContext give the client's name to the rest of the
+// relay.
+//
+// # Server-initiated messages
+//
+// A handler (HandlerFunc, registered with Server.Handle) receives the
+// client's *Conn. Conn.Notify pushes a notification and Conn.Call sends a
+// request and waits for the client's response, which arrives on the same
+// connection as the client's own requests. Per-connection state lives in
+// Conn.SetValue, and Conn.AfterClose runs clean-up once the connection
+// has ended. This is the path seed 001's processMessage takes.
+//
+// # Hooks
+//
+// What a service on the server (the bus) may use: Handle and
+// HandlePublic to register methods; Conn.ClientID, the clientId of the
+// connection's initialize; Conn.Call, Conn.Notify, Conn.Context,
+// Conn.AfterClose and per-connection values (Conn.LoadOrStoreValue);
+// Conn.Public and Conn.Credential for a public listener's rules;
+// Server.Now, the server's clock (WithClock); SetCapabilities, what
+// initialize announces; and OnStatus, to add to mesh.status. Nothing
+// else of the Server is reachable.
+//
+// # Limits and slow clients
+//
+// Each connection has a read limit (an oversize message closes that
+// connection with status 1009), a bounded send queue, a write timeout,
+// keep-alive pings, a cap on concurrent requests (beyond it: -32005) and
+// on batch size. A client whose queue fills or whose writes time out is
+// disconnected, never waited for, so one slow client cannot stall the
+// server or other clients. See Limits. When the server is full, the
+// oldest connection that has not initialized makes room for a new one.
+//
+// # Browsers
+//
+// Clients that send no Origin header (programs) are always accepted.
+// Browser pages are refused unless their origin matches a pattern given
+// with WithOriginPatterns: a node's loopback API must not be drivable by
+// any web page the user opens.
+//
+// # Goroutines
+//
+// Every goroutine the server starts is stopped by Server.Close, which
+// waits for them; the same holds for Client.Close.
+package rpc

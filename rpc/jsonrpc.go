@@ -1,0 +1,234 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// The codec: one WebSocket message (a frame, below) carries one JSON-RPC
+// object or one batch. Decoding never fails as a whole except for a parse
+// error or a bad batch; each element otherwise becomes a message or the
+// error response it earns, so one bad element never hides the others.
+
+// msgKind classifies a decoded object.
+type msgKind uint8
+
+const (
+	kindRequest      msgKind = iota + 1 // method and id: answer it
+	kindNotification                    // method, no id: never answer it
+	kindResponse                        // result or error: answers a request we sent
+)
+
+// message is one well-formed JSON-RPC 2.0 object read from the wire.
+type message struct {
+	kind   msgKind
+	ID     json.RawMessage // as sent (so it is echoed byte for byte); "null" is a valid request id
+	Method string
+	Params json.RawMessage // nil when absent or null
+	Result json.RawMessage
+	Error  *Error
+}
+
+// item is one decoded element of a frame: a message, or (bad != nil) the
+// error response an invalid request earns, or neither for an invalid
+// response, which is dropped: answering a response could loop.
+type item struct {
+	msg *message
+	bad *response
+}
+
+// response is an outgoing (or, in the client, incoming) JSON-RPC response.
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// outRequest is an outgoing request (with ID) or notification.
+type outRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+var nullID = json.RawMessage("null")
+
+// decodeFrame splits one WebSocket message into items. If fatal is set the
+// whole frame is answered by it alone (parse error, empty or oversize
+// batch). batch reports whether the frame was an array, whose answers go
+// back as one array.
+func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *response) {
+	if !utf8.Valid(frame) {
+		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: invalid UTF-8"))
+	}
+	frame = trimJSONSpace(frame)
+	if len(frame) == 0 || !json.Valid(frame) {
+		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: not a JSON value"))
+	}
+	if frame[0] != '[' {
+		return []item{decodeObject(frame)}, false, nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(frame, &elems); err != nil {
+		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: %v", err))
+	}
+	switch {
+	case len(elems) == 0:
+		return nil, false, errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: empty batch"))
+	case len(elems) > maxBatch:
+		return nil, false, errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: batch of %d exceeds the limit of %d", len(elems), maxBatch))
+	}
+	items = make([]item, len(elems))
+	for i, e := range elems {
+		items[i] = decodeObject(e)
+	}
+	return items, true, nil
+}
+
+// decodeObject decodes one element. raw is valid JSON.
+func decodeObject(raw []byte) item {
+	var f map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &f) != nil {
+		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
+	}
+	id, hasID := f["id"]
+	if hasID && !validID(id) {
+		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`))}
+	}
+	replyID := nullID
+	if hasID {
+		replyID = id
+	}
+	methodRaw, hasMethod := f["method"]
+	result, hasResult := f["result"]
+	errRaw, hasError := f["error"]
+	if !hasMethod && (hasResult || hasError) {
+		return decodeResponse(f["jsonrpc"], id, result, hasResult, errRaw, hasError)
+	}
+	var version string
+	if v, ok := f["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != "2.0" {
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))}
+	}
+	var method string
+	switch {
+	case !hasMethod:
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" is required`))}
+	case json.Unmarshal(methodRaw, &method) != nil || method == "":
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" must be a non-empty string`))}
+	case hasResult || hasError:
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: a request has no "result" or "error"`))}
+	}
+	params := f["params"]
+	if isNull(params) {
+		params = nil // null is read as absent
+	}
+	if len(params) > 0 && params[0] != '{' && params[0] != '[' {
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "params" must be an object or an array`))}
+	}
+	m := &message{kind: kindNotification, Method: method, Params: params}
+	if hasID {
+		m.kind, m.ID = kindRequest, id
+	}
+	return item{msg: m}
+}
+
+// decodeResponse validates a response to a request we sent. An invalid
+// one is dropped (an item with neither msg nor bad).
+func decodeResponse(version, id, result json.RawMessage, hasResult bool, errRaw json.RawMessage, hasError bool) item {
+	if string(version) != `"2.0"` || len(id) == 0 || isNull(id) || hasResult == hasError {
+		return item{}
+	}
+	m := &message{kind: kindResponse, ID: id}
+	if hasResult {
+		m.Result = result
+		return item{msg: m}
+	}
+	var e Error
+	if json.Unmarshal(errRaw, &e) != nil || errRaw[0] != '{' {
+		return item{}
+	}
+	m.Error = &e
+	return item{msg: m}
+}
+
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	switch c := id[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9':
+		return true
+	default:
+		return isNull(id)
+	}
+}
+
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// trimJSONSpace trims the four whitespace characters JSON allows.
+func trimJSONSpace(b []byte) []byte {
+	return bytes.Trim(b, " \t\r\n")
+}
+
+func errorResponse(id json.RawMessage, e *Error) *response {
+	return &response{JSONRPC: "2.0", ID: id, Error: e}
+}
+
+// resultResponse encodes result; a result that does not encode becomes an
+// internal error.
+func resultResponse(id json.RawMessage, result any) *response {
+	b, err := marshal(result)
+	if err != nil {
+		return errorResponse(id, Errorf(CodeInternalError, "internal error: encode result: %v", err))
+	}
+	return &response{JSONRPC: "2.0", ID: id, Result: b}
+}
+
+// marshal encodes v without HTML escaping, so payloads pass through as
+// their senders wrote them.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// marshalParams encodes params for a request or notification: nil stays
+// absent; anything else must encode to an object or an array.
+func marshalParams(params any) (json.RawMessage, error) {
+	if params == nil {
+		return nil, nil
+	}
+	b, err := marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	if isNull(b) {
+		return nil, nil
+	}
+	if b[0] != '{' && b[0] != '[' {
+		return nil, fmt.Errorf("rpc: params must encode to a JSON object or array, not %.20s", b)
+	}
+	return b, nil
+}
+
+// decodeResult returns the error a response carries, or decodes its result
+// into result (if non-nil).
+func (m *message) decodeResult(method string, result any) error {
+	if m.Error != nil {
+		return m.Error
+	}
+	if result != nil {
+		if err := json.Unmarshal(m.Result, result); err != nil {
+			return fmt.Errorf("rpc: decode result of %s: %w", method, err)
+		}
+	}
+	return nil
+}

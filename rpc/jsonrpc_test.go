@@ -1,0 +1,131 @@
+package rpc
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestDecodeFrame(t *testing.T) {
+	type want struct {
+		fatal string   // the fatal response, or ""
+		batch bool     //
+		items []string // per item: "req", "note", "resp", "drop" or the bad response
+	}
+	tests := []struct {
+		name  string
+		frame string
+		want  want
+	}{
+		{"request", `{"jsonrpc":"2.0","id":1,"method":"m"}`, want{items: []string{"req"}}},
+		{"notification", `{"jsonrpc":"2.0","method":"m","params":[1]}`, want{items: []string{"note"}}},
+		{"null id is a request", `{"jsonrpc":"2.0","id":null,"method":"m"}`, want{items: []string{"req"}}},
+		{"result response", `{"jsonrpc":"2.0","id":1,"result":null}`, want{items: []string{"resp"}}},
+		{"error response", `{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}`, want{items: []string{"resp"}}},
+		{"response with both", `{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":""}}`, want{items: []string{"drop"}}},
+		{"response without id", `{"jsonrpc":"2.0","result":1}`, want{items: []string{"drop"}}},
+		{"response with null id", `{"jsonrpc":"2.0","id":null,"result":1}`, want{items: []string{"drop"}}},
+		{"response of version 1", `{"id":1,"result":1}`, want{items: []string{"drop"}}},
+		{"error that is not an object", `{"jsonrpc":"2.0","id":1,"error":"x"}`, want{items: []string{"drop"}}},
+		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}", want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: invalid UTF-8"}}`}},
+		{"empty frame", ``, want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not a JSON value"}}`}},
+		{"only whitespace", " \n\t", want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not a JSON value"}}`}},
+		{"vertical tab is not JSON whitespace", "\v{}", want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not a JSON value"}}`}},
+		{"empty batch", `[]`, want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: empty batch"}}`}},
+		{"batch over the limit", `[1,2,3,4,5]`, want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: batch of 5 exceeds the limit of 4"}}`}},
+		{"mixed batch", `[{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":2,"result":1},7]`, want{batch: true, items: []string{"req", "note", "resp",
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: not a JSON object"}}`}}},
+		{"bad element keeps its id", `[{"jsonrpc":"2.0","id":"k","method":""}]`, want{batch: true, items: []string{
+			`{"jsonrpc":"2.0","id":"k","error":{"code":-32600,"message":"invalid request: \"method\" must be a non-empty string"}}`}}},
+		{"params null is absent", `{"jsonrpc":"2.0","id":1,"method":"m","params":null}`, want{items: []string{"req"}}},
+		{"params true", `{"jsonrpc":"2.0","id":1,"method":"m","params":true}`, want{items: []string{
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"invalid request: \"params\" must be an object or an array"}}`}}},
+		{"key case matters", `{"JSONRPC":"2.0","ID":1,"Method":"m"}`, want{items: []string{
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: \"jsonrpc\" must be \"2.0\""}}`}}},
+		{"nested batch element", `[[{"jsonrpc":"2.0","id":1,"method":"m"}]]`, want{batch: true, items: []string{
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: not a JSON object"}}`}}},
+	}
+	kinds := map[msgKind]string{kindRequest: "req", kindNotification: "note", kindResponse: "resp"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			items, batch, fatal := decodeFrame([]byte(tc.frame), 4)
+			if tc.want.fatal != "" {
+				if fatal == nil {
+					t.Fatalf("no fatal response; items %v", items)
+				}
+				if got := mustMarshal(t, fatal); got != tc.want.fatal {
+					t.Fatalf("fatal\n got %s\nwant %s", got, tc.want.fatal)
+				}
+				return
+			}
+			if fatal != nil {
+				t.Fatalf("unexpected fatal %s", mustMarshal(t, fatal))
+			}
+			if batch != tc.want.batch {
+				t.Fatalf("batch = %v", batch)
+			}
+			var got []string
+			for _, it := range items {
+				switch {
+				case it.bad != nil:
+					got = append(got, mustMarshal(t, it.bad))
+				case it.msg == nil:
+					got = append(got, "drop")
+				default:
+					got = append(got, kinds[it.msg.kind])
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want.items, "\n") {
+				t.Fatalf("items\n got %q\nwant %q", got, tc.want.items)
+			}
+		})
+	}
+}
+
+// The id, method and params of a request come through exactly.
+func TestDecodeRequestFields(t *testing.T) {
+	items, _, _ := decodeFrame([]byte(`{"params" : { "a" : 1 } , "method":"x.y","id": 1.50e1 ,"jsonrpc":"2.0"}`), 1)
+	m := items[0].msg
+	if m == nil || m.kind != kindRequest || string(m.ID) != "1.50e1" || m.Method != "x.y" || string(m.Params) != `{ "a" : 1 }` {
+		t.Fatalf("got %+v", m)
+	}
+}
+
+func TestMarshalParams(t *testing.T) {
+	tests := []struct {
+		in      any
+		want    string
+		wantErr bool
+	}{
+		{nil, "", false},
+		{json.RawMessage(nil), "", false},
+		{map[string]int{"a": 1}, `{"a":1}`, false},
+		{[]int{1}, `[1]`, false},
+		{json.RawMessage(`null`), "", false},
+		{"<tag>", "", true},
+		{42, "", true},
+		{func() {}, "", true},
+	}
+	for _, tc := range tests {
+		got, err := marshalParams(tc.in)
+		if (err != nil) != tc.wantErr || string(got) != tc.want {
+			t.Errorf("marshalParams(%#v) = %s, %v", tc.in, got, err)
+		}
+	}
+}
+
+func TestMarshalKeepsHTML(t *testing.T) {
+	b, err := marshal(map[string]string{"s": "<a&b>"})
+	if err != nil || string(b) != `{"s":"<a&b>"}` {
+		t.Fatalf("%s %v", b, err)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) string {
+	t.Helper()
+	b, err := marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

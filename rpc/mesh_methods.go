@@ -1,0 +1,298 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+)
+
+// Mesh is the part of a running node the relay and local API need.
+// *node.Node satisfies it; the compile-time check lives outside this
+// package, so that relay never imports node. Implementations must be safe
+// for concurrent use, and Call must return when ctx ends.
+type Mesh interface {
+	AgentID() string
+	Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error)
+	Peers() []protocol.PeerInfo
+}
+
+// BusClientPrefix starts the name by which the relay vouches for a bus
+// client authenticated by a credential when mesh.call calls a mesh agent
+// for it (protocol.MetaOnBehalfOf): credential "ci" is "bus:ci", which a
+// provider authorizes as "<relay id>/bus:ci". The local API's clients
+// are the node itself and are not vouched for.
+const BusClientPrefix = "bus:"
+
+// Method names served by every server, and the notification mesh.call
+// sends while it runs.
+const (
+	MethodPing         = "ping"
+	MethodMeshID       = "mesh.id"
+	MethodMeshPeers    = "mesh.peers"
+	MethodMeshCall     = "mesh.call"
+	MethodMeshProgress = "mesh.progress"
+)
+
+// MaxCallTimeout caps the timeout a client may ask for in mesh.call.
+const MaxCallTimeout = time.Hour
+
+// CallParams are the params of mesh.call. On the wire "action" is
+// accepted as an alias of "capability" (seed 000 and 002 say action); if
+// both are given they must agree.
+type CallParams struct {
+	// AgentID is the target agent, a peer ID or a base64 Ed25519 public
+	// key.
+	AgentID string `json:"agentId"`
+	// Capability names the capability to invoke.
+	Capability string `json:"capability"`
+	// Params is the JSON object handed to the capability. Optional.
+	Params json.RawMessage `json:"params,omitempty"`
+	// TimeoutMS bounds the call in milliseconds; 0 means the node's
+	// default. At most MaxCallTimeout.
+	TimeoutMS int64 `json:"timeoutMs,omitempty"`
+	// TaskID names the request (its correlation id), so that the caller
+	// can ask for its status or cancel it (mesh.taskStatus,
+	// mesh.taskCancel). Optional: a fresh one otherwise.
+	TaskID string `json:"taskId,omitempty"`
+}
+
+// ProgressParams are the params of a mesh.progress notification: one
+// in_progress response of the mesh.call whose JSON-RPC id is RequestID.
+// All of a call's progress notifications precede its final response.
+type ProgressParams struct {
+	RequestID json.RawMessage    `json:"requestId"`
+	Response  *protocol.Response `json:"response"`
+}
+
+// IDResult is the result of mesh.id.
+type IDResult struct {
+	AgentID string `json:"agentId"`
+	// PublicKey is the agent's Ed25519 public key, base64 (the other form
+	// of an agent id AgentProtocol accepts).
+	PublicKey string `json:"publicKey,omitempty"`
+	// Addrs are the node's listen multiaddrs, each ending in
+	// /p2p/<agent id>, on a server with a Control (a node's local API);
+	// absent elsewhere.
+	Addrs []string `json:"addrs,omitempty"`
+}
+
+// PingResult is the result of ping, as seed 001 specifies it.
+type PingResult struct {
+	// Timestamp is the server's time, RFC 3339 in UTC.
+	Timestamp string `json:"timestamp"`
+}
+
+func (s *Server) registerMeshMethods() {
+	s.Handle(MethodPing, s.ping)
+	s.Handle(MethodMeshID, s.meshID)
+	s.Handle(MethodMeshPeers, s.meshPeers)
+	s.Handle(MethodMeshCall, s.meshCall)
+	s.Handle(MethodMeshDiscover, s.meshDiscover)
+	s.Handle(MethodMeshPublish, s.meshPublish)
+	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
+	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
+	s.Handle(MethodMeshConsensus, s.meshConsensus)
+	s.Handle(MethodMeshTaskStatus, s.meshTask)
+	s.Handle(MethodMeshTaskCancel, s.meshTask)
+	s.registerControlMethods()
+}
+
+func (s *Server) ping(_ context.Context, req *Request) (any, error) {
+	if err := noParams(req); err != nil {
+		return nil, err
+	}
+	return PingResult{Timestamp: s.Now().UTC().Format(time.RFC3339)}, nil
+}
+
+func (s *Server) meshID(_ context.Context, req *Request) (any, error) {
+	if err := noParams(req); err != nil {
+		return nil, err
+	}
+	res := IDResult{AgentID: s.mesh.AgentID()}
+	res.PublicKey = publicKeyOf(res.AgentID)
+	if s.cfg.Control != nil {
+		res.Addrs = orEmpty(s.cfg.Control.Addrs())
+	}
+	return res, nil
+}
+
+func (s *Server) meshPeers(_ context.Context, req *Request) (any, error) {
+	if err := noParams(req); err != nil {
+		return nil, err
+	}
+	peers := s.mesh.Peers()
+	if peers == nil {
+		peers = []protocol.PeerInfo{}
+	}
+	return peers, nil
+}
+
+// noParams accepts absent params, {} and [].
+func noParams(req *Request) error {
+	switch p := string(bytes.Join(bytes.Fields(req.Params), nil)); p {
+	case "", "{}", "[]":
+		return nil
+	}
+	return Errorf(CodeInvalidParams, "invalid params: %s takes no params", req.Method)
+}
+
+// callParamsFields are the members mesh.call accepts, matched exactly
+// (encoding/json would also take "AGENTID").
+var callParamsFields = map[string]bool{"agentId": true, "capability": true, "action": true, "params": true, "timeoutMs": true, "taskId": true}
+
+// parseCallParams validates mesh.call's params and returns the request
+// for the mesh, without Progress.
+func parseCallParams(raw json.RawMessage) (protocol.CallRequest, error) {
+	var req protocol.CallRequest
+	var w map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
+		return req, Errorf(CodeInvalidParams, `invalid params: mesh.call takes an object {"agentId", "capability", "params", "timeoutMs"}`)
+	}
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		if !callParamsFields[k] {
+			return req, Errorf(CodeInvalidParams, `invalid params: unknown field %q (mesh.call takes agentId, capability, params, timeoutMs)`, k)
+		}
+	}
+
+	agent, err := stringField("agentId", w["agentId"])
+	if err != nil {
+		return req, err
+	}
+	if agent == "" {
+		return req, Errorf(CodeInvalidParams, `invalid params: "agentId" is required`)
+	}
+	id, err := sign.ParseAgentID(agent)
+	if err != nil {
+		return req, Errorf(CodeInvalidParams, `invalid params: "agentId": %v`, err)
+	}
+	req.To = id.String()
+
+	capability, err := stringField("capability", w["capability"])
+	if err != nil {
+		return req, err
+	}
+	action, err := stringField("action", w["action"])
+	if err != nil {
+		return req, err
+	}
+	switch {
+	case capability == "" && action == "":
+		return req, Errorf(CodeInvalidParams, `invalid params: "capability" is required`)
+	case capability == "":
+		capability = action
+	case action != "" && action != capability:
+		return req, Errorf(CodeInvalidParams, `invalid params: "capability" and its alias "action" differ`)
+	}
+	if err := (&protocol.Capability{Name: capability}).Validate(); err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return req, Errorf(CodeInvalidParams, `invalid params: "capability": %s`, pe.Message)
+		}
+		return req, Errorf(CodeInvalidParams, `invalid params: "capability": %v`, err)
+	}
+	req.Action = capability
+
+	if p := w["params"]; len(p) > 0 && !isNull(p) {
+		if p[0] != '{' {
+			return req, Errorf(CodeInvalidParams, `invalid params: "params" must be an object`)
+		}
+		req.Params = p
+	}
+
+	taskID, err := stringField("taskId", w["taskId"])
+	if err != nil {
+		return req, err
+	}
+	if len(taskID) > 128 {
+		return req, Errorf(CodeInvalidParams, `invalid params: "taskId" is longer than 128 bytes`)
+	}
+	req.CorrelationID = taskID
+
+	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
+		var n json.Number
+		if err := unmarshalNumber(t, &n); err != nil {
+			return req, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
+		}
+		ms, err := n.Int64()
+		if err != nil || ms < 0 || ms > MaxCallTimeout.Milliseconds() {
+			return req, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 0 to %d`, MaxCallTimeout.Milliseconds())
+		}
+		req.Timeout = time.Duration(ms) * time.Millisecond
+	}
+	return req, nil
+}
+
+// unmarshalNumber decodes a JSON number into n. Unlike json.Unmarshal
+// into a json.Number, it refuses a string holding a number ("10000"): a
+// member of the wrong JSON type is an error, not read as meant.
+func unmarshalNumber(raw json.RawMessage, n *json.Number) error {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return errors.New("not a JSON number")
+	}
+	return json.Unmarshal(raw, n)
+}
+
+// stringField decodes an optional string field; absent and null read as "".
+func stringField(name string, raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var v string
+	if raw[0] != '"' || json.Unmarshal(raw, &v) != nil {
+		return "", Errorf(CodeInvalidParams, "invalid params: %q must be a string", name)
+	}
+	return v, nil
+}
+
+// meshCall serves mesh.call: each in_progress response goes to the caller
+// as a mesh.progress notification, queued before the final response; an
+// AgentProtocol failure becomes the JSON-RPC error of its code (see
+// errors.go) with data.code.
+func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
+	req, err := parseCallParams(r.Params)
+	if err != nil {
+		return nil, err
+	}
+	if !r.IsNotification() {
+		// Progress is called on the node's reader goroutine; Notify never
+		// blocks. Progress that comes after Call returned is dropped, so
+		// that nothing follows the final response.
+		var mu sync.Mutex
+		done := false
+		req.Progress = func(p *protocol.Response) {
+			mu.Lock()
+			defer mu.Unlock()
+			if done || p == nil {
+				return
+			}
+			_ = r.Conn.Notify(MethodMeshProgress, ProgressParams{RequestID: r.ID, Response: p})
+		}
+		defer func() {
+			mu.Lock()
+			done = true
+			mu.Unlock()
+		}()
+	}
+	if cred := r.Conn.Credential(); cred != nil {
+		// The relay calls for its authenticated client and vouches for
+		// it, so the provider sees "<relay id>/bus:<name>", not the relay.
+		req.OnBehalfOf = BusClientPrefix + cred.Name
+	}
+	resp, err := s.mesh.Call(ctx, req)
+	if err != nil {
+		return nil, protocol.AsError(err)
+	}
+	if resp == nil {
+		return nil, fmt.Errorf("mesh returned no response")
+	}
+	return resp, nil
+}

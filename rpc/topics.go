@@ -1,0 +1,325 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// Publisher is implemented by a Mesh with topics (*node.Node is one). A
+// server whose mesh is not a Publisher answers mesh.publish,
+// mesh.subscribe and mesh.unsubscribe with -32601.
+type Publisher interface {
+	// Publish sends payload to every agent subscribed to topic, this
+	// node's own subscriptions (made with Subscribe) included, applying
+	// filter (nil: everyone), and returns how many receivers it went to:
+	// topic peers plus local subscriptions; errors.Is(err,
+	// protocol.ErrNoPeers) when there is none within the publish wait.
+	// payload is a JSON object (the server refuses anything else before
+	// calling Publish).
+	Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
+	// Subscribe calls handler in order for each message whose topic
+	// matches pattern (exact, an fnmatch wildcard such as "outbound:*",
+	// or a prefix ending in ':', '-', '.', '/' or '_'), whether published
+	// by another agent or by this node; the returned func cancels the
+	// subscription. handler must not block: the server's handler only
+	// queues a notification.
+	Subscribe(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error)
+}
+
+// IDPublisher is a Publisher that publishes under a message id its caller
+// chose (*node.Node is one). The bus publishes its clients' messages so:
+// it has delivered them to its own subscribers itself, and knows them by
+// their id when they come back through its mesh subscriptions. Over a
+// Publisher without it, the bus takes no message authored by its own node
+// from the mesh, so what the node publishes by other ways (mesh.publish,
+// Node.Publish) does not reach the bus's subscribers.
+type IDPublisher interface {
+	Publisher
+	// PublishID is Publish under message (envelope) id id, a fresh
+	// protocol.NewID().
+	PublishID(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
+}
+
+// Method names of mesh topics.
+const (
+	MethodMeshPublish     = "mesh.publish"
+	MethodMeshSubscribe   = "mesh.subscribe"
+	MethodMeshUnsubscribe = "mesh.unsubscribe"
+	// MethodMeshMessage is the notification carrying each message of a
+	// mesh.subscribe subscription.
+	MethodMeshMessage = "mesh.message"
+)
+
+// Bounds of mesh topics on one connection.
+const (
+	// MaxMeshSubscriptions bounds a connection's mesh.subscribe
+	// subscriptions.
+	MaxMeshSubscriptions = 64
+	// DefaultPublishTimeout bounds mesh.publish when the client gives no
+	// timeoutMs; MaxPublishTimeout is the most it may ask for.
+	DefaultPublishTimeout = 10 * time.Second
+	MaxPublishTimeout     = 5 * time.Minute
+	// MaxTopicLen bounds a topic or pattern, in bytes.
+	MaxTopicLen = 1024
+)
+
+// PublishParams are the params of mesh.publish.
+type PublishParams struct {
+	Topic     string           `json:"topic"`
+	Payload   json.RawMessage  `json:"payload"`
+	Filter    *protocol.Filter `json:"filter,omitempty"`
+	TimeoutMS int64            `json:"timeoutMs,omitempty"`
+}
+
+// PublishResult is the result of mesh.publish: how many topic peers the
+// message went to.
+type PublishResult struct {
+	Topic string `json:"topic"`
+	Peers int    `json:"peers"`
+}
+
+// SubscribeParams are the params of mesh.subscribe.
+type SubscribeParams struct {
+	Pattern string `json:"pattern"`
+}
+
+// SubscribeResult is the result of mesh.subscribe.
+type SubscribeResult struct {
+	Subscription string `json:"subscription"`
+}
+
+// UnsubscribeParams are the params of mesh.unsubscribe.
+type UnsubscribeParams struct {
+	Subscription string `json:"subscription"`
+}
+
+// MessageParams are the params of a mesh.message notification.
+type MessageParams struct {
+	Subscription string                `json:"subscription"`
+	Message      protocol.TopicMessage `json:"message"`
+}
+
+var (
+	publishFields     = map[string]bool{"topic": true, "payload": true, "filter": true, "timeoutMs": true}
+	subscribeFields   = map[string]bool{"pattern": true}
+	unsubscribeFields = map[string]bool{"subscription": true}
+)
+
+// objectParams decodes params that must be an object with only the given
+// members.
+func objectParams(method string, raw json.RawMessage, fields map[string]bool) (map[string]json.RawMessage, error) {
+	var w map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
+		return nil, Errorf(CodeInvalidParams, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
+	}
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		if !fields[k] {
+			return nil, Errorf(CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
+		}
+	}
+	return w, nil
+}
+
+func quotedKeys(fields map[string]bool) string {
+	var out []byte
+	for i, k := range slices.Sorted(maps.Keys(fields)) {
+		if i > 0 {
+			out = append(out, ", "...)
+		}
+		out = strconv.AppendQuote(out, k)
+	}
+	return string(out)
+}
+
+// requiredString reads a non-empty string member of bounded length.
+func requiredString(w map[string]json.RawMessage, name string) (string, error) {
+	raw, ok := w[name]
+	if !ok || isNull(raw) {
+		return "", Errorf(CodeInvalidParams, "invalid params: %q is required", name)
+	}
+	v, err := stringField(name, raw)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case v == "":
+		return "", Errorf(CodeInvalidParams, "invalid params: %q is empty", name)
+	case len(v) > MaxTopicLen:
+		return "", Errorf(CodeInvalidParams, "invalid params: %q is longer than %d bytes", name, MaxTopicLen)
+	}
+	return v, nil
+}
+
+func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, error) {
+	var p PublishParams
+	w, err := objectParams(MethodMeshPublish, raw, publishFields)
+	if err != nil {
+		return p, 0, err
+	}
+	if p.Topic, err = requiredString(w, "topic"); err != nil {
+		return p, 0, err
+	}
+	if p.Payload = w["payload"]; len(p.Payload) == 0 || p.Payload[0] != '{' {
+		return p, 0, Errorf(CodeInvalidParams, `invalid params: "payload" is required and must be a JSON object`)
+	}
+	if f := w["filter"]; len(f) > 0 && !isNull(f) {
+		dec := json.NewDecoder(bytes.NewReader(f))
+		dec.DisallowUnknownFields()
+		var filter protocol.Filter
+		if f[0] != '{' || dec.Decode(&filter) != nil {
+			return p, 0, Errorf(CodeInvalidParams, `invalid params: "filter" must be an object {"includeAgents", "excludeAgents", "personaTypes", "capabilities"} of string arrays`)
+		}
+		p.Filter = &filter
+	}
+	timeout := DefaultPublishTimeout
+	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
+		var n json.Number
+		ms, err := int64(0), error(nil)
+		if err = unmarshalNumber(t, &n); err == nil {
+			ms, err = n.Int64()
+		}
+		if err != nil || ms <= 0 || ms > MaxPublishTimeout.Milliseconds() {
+			return p, 0, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 1 to %d`, MaxPublishTimeout.Milliseconds())
+		}
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	return p, timeout, nil
+}
+
+// meshPublish serves mesh.publish.
+func (s *Server) meshPublish(ctx context.Context, r *Request) (any, error) {
+	pub, ok := s.mesh.(Publisher)
+	if !ok {
+		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
+	}
+	p, timeout, err := parsePublishParams(r.Params)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err := pub.Publish(ctx, p.Topic, p.Payload, p.Filter)
+	switch {
+	case errors.Is(err, protocol.ErrNoPeers):
+		return nil, Errorf(CodeNoPeers, "no agent subscribes to %q: %v", p.Topic, err)
+	case err != nil:
+		return nil, protocol.AsError(err)
+	}
+	return PublishResult{Topic: p.Topic, Peers: n}, nil
+}
+
+// meshSubs are one connection's mesh subscriptions.
+type meshSubs struct {
+	mu     sync.Mutex
+	next   int
+	closed bool
+	cancel map[string]func()
+}
+
+type meshSubsKey struct{}
+
+// subsOf returns the connection's subscriptions, creating them (and the
+// hook that cancels them all when the connection closes) on first use.
+func subsOf(c *Conn) *meshSubs {
+	c.mu.Lock()
+	if v, ok := c.values[meshSubsKey{}].(*meshSubs); ok {
+		c.mu.Unlock()
+		return v
+	}
+	subs := &meshSubs{cancel: map[string]func(){}}
+	if c.values == nil {
+		c.values = make(map[any]any)
+	}
+	c.values[meshSubsKey{}] = subs
+	c.mu.Unlock()
+	c.AfterClose(subs.closeAll)
+	return subs
+}
+
+// closeAll cancels every subscription; later subscribes fail.
+func (m *meshSubs) closeAll() {
+	m.mu.Lock()
+	cancels := slices.Collect(maps.Values(m.cancel))
+	m.cancel, m.closed = nil, true
+	m.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
+// meshSubscribe serves mesh.subscribe. Messages are queued to the client
+// as mesh.message notifications without blocking the mesh: a client that
+// does not read them is disconnected as a slow consumer, which cancels its
+// subscriptions.
+func (s *Server) meshSubscribe(_ context.Context, r *Request) (any, error) {
+	pub, ok := s.mesh.(Publisher)
+	if !ok {
+		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
+	}
+	w, err := objectParams(MethodMeshSubscribe, r.Params, subscribeFields)
+	if err != nil {
+		return nil, err
+	}
+	pattern, err := requiredString(w, "pattern")
+	if err != nil {
+		return nil, err
+	}
+	subs := subsOf(r.Conn)
+	subs.mu.Lock()
+	defer subs.mu.Unlock()
+	if subs.closed {
+		return nil, ErrClosed
+	}
+	if len(subs.cancel) >= MaxMeshSubscriptions {
+		return nil, Errorf(CodeInvalidParams, "invalid params: this connection already has %d mesh subscriptions, the most allowed; unsubscribe first", MaxMeshSubscriptions)
+	}
+	subs.next++
+	id := "s" + strconv.Itoa(subs.next)
+	conn := r.Conn
+	cancel, err := pub.Subscribe(pattern, func(m protocol.TopicMessage) {
+		_ = conn.Notify(MethodMeshMessage, MessageParams{Subscription: id, Message: m})
+	})
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeInvalidMessage {
+			return nil, Errorf(CodeInvalidParams, "invalid params: %s", pe.Message)
+		}
+		return nil, protocol.AsError(err)
+	}
+	subs.cancel[id] = cancel
+	return SubscribeResult{Subscription: id}, nil
+}
+
+// meshUnsubscribe serves mesh.unsubscribe.
+func (s *Server) meshUnsubscribe(_ context.Context, r *Request) (any, error) {
+	if _, ok := s.mesh.(Publisher); !ok {
+		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
+	}
+	w, err := objectParams(MethodMeshUnsubscribe, r.Params, unsubscribeFields)
+	if err != nil {
+		return nil, err
+	}
+	id, err := requiredString(w, "subscription")
+	if err != nil {
+		return nil, err
+	}
+	subs := subsOf(r.Conn)
+	subs.mu.Lock()
+	cancel, ok := subs.cancel[id]
+	delete(subs.cancel, id)
+	subs.mu.Unlock()
+	if !ok {
+		return nil, Errorf(CodeInvalidParams, "invalid params: no mesh subscription %q on this connection", id)
+	}
+	cancel()
+	return true, nil
+}
