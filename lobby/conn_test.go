@@ -181,7 +181,7 @@ func TestClose(t *testing.T) {
 	shopper.send(lobby.TypeRequest, "hunter", "c1", map[string]any{"capability_name": "search"})
 	hunter.expect(lobby.TypeRequest)
 	shopper.send(lobby.TypeRequest, peerID, "c2", map[string]any{"capability_name": "block"})
-	receive(t, tl.mesh.entered, "the mesh call")
+	receive(t, tl.mesh.Entered, "the mesh call")
 	served := make(chan error, 1)
 	go func() {
 		_, err := tl.lobby.Serve(context.Background(), peerID, "search", nil)
@@ -197,7 +197,7 @@ func TestClose(t *testing.T) {
 	if err := receive(t, served, "Serve to end"); protocol.CodeOf(err) != protocol.CodeInternalError {
 		t.Fatalf("Serve during Close: %v", err)
 	}
-	receive(t, tl.mesh.cancelled, "the mesh call to be cancelled")
+	receive(t, tl.mesh.Cancelled, "the mesh call to be cancelled")
 	for _, c := range []*lobbyClient{hunter, shopper} {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		for {

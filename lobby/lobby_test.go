@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
@@ -19,7 +20,7 @@ import (
 // lobbyMesh is the fake mesh with a directory: find_cheapest_item_price_v2
 // is offered by peerID and by the relay's own node (selfID), which the
 // lobby must leave out; "broken" fails.
-type lobbyMesh struct{ *fakeMesh }
+type lobbyMesh struct{ *fakemesh.Mesh }
 
 func (lobbyMesh) Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error) {
 	if query == "broken" {
@@ -64,7 +65,7 @@ func lobbyStore(t *testing.T, path string) *store.Store {
 // testLobby is a lobby behind an httptest server.
 type testLobby struct {
 	lobby *lobby.Lobby
-	mesh  *fakeMesh
+	mesh  *fakemesh.Mesh
 	url   string
 	stop  func() // closes lobby, HTTP server and store; also a cleanup
 }
@@ -79,7 +80,7 @@ func newTestLobby(t *testing.T, opts ...lobby.Option) *testLobby {
 func lobbyAt(t *testing.T, path string, opts ...lobby.Option) *testLobby {
 	t.Helper()
 	st := lobbyStore(t, path)
-	mesh := newFakeMesh()
+	mesh := fakemesh.New()
 	l, err := lobby.New(lobbyMesh{mesh}, st, append([]lobby.Option{lobby.WithLogger(testlog.New(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

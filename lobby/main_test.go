@@ -4,111 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/internal/fakemesh"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// Agent ids of fixed Ed25519 keys (seeds sha256("relay-test-self") and
-// sha256("relay-test-peer")), so transcripts can name them.
+// The fake mesh's agent ids, which the transcripts name.
 const (
-	selfID  = "12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a"
-	peerID  = "12D3KooWARQ5NFim5LHmaZbpLJXX4ksRtnaZsmP6MLDvP7hZfGEC"
-	peerB64 = "CPl8IjggeetZYMd2LRvag5k3EDy6Ijt4SimGTZeB4ok="
+	selfID  = fakemesh.SelfID
+	peerID  = fakemesh.PeerID
+	peerB64 = fakemesh.PeerB64
 )
 
 // testTimeout bounds every wait in these tests.
 const testTimeout = 10 * time.Second
-
-// fakeMesh answers calls without any network. The capability decides:
-//
-//	echo      success; result {"to","action","params","timeoutMs"} as received
-//	steps     params {"n": k}: k in_progress responses {"step": i}, then success {"done": true}
-//	fail      params {"code","message","details"?,"correlationId"?}: that *protocol.Error
-//	plain     a plain error ("disk on fire")
-//	deadline  context.DeadlineExceeded
-//	nil       a nil response and no error
-//	panic     panics
-//	block     signals entered, then waits for release or ctx (signalling cancelled)
-//	other     CAPABILITY_NOT_SUPPORTED with details
-type fakeMesh struct {
-	entered   chan struct{}
-	release   chan struct{}
-	cancelled chan struct{}
-	calls     atomic.Int64
-}
-
-func newFakeMesh() *fakeMesh {
-	return &fakeMesh{entered: make(chan struct{}, 64), release: make(chan struct{}), cancelled: make(chan struct{}, 64)}
-}
-
-func (*fakeMesh) AgentID() string { return selfID }
-
-func (f *fakeMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
-	f.calls.Add(1)
-	ok := func(result string) (*protocol.Response, error) {
-		return &protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusSuccess, Result: json.RawMessage(result)}, nil
-	}
-	switch req.Action {
-	case "echo":
-		var buf strings.Builder
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(map[string]any{"to": req.To, "action": req.Action, "params": req.Params, "timeoutMs": req.Timeout.Milliseconds()}); err != nil {
-			return nil, err
-		}
-		return ok(buf.String())
-	case "steps":
-		var p struct{ N int }
-		_ = json.Unmarshal(req.Params, &p)
-		for i := 1; i <= p.N; i++ {
-			req.Progress(&protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusInProgress, Result: json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))})
-		}
-		return ok(`{"done":true}`)
-	case "fail":
-		var pe protocol.Error
-		if err := json.Unmarshal(req.Params, &pe); err != nil {
-			return nil, err
-		}
-		return nil, &pe
-	case "plain":
-		return nil, errors.New("disk on fire")
-	case "deadline":
-		return nil, fmt.Errorf("waiting for peer: %w", context.DeadlineExceeded)
-	case "whoami":
-		b, err := json.Marshal(map[string]string{"onBehalfOf": req.OnBehalfOf})
-		if err != nil {
-			return nil, err
-		}
-		return ok(string(b))
-	case "nil":
-		return nil, nil
-	case "panic":
-		panic("fake mesh panicked")
-	case "block":
-		f.entered <- struct{}{}
-		select {
-		case <-f.release:
-			return ok(`"released"`)
-		case <-ctx.Done():
-			f.cancelled <- struct{}{}
-			return nil, ctx.Err()
-		}
-	default:
-		return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "agent does not offer %s", req.Action).
-			WithDetails(map[string]any{"requested": req.Action, "available": []string{"echo", "steps"}})
-	}
-}
 
 // dialRaw opens a WebSocket to the lobby at url.
 func dialRaw(t *testing.T, url string) *websocket.Conn {

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/store"
 )
@@ -11,7 +12,7 @@ import (
 func TestNewOptions(t *testing.T) {
 	st := lobbyStore(t, filepath.Join(t.TempDir(), "store.db"))
 	defer st.Close()
-	mesh := newFakeMesh()
+	mesh := fakemesh.New()
 	for _, tc := range []struct {
 		mesh lobby.Mesh
 		st   *store.Store

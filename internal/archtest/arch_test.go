@@ -28,10 +28,13 @@ var forbidden = map[string][]string{
 	"internal/p2ptest": {mod},
 	"internal/testlog": {mod},
 	"internal/wait":    {mod},
+	// The fake mesh speaks only the shared vocabulary, so that the tests
+	// of every listener (rpc, relay, lobby) can use it.
+	"internal/fakemesh": {mod + "node", mod + "dht", mod + "pubsub", mod + "store", mod + "cli", mod + "relay", mod + "rpc", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
 }
 
 // testHelpers are the packages only tests may import.
-var testHelpers = []string{"internal/meshtest", "internal/p2ptest", "internal/testlog", "internal/wait"}
+var testHelpers = []string{"internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/testlog", "internal/wait"}
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
