@@ -2,17 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/node"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
-// *node.Node is what the local API serves.
+// *node.Node is what the local API serves, and *rpc.Server serves the bus.
 var (
 	_ rpc.Mesh        = (*node.Node)(nil)
 	_ rpc.Discoverer  = (*node.Node)(nil)
@@ -20,6 +21,8 @@ var (
 	_ rpc.IDPublisher = (*node.Node)(nil)
 	_ rpc.Consenter   = (*node.Node)(nil)
 	_ rpc.Tasker      = (*node.Node)(nil)
+	_ bus.Mesh        = (*node.Node)(nil)
+	_ bus.Registrar   = (*rpc.Server)(nil)
 )
 
 // dialAPI connects to the local API of a running node at addr (host:port)
@@ -30,12 +33,38 @@ func dialAPI(ctx context.Context, addr string) (*rpc.Client, error) {
 	return rpc.Dial(ctx, addr, rpc.WithClientInfo(rpc.ClientInfo{Name: "meshagent", Version: "cli"}))
 }
 
-// apiServer is a node's local API: the relay's JSON-RPC server on a
-// loopback address. On a relay the public listener serves the same server
-// (one bus, one retry loop).
+// busServer is the JSON-RPC server with the seed 001 bus on it: what the
+// local API and a relay's public listener serve.
+type busServer struct {
+	*rpc.Server
+	bus *bus.Bus
+}
+
+// newBusServer composes the JSON-RPC server for n and the bus on it. st
+// (may be nil) persists the bus's outbox, dead letters and history.
+func newBusServer(n *node.Node, log *slog.Logger, st *store.Store, opts ...rpc.Option) (*busServer, error) {
+	srv, err := rpc.New(n, append([]rpc.Option{rpc.WithLogger(log)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	b, err := bus.New(srv, n, bus.WithLogger(log), bus.WithStore(st))
+	if err != nil {
+		_ = srv.Close()
+		return nil, err
+	}
+	return &busServer{Server: srv, bus: b}, nil
+}
+
+// Close closes the server and its clients, then the bus (its retry loop
+// and history writers), so that no request reaches a closed bus.
+func (s *busServer) Close() error { return errors.Join(s.Server.Close(), s.bus.Close()) }
+
+// apiServer is a node's local API: the bus server on a loopback address.
+// On a relay the public listener serves the same server (one bus, one
+// retry loop).
 type apiServer struct {
 	addr string // the address bound, with the real port
-	srv  *relay.Server
+	srv  *busServer
 }
 
 // localTimeout bounds the commands that only ask the local node (peers,
@@ -45,12 +74,8 @@ const localTimeout = 10 * time.Second
 // startAPI serves the local API for n on addr and returns once listening.
 // st (may be nil) persists the bus's outbox, dead letters and history.
 // level is the process's log level, which the API's mesh.logLevel changes.
-func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar, extra ...relay.Option) (*apiServer, error) {
-	opts := append([]relay.Option{relay.WithLogger(log), relay.WithRPC(rpc.WithControl(nodeControl{n: n, level: level}))}, extra...)
-	if st != nil {
-		opts = append(opts, relay.WithStore(st))
-	}
-	srv, err := relay.New(n, opts...)
+func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
+	srv, err := newBusServer(n, log, st, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level})}, extra...)...)
 	if err != nil {
 		return nil, exitErrorf(ExitFailure, "local API: %v", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -104,8 +104,8 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	var res relay.SendResult
-	if err := cl.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res); err != nil {
+	var res bus.SendResult
+	if err := cl.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res); err != nil {
 		var re *rpc.Error
 		if errors.As(err, &re) && (re.Code == rpc.CodeInvalidParams || re.Code == rpc.CodeInvalidRequest) {
 			return usageErrorf("send-message: %s", re.Message)
@@ -166,7 +166,7 @@ func (r *runState) runHistory(c *ucli.Context) error {
 	if _, err := r.parseLogSettings(c); err != nil {
 		return err
 	}
-	p := relay.HistoryParams{Agent: c.String(flagAgent), Topic: c.String(flagTopic), ConversationID: c.String(flagConversation), Limit: c.Int(flagLimit)}
+	p := bus.HistoryParams{Agent: c.String(flagAgent), Topic: c.String(flagTopic), ConversationID: c.String(flagConversation), Limit: c.Int(flagLimit)}
 	var err error
 	if p.Since, err = r.timeFlag(c, flagSince); err != nil {
 		return err
@@ -184,8 +184,8 @@ func (r *runState) runHistory(c *ucli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	var msgs []relay.StoredMessage
-	if err := cl.Call(ctx, relay.MethodBusHistory, p, &msgs); err != nil {
+	var msgs []bus.StoredMessage
+	if err := cl.Call(ctx, bus.MethodBusHistory, p, &msgs); err != nil {
 		return busAdminError("history", url, err)
 	}
 	return r.writeMessages(c, msgs, false)
@@ -205,7 +205,7 @@ func busAdminError(op, url string, err error) error {
 }
 
 // writeMessages prints stored messages: JSON lines, or a table.
-func (r *runState) writeMessages(c *ucli.Context, msgs []relay.StoredMessage, dead bool) error {
+func (r *runState) writeMessages(c *ucli.Context, msgs []bus.StoredMessage, dead bool) error {
 	if c.Bool(flagJSON) {
 		for _, m := range msgs {
 			if err := writeJSONLine(r.stdout, m); err != nil {
@@ -276,8 +276,8 @@ func (r *runState) runDLQList(c *ucli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	var msgs []relay.StoredMessage
-	if err := cl.Call(ctx, relay.MethodBusDeadLetters, relay.DeadLettersParams{Topic: c.String(flagTopic), Limit: c.Int(flagLimit)}, &msgs); err != nil {
+	var msgs []bus.StoredMessage
+	if err := cl.Call(ctx, bus.MethodBusDeadLetters, bus.DeadLettersParams{Topic: c.String(flagTopic), Limit: c.Int(flagLimit)}, &msgs); err != nil {
 		return busAdminError("dlq list", url, err)
 	}
 	return r.writeMessages(c, msgs, true)
@@ -294,8 +294,8 @@ func (r *runState) runDLQReplay(c *ucli.Context, id string) error {
 		return err
 	}
 	defer cl.Close()
-	var m relay.StoredMessage
-	if err := cl.Call(ctx, relay.MethodBusReplay, relay.ReplayParams{ID: id}, &m); err != nil {
+	var m bus.StoredMessage
+	if err := cl.Call(ctx, bus.MethodBusReplay, bus.ReplayParams{ID: id}, &m); err != nil {
 		return busAdminError("dlq replay", url, err)
 	}
 	_, err = fmt.Fprintf(r.stdout, "replayed %s (%s): back in the outbox\n", m.ID, m.Topic)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/node"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
@@ -128,7 +127,7 @@ func (r *runState) runRelay(c *ucli.Context) error {
 
 // frontDoors are the WebSocket listeners in front of a node: the
 // loopback local API and, on a relay, the public listener, both serving
-// one relay.Server (one bus, one retry loop over the store).
+// one busServer (one bus, one retry loop over the store).
 type frontDoors struct {
 	api *apiServer      // loopback local API
 	ws  *publicListener // the relay's --ws listener: bus and lobby
@@ -142,11 +141,11 @@ type frontDoors struct {
 // /healthz, /readyz).
 func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler) (frontDoors, error) {
 	var d frontDoors
-	var srv *relay.Server
+	var srv *busServer
 	if api != "" {
-		var extra []relay.Option
+		var extra []rpc.Option
 		if ops != nil {
-			extra = append(extra, relay.WithRPC(rpc.WithHTTPHandler(ops)))
+			extra = append(extra, rpc.WithHTTPHandler(ops))
 		}
 		a, err := startAPI(n, api, log, st, level, extra...)
 		if err != nil {
@@ -207,8 +206,8 @@ type publicListener struct {
 	addr  string
 	url   string // ws:// or wss://
 	pub   publicSettings
-	srv   *relay.Server // the bus server
-	own   *relay.Server // srv, when there is no local API to share it
+	srv   *busServer // the bus server
+	own   *busServer // srv, when there is no local API to share it
 	lobby *lobby.Lobby
 	hs    *http.Server
 	done  chan error
@@ -225,11 +224,11 @@ type publicListener struct {
 // n on pub.addr, reachable from anywhere, and offers the lobby agents'
 // capabilities in the mesh as the relay's own (next to base, the relay's
 // capabilities file), so mesh agents discover and call them.
-func startPublicListener(n *node.Node, srv *relay.Server, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service) (*publicListener, error) {
-	var own *relay.Server
+func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service) (*publicListener, error) {
+	var own *busServer
 	if srv == nil {
 		var err error
-		if own, err = relay.New(n, relay.WithLogger(log), relay.WithStore(st)); err != nil {
+		if own, err = newBusServer(n, log, st); err != nil {
 			return nil, exitErrorf(ExitFailure, "bus: %v", err)
 		}
 		srv = own

@@ -25,8 +25,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -46,16 +46,16 @@ func dialRetryingSubscriber(t *testing.T, ctx context.Context, url, id, pattern 
 		defer s.mu.Unlock()
 		s.deliveries++
 		if s.deliveries == 1 {
-			return relay.ProcessResult{ShouldRetry: true, RetrySeconds: 1, Message: "busy"}, nil
+			return bus.ProcessResult{ShouldRetry: true, RetrySeconds: 1, Message: "busy"}, nil
 		}
-		return relay.ProcessResult{Processed: true}, nil
+		return bus.ProcessResult{Processed: true}, nil
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	s.Client = cl
-	if err := cl.Call(ctx, relay.MethodSubscribe, map[string]string{"topic": pattern}, nil); err != nil {
+	if err := cl.Call(ctx, bus.MethodSubscribe, map[string]string{"topic": pattern}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -88,8 +88,8 @@ func TestRelayOneBus(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sender.Close()
-			var res relay.SendResult
-			if err := sender.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"text": "hi"}}, &res); err != nil {
+			var res bus.SendResult
+			if err := sender.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"text": "hi"}}, &res); err != nil {
 				t.Fatal(err)
 			}
 			if len(res.Acks) != 1 || res.Acks[0].ClientID != "worker-"+topic || !res.Acks[0].Retrying {
@@ -106,8 +106,8 @@ func TestRelayOneBus(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer admin.Close()
-			var dead []relay.StoredMessage
-			if err := admin.Call(ctx, relay.MethodBusDeadLetters, map[string]string{"topic": topic}, &dead); err != nil {
+			var dead []bus.StoredMessage
+			if err := admin.Call(ctx, bus.MethodBusDeadLetters, map[string]string{"topic": topic}, &dead); err != nil {
 				t.Fatal(err)
 			}
 			if len(dead) != 0 {
@@ -222,17 +222,17 @@ func TestRelayTokensAndTLS(t *testing.T) {
 		t.Error("plain ws:// to the TLS listener connected")
 	}
 
-	if err := bridge.Call(ctx, relay.MethodSubscribe, map[string]string{"topic": "inbound:*"}, nil); err != nil {
+	if err := bridge.Call(ctx, bus.MethodSubscribe, map[string]string{"topic": "inbound:*"}, nil); err != nil {
 		t.Errorf("bridge subscribe inbound:*: %v", err)
 	}
 	send := map[string]any{"topic": "outbound:1", "payload": map[string]string{"text": "x"}}
-	if err := bridge.Call(ctx, relay.MethodSendMessage, send, nil); rpcCode(err) != rpc.CodeForbidden {
+	if err := bridge.Call(ctx, bus.MethodSendMessage, send, nil); rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("bridge sendMessage outbound:1: %v, want -32020", err)
 	}
-	if err := bridge.Call(ctx, relay.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
+	if err := bridge.Call(ctx, bus.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("bridge bus.history: %v, want -32020", err)
 	}
-	if err := ops.Call(ctx, relay.MethodBusHistory, nil, nil); err != nil {
+	if err := ops.Call(ctx, bus.MethodBusHistory, nil, nil); err != nil {
 		t.Errorf("ops bus.history: %v", err)
 	}
 	if err := ops.Call(ctx, rpc.MethodMeshCall, map[string]any{"agentId": rn.started.AgentID, "capability": "x"}, nil); rpcCode(err) != rpc.CodeForbidden {

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -52,7 +52,7 @@ func busSubscriber(t *testing.T, api, id string, patterns ...string) (*rpc.Clien
 	tl := &tally{}
 	ctx := meshtest.Context(t, 10*time.Second)
 	c, err := rpc.Dial(ctx, api, rpc.WithClientID(id), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
-		var p relay.ProcessParams
+		var p bus.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
 		}
@@ -64,7 +64,7 @@ func busSubscriber(t *testing.T, api, id string, patterns ...string) (*rpc.Clien
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	for _, p := range patterns {
-		if err := c.Call(ctx, relay.MethodSubscribe, map[string]any{"topic": p, "policy": "continueAll"}, nil); err != nil {
+		if err := c.Call(ctx, bus.MethodSubscribe, map[string]any{"topic": p, "policy": "continueAll"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,8 +120,8 @@ func TestOwnPublishReachesOwnSubscribers(t *testing.T) {
 	// its mesh copy reaches the other local subscribers, not the bus's
 	// subscribers a second time.
 	sender, _ := busSubscriber(t, api, "sender")
-	var sr relay.SendResult
-	if err := sender.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": "outbound:4", "payload": map[string]string{"n": "bus"}}, &sr); err != nil || !sr.Success {
+	var sr bus.SendResult
+	if err := sender.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": "outbound:4", "payload": map[string]string{"n": "bus"}}, &sr); err != nil || !sr.Success {
 		t.Errorf("sendMessage: %+v %v", sr, err)
 	}
 	// Y publishes: X subscribes to the family, so Y finds it.

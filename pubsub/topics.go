@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -61,6 +63,9 @@ type Topics struct {
 	mu       sync.Mutex
 	closed   bool
 	families map[string]*family
+	// added is closed, and replaced, when a local subscription is added:
+	// a waiting Publish counts it.
+	added chan struct{}
 }
 
 type family struct {
@@ -133,7 +138,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
 	}
-	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}}
+	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{})}
 	b.self.Store(cfg.self)
 	return b, nil
 }
@@ -340,6 +345,10 @@ func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMess
 // lookupEvery spaces the directory lookups of one waiting Publish.
 const lookupEvery = 500 * time.Millisecond
 
+// errWaitOver ends a Publish's wait for topic peers: not an error, the
+// count then is the answer.
+var errWaitOver = errors.New("pubsub: publish wait over")
+
 // localSubs counts this node's subscriptions that a message on topic
 // under filter reaches: GossipSub delivers a node's own messages to its own
 // subscriptions.
@@ -362,37 +371,117 @@ func (b *Topics) localSubs(f *family, topic string, filter *Filter) int {
 }
 
 // waitPeers waits until topic peers plus local subscriptions reach min,
-// or wait passes, and returns that sum.
+// or wait passes, and returns that sum. It counts again when something
+// may have changed the sum, never on a timer: a peer joins the topic
+// (the router's topic events), a peer connects (a peer the router still
+// lists while its connection closes is not counted, see connected), a
+// local subscription is added, or a directory lookup ends.
 func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (int, error) {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends a lookup still running
-	var lookup <-chan struct{}
-	var lastLookup time.Time
+	n := b.connected(t.ListPeers()) + local()
+	if n >= min && n > 0 || wait <= 0 {
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, wait, errWaitOver)
+	defer cancel() // ends the event pumps and a lookup still running
+	changed, stop, err := b.peerChanges(ctx, t)
+	if err != nil {
+		return n, err
+	}
+	defer stop()
+	var (
+		lookup     <-chan struct{}
+		lookupNext = time.NewTimer(0)
+	)
+	defer lookupNext.Stop()
+	if b.cfg.disc == nil {
+		lookupNext.Stop()
+	}
 	for {
-		n := b.connected(t.ListPeers()) + local()
-		if n >= min && n > 0 {
+		added := b.localAdded()
+		if n = b.connected(t.ListPeers()) + local(); n >= min && n > 0 {
 			return n, nil
-		}
-		if b.cfg.disc != nil && wait > 0 && lookup == nil && time.Since(lastLookup) >= lookupEvery {
-			lastLookup = time.Now()
-			lookup = b.findTopicPeers(ctx, t.String())
 		}
 		select {
+		case <-changed:
+		case <-added:
+		case <-lookupNext.C:
+			lookup = b.findTopicPeers(ctx, t.String())
 		case <-lookup:
 			lookup = nil
-		case <-ctx.Done():
-			return n, ctx.Err()
+			lookupNext.Reset(lookupEvery)
 		case <-b.ctx.Done():
 			return n, ErrClosed
-		case <-deadline.C:
-			return n, nil
-		case <-tick.C:
+		case <-ctx.Done():
+			if context.Cause(ctx) == errWaitOver {
+				return n, nil
+			}
+			return n, ctx.Err()
 		}
 	}
+}
+
+// peerChanges signals (coalesced) when a peer joins topic t or a peer
+// connects, until stop; stop returns once its goroutine has.
+func (b *Topics) peerChanges(ctx context.Context, t *libp2ppubsub.Topic) (<-chan struct{}, func(), error) {
+	evts, err := t.EventHandler()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pubsub: topic events %s: %w", t.String(), err)
+	}
+	conns, err := b.h.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
+	if err != nil {
+		evts.Cancel()
+		return nil, nil, fmt.Errorf("pubsub: connection events: %w", err)
+	}
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			ev, err := evts.NextPeerEvent(ctx)
+			if err != nil {
+				return
+			}
+			if ev.Type == libp2ppubsub.PeerJoin {
+				signal()
+			}
+		}
+	})
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-conns.Out():
+				if !ok {
+					return
+				}
+				if e.(event.EvtPeerConnectednessChanged).Connectedness == network.Connected {
+					signal()
+				}
+			}
+		}
+	})
+	stop := func() {
+		cancel()
+		wg.Wait()
+		evts.Cancel()
+		_ = conns.Close()
+	}
+	return changed, stop, nil
+}
+
+// localAdded returns a channel closed when a local subscription is next
+// added.
+func (b *Topics) localAdded() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.added
 }
 
 // connected counts the peers that are connected now. The router learns of
@@ -499,6 +588,8 @@ func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription
 	}
 	s := &Subscription{b: b, fam: fam, pattern: pattern, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
 	f.subs[s] = struct{}{}
+	close(b.added)
+	b.added = make(chan struct{})
 	b.wg.Add(1)
 	go s.run(&b.wg)
 	return s, nil

@@ -83,7 +83,7 @@ type Limits struct {
 	// MaxPendingCalls bounds the server's own requests awaiting a
 	// client's answers on one connection (processMessage deliveries of
 	// the bus, mesh.handle). A delivery beyond it waits for a free slot,
-	// within its own timeout (BusConfig.DeliveryTimeout), so a busy
+	// within its own timeout (bus.Config.DeliveryTimeout), so a busy
 	// subscriber slows its senders down instead of overrunning its send
 	// queue: a client that reads is never disconnected as a slow
 	// consumer by deliveries, and one that stops reading is disconnected

@@ -20,10 +20,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -168,12 +168,17 @@ func TestChaosWebSocketFlood(t *testing.T) {
 	mesh := meshtest.Node(t, 1100)
 	limits := rpc.DefaultLimits()
 	limits.MaxClients = wsMaxClients
-	srv, err := relay.New(mesh, relay.WithRPC(rpc.WithLimits(limits)), relay.WithLogger(testlog.New(t)))
+	srv, err := rpc.New(mesh, rpc.WithLimits(limits), rpc.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.New(srv, mesh, bus.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
+	defer b.Close()
 	defer srv.Close()
 	url := "ws" + hs.URL[len("http"):] + "/"
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -215,11 +220,11 @@ func TestChaosWebSocketFlood(t *testing.T) {
 		if err := cl.Call(pctx, "initialize", map[string]any{"clientId": fmt.Sprintf("fresh-%d", i), "clientInfo": map[string]string{"name": "probe"}}, nil); err != nil {
 			return fmt.Errorf("initialize: %w", err)
 		}
-		var res relay.SendResult
+		var res bus.SendResult
 		if err := cl.Call(pctx, "sendMessage", map[string]any{"topic": fmt.Sprintf("probe:%d", i), "payload": map[string]any{"i": i}}, &res); err != nil {
 			return fmt.Errorf("sendMessage: %w", err)
 		}
-		if !slices.ContainsFunc(res.Acks, func(a relay.Ack) bool { return a.ClientID == "honest-sub" && a.Processed }) {
+		if !slices.ContainsFunc(res.Acks, func(a bus.Ack) bool { return a.ClientID == "honest-sub" && a.Processed }) {
 			return fmt.Errorf("not delivered: %+v", res)
 		}
 		return nil

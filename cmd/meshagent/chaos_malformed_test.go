@@ -22,10 +22,10 @@ import (
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
@@ -345,7 +345,7 @@ func TestChaosMalformed(t *testing.T) {
 				return err
 			}
 			sent++
-			var res relay.SendResult
+			var res bus.SendResult
 			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 			defer ccancel()
 			if err := cl.Call(cctx, "sendMessage", map[string]any{"topic": fmt.Sprintf("honest:%d", sent), "payload": map[string]any{"n": sent}}, &res); err != nil {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
 )
 
 // relayKillMessages is how many messages flow through the relay's bus
@@ -136,7 +136,7 @@ func relayKill(t *testing.T, scenario string, extra ...string) {
 				mu.Lock()
 				records[i].attempts++
 				mu.Unlock()
-				var res relay.SendResult
+				var res bus.SendResult
 				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 				err = cl.Call(cctx, "sendMessage", map[string]any{"topic": fmt.Sprintf("jobs:%d", i),
 					"payload": map[string]any{"type": "task_request", "text": text, "n": i}}, &res)
@@ -245,13 +245,13 @@ loop:
 
 // workerAck returns the worker's ack in a sendMessage result, if it
 // processed the message or it is in the relay's outbox for a retry.
-func workerAck(res relay.SendResult) (relay.Ack, bool) {
+func workerAck(res bus.SendResult) (bus.Ack, bool) {
 	for _, a := range res.Acks {
 		if a.ClientID == "worker" && (a.Processed || a.Retrying) {
 			return a, true
 		}
 	}
-	return relay.Ack{}, false
+	return bus.Ack{}, false
 }
 
 // countDelivered counts the acknowledged messages the worker processed.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -96,7 +96,7 @@ func TestRelay(t *testing.T) {
 
 	t.Run("send-message prints the aggregated acks", func(t *testing.T) {
 		res := busCommand(t, url, "send-message", "--topic", "outbound:1", "--payload", `{"type":"plaintext_message","text":"hi"}`).must(t, 0)
-		var sr relay.SendResult
+		var sr bus.SendResult
 		if err := json.Unmarshal([]byte(res.stdout), &sr); err != nil {
 			t.Fatalf("stdout %q: %v", res.stdout, err)
 		}
@@ -127,7 +127,7 @@ func TestRelay(t *testing.T) {
 			t.Errorf("stderr %q", res.stderr)
 		}
 		list := busCommand(t, api, "dlq", "list", "--json").must(t, 0)
-		var dl relay.StoredMessage
+		var dl bus.StoredMessage
 		if err := json.Unmarshal([]byte(strings.TrimSpace(list.stdout)), &dl); err != nil || dl.Topic != "orders:7" || dl.From != "cli-agent" {
 			t.Fatalf("dlq list %q (%v)", list.stdout, err)
 		}
@@ -225,7 +225,7 @@ func TestRelayKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := busCommand(t, url, "send-message", "--topic", "jobs:1", "--payload", `{"type":"task_request","text":"survive"}`).must(t, 0)
-	var sr relay.SendResult
+	var sr bus.SendResult
 	if err := json.Unmarshal([]byte(res.stdout), &sr); err != nil || len(sr.Acks) != 1 || !sr.Acks[0].Retrying {
 		t.Fatalf("ack %q (%v): want one ack, retrying", res.stdout, err)
 	}

@@ -30,8 +30,8 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/node"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 	"github.com/meshagent/meshagent/store"
@@ -120,13 +120,16 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	// The default handler answers should_retry once it has spawned an
 	// agent; the bus retries from its outbox after RetryBackoff. A short
 	// backoff keeps the first reply of a chat quick.
-	busCfg := relay.DefaultBusConfig()
-	busCfg.RetryBackoff = 100 * time.Millisecond
-	srv, err := relay.New(n, relay.WithLogger(quiet), relay.WithStore(st), relay.WithBus(busCfg))
+	srv, err := rpc.New(n, rpc.WithLogger(quiet))
 	if err != nil {
 		return fmt.Errorf("bus: %w", err)
 	}
-	defer func() { err = errors.Join(err, srv.Close()) }()
+	b, err := bus.New(srv, n, bus.WithLogger(quiet), bus.WithStore(st), bus.WithRetryBackoff(100*time.Millisecond, time.Minute))
+	if err != nil {
+		return errors.Join(fmt.Errorf("bus: %w", err), srv.Close())
+	}
+	// The server first, so that no request reaches a closed bus.
+	defer func() { err = errors.Join(err, srv.Close(), b.Close()) }()
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		return fmt.Errorf("bus: %w", err)
 	}
@@ -181,13 +184,13 @@ func runOn(ctx context.Context, out io.Writer, busURL string) (err error) {
 
 // dialBus connects to the bus and initializes as clientID; handle serves
 // the bus's processMessage calls.
-func dialBus(ctx context.Context, busURL, clientID string, handle func(context.Context, relay.ProcessParams) relay.ProcessResult) (*rpc.Client, error) {
+func dialBus(ctx context.Context, busURL, clientID string, handle func(context.Context, bus.ProcessParams) bus.ProcessResult) (*rpc.Client, error) {
 	c, err := rpc.Dial(ctx, busURL, rpc.WithClientID(clientID),
 		rpc.WithClientInfo(rpc.ClientInfo{Name: "channel-bridge-example", Version: "0.1.0"}), rpc.WithRequestHandler(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-			if method != relay.MethodProcessMessage {
+			if method != bus.MethodProcessMessage {
 				return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found: %s", method)
 			}
-			var p relay.ProcessParams
+			var p bus.ProcessParams
 			if err := json.Unmarshal(params, &p); err != nil {
 				return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", err)
 			}
@@ -205,16 +208,16 @@ func subscribe(ctx context.Context, c *rpc.Client, topic string, dflt bool) erro
 	if dflt {
 		params["defaultHandler"] = true
 	}
-	if err := c.Call(ctx, relay.MethodSubscribe, params, nil); err != nil {
+	if err := c.Call(ctx, bus.MethodSubscribe, params, nil); err != nil {
 		return fmt.Errorf("subscribe %s: %w", topic, err)
 	}
 	return nil
 }
 
 // sendMessage publishes payload on topic and returns the bus's acks.
-func sendMessage(ctx context.Context, c *rpc.Client, topic string, payload any) (relay.SendResult, error) {
-	var res relay.SendResult
-	err := c.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res)
+func sendMessage(ctx context.Context, c *rpc.Client, topic string, payload any) (bus.SendResult, error) {
+	var res bus.SendResult
+	err := c.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res)
 	if err != nil {
 		return res, fmt.Errorf("sendMessage %s: %w", topic, err)
 	}
@@ -223,7 +226,7 @@ func sendMessage(ctx context.Context, c *rpc.Client, topic string, payload any) 
 
 // describeAcks renders a sendMessage result's acks, one per subscriber:
 // "agent-tg-1001 (processed)".
-func describeAcks(acks []relay.Ack) string {
+func describeAcks(acks []bus.Ack) string {
 	if len(acks) == 0 {
 		return "nobody"
 	}
@@ -269,25 +272,25 @@ func startBridge(ctx context.Context, busURL string) (*bridge, error) {
 }
 
 // processMessage receives an outbound message: the delivery to the chat.
-func (b *bridge) processMessage(_ context.Context, p relay.ProcessParams) relay.ProcessResult {
+func (b *bridge) processMessage(_ context.Context, p bus.ProcessParams) bus.ProcessResult {
 	var m struct {
 		ChatID string `json:"chat_id"`
 		Text   string `json:"text"`
 	}
 	chat, _ := strings.CutPrefix(p.Topic, outboundPrefix)
 	if err := json.Unmarshal(p.Payload, &m); err != nil || m.ChatID != chat {
-		return relay.ProcessResult{Message: "not a reply for chat " + chat}
+		return bus.ProcessResult{Message: "not a reply for chat " + chat}
 	}
 	select {
 	case b.replies <- reply{Chat: chat, Text: m.Text}:
-		return relay.ProcessResult{Processed: true, Message: "sent to chat " + chat}
+		return bus.ProcessResult{Processed: true, Message: "sent to chat " + chat}
 	default:
-		return relay.ProcessResult{ShouldRetry: true, Message: "bridge busy"}
+		return bus.ProcessResult{ShouldRetry: true, Message: "bridge busy"}
 	}
 }
 
 // send publishes a user's message as seed 001's telegram_message.
-func (b *bridge) send(ctx context.Context, m chatMessage, messageID int) (relay.SendResult, error) {
+func (b *bridge) send(ctx context.Context, m chatMessage, messageID int) (bus.SendResult, error) {
 	return sendMessage(ctx, b.client, inboundPrefix+m.Chat, map[string]any{
 		"type":       "telegram_message",
 		"text":       m.Text,
@@ -340,28 +343,28 @@ func startSpawner(ctx context.Context, busURL string, out io.Writer) (*spawner, 
 	return s, nil
 }
 
-func (s *spawner) processMessage(ctx context.Context, p relay.ProcessParams) relay.ProcessResult {
+func (s *spawner) processMessage(ctx context.Context, p bus.ProcessParams) bus.ProcessResult {
 	chat, ok := strings.CutPrefix(p.Topic, inboundPrefix)
 	if !ok || chat == "" {
-		return relay.ProcessResult{Message: "not a chat topic: " + p.Topic}
+		return bus.ProcessResult{Message: "not a chat topic: " + p.Topic}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.taken++
 	if _, ok := s.agents[chat]; ok {
 		// The agent subscribed after the bus routed this message.
-		return relay.ProcessResult{ShouldRetry: true, Message: "agent already running"}
+		return bus.ProcessResult{ShouldRetry: true, Message: "agent already running"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	a, err := spawnAgent(ctx, s.busURL, chat)
 	if err != nil {
 		slog.Warn("agent not spawned", "chat", chat, "err", err)
-		return relay.ProcessResult{ShouldRetry: true, Message: "spawn failed: " + err.Error()}
+		return bus.ProcessResult{ShouldRetry: true, Message: "spawn failed: " + err.Error()}
 	}
 	s.agents[chat] = a
 	fmt.Fprintf(s.out, "spawner: no agent on %s; spawned %s (default topic %s, replies to %s)\n", p.Topic, a.id, a.defaultTopic, a.replyTopic)
-	return relay.ProcessResult{ShouldRetry: true, Message: "spawned " + a.id}
+	return bus.ProcessResult{ShouldRetry: true, Message: "spawned " + a.id}
 }
 
 // stats returns how many messages the spawner took and its agents in
@@ -421,18 +424,18 @@ func spawnAgent(ctx context.Context, busURL, chat string) (*chatAgent, error) {
 
 // processMessage answers a chat message on outbound:<chat_id>, counting
 // the messages of the conversation.
-func (a *chatAgent) processMessage(ctx context.Context, p relay.ProcessParams) relay.ProcessResult {
+func (a *chatAgent) processMessage(ctx context.Context, p bus.ProcessParams) bus.ProcessResult {
 	select {
 	case <-a.ready:
 	case <-ctx.Done():
-		return relay.ProcessResult{ShouldRetry: true, Message: "agent closing"}
+		return bus.ProcessResult{ShouldRetry: true, Message: "agent closing"}
 	}
 	var m struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(p.Payload, &m); err != nil || m.Type != "telegram_message" {
-		return relay.ProcessResult{Message: "not a telegram_message"}
+		return bus.ProcessResult{Message: "not a telegram_message"}
 	}
 	// One message at a time, so that the count and the reply order agree.
 	a.mu.Lock()
@@ -444,10 +447,10 @@ func (a *chatAgent) processMessage(ctx context.Context, p relay.ProcessParams) r
 		"timestamp": time.Now().UTC().Format(time.RFC3339),
 	})
 	if err != nil || !res.Success {
-		return relay.ProcessResult{ShouldRetry: true, Message: fmt.Sprintf("reply not delivered: %v %s", err, describeAcks(res.Acks))}
+		return bus.ProcessResult{ShouldRetry: true, Message: fmt.Sprintf("reply not delivered: %v %s", err, describeAcks(res.Acks))}
 	}
 	a.count = n
-	return relay.ProcessResult{Processed: true, Message: "replied"}
+	return bus.ProcessResult{Processed: true, Message: "replied"}
 }
 
 func (a *chatAgent) handled() int {

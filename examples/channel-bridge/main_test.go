@@ -11,8 +11,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -98,7 +99,12 @@ func TestRunOnRunningRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv, err := relay.New(stubMesh{}, relay.WithStore(st), relay.WithLogger(slog.New(slog.DiscardHandler)))
+	quiet := slog.New(slog.DiscardHandler)
+	srv, err := rpc.New(stubMesh{}, rpc.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.New(srv, stubMesh{}, bus.WithStore(st), bus.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +113,8 @@ func TestRunOnRunningRelay(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err = runOn(ctx, &out, srv.URL())
-	_ = srv.Close() // writes the history still queued
+	_ = srv.Close()
+	_ = b.Close() // writes the history still queued
 	if err != nil {
 		t.Fatalf("runOn: %v\n%s", err, out.String())
 	}

@@ -16,9 +16,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -35,19 +35,23 @@ func TestClient(t *testing.T) {
 	dir := scriptDir(t)
 	ctx := meshtest.Context(t, testTimeout)
 	n := meshtest.Node(t, 0)
-	srv, err := relay.New(n, relay.WithLogger(testlog.New(t)))
+	srv, err := rpc.New(n, rpc.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Close() })
+	b, err := bus.New(srv, n, bus.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(); _ = b.Close() })
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 
 	// The Go peer subscribes to outbound:* and acknowledges what it gets.
-	got := make(chan relay.ProcessParams, 1)
+	got := make(chan bus.ProcessParams, 1)
 	peer, err := rpc.Dial(ctx, srv.URL(), rpc.WithClientID("go-peer"), rpc.WithClientInfo(rpc.ClientInfo{Name: "test"}), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
-		var p relay.ProcessParams
+		var p bus.ProcessParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
 		}
@@ -57,13 +61,13 @@ func TestClient(t *testing.T) {
 		case got <- p:
 		default:
 		}
-		return relay.ProcessResult{Processed: true, Message: "go-peer got " + payload.Text}, nil
+		return bus.ProcessResult{Processed: true, Message: "go-peer got " + payload.Text}, nil
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = peer.Close() })
-	if err := peer.Call(ctx, relay.MethodSubscribe, map[string]string{"topic": "outbound:*"}, nil); err != nil {
+	if err := peer.Call(ctx, bus.MethodSubscribe, map[string]string{"topic": "outbound:*"}, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -82,13 +86,13 @@ func TestClient(t *testing.T) {
 		t.Error("the script printed its acks but the Go peer got no processMessage")
 	}
 
-	var res relay.SendResult
-	err = peer.Call(ctx, relay.MethodSendMessage, map[string]any{"topic": "inbound:js",
+	var res bus.SendResult
+	err = peer.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": "inbound:js",
 		"payload": json.RawMessage(`{"type":"plaintext_message","text":"hello, script"}`)}, &res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Success || !hasAck(res.Acks, relay.Ack{ClientID: "js-client", Processed: true, Message: "js-client got it"}) {
+	if !res.Success || !hasAck(res.Acks, bus.Ack{ClientID: "js-client", Processed: true, Message: "js-client got it"}) {
 		t.Errorf("sendMessage to the script: %+v", res)
 	}
 
@@ -186,7 +190,7 @@ func copyPath(src, dst string) error {
 	return os.WriteFile(dst, b, 0o644)
 }
 
-func hasAck(acks []relay.Ack, want relay.Ack) bool {
+func hasAck(acks []bus.Ack, want bus.Ack) bool {
 	for _, a := range acks {
 		if a == want {
 			return true

@@ -1,4 +1,4 @@
-package relay_test
+package bus_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
@@ -35,8 +35,8 @@ const (
 // deliveries overruns a subscriber's send queue on any machine unless
 // deliveries wait for MaxPendingCalls (the defaults keep the same
 // proportions: 64 + 64 below 256).
-func flowLimits() relay.Limits {
-	l := relay.DefaultLimits()
+func flowLimits() rpc.Limits {
+	l := rpc.DefaultLimits()
 	l.SendQueue = 32
 	l.MaxConcurrentCalls = flowPerSender
 	l.MaxBatch = flowPerSender
@@ -45,7 +45,7 @@ func flowLimits() relay.Limits {
 }
 
 // flowServer serves a bus with a store and limits l.
-func flowServer(t *testing.T, l relay.Limits) string {
+func flowServer(t *testing.T, l rpc.Limits) string {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "flow.db"))
 	if err != nil {
@@ -54,7 +54,7 @@ func flowServer(t *testing.T, l relay.Limits) string {
 	// The default DeliveryTimeout (30 s), which covers the wait for a
 	// slot: on a loaded 2-core machine with the race detector, 512 round
 	// trips can take longer than fastBus's 2 s.
-	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(t)), relay.WithStore(st), relay.WithRPC(rpc.WithLimits(l)))
+	srv, err := newStack(t, newFakeMesh(), withBus(bus.WithStore(st)), withRPC(rpc.WithLimits(l)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,20 +104,20 @@ func heapPeak() (stop func() uint64) {
 
 // flood sends senders × flowPerSender messages to topic at once, from
 // senders connections, and returns each result and error.
-func flood(t *testing.T, url, topic string, payload map[string]any, flowSenders int) ([]relay.SendResult, []error) {
+func flood(t *testing.T, url, topic string, payload map[string]any, flowSenders int) ([]bus.SendResult, []error) {
 	t.Helper()
 	senders := make([]*peer, flowSenders)
 	for i := range senders {
 		senders[i] = newPeer(t, url, fmt.Sprintf("sender-%d", i), nil)
 	}
 	n := flowSenders * flowPerSender
-	results, errs := make([]relay.SendResult, n), make([]error, n)
+	results, errs := make([]bus.SendResult, n), make([]error, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = senders[i%flowSenders].Call(ctx, relay.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &results[i])
+			errs[i] = senders[i%flowSenders].Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &results[i])
 		})
 	}
 	wg.Wait()
@@ -231,7 +231,7 @@ func TestNonReadingSubscriberCutReaderKept(t *testing.T) {
 	}
 }
 
-func hasProcessedAck(r relay.SendResult, client string) bool {
+func hasProcessedAck(r bus.SendResult, client string) bool {
 	for _, a := range r.Acks {
 		if a.ClientID == client && a.Processed {
 			return true

@@ -1,4 +1,4 @@
-package relay_test
+package bus_test
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -33,7 +33,7 @@ const testTokens = `{"tokens": [
 // listeners is one server (one bus, with a store) on a loopback-style
 // local listener and a public one, the public one behind tokens if any.
 type listeners struct {
-	srv           *relay.Server
+	srv           *stack
 	local, public string
 	tokens        *rpc.Tokens
 	tokensFile    string
@@ -42,7 +42,7 @@ type listeners struct {
 func serveListeners(t *testing.T, tokens string) *listeners {
 	t.Helper()
 	st := openStore(t, filepath.Join(t.TempDir(), "store.db"))
-	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(t)), relay.WithBus(fastBus()), relay.WithStore(st))
+	srv, err := newStack(t, newFakeMesh(), withBus(fastBus(), bus.WithStore(st)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +88,9 @@ func TestPublicListenerRules(t *testing.T) {
 		method string
 		params any
 	}{
-		{relay.MethodBusHistory, nil},
-		{relay.MethodBusDeadLetters, nil},
-		{relay.MethodBusReplay, map[string]string{"id": "nope"}},
+		{bus.MethodBusHistory, nil},
+		{bus.MethodBusDeadLetters, nil},
+		{bus.MethodBusReplay, map[string]string{"id": "nope"}},
 		{rpc.MethodMeshID, nil},
 		{rpc.MethodMeshPeers, nil},
 		{rpc.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "echo"}},
@@ -105,17 +105,17 @@ func TestPublicListenerRules(t *testing.T) {
 			t.Errorf("local %s: %v", c.method, err)
 		}
 	}
-	err := anon.Call(ctxT(t), relay.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": map[string]string{"type": "echo"}}, nil)
+	err := anon.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": map[string]string{"type": "echo"}}, nil)
 	if rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("anonymous sendMessage to a mesh agent: %v, want -32020", err)
 	}
 	// The bus itself is open to anonymous clients.
 	sub := newPeer(t, l.public, "anon-sub", nil)
-	if err := sub.Call(ctxT(t), relay.MethodSubscribe, map[string]string{"topic": "inbound:*"}, nil); err != nil {
+	if err := sub.Call(ctxT(t), bus.MethodSubscribe, map[string]string{"topic": "inbound:*"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var res relay.SendResult
-	if err := anon.Call(ctxT(t), relay.MethodSendMessage, map[string]any{"topic": "inbound:1", "payload": map[string]string{"text": "hi"}}, &res); err != nil || !res.Success {
+	var res bus.SendResult
+	if err := anon.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "inbound:1", "payload": map[string]string{"text": "hi"}}, &res); err != nil || !res.Success {
 		t.Fatalf("anonymous sendMessage: %+v %v", res, err)
 	}
 	if err := anon.Call(ctxT(t), rpc.MethodPing, nil, nil); err != nil {
@@ -129,7 +129,7 @@ func TestInitializeFirst(t *testing.T) {
 	l := serveListeners(t, "")
 	for _, url := range []string{l.local, l.public} {
 		c := dialClient(t, url, rpc.WithoutInitialize())
-		for _, m := range []string{rpc.MethodPing, rpc.MethodMeshID, rpc.MethodMeshPeers, relay.MethodBusHistory, relay.MethodSubscribe} {
+		for _, m := range []string{rpc.MethodPing, rpc.MethodMeshID, rpc.MethodMeshPeers, bus.MethodBusHistory, bus.MethodSubscribe} {
 			if err := c.Call(ctxT(t), m, nil, nil); rpcCode(err) != rpc.CodeNotInitialized {
 				t.Errorf("%s %s before initialize: %v, want -32006", url, m, err)
 			}
@@ -180,26 +180,26 @@ func TestTokens(t *testing.T) {
 	caller := dialClient(t, withToken(l.public, meshToken))
 
 	t.Run("methods", func(t *testing.T) {
-		if err := ops.Call(ctxT(t), relay.MethodBusDeadLetters, nil, nil); err != nil {
+		if err := ops.Call(ctxT(t), bus.MethodBusDeadLetters, nil, nil); err != nil {
 			t.Errorf("ops bus.deadLetters: %v", err)
 		}
 		if err := ops.Call(ctxT(t), rpc.MethodMeshID, nil, nil); rpcCode(err) != rpc.CodeForbidden || !strings.Contains(err.Error(), `"ops"`) {
 			t.Errorf("ops mesh.id: %v, want -32020 naming the credential", err)
 		}
-		if err := bridge.Call(ctxT(t), relay.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
+		if err := bridge.Call(ctxT(t), bus.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
 			t.Errorf("bridge bus.history: %v, want -32020", err)
 		}
 		var res map[string]any
 		if err := caller.Call(ctxT(t), rpc.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "echo"}, &res); err != nil {
 			t.Errorf("caller mesh.call: %v", err)
 		}
-		if err := caller.Call(ctxT(t), relay.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
+		if err := caller.Call(ctxT(t), bus.MethodBusHistory, nil, nil); rpcCode(err) != rpc.CodeForbidden {
 			t.Errorf("caller bus.history: %v, want -32020", err)
 		}
 	})
 	t.Run("topics", func(t *testing.T) {
 		send := func(topic string) error {
-			return bridge.Call(ctxT(t), relay.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"text": "x"}}, nil)
+			return bridge.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"text": "x"}}, nil)
 		}
 		if err := send("inbound:1"); err != nil {
 			t.Errorf("bridge sendMessage inbound:1: %v", err)
@@ -226,7 +226,7 @@ func TestTokens(t *testing.T) {
 			`inbound\:*`:       false,
 			"outbound:inbound": false,
 		} {
-			err := bridge.Call(ctxT(t), relay.MethodSubscribe, map[string]string{"topic": pattern}, nil)
+			err := bridge.Call(ctxT(t), bus.MethodSubscribe, map[string]string{"topic": pattern}, nil)
 			if got := err == nil; got != ok {
 				t.Errorf("bridge subscribe %q: %v, want allowed=%v", pattern, err, ok)
 			}
@@ -260,7 +260,7 @@ func TestTokens(t *testing.T) {
 		if err := l.tokens.Reload(l.tokensFile); err == nil {
 			t.Error("a bad tokens file reloaded")
 		}
-		if err := ops.Call(ctxT(t), relay.MethodBusHistory, nil, nil); err != nil {
+		if err := ops.Call(ctxT(t), bus.MethodBusHistory, nil, nil); err != nil {
 			t.Errorf("ops after a failed reload: %v", err)
 		}
 	})
@@ -310,5 +310,29 @@ func TestClientIDInUse(t *testing.T) {
 	}
 	if err := second.Call(ctxT(t), rpc.MethodPing, nil, nil); err != nil {
 		t.Errorf("the replacing connection: %v", err)
+	}
+}
+
+// TestMeshCallVouchesForCredential: mesh.call from a public client
+// authenticated by a credential vouches for it ("bus:<name>"); from the
+// local API it does not (the node calls for itself).
+func TestMeshCallVouchesForCredential(t *testing.T) {
+	l := serveListeners(t, testTokens)
+	for _, tc := range []struct{ url, want string }{
+		{withToken(l.public, meshToken), "bus:caller"},
+		{l.local, ""},
+	} {
+		c := dialClient(t, tc.url)
+		var res struct {
+			Result struct {
+				OnBehalfOf string `json:"onBehalfOf"`
+			} `json:"result"`
+		}
+		if err := c.Call(ctxT(t), rpc.MethodMeshCall, map[string]any{"agentId": peerID, "capability": "whoami"}, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Result.OnBehalfOf != tc.want {
+			t.Errorf("%s: the mesh saw onBehalfOf %q, want %q", tc.url, res.Result.OnBehalfOf, tc.want)
+		}
 	}
 }

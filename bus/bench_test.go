@@ -1,6 +1,6 @@
 //go:build unix
 
-package relay_test
+package bus_test
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
@@ -144,7 +144,7 @@ func BenchmarkBusRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	results["bus+store"] = measureRoundTrips(b, "bus+store", busRoundTrip(b, relay.WithStore(st)))
+	results["bus+store"] = measureRoundTrips(b, "bus+store", busRoundTrip(b, withBus(bus.WithStore(st))))
 	results["bus"] = measureRoundTrips(b, "bus", busRoundTrip(b))
 	natsRT, ok := natsRoundTrip(b)
 	if ok {
@@ -178,9 +178,9 @@ func BenchmarkBusRoundTrip(b *testing.B) {
 // busRoundTrip serves a bus with opts on 127.0.0.1, connects the
 // subscribers and senders, and returns a sendMessage round trip that
 // checks every ack.
-func busRoundTrip(b *testing.B, opts ...relay.Option) roundTrip {
+func busRoundTrip(b *testing.B, opts ...stackOption) roundTrip {
 	b.Helper()
-	url := scaleServer(b, relay.DefaultLimits().MaxClients, opts...).URL()
+	url := scaleServer(b, rpc.DefaultLimits().MaxClients, opts...).URL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dial := func(id string, copts ...rpc.ClientOption) *rpc.Client {
@@ -209,7 +209,7 @@ func busRoundTrip(b *testing.B, opts ...relay.Option) roundTrip {
 		senders[i] = dial("sender-" + strconv.Itoa(i))
 	}
 	return func(ctx context.Context, sender, i int) error {
-		var res relay.SendResult
+		var res bus.SendResult
 		err := senders[sender].Call(ctx, "sendMessage", map[string]any{
 			"topic":   "bench:rt",
 			"payload": map[string]any{"type": "plaintext_message", "text": "message " + strconv.Itoa(i)},

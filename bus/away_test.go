@@ -1,13 +1,12 @@
-package relay_test
+package bus_test
 
 import (
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -16,20 +15,9 @@ import (
 // message waits until the client subscribes again, up to the TTL.
 
 // busServerWith is busServer with a bus configuration of the test's own.
-func busServerWith(t *testing.T, cfg relay.BusConfig, st *store.Store) (*relay.Server, string) {
+func busServerWith(t *testing.T, cfg bus.Config, st *store.Store) (*stack, string) {
 	t.Helper()
-	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(t)), relay.WithBus(cfg), relay.WithStore(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-	})
-	return srv, "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	return busServer(t, newFakeMesh(), st, withConfig(cfg))
 }
 
 // leaveAfterRetrying sends job:1 to a subscriber "worker" that asks for a
@@ -94,7 +82,7 @@ func comeBack(t *testing.T, url string, st *store.Store) {
 // the absence did not count as attempts.
 func TestBusRetryWaitsForSubscriber(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	cfg := fastBus()
+	cfg := fastConfig()
 	_, url := busServerWith(t, cfg, st)
 	leaveAfterRetrying(t, url)
 	m := waitAway(t, st)
@@ -111,7 +99,7 @@ func TestBusRetryWaitsForSubscriber(t *testing.T) {
 // is a dead letter whose reason says so.
 func TestBusRetryTTL(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	cfg := fastBus()
+	cfg := fastConfig()
 	cfg.MessageTTL = 500 * time.Millisecond
 	_, url := busServerWith(t, cfg, st)
 	leaveAfterRetrying(t, url)
@@ -138,7 +126,7 @@ func TestBusRetryWaitsAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv1, url1 := busServerWith(t, fastBus(), st1)
+	srv1, url1 := busServerWith(t, fastConfig(), st1)
 	leaveAfterRetrying(t, url1)
 	waitAway(t, st1)
 	if err := srv1.Close(); err != nil {
@@ -148,7 +136,7 @@ func TestBusRetryWaitsAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	st2 := openStore(t, path)
-	_, url2 := busServerWith(t, fastBus(), st2)
+	_, url2 := busServerWith(t, fastConfig(), st2)
 	comeBack(t, url2, st2)
 }
 
@@ -157,7 +145,7 @@ func TestBusRetryWaitsAcrossRestart(t *testing.T) {
 // before it left included; its absence counted for none of them.
 func TestBusRetryCountsDeliveriesOnly(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	cfg := fastBus()
+	cfg := fastConfig()
 	_, url := busServerWith(t, cfg, st)
 	first := leaveAfterRetrying(t, url)
 	waitAway(t, st)

@@ -1,14 +1,9 @@
-package relay
+package bus
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/meshagent/meshagent/rpc"
-	"github.com/meshagent/meshagent/sign"
 )
 
 // register puts the bus's methods on its server: subscribe, unsubscribe
@@ -16,7 +11,7 @@ import (
 // of publicTopic), the history and dead-letter methods for credentials
 // that grant them; it announces the bus in initialize and reports its
 // subscriptions in mesh.status.
-func (b *bus) register() {
+func (b *Bus) register() {
 	b.srv.HandlePublic(MethodSubscribe, b.subscribe)
 	b.srv.HandlePublic(MethodUnsubscribe, b.unsubscribe)
 	b.srv.HandlePublic(MethodSendMessage, b.sendMessage)
@@ -25,7 +20,7 @@ func (b *bus) register() {
 	b.srv.Handle(MethodBusReplay, b.replay)
 	b.srv.SetCapabilities(rpc.BusCapabilities{Subscribe: true, Publish: true, Topics: []string{"inbound:*", "outbound:*", "agent:*"}})
 	b.srv.OnStatus(func(res *rpc.StatusResult) {
-		res.Topics, res.BusSubscriptions = b.patterns()
+		res.Topics, res.BusSubscriptions = b.subs.patterns()
 	})
 }
 
@@ -34,7 +29,7 @@ func (b *bus) register() {
 // subscribes to and sends on, and calling a mesh agent through
 // agent:<id> needs a credential granting mesh.call. Malformed params pass:
 // the method itself refuses them.
-func (b *bus) publicTopic(r *rpc.Request) error {
+func (b *Bus) publicTopic(r *rpc.Request) error {
 	if !r.Conn.Public() {
 		return nil
 	}
@@ -61,40 +56,7 @@ func (b *bus) publicTopic(r *rpc.Request) error {
 
 // toMeshAgentTopic reports whether sendMessage on topic would become a
 // mesh call: agent:<mesh agent id> that no local client subscribes to.
-func (b *bus) toMeshAgentTopic(topic string) bool {
-	id, ok := strings.CutPrefix(topic, "agent:")
-	if !ok {
-		return false
-	}
-	pid, err := sign.ParseAgentID(id)
-	if err != nil || pid.String() == b.mesh.AgentID() {
-		return false
-	}
-	return len(b.route(topic)) == 0
-}
-
-// patterns returns the distinct patterns subscribed on the bus, sorted,
-// and the number of subscriptions.
-func (b *bus) patterns() ([]string, int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.subs))
-	for _, sub := range b.subs {
-		out = append(out, sub.pattern)
-	}
-	n := len(out)
-	slices.Sort(out)
-	return slices.Compact(out), n
-}
-
-// quotedKeys lists a params object's members for error messages.
-func quotedKeys(fields map[string]bool) string {
-	var out []byte
-	for i, k := range slices.Sorted(maps.Keys(fields)) {
-		if i > 0 {
-			out = append(out, ", "...)
-		}
-		out = strconv.AppendQuote(out, k)
-	}
-	return string(out)
+func (b *Bus) toMeshAgentTopic(topic string) bool {
+	_, ok := b.meshAgent(topic)
+	return ok && len(b.subs.route(topic)) == 0
 }

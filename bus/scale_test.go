@@ -1,6 +1,6 @@
 //go:build unix
 
-package relay_test
+package bus_test
 
 import (
 	"bufio"
@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -94,11 +94,11 @@ func forEach(n, par int, f func(i int) error) error {
 
 // scaleServer starts a bus (fake mesh, no store unless opts give one) on
 // a loopback port that admits max clients.
-func scaleServer(tb testing.TB, max int, opts ...relay.Option) *relay.Server {
+func scaleServer(tb testing.TB, max int, opts ...stackOption) *stack {
 	tb.Helper()
-	lim := relay.DefaultLimits()
+	lim := rpc.DefaultLimits()
 	lim.MaxClients = max
-	srv, err := relay.New(newFakeMesh(), append([]relay.Option{relay.WithLogger(testLogger(tb)), relay.WithRPC(rpc.WithLimits(lim))}, opts...)...)
+	srv, err := newStack(tb, newFakeMesh(), append([]stackOption{withRPC(rpc.WithLimits(lim))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -118,8 +118,8 @@ func busJoin(ctx context.Context, c *rpc.Client, clientID, topic string) error {
 	if err := c.Call(ctx, rpc.MethodInitialize, rpc.InitializeParams{ClientID: clientID, ClientInfo: rpc.ClientInfo{Name: "scale", Version: "1"}}, nil); err != nil {
 		return fmt.Errorf("initialize %s: %w", clientID, err)
 	}
-	var ok relay.SuccessResult
-	if err := c.Call(ctx, relay.MethodSubscribe, map[string]string{"topic": topic}, &ok); err != nil {
+	var ok bus.SuccessResult
+	if err := c.Call(ctx, bus.MethodSubscribe, map[string]string{"topic": topic}, &ok); err != nil {
 		return fmt.Errorf("subscribe %s to %s: %w", clientID, topic, err)
 	}
 	if !ok.Success {
@@ -157,7 +157,7 @@ func TestThousandClients(t *testing.T) {
 
 	type received struct {
 		mu  sync.Mutex
-		got []relay.ProcessParams
+		got []bus.ProcessParams
 	}
 	recv := make([]*received, n)
 	clients := make([]*rpc.Client, n)
@@ -167,17 +167,17 @@ func TestThousandClients(t *testing.T) {
 		r := &received{}
 		recv[i] = r
 		c, err := rpc.Dial(ctx, srv.URL(), rpc.WithoutInitialize(), rpc.WithRequestHandler(func(_ context.Context, method string, params json.RawMessage) (any, error) {
-			if method != relay.MethodProcessMessage {
+			if method != bus.MethodProcessMessage {
 				return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found: %s", method)
 			}
-			var p relay.ProcessParams
+			var p bus.ProcessParams
 			if err := json.Unmarshal(params, &p); err != nil {
 				return nil, err
 			}
 			r.mu.Lock()
 			r.got = append(r.got, p)
 			r.mu.Unlock()
-			return relay.ProcessResult{Processed: true, Message: "ok " + scaleID(i)}, nil
+			return bus.ProcessResult{Processed: true, Message: "ok " + scaleID(i)}, nil
 		}))
 		if err != nil {
 			return fmt.Errorf("dial client %d: %w", i, err)
@@ -194,7 +194,7 @@ func TestThousandClients(t *testing.T) {
 	joined := time.Since(start)
 
 	// All sends at once: each waits for its recipient's processMessage.
-	results := make([]relay.SendResult, n)
+	results := make([]bus.SendResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start = time.Now()
@@ -202,7 +202,7 @@ func TestThousandClients(t *testing.T) {
 		wg.Go(func() {
 			to := (i + 1) % n
 			payload := map[string]string{"text": "from " + scaleID(i), "to": scaleID(to)}
-			errs[i] = clients[i].Call(ctx, relay.MethodSendMessage, map[string]any{"topic": scaleTopic(to), "payload": payload}, &results[i])
+			errs[i] = clients[i].Call(ctx, bus.MethodSendMessage, map[string]any{"topic": scaleTopic(to), "payload": payload}, &results[i])
 		})
 	}
 	wg.Wait()
@@ -223,7 +223,7 @@ func TestThousandClients(t *testing.T) {
 			report("client %d: sendMessage: %v", i, errs[i])
 		case !res.Success || len(res.Acks) != 1:
 			report("client %d: sendMessage to %s: %+v, want success and one ack", i, scaleTopic(to), res)
-		case res.Acks[0] != relay.Ack{ClientID: scaleID(to), Processed: true, Message: "ok " + scaleID(to)}:
+		case res.Acks[0] != bus.Ack{ClientID: scaleID(to), Processed: true, Message: "ok " + scaleID(to)}:
 			report("client %d: ack %+v, want processed by %s", i, res.Acks[0], scaleID(to))
 		}
 	}
@@ -407,10 +407,10 @@ func measureIdle(b *testing.B, n int, profile bool) idleFigures {
 
 // newIdleServer is scaleServer for a benchmark iteration, closed by the
 // caller rather than at the end of the benchmark.
-func newIdleServer(b *testing.B, n int) *relay.Server {
-	lim := relay.DefaultLimits()
+func newIdleServer(b *testing.B, n int) *stack {
+	lim := rpc.DefaultLimits()
 	lim.MaxClients = n
-	srv, err := relay.New(newFakeMesh(), relay.WithLogger(testLogger(b)), relay.WithRPC(rpc.WithLimits(lim)))
+	srv, err := newStack(b, newFakeMesh(), withRPC(rpc.WithLimits(lim)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -54,7 +54,7 @@ type ReplayParams struct {
 	ID string `json:"id"`
 }
 
-func (b *bus) needStore(method string) error {
+func (b *Bus) needStore(method string) error {
 	if b.store == nil {
 		return rpc.Errorf(rpc.CodeMethodNotFound, "method not found: %s (this server keeps no message store)", method)
 	}
@@ -71,7 +71,7 @@ func storeError(err error) error {
 	return err
 }
 
-func (b *bus) history(ctx context.Context, r *rpc.Request) (any, error) {
+func (b *Bus) history(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.needStore(r.Method); err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (b *bus) history(ctx context.Context, r *rpc.Request) (any, error) {
 	return out, nil
 }
 
-func (b *bus) deadLetters(ctx context.Context, r *rpc.Request) (any, error) {
+func (b *Bus) deadLetters(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.needStore(r.Method); err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func (b *bus) deadLetters(ctx context.Context, r *rpc.Request) (any, error) {
 	return out, nil
 }
 
-func (b *bus) replay(ctx context.Context, r *rpc.Request) (any, error) {
+func (b *Bus) replay(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.needStore(r.Method); err != nil {
 		return nil, err
 	}

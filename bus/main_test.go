@@ -1,4 +1,4 @@
-package relay_test
+package bus_test
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -131,14 +131,60 @@ func testLogger(t testing.TB) *slog.Logger { return testlog.New(t) }
 // testClock is the test servers' clock: ping's timestamp is fixed.
 func testClock() time.Time { return time.Date(2025, 2, 14, 12, 0, 0, 0, time.UTC) }
 
-// testServer is a relay server with a fake mesh behind an httptest server.
+// stack is what these tests serve: an rpc.Server with a bus on it, as a
+// node's local API and a relay's public listener serve them. Close closes
+// the server, then the bus.
+type stack struct {
+	*rpc.Server
+	bus *bus.Bus
+}
+
+func (s *stack) Close() error { return errors.Join(s.Server.Close(), s.bus.Close()) }
+
+// stackOptions are newStack's options, after the test logger.
+type stackOptions struct {
+	rpc []rpc.Option
+	bus []bus.Option
+}
+
+type stackOption func(*stackOptions)
+
+func withRPC(opts ...rpc.Option) stackOption {
+	return func(o *stackOptions) { o.rpc = append(o.rpc, opts...) }
+}
+
+func withBus(opts ...bus.Option) stackOption {
+	return func(o *stackOptions) { o.bus = append(o.bus, opts...) }
+}
+
+// newStack builds an rpc.Server over mesh and a bus on it. The caller
+// closes it.
+func newStack(tb testing.TB, mesh rpc.Mesh, opts ...stackOption) (*stack, error) {
+	var o stackOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	log := testLogger(tb)
+	srv, err := rpc.New(mesh, append([]rpc.Option{rpc.WithLogger(log)}, o.rpc...)...)
+	if err != nil {
+		return nil, err
+	}
+	b, err := bus.New(srv, mesh, append([]bus.Option{bus.WithLogger(log), bus.WithClock(srv.Now)}, o.bus...)...)
+	if err != nil {
+		_ = srv.Close()
+		return nil, err
+	}
+	return &stack{Server: srv, bus: b}, nil
+}
+
+// testServer is a stack with a fake mesh behind an httptest server.
 type testServer struct {
-	srv  *relay.Server
+	srv  *stack
 	mesh *fakeMesh
 	url  string
 }
 
-func newTestServer(t *testing.T, opts ...relay.Option) *testServer {
+func newTestServer(t *testing.T, opts ...stackOption) *testServer {
 	t.Helper()
 	mesh := newFakeMesh()
 	return serveMesh(t, mesh, mesh, opts...)
@@ -146,9 +192,9 @@ func newTestServer(t *testing.T, opts ...relay.Option) *testServer {
 
 // serveMesh is newTestServer for m, which is mesh or embeds it (as
 // topicMesh does).
-func serveMesh(t *testing.T, m relay.Mesh, mesh *fakeMesh, opts ...relay.Option) *testServer {
+func serveMesh(t *testing.T, m rpc.Mesh, mesh *fakeMesh, opts ...stackOption) *testServer {
 	t.Helper()
-	srv, err := relay.New(m, append([]relay.Option{relay.WithLogger(testLogger(t)), relay.WithRPC(rpc.WithClock(testClock))}, opts...)...)
+	srv, err := newStack(t, m, append([]stackOption{withRPC(rpc.WithClock(testClock))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package relay_test
+package bus_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
@@ -23,21 +23,30 @@ import (
 // nothing acknowledged.
 
 // fastBus retries quickly so that retry tests take milliseconds.
-func fastBus() relay.BusConfig {
-	c := relay.DefaultBusConfig()
+func fastBus() bus.Option { return withConfig(fastConfig()) }
+
+// fastConfig is fastBus's configuration, for tests that change it.
+func fastConfig() bus.Config {
+	c := bus.DefaultConfig()
 	c.RetryBackoff, c.MaxBackoff, c.DeliveryTimeout = 20*time.Millisecond, 100*time.Millisecond, 2*time.Second
 	return c
 }
 
-// busServer serves a bus over mesh (a fake) with a store at path ("" for
-// none).
-func busServer(t *testing.T, mesh relay.Mesh, st *store.Store) (*relay.Server, string) {
-	t.Helper()
-	opts := []relay.Option{relay.WithLogger(testLogger(t)), relay.WithBus(fastBus())}
-	if st != nil {
-		opts = append(opts, relay.WithStore(st))
+// withConfig sets the bus's tuning (not its store, logger or clock) to
+// those of cfg.
+func withConfig(cfg bus.Config) bus.Option {
+	return func(c *bus.Config) error {
+		cfg.Store, cfg.Logger, cfg.Now = c.Store, c.Logger, c.Now
+		*c = cfg
+		return nil
 	}
-	srv, err := relay.New(mesh, opts...)
+}
+
+// busServer serves a bus over mesh (a fake) with store st (nil for none),
+// retrying quickly (fastBus) unless opts say otherwise.
+func busServer(t *testing.T, mesh rpc.Mesh, st *store.Store, opts ...bus.Option) (*stack, string) {
+	t.Helper()
+	srv, err := newStack(t, mesh, withBus(append([]bus.Option{fastBus(), bus.WithStore(st)}, opts...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,15 +131,15 @@ func (p *peer) texts() []string {
 
 func (p *peer) subscribe(t *testing.T, params map[string]any) {
 	t.Helper()
-	var res relay.SuccessResult
+	var res bus.SuccessResult
 	if err := p.Call(ctxT(t), "subscribe", params, &res); err != nil || !res.Success {
 		t.Fatalf("%s subscribe %v: %+v %v", p.id, params, res, err)
 	}
 }
 
-func (p *peer) send(t *testing.T, topic, text string) relay.SendResult {
+func (p *peer) send(t *testing.T, topic, text string) bus.SendResult {
 	t.Helper()
-	var res relay.SendResult
+	var res bus.SendResult
 	if err := p.Call(ctxT(t), "sendMessage", map[string]any{"topic": topic, "payload": map[string]any{"type": "plaintext_message", "text": text}}, &res); err != nil {
 		t.Fatalf("%s sendMessage %s: %v", p.id, topic, err)
 	}
@@ -145,7 +154,7 @@ func rpcCode(err error) int {
 	return 0
 }
 
-func ackIDs(res relay.SendResult) string {
+func ackIDs(res bus.SendResult) string {
 	var ids []string
 	for _, a := range res.Acks {
 		ids = append(ids, fmt.Sprintf("%s=%v", a.ClientID, a.Processed))
@@ -332,7 +341,7 @@ func TestBusRetryThenDeadLetter(t *testing.T) {
 	if len(res.Acks) != 1 || res.Acks[0].Processed || !res.Acks[0].Retrying {
 		t.Fatalf("first attempt ack %+v, want not processed, retrying", res.Acks)
 	}
-	var dls []relay.StoredMessage
+	var dls []bus.StoredMessage
 	waitFor(t, "the dead letter", func() bool {
 		dls = nil
 		_ = sender.Call(ctxT(t), "bus.deadLetters", map[string]any{}, &dls)
@@ -360,7 +369,7 @@ func TestBusRetryThenDeadLetter(t *testing.T) {
 	}
 	// History is written in the background.
 	waitFor(t, "the message in history", func() bool {
-		var hist []relay.StoredMessage
+		var hist []bus.StoredMessage
 		err := sender.Call(ctxT(t), "bus.history", map[string]any{"topic": "task:*", "agent": "sender"}, &hist)
 		return err == nil && len(hist) == 1 && hist[0].ID == res.MessageID
 	})

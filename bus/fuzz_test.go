@@ -1,4 +1,4 @@
-package relay
+package bus
 
 import (
 	"context"
@@ -106,15 +106,20 @@ func newFuzzBus(f testing.TB) string {
 	if err != nil {
 		f.Fatal(err)
 	}
-	bc := DefaultBusConfig()
-	bc.DeliveryTimeout, bc.RetryBackoff, bc.MaxBackoff, bc.MeshWait = 500*time.Millisecond, 50*time.Millisecond, 100*time.Millisecond, 0
-	srv, err := New(fuzzMesh{}, WithStore(st), WithBus(bc), WithLogger(slog.New(slog.DiscardHandler)))
+	log := slog.New(slog.DiscardHandler)
+	srv, err := rpc.New(fuzzMesh{}, rpc.WithLogger(log))
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, err := New(srv, fuzzMesh{}, WithStore(st), WithLogger(log), WithDeliveryTimeout(500*time.Millisecond),
+		WithRetryBackoff(50*time.Millisecond, 100*time.Millisecond), WithMeshWait(0))
 	if err != nil {
 		f.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
 	f.Cleanup(func() {
 		_ = srv.Close()
+		_ = b.Close()
 		hs.Close()
 		_ = st.Close()
 	})

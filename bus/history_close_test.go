@@ -1,4 +1,4 @@
-package relay_test
+package bus_test
 
 import (
 	"path/filepath"

@@ -1,0 +1,146 @@
+package bus
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
+)
+
+// The bus takes what it needs from the server that serves it and from the
+// mesh through the small interfaces below, so that it can be built,
+// tested and closed as a part of its own.
+
+// Registrar is what the bus needs of the JSON-RPC server that serves its
+// methods (*rpc.Server is one). The server owns initialize: it comes first
+// on every listener, and the bus knows a client by its rpc.Conn.ClientID.
+type Registrar interface {
+	// Handle registers a method for the local API, and for credentials
+	// that grant it on a public listener.
+	Handle(method string, h rpc.HandlerFunc)
+	// HandlePublic registers a method served to anyone on a public
+	// listener too.
+	HandlePublic(method string, h rpc.HandlerFunc)
+	// SetCapabilities sets what initialize announces.
+	SetCapabilities(c rpc.BusCapabilities)
+	// OnStatus adds to mesh.status's result; f must not block.
+	OnStatus(f func(*rpc.StatusResult))
+}
+
+// conn is a subscriber's connection as the bus uses it (*rpc.Conn is
+// one).
+type conn interface {
+	// Call sends a request to the client and waits for its answer.
+	Call(ctx context.Context, method string, params, result any) error
+	// Context ends when the connection does.
+	Context() context.Context
+	// AfterClose runs f once the connection has ended.
+	AfterClose(f func())
+}
+
+// Mesh is what the bus uses of the mesh: its own agent id, and calls to
+// mesh agents for agent:<id> topics. A Mesh that is also an
+// rpc.Publisher carries the bus's topics across the mesh (see
+// rpc.IDPublisher).
+type Mesh interface {
+	AgentID() string
+	Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error)
+}
+
+// Bus is the seed 001 message bus served on a Registrar (an rpc.Server).
+// Build it with New; close it with Close after the server. It is safe for
+// concurrent use.
+//
+// Locks: the subscription table and the mesh subscriptions each have
+// their own, and neither is held while calling a client, the mesh or the
+// store; lmu guards only the lifecycle (closed, and wg.Add against Close's
+// wg.Wait).
+type Bus struct {
+	srv   Registrar
+	mesh  Mesh
+	cfg   Config
+	store *store.Store // nil: no retries, no history, no dead letters
+	log   *slog.Logger
+	now   func() time.Time
+
+	subs     subTable
+	meshSubs meshPatterns
+	// seen holds the (author, id) of recent mesh messages: the bus's own,
+	// published with an id it chose, and each one received, which comes
+	// once per local pattern that matches it.
+	seen *recentIDs
+
+	kick     chan struct{} // wakes the retry loop
+	historyQ chan store.Message
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	lmu       sync.Mutex
+	closed    bool
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New builds the bus, registers its methods with srv, and starts its
+// retry loop and history writers when it has a store (WithStore). The
+// caller closes it after srv has stopped serving.
+func New(srv Registrar, mesh Mesh, opts ...Option) (*Bus, error) {
+	if srv == nil || mesh == nil {
+		return nil, ErrMissingPart
+	}
+	cfg := DefaultConfig()
+	if err := cfg.Apply(opts...); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Bus{srv: srv, mesh: mesh, cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "bus"), now: cfg.Now,
+		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	b.meshSubs.init()
+	b.register()
+	if b.store != nil {
+		b.historyQ = make(chan store.Message, historyQueue)
+		b.spawn(b.retryLoop)
+		for range historyWriters {
+			b.spawn(b.historyLoop)
+		}
+	}
+	return b, nil
+}
+
+// spawn runs f on a goroutine of the bus unless the bus is closed, and
+// reports whether it did.
+func (b *Bus) spawn(f func()) bool {
+	b.lmu.Lock()
+	defer b.lmu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Go(f)
+	return true
+}
+
+// Close stops the retry loop and the history writers (which first write
+// what was queued), waits for every goroutine of the bus, and cancels its
+// mesh subscriptions. Call it after the server's Close, so that no request
+// is served by a closed bus; later calls do nothing. It always returns
+// nil.
+func (b *Bus) Close() error {
+	b.closeOnce.Do(func() {
+		b.lmu.Lock()
+		b.closed = true
+		b.lmu.Unlock()
+		b.cancel()
+		b.wg.Wait()
+		for _, sub := range b.subs.clear() {
+			b.dropMeshSub(sub)
+		}
+	})
+	return nil
+}

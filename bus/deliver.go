@@ -1,0 +1,193 @@
+package bus
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
+)
+
+// attempt is one delivery of a message to one subscription.
+type attempt struct {
+	sub *subscription
+	pr  ProcessResult
+	err error
+}
+
+// failed reports whether the message is to be delivered again.
+func (a attempt) failed() bool { return a.err != nil || a.pr.ShouldRetry }
+
+// absent reports whether the subscriber left during the attempt: an
+// absence, not a delivery (see Config.MaxAttempts).
+func (a attempt) absent() bool { return a.err != nil && a.sub.conn.Context().Err() != nil }
+
+// reason says why a failed attempt is to be retried.
+func (a attempt) reason() string {
+	if a.err != nil {
+		return a.err.Error()
+	}
+	return "should_retry: " + a.pr.Message
+}
+
+// ack is the attempt as sendMessage reports it.
+func (a attempt) ack() Ack {
+	ack := Ack{ClientID: a.sub.client.id, Processed: a.err == nil && a.pr.Processed, Message: a.pr.Message}
+	if a.err != nil {
+		ack.Message = a.err.Error()
+	}
+	return ack
+}
+
+// pass is the one delivery pass of the bus, for first attempts and
+// retries alike: it delivers msg to subs in order under their propagation
+// policies and returns the attempts in that order, and whether a
+// subscriber stopped propagation. A run of continueAll subscriptions
+// cannot stop propagation, so its deliveries go out at once.
+func (b *Bus) pass(ctx context.Context, msg store.Message, subs []*subscription) ([]attempt, bool) {
+	atts := make([]attempt, len(subs))
+	for i := 0; i < len(subs); {
+		j := i + 1
+		for subs[i].propagation == PropagationContinueAll && j < len(subs) && subs[j].propagation == PropagationContinueAll {
+			j++
+		}
+		if j-i > 1 {
+			var wg sync.WaitGroup
+			for k := i; k < j; k++ {
+				wg.Go(func() { atts[k] = b.deliver(ctx, subs[k], msg) })
+			}
+			wg.Wait()
+			i = j
+			continue
+		}
+		atts[i] = b.deliver(ctx, subs[i], msg)
+		if a := atts[i]; a.err == nil && a.sub.propagation.stops(a.pr) {
+			return atts[:i+1], true
+		}
+		i++
+	}
+	return atts, false
+}
+
+// deliver sends one message to one subscription's client: processMessage,
+// or sendMessage for a client that does not know processMessage.
+func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message) attempt {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
+	defer cancel()
+	params := ProcessParams{Topic: msg.Topic, Payload: msg.Payload}
+	s.client.mu.Lock()
+	legacy := s.client.legacy
+	s.client.mu.Unlock()
+	method := MethodProcessMessage
+	if legacy {
+		method = MethodSendMessage
+	}
+	var pr ProcessResult
+	err := s.conn.Call(ctx, method, params, &pr)
+	var re *rpc.Error
+	if !legacy && errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
+		s.client.mu.Lock()
+		s.client.legacy = true
+		s.client.mu.Unlock()
+		pr = ProcessResult{}
+		err = s.conn.Call(ctx, MethodSendMessage, params, &pr)
+	}
+	if err != nil {
+		return attempt{sub: s, err: fmt.Errorf("delivery to %s failed: %w", s.client.id, err)}
+	}
+	if pr.Success != nil && !pr.Processed {
+		pr.Processed = *pr.Success
+	}
+	return attempt{sub: s, pr: pr}
+}
+
+// dispatch is a message's first delivery: to a mesh agent for agent:<id>
+// topics that no local client holds, to local subscribers in order under
+// their policies, to the mesh, and to a default handler when nothing else
+// takes it. The failed deliveries are in the outbox before it returns.
+// local is false for messages that came from the mesh: they are not
+// published back, and never go to a default handler (every node would
+// spawn one).
+func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (SendResult, error) {
+	res := SendResult{MessageID: msg.ID, Acks: []Ack{}}
+	subs := b.subs.route(msg.Topic)
+	if local && len(subs) == 0 {
+		if ack, ok := b.toMeshAgent(ctx, msg); ok {
+			res.Acks = append(res.Acks, ack)
+			res.Success = true
+			b.record(msg)
+			return res, nil
+		}
+	}
+	var meshAck <-chan Ack
+	if local {
+		// With local subscribers the mesh copy goes out in the background
+		// (it may wait for topic peers to be found) and is not in the
+		// acks; without any, its ack is what routes the message.
+		meshAck = b.toMesh(ctx, msg, len(subs) > 0)
+	}
+	var retries []store.Message
+	atts, stopped := b.pass(ctx, msg, subs)
+	res.StopPropagation = stopped
+	for _, a := range atts {
+		res.Acks = append(res.Acks, b.settle(msg, a, a.sub.client.id, &retries))
+	}
+	if meshAck != nil {
+		if ack, ok := <-meshAck; ok {
+			res.Acks = append(res.Acks, ack)
+		}
+	}
+	res.Success = len(res.Acks) > 0
+	if local && len(subs) == 0 && !res.Success {
+		if d := b.subs.defaultHandler(msg.Topic); d != nil {
+			// The default handler has wired up a subscriber (or will):
+			// its retry routes the message afresh.
+			atts, _ := b.pass(ctx, msg, []*subscription{d})
+			res.Acks = append(res.Acks, b.settle(msg, atts[0], "", &retries))
+			res.Success = true
+		}
+	}
+	// Acknowledge only what is on disk: retries are in the outbox before
+	// the answer leaves.
+	for _, rm := range retries {
+		if err := b.store.Enqueue(ctx, rm); err != nil {
+			return res, fmt.Errorf("persist retry: %w", err)
+		}
+	}
+	if len(retries) > 0 {
+		b.wake()
+	}
+	if local && !res.Success && b.store != nil {
+		if err := b.store.DeadLetter(ctx, msg, "no subscriber and no default handler"); err != nil {
+			return res, fmt.Errorf("persist dead letter: %w", err)
+		}
+	}
+	b.record(msg)
+	return res, nil
+}
+
+// settle reports a first attempt as its ack, and adds the outbox entry of
+// its retry, addressed to client to ("": routed afresh), to retries when
+// it failed and the bus has a store.
+func (b *Bus) settle(msg store.Message, a attempt, to string, retries *[]store.Message) Ack {
+	ack := a.ack()
+	if !a.failed() || b.store == nil {
+		return ack
+	}
+	rm := msg
+	rm.ID = msg.ID + "." + hex.EncodeToString([]byte(to))
+	rm.To = to
+	rm.Attempts = 1
+	if to != "" && a.absent() {
+		rm.Attempts = 0
+	}
+	rm.Expires = msg.Time.Add(b.cfg.MessageTTL)
+	rm.NextAttempt = b.now().Add(b.cfg.backoff(0, a))
+	rm.LastError = a.reason()
+	*retries = append(*retries, rm)
+	ack.Retrying = true
+	return ack
+}

@@ -1,0 +1,97 @@
+// Package bus is the seed 001 message bus: clients of an rpc.Server
+// subscribe to topic patterns, send messages, and receive them as
+// processMessage requests, with acknowledgements, propagation policies,
+// retries, dead letters and history. It is bridged to the mesh (topics
+// and agents) through an interface it declares, so it never imports the
+// node and its tests need no libp2p.
+//
+// # Usage
+//
+//	srv, err := rpc.New(n, rpc.WithLogger(log)) // n is the mesh; *node.Node is one
+//	if err != nil { … }
+//	b, err := bus.New(srv, n, bus.WithStore(st), bus.WithLogger(log))
+//	if err != nil { … }
+//	… serve srv …
+//	srv.Close() // first: no request is served after it
+//	b.Close()   // then the bus: its retry loop and history writers
+//
+// # Methods
+//
+// Seed 001 is followed where it is exact; its loose parts are read as the
+// design settles them. initialize is the rpc server's (it comes first on
+// every listener); the bus serves:
+//
+//	subscribe    {"topic", "policy"?, "defaultHandler"?} -> {"success": true}
+//	unsubscribe  {"topic", "defaultHandler"?} -> {"success": true}
+//	sendMessage  {"topic", "payload"} -> {"success", "stopPropagation", "acks", "messageId"}
+//	bus.history, bus.deadLetters, bus.replay   (need a store: WithStore)
+//
+// and delivers with processMessage {"topic", "payload"}, or with
+// sendMessage to a client that answers processMessage with -32601 (the
+// base protocol).
+//
+// The first three are served to anyone on a public listener
+// (rpc.Server.HandlePublic), within the topic patterns of the client's
+// credential; sendMessage to agent:<mesh agent id>, a mesh call made as
+// the relay, needs a credential that grants mesh.call. The three bus.*
+// methods need one that grants them.
+//
+// # Routing
+//
+// The subscription table is an ordered list under a lock of its own: a topic goes to the subscriptions whose pattern matches it,
+// newest first, skipping those shadowed by a newer subscription to the
+// same pattern. Default handlers (subscribe with "defaultHandler": true)
+// are kept apart: the newest one matching a local message that nothing
+// else takes gets it.
+//
+// # Delivery
+//
+// One pass delivers a message to a list of subscriptions under their
+// propagation policies (Propagation): it stops after a subscriber that
+// processed the message (the default), only on stopPropagation, or never
+// (continueAll, whose consecutive subscriptions are delivered to at
+// once). A message's first delivery and every retry take the same pass.
+//
+// A first delivery goes, in order: to a mesh agent when the topic is
+// agent:<mesh agent id> and no local client subscribes to it (the
+// payload's "type" names the capability); to local subscribers; to the
+// mesh's topic peers when the Mesh is an rpc.Publisher (in the background when
+// there are local subscribers, otherwise its ack routes the message); and
+// to a default handler when nothing else took it. Messages from the mesh
+// go to local subscribers only, never to a default handler (every node
+// would take them), and never back to the mesh. Each mesh message is
+// delivered once, however many local patterns match it; the bus
+// publishes its own with an id it chose and knows them when they come
+// back.
+//
+// # Outbox, retries, dead letters, history
+//
+// With a store, a failed or should_retry delivery is in the outbox before
+// sendMessage answers (its ack says retrying). The retry loop sleeps until
+// the next outbox message is due, or until woken by a new retry, a replay
+// or a subscriber coming back; it never polls. A retry goes to the client
+// it failed for, or is routed afresh when a default handler asked for it.
+// After MaxAttempts deliveries a message is a dead letter. A retry that
+// finds its client away (not subscribed, or its connection gone during the
+// attempt) counts no attempt: the message waits until the client
+// subscribes again, up to MessageTTL from when it was sent, then is a dead
+// letter that says so. A local message nothing takes is a dead letter at
+// once. Every message is written to history by background writers, so
+// that no sendMessage waits for a history commit; Close writes what they
+// had queued.
+//
+// # Concurrency
+//
+// The bus's methods are safe for concurrent use. The subscription table
+// and the mesh subscriptions each have a lock, and neither is held while
+// calling a client, the mesh or the store. Deliveries run on the request's
+// goroutine (sendMessage), on a goroutine of the bus (mesh messages,
+// retries), and on one goroutine per subscriber of a continueAll run.
+//
+// # Lifecycle
+//
+// New registers the methods with the server and starts the retry loop and
+// the history writers (with a store). Close, after the server's Close,
+// stops them, waits for every goroutine of the bus, and cancels its mesh
+// subscriptions. The store is the caller's: close it after the bus.
+package bus

@@ -1,0 +1,213 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/sign"
+	"github.com/meshagent/meshagent/store"
+)
+
+// The bus and the mesh: local messages are published on the mesh's topics,
+// messages published elsewhere reach local subscribers through one mesh
+// subscription per pattern, and agent:<id> topics naming a mesh agent that
+// no local client holds become calls to that agent.
+
+// meshPatterns counts the local subscriptions per pattern subscribed on the
+// mesh. Its lock serialises the mesh subscriptions of a pattern; the
+// subscription table's lock is never held with it.
+type meshPatterns struct {
+	mu        sync.Mutex
+	byPattern map[string]*meshPattern
+	state     map[*subscription]bool // true: counted; false: removed first
+}
+
+type meshPattern struct {
+	n      int
+	cancel func()
+}
+
+func (m *meshPatterns) init() {
+	m.byPattern = map[string]*meshPattern{}
+	m.state = map[*subscription]bool{}
+}
+
+// addMeshSub subscribes sub's pattern on the mesh (once per pattern) so
+// that messages published elsewhere reach local subscribers. A default
+// handler takes nothing from the mesh (every node would spawn one).
+func (b *Bus) addMeshSub(sub *subscription) {
+	pub, ok := b.mesh.(rpc.Publisher)
+	if !ok || sub.defaultOnly {
+		return
+	}
+	m := &b.meshSubs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, done := m.state[sub]; done {
+		delete(m.state, sub) // removed before it was counted
+		return
+	}
+	m.state[sub] = true
+	if ms := m.byPattern[sub.pattern]; ms != nil {
+		ms.n++
+		return
+	}
+	cancel, err := pub.Subscribe(sub.pattern, b.fromMesh)
+	if err != nil {
+		// A pattern the mesh cannot carry (a wildcard family) is still a
+		// local subscription.
+		b.log.Debug("pattern not subscribed on the mesh", "pattern", sub.pattern, "err", err)
+		cancel = func() {}
+	}
+	m.byPattern[sub.pattern] = &meshPattern{n: 1, cancel: cancel}
+}
+
+// dropMeshSub undoes addMeshSub for a removed subscription, whichever of
+// the two comes first.
+func (b *Bus) dropMeshSub(sub *subscription) {
+	if _, ok := b.mesh.(rpc.Publisher); !ok || sub.defaultOnly {
+		return
+	}
+	m := &b.meshSubs
+	m.mu.Lock()
+	counted, known := m.state[sub]
+	if !known {
+		m.state[sub] = false // addMeshSub will find it removed
+		m.mu.Unlock()
+		return
+	}
+	delete(m.state, sub)
+	ms := m.byPattern[sub.pattern]
+	if !counted || ms == nil {
+		m.mu.Unlock()
+		return
+	}
+	if ms.n--; ms.n > 0 {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.byPattern, sub.pattern)
+	m.mu.Unlock()
+	ms.cancel()
+}
+
+// meshAgent returns the agent id (as a peer ID) a topic agent:<id> names,
+// unless it names none or this node's own agent.
+func (b *Bus) meshAgent(topic string) (string, bool) {
+	id, ok := strings.CutPrefix(topic, "agent:")
+	if !ok {
+		return "", false
+	}
+	pid, err := sign.ParseAgentID(id)
+	if err != nil || pid.String() == b.mesh.AgentID() {
+		return "", false
+	}
+	return pid.String(), true
+}
+
+// toMeshAgent calls a mesh agent for a topic agent:<id> naming one: the
+// payload's "type" is the capability, the payload the params.
+func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
+	agent, ok := b.meshAgent(msg.Topic)
+	if !ok {
+		return Ack{}, false
+	}
+	var p struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(msg.Payload, &p)
+	ack := Ack{ClientID: agent}
+	if p.Type == "" {
+		ack.Message = `the payload has no "type": it names the capability to call on a mesh agent`
+		return ack, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
+	defer cancel()
+	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
+	if err != nil {
+		pe := protocol.AsError(err)
+		ack.Message = string(pe.Code) + ": " + pe.Message
+		return ack, true
+	}
+	ack.Processed = resp.Status == protocol.StatusSuccess
+	ack.Message = compactResult(resp.Result)
+	return ack, true
+}
+
+func compactResult(raw json.RawMessage) string {
+	if len(raw) > 4096 {
+		return string(raw[:4096]) + "…"
+	}
+	return string(raw)
+}
+
+// backgroundPublishWait bounds a mesh publish that outlives its request.
+const backgroundPublishWait = 10 * time.Second
+
+// toMesh publishes a local message to the mesh. In the background it
+// returns nil and reports nothing; otherwise the channel yields an ack
+// when the message reached topic peers within MeshWait (nothing when there
+// were none, or the mesh has no topics).
+func (b *Bus) toMesh(ctx context.Context, msg store.Message, background bool) <-chan Ack {
+	pub, ok := b.mesh.(rpc.Publisher)
+	if !ok || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
+		return nil
+	}
+	wait := b.cfg.MeshWait
+	if background {
+		ctx, wait = b.ctx, backgroundPublishWait
+	}
+	// The copy comes back through this bus's own mesh subscriptions,
+	// if any match: its id tells fromMesh it was delivered here already.
+	publish := pub.Publish
+	if ip, ok := pub.(rpc.IDPublisher); ok {
+		id := protocol.NewID()
+		b.seen.add(meshKey(b.mesh.AgentID(), id))
+		publish = func(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+			return ip.PublishID(ctx, id, topic, payload, filter)
+		}
+	}
+	out := make(chan Ack, 1)
+	started := b.spawn(func() {
+		defer close(out)
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		n, err := publish(ctx, msg.Topic, msg.Payload, nil)
+		if err != nil || n == 0 {
+			return
+		}
+		out <- Ack{ClientID: "mesh", Processed: true, Message: fmt.Sprintf("published to %d mesh peers", n)}
+	})
+	if background || !started {
+		return nil
+	}
+	return out
+}
+
+// fromMesh delivers a mesh message to local subscribers: one published
+// by another agent, or by this node other than through this bus
+// (mesh.publish, the CLI's publish, Node.Publish). It comes once per local
+// pattern that matches it and is dispatched once; the bus's own messages
+// were delivered locally already and are recognised by their id.
+func (b *Bus) fromMesh(m protocol.TopicMessage) {
+	if _, ok := b.mesh.(rpc.IDPublisher); !ok && m.From == b.mesh.AgentID() {
+		return // perhaps the bus's own: see rpc.IDPublisher
+	}
+	if !b.seen.add(meshKey(m.From, m.ID)) {
+		return
+	}
+	msg := store.Message{ID: newMessageID(), Topic: m.Topic, From: m.From, Payload: m.Payload, Time: m.Time, ConversationID: conversationOf(m.Payload)}
+	// Deliveries can wait on slow subscribers: never on the mesh's
+	// goroutine.
+	b.spawn(func() {
+		if _, err := b.dispatch(b.ctx, msg, false); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("mesh message not delivered", "topic", m.Topic, "err", err)
+		}
+	})
+}
