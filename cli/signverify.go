@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -147,9 +146,7 @@ func decodeUnsigned(doc []byte) (*protocol.Envelope, error) {
 		return nil, exitErrorf(ExitCodeFor(protocol.CodeInvalidMessage), "sign: the input is not a valid JSON envelope: %v", err)
 	}
 	var env protocol.Envelope
-	dec := json.NewDecoder(bytes.NewReader(canon))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&env); err != nil {
+	if err := protocol.DecodeStrict(canon, &env); err != nil {
 		return nil, exitErrorf(ExitCodeFor(protocol.CodeInvalidMessage), "sign: the input is not an envelope: %v", err)
 	}
 	return &env, nil

@@ -55,6 +55,21 @@
 // most 64 progress results and 64 KiB of them); a request older than that
 // would run again.
 //
+// # Calling any provider
+//
+// CallAny sends a request to one of the agents offering a capability,
+// chosen by this node: candidates from the hello cache of connected peers
+// and the directory, ordered by the power of two choices (heartbeat status
+// and load, then latency), at most MaxAnyAttempts tried within the call's
+// deadline. It moves to the next only when the request provably did not
+// start where it was sent (no stream, not written whole, refused before
+// the handler with CAPABILITY_NOT_SUPPORTED or RATE_LIMITED), or, after a
+// connection lost mid-call, when the capability object says idempotent;
+// mayFailOver states the rule for each code. It is a method of its own
+// rather than Call with an empty target: a target left empty by mistake
+// must not send a request to an agent nobody named, and the caller needs
+// to learn which agent answered.
+//
 // # Deadlines
 //
 // Every write has a deadline (Limits.IOTimeout), and a peer that stops
@@ -91,7 +106,8 @@
 //   - caller.mu: the request stream to each peer and the openings in
 //     progress. reqConn.mu guards one stream's pending calls and
 //     reqConn.wmu its writes; the two are never held together.
-//   - registry.mu: the registered services, their sorted names and
+//   - registry.mu: the registered services by source (the node's own,
+//     SetServices; others, Offer), their union, its sorted names and
 //     Hello.Seq. The built-ins (task.status, task.cancel,
 //     agent.message) are fixed at construction and need no lock; they
 //     take the same path through execute as any service.
@@ -105,5 +121,8 @@
 //   - inboundStreams.mu: the request streams being served, reset by Close;
 //     serverStream.wmu serialises the writes on one of them.
 //   - guard.mu: the calls in flight per peer, which protect its connection.
+//   - anyProviders.mu: CallAny's calls in flight per provider, the
+//     providers it could not reach, and the directory's answers per
+//     capability.
 //   - The policy is an atomic pointer, replaced whole by SetPolicy.
 package node

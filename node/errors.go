@@ -48,3 +48,7 @@ func (e *ListenError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *ListenError) Unwrap() error { return e.Err }
+
+// ErrCapabilityTaken is returned by Offer when another source already
+// offers a capability of the same name.
+var ErrCapabilityTaken = errors.New("node: capability offered by another source")

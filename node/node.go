@@ -73,6 +73,7 @@ type Node struct {
 	inbox    inbox                          // direct messages: handler and recent ids
 	policy   atomic.Pointer[compiledPolicy] // requester policy (nil: none)
 	guard    *guard                         // protects busy peers, trims idle inbound conns
+	anyState *anyProviders                  // CallAny's providers: in flight, unreachable, found
 
 	mdns   mdns.Service
 	events event.Subscription
@@ -112,6 +113,7 @@ func New(opts ...Option) (n *Node, err error) {
 		cancel:       cancel,
 		tasks:        newTaskTable(signer.ID().String(), cfg.Now),
 		presence:     newPresence(),
+		anyState:     newAnyProviders(cfg.Now),
 	}
 	n.services = newRegistry(n.builtins()...)
 	defer func() {

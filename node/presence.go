@@ -68,6 +68,17 @@ func (pr *presence) sweep(now time.Time) []peer.ID {
 	return gone
 }
 
+// get returns p's last heartbeat.
+func (pr *presence) get(p peer.ID) (presenceState, bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	ps, ok := pr.m[p]
+	if !ok {
+		return presenceState{}, false
+	}
+	return *ps, true
+}
+
 // snapshot returns a copy of the heartbeats held.
 func (pr *presence) snapshot() map[peer.ID]presenceState {
 	pr.mu.Lock()

@@ -208,15 +208,9 @@ func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Env
 		return nil, libp2ppubsub.ValidationReject
 	}
 	sig, body := data[:sign.SignatureSize], data[sign.SignatureSize:]
-	var head struct {
-		From struct {
-			AgentID string `json:"agentId"`
-		} `json:"from"`
-	}
-	if err := json.Unmarshal(body, &head); err != nil {
-		return nil, libp2ppubsub.ValidationReject
-	}
-	author, err := sign.ParseAgentID(head.From.AgentID)
+	// The author is named inside the signed bytes: read only that, then
+	// verify, and parse the rest only once the signature holds.
+	author, err := protocol.ClaimedSigner(body)
 	if err != nil {
 		return nil, libp2ppubsub.ValidationReject
 	}
