@@ -60,7 +60,7 @@ func parseDiscoverQuery(payload json.RawMessage) (*discoverQuery, *protocol.Erro
 			continue
 		}
 		var raws []json.RawMessage
-		if mb.raw[0] != '[' || json.Unmarshal(mb.raw, &raws) != nil {
+		if protocol.DecodeStrict(mb.raw, &raws) != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: "query_keywords" must be an array of strings`, TypeDiscoverServices)
 		}
 		if len(raws) > MaxQueryKeywords {
@@ -68,7 +68,7 @@ func parseDiscoverQuery(payload json.RawMessage) (*discoverQuery, *protocol.Erro
 		}
 		for i, raw := range raws {
 			var kw string
-			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &kw) != nil {
+			if len(raw) == 0 || raw[0] != '"' || protocol.DecodeStrict(raw, &kw) != nil {
 				return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: query_keywords[%d] must be a string`, TypeDiscoverServices, i)
 			}
 			kw = strings.TrimSpace(kw)

@@ -46,6 +46,13 @@
 //
 // # Messages
 //
+// What a client sends is decoded strictly (protocol.DecodeStrict, see
+// ParseMessage): one JSON object, exact member names, no name given
+// twice, each member of its type. Members the lobby does not read are
+// tolerated, at the top level and in payloads, since seed 000 lists a
+// base structure rather than a closed one; a payload's members reach the
+// receiver in the order the sender wrote them.
+//
 // DISCOVER_SERVICES {capability_name, query_keywords} is answered by
 // SERVICES_AVAILABLE listing the connected lobby agents (other than the
 // sender) with their capabilities that match, sorted by agent id,

@@ -9,10 +9,14 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// The lobby reads JSON objects member by member, in document order, so
-// that it can refuse duplicate names (a lobby and an agent must never
-// read the same bytes differently) and pass members it does not read
-// through unchanged.
+// Typed values from clients (the message, REGISTER's capabilities, each
+// string the lobby reads) are decoded by protocol.DecodeStrict. Payloads
+// are also read here member by member, in document order, because the
+// lobby forwards them: a REQUEST's members go on to the provider or the
+// mesh without capability_name, a mesh result comes back with "status"
+// first, and nothing it does not read is reordered or dropped. Duplicate
+// names are refused on this path too: a lobby and an agent must never
+// read the same bytes differently.
 
 // member is one member of a JSON object, in document order.
 type member struct {
@@ -84,7 +88,7 @@ func payloadString(members []member, name string) (string, bool, error) {
 			return "", false, nil
 		}
 		var v string
-		if mb.raw[0] != '"' || json.Unmarshal(mb.raw, &v) != nil {
+		if protocol.DecodeStrict(mb.raw, &v) != nil {
 			return "", true, protocol.Errorf(protocol.CodeInvalidMessage, "payload: %q must be a string", name)
 		}
 		return v, true, nil

@@ -116,33 +116,18 @@ type ErrorResponse struct {
 	Details json.RawMessage `json:"details,omitempty"`
 }
 
-// lobbyFields are the members of a lobby message; any other top-level
-// member is tolerated and dropped (see ParseMessage).
-var lobbyFields = map[string]bool{
-	"sender_id": true, "receiver_id": true, "message_type": true,
-	"payload": true, "conversation_id": true, "auth_token": true,
+// wireMessage is a Message as a client sends it, each member raw, so
+// that the fields an ERROR reply echoes are read even when another one
+// is wrong.
+type wireMessage struct {
+	SenderID       json.RawMessage `json:"sender_id"`
+	ReceiverID     json.RawMessage `json:"receiver_id"`
+	MessageType    json.RawMessage `json:"message_type"`
+	Payload        json.RawMessage `json:"payload"`
+	ConversationID json.RawMessage `json:"conversation_id"`
+	AuthToken      json.RawMessage `json:"auth_token"`
 }
 
-// ParseMessage decodes one WebSocket message as a seed 000 message.
-// It is strict where a lax reading could be abused, and lenient where the
-// seed is loose:
-//
-//   - the frame must be valid UTF-8 and one JSON object, without duplicate
-//     member names at the top level (or at the top level of the payload);
-//   - member names match exactly ("Sender_ID" is not sender_id);
-//   - message_type is a non-empty string; sender_id, receiver_id,
-//     conversation_id and auth_token are strings, null or absent (absent
-//     and null read as ""), at most MaxIDLen bytes;
-//   - payload is an object; absent or null reads as {};
-//   - other top-level members (a "timestamp", say, which seed 000's
-//     reference agents may add) are tolerated and dropped: the seed lists
-//     a base structure, not a closed one, and nothing is forwarded that the
-//     lobby did not read.
-//
-// Which fields a message type requires is checked by the lobby, not here.
-// The error is a *protocol.Error with CodeInvalidMessage. On error the
-// returned message holds the fields read so far (for the ERROR reply's
-// original_message_type and original_conversation_id), or is nil.
 func ParseMessage(frame []byte) (*Message, error) {
 	if !utf8.Valid(frame) {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: not valid UTF-8")
@@ -150,27 +135,24 @@ func ParseMessage(frame []byte) (*Message, error) {
 	if !json.Valid(frame) {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: not JSON")
 	}
-	members, err := objectMembers(frame)
-	if err != nil {
+	if f := trimJSONSpace(frame); f[0] != '{' {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: not a JSON object")
+	}
+	// Members other than the six are tolerated: see above.
+	var w wireMessage
+	if err := protocol.DecodeStrict(frame, &w, protocol.AllowUnknown()); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: %v", err)
 	}
 	m := &Message{}
 	// Read the fields an ERROR reply echoes first, so they are known
 	// whatever else is wrong.
-	byName := make(map[string]json.RawMessage, len(members))
-	for _, mb := range members {
-		if lobbyFields[mb.name] {
-			byName[mb.name] = mb.raw
-		}
-	}
 	var errs []error
-	str := func(name string, dst *string) {
-		raw, ok := byName[name]
-		if !ok || isNull(raw) {
+	str := func(name string, raw json.RawMessage, dst *string) {
+		if len(raw) == 0 || isNull(raw) {
 			return
 		}
 		var v string
-		if raw[0] != '"' || json.Unmarshal(raw, &v) != nil {
+		if protocol.DecodeStrict(raw, &v) != nil {
 			errs = append(errs, protocol.Errorf(protocol.CodeInvalidMessage, "malformed message: %q must be a string", name))
 			return
 		}
@@ -180,20 +162,19 @@ func ParseMessage(frame []byte) (*Message, error) {
 		}
 		*dst = v
 	}
-	str("message_type", &m.MessageType)
-	str("conversation_id", &m.ConversationID)
-	str("sender_id", &m.SenderID)
-	str("receiver_id", &m.ReceiverID)
-	str("auth_token", &m.AuthToken)
+	str("message_type", w.MessageType, &m.MessageType)
+	str("conversation_id", w.ConversationID, &m.ConversationID)
+	str("sender_id", w.SenderID, &m.SenderID)
+	str("receiver_id", w.ReceiverID, &m.ReceiverID)
+	str("auth_token", w.AuthToken, &m.AuthToken)
 	if len(errs) > 0 {
 		return m, errs[0]
 	}
 	if m.MessageType == "" {
 		return m, protocol.Errorf(protocol.CodeInvalidMessage, `malformed message: "message_type" is required`)
 	}
-	p, ok := byName["payload"]
-	switch {
-	case !ok || isNull(p):
+	switch p := w.Payload; {
+	case len(p) == 0 || isNull(p):
 		m.Payload = json.RawMessage(`{}`)
 	case p[0] != '{':
 		return m, protocol.Errorf(protocol.CodeInvalidMessage, `malformed message: "payload" must be an object`)

@@ -110,22 +110,20 @@ func (l *Lobby) register(c *conn, m *Message) {
 }
 
 // parseRegisterPayload reads and validates REGISTER's capabilities.
+// Capability objects are decoded strictly (exact member names, no
+// duplicates, each member of its type); members the lobby does not know
+// are let through, as seed 000 leaves capability objects open.
 func parseRegisterPayload(payload json.RawMessage) ([]protocol.Capability, *protocol.Error) {
-	members, _ := objectMembers(payload) // checked by ParseMessage
-	var raw json.RawMessage
-	for _, mb := range members {
-		if mb.name == "capabilities" {
-			raw = mb.raw
-		}
-	}
-	caps := []protocol.Capability{}
-	if len(raw) > 0 && !isNull(raw) {
-		if raw[0] != '[' {
+	var p RegisterPayload
+	if err := protocol.DecodeStrict(payload, &p, protocol.AllowUnknown()); err != nil {
+		if fe, ok := errors.AsType[*protocol.FieldError](err); ok && fe.Field == "capabilities" && errors.Is(err, protocol.ErrWrongType) {
 			return nil, protocol.Errorf(protocol.CodeInvalidMessage, `REGISTER payload: "capabilities" must be an array of capability objects`)
 		}
-		if err := json.Unmarshal(raw, &caps); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "REGISTER payload: capabilities: %v", err)
-		}
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "REGISTER payload: %v", err)
+	}
+	caps := p.Capabilities
+	if caps == nil {
+		caps = []protocol.Capability{}
 	}
 	if len(caps) > MaxCapabilities {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "REGISTER payload: %d capabilities, the limit is %d", len(caps), MaxCapabilities)

@@ -61,6 +61,12 @@ func TestRegister(t *testing.T) {
 		{"x", `{"capabilities":[{"description":"no name"}]}`, "name is required"},
 		{"x", `{"capabilities":[{"name":"a"},{"name":"a"}]}`, "listed twice"},
 		{"x", `{"capabilities":[{"name":"a","input_schema":3}]}`, "JSON Schema"},
+		// Capability objects are decoded strictly: exact names, no
+		// duplicates, each member of its type.
+		{"x", `{"capabilities":[5]}`, `member "capabilities[0]" must be an object`},
+		{"x", `{"capabilities":[{"name":"a","name":"b"}]}`, `duplicate member "capabilities[0].name"`},
+		{"x", `{"capabilities":[{"Name":"a"}]}`, "name is required"},
+		{"x", `{"capabilities":[{"name":"a","keywords":"k"}]}`, `member "capabilities[0].keywords" must be an array`},
 	} {
 		d := dialLobby(t, tl.url, tc.id)
 		d.sendRaw(`{"sender_id":` + strconvQuote(tc.id) + `,"receiver_id":"global_lobby","message_type":"REGISTER","payload":` + tc.payload + `,"auth_token":null}`)
