@@ -1,9 +1,10 @@
-package relay
+package lobby
 
 import (
 	"strings"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
 )
 
 // New lobby agent ids are printable ASCII, and none may look like one
@@ -32,8 +33,8 @@ func (l *Lobby) checkNewAgentID(id string) *protocol.Error {
 		}
 	}
 	sk := idSkeleton(id)
-	if sk == idSkeleton(l.cfg.LobbyID) {
-		return protocol.Errorf(protocol.CodeInvalidMessage, "agent_id %q looks like the lobby's own id %q; choose another", id, l.cfg.LobbyID)
+	if sk == idSkeleton(l.cfg.ID) {
+		return protocol.Errorf(protocol.CodeInvalidMessage, "agent_id %q looks like the lobby's own id %q; choose another", id, l.cfg.ID)
 	}
 	if other, ok := l.skeletons[sk]; ok && other != id {
 		return protocol.Errorf(protocol.CodeInvalidMessage, "agent_id %q looks like the registered agent %q (ids equal up to case, 0/O, 1/l/I, rn/m, vv/w are refused); choose another", id, other)
@@ -59,9 +60,18 @@ func idSkeleton(id string) string {
 }
 
 // noteSkeleton records a registered id's skeleton; the first id keeps it.
-// The caller holds l.regMu (or owns l, in NewLobby).
+// The caller holds l.regMu (or owns l, in New).
 func (l *Lobby) noteSkeleton(id string) {
 	if _, ok := l.skeletons[idSkeleton(id)]; !ok {
 		l.skeletons[idSkeleton(id)] = id
 	}
+}
+
+// normalizeAgentID returns a mesh agent id in its peer ID form, and any
+// other id unchanged.
+func normalizeAgentID(s string) string {
+	if id, err := sign.ParseAgentID(s); err == nil {
+		return id.String()
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package relay
+package lobby
 
 import (
 	"bytes"
@@ -18,6 +18,70 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
 )
+
+// A whole-path fuzz target: fuzzed frames go into a live lobby over a
+// real WebSocket (after a real REGISTER), through decoding, dispatch and
+// the handlers, against a fake mesh and a real store.
+
+// fuzzAgent is the fake mesh's own agent id (a fixed Ed25519 key).
+const fuzzAgent = "12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a"
+
+// fuzzMesh answers every call at once, successfully, and finds nothing.
+type fuzzMesh struct{}
+
+func (fuzzMesh) AgentID() string { return fuzzAgent }
+
+func (fuzzMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: json.RawMessage(`{"ok":true}`)}, nil
+}
+
+func (fuzzMesh) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo, error) {
+	ch := make(chan protocol.PeerInfo)
+	close(ch)
+	return ch, nil
+}
+
+var _ Discoverer = fuzzMesh{}
+
+// fuzzConn is a raw WebSocket client of the fuzz target.
+type fuzzConn struct {
+	t  testing.TB
+	ws *websocket.Conn
+}
+
+func dialFuzz(t *testing.T, url string) *fuzzConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(32 << 20)
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	return &fuzzConn{t: t, ws: ws}
+}
+
+func (c *fuzzConn) write(frame []byte) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *fuzzConn) read(ctx context.Context) []byte {
+	c.t.Helper()
+	_, b, err := c.ws.Read(ctx)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	return b
+}
 
 // fuzzLobby is a live lobby with a store and an honest registered agent.
 type fuzzLobby struct {
@@ -41,8 +105,8 @@ func newFuzzLobby(f *testing.F) *fuzzLobby {
 	if err != nil {
 		f.Fatal(err)
 	}
-	l, err := NewLobby(fuzzMesh{}, st, WithLobbyRequestTimeout(500*time.Millisecond), WithLobbyMaxRegistrations(1<<30),
-		WithLobbyLogger(slog.New(slog.DiscardHandler)))
+	l, err := New(fuzzMesh{}, st, WithRequestTimeout(500*time.Millisecond), WithMaxRegistrations(1<<30),
+		WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -70,12 +134,12 @@ func newFuzzLobby(f *testing.F) *fuzzLobby {
 // "") with one capability and returns the new token.
 func (c *fuzzConn) register(id, token string) (string, error) {
 	c.t.Helper()
-	c.write([]byte(`{"sender_id":"` + id + `","receiver_id":"` + DefaultLobbyID + `","message_type":"REGISTER","auth_token":"` + token + `","payload":{"capabilities":[{"name":"fuzz_echo","description":"echo"}]}}`))
+	c.write([]byte(`{"sender_id":"` + id + `","receiver_id":"` + DefaultID + `","message_type":"REGISTER","auth_token":"` + token + `","payload":{"capabilities":[{"name":"fuzz_echo","description":"echo"}]}}`))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	b := c.read(ctx)
 	var m lobbyOut
-	if err := json.Unmarshal(b, &m); err != nil || m.MessageType != LobbyRegisterAck {
+	if err := json.Unmarshal(b, &m); err != nil || m.MessageType != TypeRegisterAck {
 		return "", fmt.Errorf("REGISTER %s: %s", id, b)
 	}
 	var ack RegisterAckPayload
@@ -100,15 +164,15 @@ func (c *fuzzConn) untilSentinel(within time.Duration, input []byte) []lobbyOut 
 	var got []lobbyOut
 	for {
 		b := c.read(ctx)
-		if _, err := ParseLobbyMessage(b); err != nil {
+		if _, err := ParseMessage(b); err != nil {
 			c.t.Fatalf("the lobby sent what it would not accept %s: %v", b, err)
 		}
 		var m lobbyOut
 		if err := json.Unmarshal(b, &m); err != nil {
 			c.t.Fatalf("undecodable %s: %v", b, err)
 		}
-		if m.MessageType == LobbyError {
-			var p LobbyErrorPayload
+		if m.MessageType == TypeError {
+			var p ErrorPayload
 			if err := json.Unmarshal(m.Payload, &p); err != nil || p.Error == "" || p.Code == "" {
 				c.t.Fatalf("ERROR without error and code: %s", b)
 			}
@@ -131,7 +195,7 @@ func (c *fuzzConn) untilSentinel(within time.Duration, input []byte) []lobbyOut 
 // to a REGISTER, and the honest agent on another connection is still
 // answered within 2 s.
 func FuzzLobby(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "lobby", "*.txt"))
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	for _, file := range files {
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -187,7 +251,7 @@ func FuzzLobby(f *testing.F) {
 		got := c.untilSentinel(10*time.Second, frame)
 		acks := 0
 		for _, m := range got {
-			if m.MessageType == LobbyRegisterAck {
+			if m.MessageType == TypeRegisterAck {
 				acks++
 			}
 		}

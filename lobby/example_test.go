@@ -1,4 +1,4 @@
-package relay_test
+package lobby_test
 
 import (
 	"context"
@@ -14,14 +14,25 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/lobby"
+	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
 )
+
+// exampleMesh stands in for a running node; the example calls no mesh
+// agent.
+type exampleMesh struct{}
+
+func (exampleMesh) AgentID() string { return selfID }
+
+func (exampleMesh) Call(_ context.Context, req protocol.CallRequest) (*protocol.Response, error) {
+	return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "no capability %q", req.Action)
+}
 
 // A relay mounts the lobby at /lobby; a seed 000 agent registers, and a
 // mesh agent calls it through Serve (as the relay command's node handlers
 // do).
-func ExampleNewLobby() {
+func ExampleNew() {
 	dir, err := os.MkdirTemp("", "lobby-example")
 	if err != nil {
 		panic(err)
@@ -32,15 +43,15 @@ func ExampleNewLobby() {
 		panic(err)
 	}
 	defer st.Close()
-	lobby, err := relay.NewLobby(exampleMesh{}, st, relay.WithLobbyLogger(slog.New(slog.DiscardHandler)))
+	l, err := lobby.New(exampleMesh{}, st, lobby.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/lobby", lobby)
+	mux.Handle("/lobby", l)
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
-	defer lobby.Close()
+	defer l.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -54,12 +65,12 @@ func ExampleNewLobby() {
 			panic(err)
 		}
 	}
-	recv := func() relay.LobbyMessage {
+	recv := func() lobby.Message {
 		_, b, err := ws.Read(ctx)
 		if err != nil {
 			panic(err)
 		}
-		var m relay.LobbyMessage
+		var m lobby.Message
 		if err := json.Unmarshal(b, &m); err != nil {
 			panic(err)
 		}
@@ -68,9 +79,9 @@ func ExampleNewLobby() {
 
 	send(`{"sender_id":"price_hunter","receiver_id":"global_lobby","message_type":"REGISTER",
 	       "payload":{"capabilities":[{"name":"find_price","authorized_requester_ids":["` + peerID + `"]}]},"auth_token":null}`)
-	var ack relay.RegisterAckPayload
+	var ack lobby.RegisterAckPayload
 	_ = json.Unmarshal(recv().Payload, &ack)
-	fmt.Println("registered:", ack.Status, len(lobby.Capabilities()), "capability")
+	fmt.Println("registered:", ack.Status, len(l.Capabilities()), "capability")
 
 	// The agent answers each REQUEST with a RESPONSE (with its token).
 	go func() {
@@ -78,9 +89,9 @@ func ExampleNewLobby() {
 		send(`{"sender_id":"price_hunter","receiver_id":"` + req.SenderID + `","message_type":"RESPONSE",
 		       "payload":{"status":"success","price":108.8},"conversation_id":"` + req.ConversationID + `","auth_token":"` + ack.AuthToken + `"}`)
 	}()
-	res, err := lobby.Serve(ctx, peerID, "find_price", json.RawMessage(`{"item":"headphones"}`))
+	res, err := l.Serve(ctx, peerID, "find_price", json.RawMessage(`{"item":"headphones"}`))
 	fmt.Println("from the mesh:", string(res), err)
-	_, err = lobby.Serve(ctx, selfID, "find_price", nil)
+	_, err = l.Serve(ctx, selfID, "find_price", nil)
 	fmt.Println("not authorized:", err)
 	// Output:
 	// registered: success_registered_finalized 1 capability

@@ -1,4 +1,4 @@
-package relay
+package lobby
 
 import (
 	"cmp"
@@ -20,6 +20,17 @@ const (
 	MaxMeshDiscovered = 256
 )
 
+// Discoverer is implemented by a Mesh with a capability directory
+// (*node.Node is one). A lobby whose Mesh is not a Discoverer answers
+// DISCOVER_SERVICES with its own agents only.
+type Discoverer interface {
+	// Discover streams agents offering query (a capability name, or a
+	// keyword if byKeyword), each with only its matching capabilities, as
+	// they are confirmed. The channel closes when the search ends or ctx
+	// is done.
+	Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error)
+}
+
 // discoverQuery is what a DISCOVER_SERVICES asks for: a capability name,
 // keywords (seed 000 §4.3's query_keywords), or both.
 type discoverQuery struct {
@@ -33,7 +44,7 @@ type discoverQuery struct {
 // non-empty strings; at least one of the two is required. Anything else
 // is INVALID_MESSAGE.
 func parseDiscoverQuery(payload json.RawMessage) (*discoverQuery, *protocol.Error) {
-	members, _ := objectMembers(payload) // checked by ParseLobbyMessage
+	members, _ := objectMembers(payload) // checked by ParseMessage
 	name, _, err := payloadString(members, "capability_name")
 	if err != nil {
 		return nil, protocol.AsError(err)
@@ -41,7 +52,7 @@ func parseDiscoverQuery(payload json.RawMessage) (*discoverQuery, *protocol.Erro
 	q := &discoverQuery{name: name}
 	if name != "" {
 		if err := (&protocol.Capability{Name: name}).Validate(); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%s payload: %s", LobbyDiscoverServices, protocol.AsError(err).Message)
+			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%s payload: %s", TypeDiscoverServices, protocol.AsError(err).Message)
 		}
 	}
 	for _, mb := range members {
@@ -49,23 +60,23 @@ func parseDiscoverQuery(payload json.RawMessage) (*discoverQuery, *protocol.Erro
 			continue
 		}
 		var raws []json.RawMessage
-		if mb.raw[0] != '[' || json.Unmarshal(mb.raw, &raws) != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: "query_keywords" must be an array of strings`, LobbyDiscoverServices)
+		if protocol.DecodeStrict(mb.raw, &raws) != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: "query_keywords" must be an array of strings`, TypeDiscoverServices)
 		}
 		if len(raws) > MaxQueryKeywords {
-			return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: %d query_keywords, the limit is %d`, LobbyDiscoverServices, len(raws), MaxQueryKeywords)
+			return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: %d query_keywords, the limit is %d`, TypeDiscoverServices, len(raws), MaxQueryKeywords)
 		}
 		for i, raw := range raws {
 			var kw string
-			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &kw) != nil {
-				return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: query_keywords[%d] must be a string`, LobbyDiscoverServices, i)
+			if len(raw) == 0 || raw[0] != '"' || protocol.DecodeStrict(raw, &kw) != nil {
+				return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: query_keywords[%d] must be a string`, TypeDiscoverServices, i)
 			}
 			kw = strings.TrimSpace(kw)
 			switch {
 			case kw == "" || len(kw) > protocol.MaxCapabilityNameLen:
-				return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: query_keywords[%d] must be 1 to %d bytes`, LobbyDiscoverServices, i, protocol.MaxCapabilityNameLen)
+				return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: query_keywords[%d] must be 1 to %d bytes`, TypeDiscoverServices, i, protocol.MaxCapabilityNameLen)
 			case strings.ContainsFunc(kw, unicode.IsControl):
-				return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: query_keywords[%d] must not contain control characters`, LobbyDiscoverServices, i)
+				return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload: query_keywords[%d] must not contain control characters`, TypeDiscoverServices, i)
 			}
 			if f := strings.ToLower(kw); !slices.Contains(q.folded, f) {
 				q.keywords, q.folded = append(q.keywords, kw), append(q.folded, f)
@@ -73,7 +84,7 @@ func parseDiscoverQuery(payload json.RawMessage) (*discoverQuery, *protocol.Erro
 		}
 	}
 	if q.name == "" && len(q.keywords) == 0 {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload needs "capability_name" or "query_keywords"`, LobbyDiscoverServices)
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s payload needs "capability_name" or "query_keywords"`, TypeDiscoverServices)
 	}
 	return q, nil
 }
@@ -103,7 +114,7 @@ func (q *discoverQuery) matches(c *protocol.Capability) bool {
 }
 
 // discover serves DISCOVER_SERVICES.
-func (l *Lobby) discover(c *lobbyConn, m *LobbyMessage, agent string) {
+func (l *Lobby) discover(c *conn, m *Message, agent string) {
 	q, pe := parseDiscoverQuery(m.Payload)
 	if pe != nil {
 		l.sendError(c, m, pe)
@@ -117,9 +128,9 @@ func (l *Lobby) discover(c *lobbyConn, m *LobbyMessage, agent string) {
 // discoverAndAnswer answers SERVICES_AVAILABLE: the connected lobby agents
 // (other than the sender) with each capability that matches, sorted by
 // agent id, then the mesh agents the directory finds, sorted by agent id.
-func (l *Lobby) discoverAndAnswer(c *lobbyConn, m *LobbyMessage, agent string, q *discoverQuery) {
-	out := ServicesAvailable{ServicesFound: []ServiceFound{}, DiscoveredForCapability: q.name, DiscoveredForKeywords: q.keywords}
-	seen := map[string]bool{agent: true, l.cfg.LobbyID: true, l.mesh.AgentID(): true}
+func (l *Lobby) discoverAndAnswer(c *conn, m *Message, agent string, q *discoverQuery) {
+	out := ServicesAvailablePayload{ServicesFound: []ServiceFound{}, DiscoveredForCapability: q.name, DiscoveredForKeywords: q.keywords}
+	seen := map[string]bool{agent: true, l.cfg.ID: true, l.mesh.AgentID(): true}
 	l.mu.Lock()
 	for _, a := range l.agents {
 		if seen[a.id] {
@@ -154,7 +165,7 @@ func (l *Lobby) discoverAndAnswer(c *lobbyConn, m *LobbyMessage, agent string, q
 		l.sendError(c, m, protocol.Errorf(protocol.CodeInternalError, "encode SERVICES_AVAILABLE: %v", err))
 		return
 	}
-	_ = c.sendMsg(&LobbyMessage{SenderID: l.cfg.LobbyID, ReceiverID: agent, MessageType: LobbyServicesAvailable, Payload: b, ConversationID: m.ConversationID})
+	_ = c.sendMsg(&Message{SenderID: l.cfg.ID, ReceiverID: agent, MessageType: TypeServicesAvailable, Payload: b, ConversationID: m.ConversationID})
 }
 
 // discoverMesh asks the mesh directory for the query: the capability name,
@@ -163,7 +174,7 @@ func (l *Lobby) discoverAndAnswer(c *lobbyConn, m *LobbyMessage, agent string, q
 // MaxMeshDiscovered), each with its matching capabilities, sorted by
 // agent id. A failed search is logged
 // and leaves the others' results.
-func (l *Lobby) discoverMesh(ctx context.Context, c *lobbyConn, d Discoverer, q *discoverQuery) []ServiceFound {
+func (l *Lobby) discoverMesh(ctx context.Context, c *conn, d Discoverer, q *discoverQuery) []ServiceFound {
 	type search struct {
 		query     string
 		byKeyword bool

@@ -1,41 +1,82 @@
-package relay_test
+package lobby_test
 
 import (
-	"path/filepath"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 )
 
-// TestLobbyVouchesForRequester: a lobby agent's REQUEST to a mesh agent
-// reaches the mesh vouching for that lobby agent ("lobby:<agent_id>"), so
-// the mesh agent can tell the relay's clients apart.
-func TestLobbyVouchesForRequester(t *testing.T) {
+func TestDiscover(t *testing.T) {
 	tl := newTestLobby(t)
-	for _, id := range []string{"alice", "bob"} {
-		c := dialLobby(t, tl.url, id)
-		c.register()
-		c.send(relay.LobbyRequest, peerID, "w-"+id, map[string]any{"capability_name": "whoami"})
-		m := c.expect(relay.LobbyResponse)
-		if want := `{"status":"success","onBehalfOf":"lobby:` + id + `"}`; compact(string(m.Payload)) != want {
-			t.Fatalf("%s: RESPONSE %s, want %s", id, m.Payload, want)
+	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
+	hunter.register(searchCap(), protocol.Capability{Name: "initiate_item_search_v2"})
+	other := dialLobby(t, tl.url, "another_hunter")
+	other.register(searchCap())
+	shopper := dialLobby(t, tl.url, "shopper_B1")
+	shopper.register(searchCap()) // offers it too, but is never told about itself
+
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "conv-d", lobby.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
+	m := shopper.expect(lobby.TypeServicesAvailable)
+	if m.ConversationID != "conv-d" || m.ReceiverID != "shopper_B1" || m.SenderID != lobby.DefaultID {
+		t.Errorf("envelope %+v", m)
+	}
+	var sa lobby.ServicesAvailablePayload
+	decodePayload(t, m, &sa)
+	var ids []string
+	for _, s := range sa.ServicesFound {
+		ids = append(ids, s.AgentID)
+		if len(s.RelevantCapabilities) != 1 || s.RelevantCapabilities[0].Name != "find_cheapest_item_price_v2" {
+			t.Errorf("%s: relevant capabilities %+v", s.AgentID, s.RelevantCapabilities)
 		}
 	}
+	// Lobby agents sorted, then the mesh; not the requester, not the relay's own node.
+	if want := []string{"another_hunter", "price_hunter_A2_v2", peerID}; !slices.Equal(ids, want) || sa.DiscoveredForCapability != "find_cheapest_item_price_v2" {
+		t.Fatalf("found %v for %q, want %v", ids, sa.DiscoveredForCapability, want)
+	}
+
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "nothing_offers_this"})
+	decodePayload(t, shopper.expect(lobby.TypeServicesAvailable), &sa)
+	if sa.ServicesFound == nil || len(sa.ServicesFound) != 0 {
+		t.Fatalf("no providers must be an empty list: %+v", sa)
+	}
+	// A directory failure still answers with the lobby's agents.
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "broken"})
+	decodePayload(t, shopper.expect(lobby.TypeServicesAvailable), &sa)
+	if len(sa.ServicesFound) != 0 {
+		t.Fatalf("broken directory: %+v", sa)
+	}
+	shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", map[string]any{})
+	shopper.expectError(protocol.CodeInvalidMessage, `needs "capability_name"`)
+
+	// A detached agent leaves the directory.
+	_ = other.ws.Close(websocket.StatusNormalClosure, "")
+	wait.For(t, testTimeout, func() error {
+		shopper.send(lobby.TypeDiscoverServices, lobby.DefaultID, "", lobby.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
+		decodePayload(t, shopper.expect(lobby.TypeServicesAvailable), &sa)
+		if len(sa.ServicesFound) != 2 {
+			return fmt.Errorf("another_hunter has not detached: %d services found", len(sa.ServicesFound))
+		}
+		return nil
+	})
 }
 
-func discoverFor(t *testing.T, c *lobbyClient, payload map[string]any) relay.ServicesAvailable {
+func discoverFor(t *testing.T, c *lobbyClient, payload map[string]any) lobby.ServicesAvailablePayload {
 	t.Helper()
-	c.send(relay.LobbyDiscoverServices, relay.DefaultLobbyID, "d", payload)
-	var sa relay.ServicesAvailable
-	decodePayload(t, c.expect(relay.LobbyServicesAvailable), &sa)
+	c.send(lobby.TypeDiscoverServices, lobby.DefaultID, "d", payload)
+	var sa lobby.ServicesAvailablePayload
+	decodePayload(t, c.expect(lobby.TypeServicesAvailable), &sa)
 	return sa
 }
 
 // found lists "agent:capability,capability" per agent, in answer order.
-func found(sa relay.ServicesAvailable) []string {
+func found(sa lobby.ServicesAvailablePayload) []string {
 	var out []string
 	for _, s := range sa.ServicesFound {
 		var names []string
@@ -50,7 +91,7 @@ func found(sa relay.ServicesAvailable) []string {
 // TestLobbyDiscoverKeywords: seed 000 §4.3's query_keywords find lobby
 // agents by keyword, name or description, ignoring case, and mesh agents
 // by the directory's keyword records.
-func TestLobbyDiscoverKeywords(t *testing.T) {
+func TestDiscoverKeywords(t *testing.T) {
 	tl := newTestLobby(t)
 	hunter := dialLobby(t, tl.url, "price_hunter_A2_v2")
 	cheapest := searchCap()
@@ -109,56 +150,4 @@ func TestLobbyDiscoverKeywords(t *testing.T) {
 		shopper.expectError(protocol.CodeInvalidMessage, tc.want)
 	}
 	shopper.quiet()
-}
-
-// TestLobbyRefusesConfusableIDs: an agent_id that differs from a
-// registered one only by Unicode look-alikes (or ASCII ones: case, 0/O,
-// 1/l) is refused at REGISTER, also after a restart.
-func TestLobbyRefusesConfusableIDs(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "store.db")
-	tl := lobbyAt(t, path)
-	rogue := dialLobby(t, tl.url, "rogue_007")
-	rogue.register()
-
-	refuse := func(tl *testLobby, id, want string) {
-		t.Helper()
-		c := dialLobby(t, tl.url, id)
-		c.sendRaw(`{"sender_id":` + strconvQuote(id) + `,"receiver_id":"global_lobby","message_type":"REGISTER","payload":{},"auth_token":null}`)
-		c.expectError(protocol.CodeInvalidMessage, want)
-	}
-	for _, id := range []string{
-		"rogue_\u041e\u041e7",                // Cyrillic capital O twice
-		"r\u043egue_007",                     // Cyrillic small o
-		"\uff52\uff4f\uff47\uff55\uff45_007", // fullwidth "rogue"
-		"rogue_\U0001D7EC\U0001D7EC7",        // mathematical sans-serif zeros
-		"rogue_007\u200b",                    // a zero-width space
-		"rogue\uff3f007",                     // fullwidth low line
-		"ro\u0261ue_007",                     // Latin small script g
-		"caf\u00e9",                          // any non-ASCII, look-alike or not
-	} {
-		refuse(tl, id, "must be printable ASCII")
-	}
-	for _, id := range []string{"rogue_OO7", "Rogue_007", "ROGUE_0O7", "rogue_oo7"} {
-		refuse(tl, id, `looks like the registered agent "rogue_007"`)
-	}
-	refuse(tl, "GL0BAL_LOBBY", "looks like the lobby's own id")
-	refuse(tl, "a/b", "without '/' or '*'")
-	refuse(tl, "a*", "without '/' or '*'")
-
-	// Different ids are fine, and the registered agent re-registers.
-	other := dialLobby(t, tl.url, "rogue_008")
-	other.register()
-	rogue.register()
-	modern := dialLobby(t, tl.url, "modern_wave")
-	modern.register()
-
-	// After a restart the registered ids still count.
-	_ = rogue.ws.CloseNow()
-	_ = other.ws.CloseNow()
-	_ = modern.ws.CloseNow()
-	tl.stop()
-	tl = lobbyAt(t, path)
-	refuse(tl, "rogue_0O7", `looks like the registered agent "rogue_007"`)
-	refuse(tl, "rnodern_vvave", `looks like the registered agent "modern_wave"`)
-	refuse(tl, "rogue_OO8", `looks like the registered agent "rogue_008"`)
 }

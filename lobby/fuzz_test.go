@@ -1,4 +1,4 @@
-package relay
+package lobby
 
 import (
 	"bytes"
@@ -12,12 +12,12 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// FuzzParseLobbyMessage feeds arbitrary frames to the lobby's decoder. It
+// FuzzParseMessage feeds arbitrary frames to the lobby's decoder. It
 // must never panic; an error is an INVALID_MESSAGE *protocol.Error; a
 // message it accepts has a type and an object payload, and encodes to a
 // frame that decodes to the same message.
-func FuzzParseLobbyMessage(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "lobby", "*.txt"))
+func FuzzParseMessage(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	for _, file := range files {
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -33,7 +33,7 @@ func FuzzParseLobbyMessage(f *testing.F) {
 	f.Add([]byte(`{"message_type":"X","payload":{"a":1,"a":2}}`))
 	f.Add([]byte(`{"message_type":"X","Message_Type":"Y","payload":null,"extra":[1,{"b":2}]}`))
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		m, err := ParseLobbyMessage(frame)
+		m, err := ParseMessage(frame)
 		if err != nil {
 			var pe *protocol.Error
 			if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidMessage {
@@ -44,11 +44,11 @@ func FuzzParseLobbyMessage(f *testing.F) {
 		if m.MessageType == "" || len(m.Payload) == 0 || m.Payload[0] != '{' || !json.Valid(m.Payload) {
 			t.Fatalf("accepted %+v", m)
 		}
-		b, err := encodeLobbyMessage(m)
+		b, err := encodeMessage(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m2, err := ParseLobbyMessage(b)
+		m2, err := ParseMessage(b)
 		if err != nil {
 			t.Fatalf("re-decoding %s: %v", b, err)
 		}
