@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/discovery"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshagent/meshagent/sign"
 )
@@ -35,6 +36,7 @@ type config struct {
 	self     *Self               // nil: the signer's id alone
 	guard    *sign.ReplayGuard   // nil: a fresh one
 	disc     discovery.Discovery // nil: connected peers only
+	reg      prometheus.Registerer
 }
 
 func defaultConfig() config {
@@ -107,4 +109,11 @@ func WithDiscovery(d discovery.Discovery) Option {
 // WithReplayGuard shares a replay guard (default: a fresh one).
 func WithReplayGuard(g *sign.ReplayGuard) Option {
 	return func(c *config) error { c.guard = g; return nil }
+}
+
+// WithMetrics records topic messages published, delivered to local
+// subscriptions, dropped and rejected (meshagent_topic_messages_…_total,
+// by topic family) in reg. One router per registry.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(c *config) error { c.reg = reg; return nil }
 }

@@ -54,6 +54,7 @@ type Topics struct {
 	cfg    config
 	ps     *libp2ppubsub.PubSub
 	mesh   *meshTracer
+	met    *topicMetrics // nil: none
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -133,12 +134,21 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 	if cfg.disc != nil {
 		psOpts = append(psOpts, libp2ppubsub.WithDiscovery(cfg.disc))
 	}
+	var met *topicMetrics
+	if cfg.reg != nil {
+		var err error
+		if met, err = newTopicMetrics(cfg.reg); err != nil {
+			cancel()
+			return nil, fmt.Errorf("pubsub: %w", err)
+		}
+		psOpts = append(psOpts, libp2ppubsub.WithRawTracer(met.tracer()))
+	}
 	ps, err := libp2ppubsub.NewGossipSub(ctx, h, psOpts...)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
 	}
-	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{})}
+	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, met: met, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{})}
 	b.self.Store(cfg.self)
 	return b, nil
 }
@@ -333,6 +343,7 @@ func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMess
 	if err := f.topic.Publish(ctx, data); err != nil {
 		return 0, fmt.Errorf("pubsub: publish %s: %w", topic, err)
 	}
+	b.met.publish(Family(topic))
 	return n, nil
 }
 
@@ -626,8 +637,10 @@ func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 			}
 			select {
 			case s.queue <- msg:
+				b.met.deliver(s.fam, true)
 			default:
 				s.dropped.Add(1)
+				b.met.deliver(s.fam, false)
 			}
 		}
 		b.mu.Unlock()

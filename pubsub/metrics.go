@@ -1,0 +1,129 @@
+package pubsub
+
+import (
+	"strings"
+
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshagent/meshagent/metrics"
+)
+
+// topicMetrics counts topic messages by family. A family is a label only
+// once this node has joined it (published or subscribed): GossipSub
+// validates and delivers messages of joined topics only, so a peer cannot
+// grow the label set. A nil *topicMetrics records nothing.
+type topicMetrics struct {
+	published *prometheus.CounterVec
+	delivered *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
+	rejected  *prometheus.CounterVec
+}
+
+// Rejection reasons, the label set of meshagent_topic_messages_rejected_total:
+// GossipSub's reasons for not accepting a message, folded into a few.
+const (
+	rejectInvalid   = "invalid"    // the validator rejected it: size, signature, form, addressing
+	rejectIgnored   = "ignored"    // the validator ignored it: replayed or outside the clock skew
+	rejectThrottled = "throttled"  // too many validations in flight
+	rejectQueueFull = "queue_full" // the validation queue was full
+	rejectSignature = "signature"  // a GossipSub-level signature where none is allowed
+	rejectOther     = "other"      // anything else GossipSub refuses (blacklisted, self-originated)
+)
+
+func newTopicMetrics(reg prometheus.Registerer) (*topicMetrics, error) {
+	family := []string{"family"}
+	m := &topicMetrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshagent_topic_messages_published_total",
+			Help: "Topic messages this node published, by topic family.",
+		}, family),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshagent_topic_messages_delivered_total",
+			Help: "Topic messages handed to a local subscription, by topic family (once per matching subscription).",
+		}, family),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshagent_topic_messages_dropped_total",
+			Help: "Topic messages dropped because a local subscription's queue was full, by topic family.",
+		}, family),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshagent_topic_messages_rejected_total",
+			Help: "Topic messages GossipSub did not accept, by topic family and reason (invalid, ignored, throttled, queue_full, signature, other).",
+		}, []string{"family", "reason"}),
+	}
+	if err := metrics.Register(reg, m.published, m.delivered, m.dropped, m.rejected); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *topicMetrics) publish(fam string) {
+	if m != nil {
+		m.published.WithLabelValues(fam).Inc()
+	}
+}
+
+func (m *topicMetrics) deliver(fam string, ok bool) {
+	switch {
+	case m == nil:
+	case ok:
+		m.delivered.WithLabelValues(fam).Inc()
+	default:
+		m.dropped.WithLabelValues(fam).Inc()
+	}
+}
+
+// tracer returns the GossipSub raw tracer that counts rejections.
+func (m *topicMetrics) tracer() libp2ppubsub.RawTracer { return rejectTracer{m} }
+
+// rejectTracer counts the messages GossipSub rejects. Its methods run on
+// the router's event loop and only touch a counter; the events it does
+// not count are no-ops.
+type rejectTracer struct{ m *topicMetrics }
+
+var _ libp2ppubsub.RawTracer = rejectTracer{}
+
+func (t rejectTracer) RejectMessage(msg *libp2ppubsub.Message, reason string) {
+	fam, ok := strings.CutPrefix(msg.GetTopic(), GossipPrefix)
+	if !ok {
+		return // not a meshagent topic: not a label
+	}
+	t.m.rejected.WithLabelValues(fam, rejectReason(reason)).Inc()
+}
+
+func (rejectTracer) AddPeer(peer.ID, libp2pprotocol.ID)             {}
+func (rejectTracer) RemovePeer(peer.ID)                             {}
+func (rejectTracer) Join(string)                                    {}
+func (rejectTracer) Leave(string)                                   {}
+func (rejectTracer) Graft(peer.ID, string)                          {}
+func (rejectTracer) Prune(peer.ID, string)                          {}
+func (rejectTracer) ValidateMessage(*libp2ppubsub.Message)          {}
+func (rejectTracer) DeliverMessage(*libp2ppubsub.Message)           {}
+func (rejectTracer) DuplicateMessage(*libp2ppubsub.Message)         {}
+func (rejectTracer) ThrottlePeer(peer.ID)                           {}
+func (rejectTracer) RecvRPC(*libp2ppubsub.RPC)                      {}
+func (rejectTracer) SendRPC(*libp2ppubsub.RPC, peer.ID)             {}
+func (rejectTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)             {}
+func (rejectTracer) UndeliverableMessage(*libp2ppubsub.Message)     {}
+func (rejectTracer) OnNewOutboundStream(peer.ID, libp2pprotocol.ID) {}
+func (rejectTracer) OnClosedOutboundStream(peer.ID)                 {}
+
+func rejectReason(reason string) string {
+	switch reason {
+	case libp2ppubsub.RejectValidationFailed:
+		return rejectInvalid
+	case libp2ppubsub.RejectValidationIgnored:
+		return rejectIgnored
+	case libp2ppubsub.RejectValidationThrottled:
+		return rejectThrottled
+	case libp2ppubsub.RejectValidationQueueFull:
+		return rejectQueueFull
+	case libp2ppubsub.RejectMissingSignature, libp2ppubsub.RejectInvalidSignature,
+		libp2ppubsub.RejectUnexpectedSignature, libp2ppubsub.RejectUnexpectedAuthInfo:
+		return rejectSignature
+	default:
+		return rejectOther
+	}
+}
