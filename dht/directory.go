@@ -21,6 +21,7 @@ type Directory struct {
 	h      host.Host
 	kad    *kaddht.IpfsDHT
 	log    *slog.Logger
+	met    *dhtMetrics // nil: none
 	every  time.Duration
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -46,6 +47,13 @@ func New(h host.Host, opts ...Option) (*Directory, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	var met *dhtMetrics
+	if cfg.reg != nil {
+		var err error
+		if met, err = newDHTMetrics(cfg.reg); err != nil {
+			return nil, fmt.Errorf("dht: %w", err)
+		}
+	}
 	kopts := []kaddht.Option{
 		kaddht.ProtocolPrefix(ProtocolPrefix),
 		kaddht.Mode(kaddht.ModeServer),
@@ -68,6 +76,7 @@ func New(h host.Host, opts ...Option) (*Directory, error) {
 		h:      h,
 		kad:    kad,
 		log:    cfg.logger,
+		met:    met,
 		every:  cfg.reprovide,
 		ctx:    ctx,
 		cancel: cancel,
@@ -128,7 +137,7 @@ func (d *Directory) reprovideLoop() {
 		failed := false
 		for _, k := range keys {
 			ctx, cancel := context.WithTimeout(d.ctx, d.every)
-			err := d.kad.Provide(ctx, k, true)
+			err := d.provide(ctx, k)
 			cancel()
 			if d.ctx.Err() != nil {
 				return
@@ -171,10 +180,18 @@ func (d *Directory) FindProviders(ctx context.Context, query string, byKeyword b
 // without self.
 func (d *Directory) findKey(ctx context.Context, k cid.Cid, limit int) <-chan peer.AddrInfo {
 	out := make(chan peer.AddrInfo)
+	start := time.Now()
 	in := d.kad.FindProvidersAsync(ctx, k, limit)
 	go func() {
 		defer close(out)
 		seen := make(map[peer.ID]struct{})
+		defer func() {
+			outcome := outcomeSuccess
+			if len(seen) == 0 {
+				outcome = outcomeNotFound
+			}
+			d.met.observe(opFindProviders, outcome, start)
+		}()
 		for p := range in {
 			if p.ID == d.h.ID() {
 				continue

@@ -7,6 +7,7 @@ import (
 
 	kaddht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ProtocolPrefix is the DHT protocol prefix of the mesh.
@@ -26,6 +27,7 @@ type config struct {
 	reprovide time.Duration // 0: half of ttl
 	logger    *slog.Logger
 	kadOpts   []kaddht.Option
+	reg       prometheus.Registerer // nil: no metrics
 }
 
 func defaultConfig() config {
@@ -110,4 +112,11 @@ func WithKadOptions(opts ...kaddht.Option) Option {
 		c.kadOpts = append(c.kadOpts, opts...)
 		return nil
 	}
+}
+
+// WithMetrics records provides and provider lookups
+// (meshagent_dht_lookups_total, meshagent_dht_lookup_seconds) in reg. One
+// directory per registry.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(c *config) error { c.reg = reg; return nil }
 }

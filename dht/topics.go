@@ -40,7 +40,7 @@ func (t topicDiscovery) Advertise(ctx context.Context, ns string, _ ...discovery
 	retry := retryAfter
 	for {
 		pctx, cancel := context.WithTimeout(ctx, d.every)
-		err := d.kad.Provide(pctx, k, true)
+		err := d.provide(pctx, k)
 		cancel()
 		if err == nil {
 			return d.every, nil
