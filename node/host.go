@@ -133,6 +133,13 @@ func newHost(cfg Config) (host.Host, error) {
 				return out
 			}))
 	}
+	if cfg.Metrics != nil {
+		// go-libp2p's own figures (resource manager, swarm, identify,
+		// relay, AutoNAT) go to the node's registry rather than the
+		// process-wide default one, which nothing serves. They are
+		// package-level in go-libp2p: two nodes of one process share them.
+		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Metrics.Registry))
+	}
 	opts = append(opts, cfg.HostOptions...)
 	h, err := libp2p.New(opts...)
 	if err != nil {

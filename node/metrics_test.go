@@ -79,6 +79,12 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("provider scrape lacks %q", want)
 		}
 	}
+	// go-libp2p's resource manager reports into the node's registry.
+	for _, want := range []string{"libp2p_rcmgr_limit{", "libp2p_rcmgr_connections{", "libp2p_swarm_"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("provider scrape lacks go-libp2p's %s…", want)
+		}
+	}
 	if strings.Contains(got, "nope-") || strings.Contains(got, a.AgentID()) {
 		t.Error("a caller-chosen capability name or an agent id became a label")
 	}

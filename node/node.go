@@ -184,7 +184,11 @@ func New(opts ...Option) (n *Node, err error) {
 		n.wg.Go(func() { n.bootstrapLoop(infos) })
 	}
 	if cfg.DHT {
-		opts := append([]dht.Option{dht.WithBootstrapPeers(infos...), dht.WithLogger(n.log.With("component", "dht"))}, cfg.DHTOptions...)
+		opts := []dht.Option{dht.WithBootstrapPeers(infos...), dht.WithLogger(n.log.With("component", "dht"))}
+		if cfg.Metrics != nil {
+			opts = append(opts, dht.WithMetrics(cfg.Metrics.Registry))
+		}
+		opts = append(opts, cfg.DHTOptions...)
 		if n.dir, err = dht.New(n.host, opts...); err != nil {
 			return n, fmt.Errorf("node: %w", err)
 		}

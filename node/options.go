@@ -146,7 +146,9 @@ type Config struct {
 	// that is away (a hello or heartbeat from it wakes the outbox at
 	// once). Default DefaultOutboxRetry.
 	OutboxRetry time.Duration
-	// Metrics records calls served and sent and refusals. Nil: none.
+	// Metrics records calls served and sent and refusals, the topic
+	// router's and the directory's figures, and go-libp2p's own (the
+	// resource manager's among them). Nil: none.
 	Metrics *metrics.Metrics
 	// MessageBackoff is SendMessage's first wait between attempts; it
 	// doubles. Default 500 ms.
@@ -352,7 +354,8 @@ func WithPolicy(p *Policy) Option {
 	return func(c *Config) error { c.Policy = p; return nil }
 }
 
-// WithMetrics records the node's calls and refusals in m.
+// WithMetrics records the node's calls and refusals, its topic
+// messages, its DHT lookups and go-libp2p's figures in m.
 func WithMetrics(m *metrics.Metrics) Option {
 	return func(c *Config) error { c.Metrics = m; return nil }
 }

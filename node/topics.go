@@ -18,6 +18,9 @@ func (n *Node) startTopics() error {
 	if n.dir != nil {
 		opts = append(opts, pubsub.WithDiscovery(n.dir.TopicDiscovery()))
 	}
+	if n.cfg.Metrics != nil {
+		opts = append(opts, pubsub.WithMetrics(n.cfg.Metrics.Registry))
+	}
 	opts = append(opts, n.cfg.PubSubOptions...)
 	bus, err := pubsub.New(n.host, n.signer, opts...)
 	if err != nil {
