@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultRetention is how long history is kept: seven days, as seed 004's
@@ -33,6 +35,7 @@ type config struct {
 	clock         func() time.Time
 	logger        *slog.Logger
 	openTimeout   time.Duration
+	reg           prometheus.Registerer // nil: no metrics
 }
 
 func defaultConfig() config {
@@ -170,4 +173,11 @@ func WithOpenTimeout(d time.Duration) Option {
 		c.openTimeout = d
 		return nil
 	}
+}
+
+// WithMetrics records the store's size on disk, its outbox and dead
+// letters, and its write latency (meshagent_store_…) in reg. One store per
+// registry.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(c *config) error { c.reg = reg; return nil }
 }

@@ -71,6 +71,8 @@ type Store struct {
 
 	// signals wakes the consumers of named queues (see Signal).
 	signals queueSignals
+
+	met *storeMetrics // nil: none
 }
 
 // Open opens, or creates, the store at path. A new file gets mode 0600 and
@@ -104,6 +106,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
 	}
 	s := &Store{db: db, cfg: cfg}
+	if cfg.reg != nil {
+		if s.met, err = newStoreMetrics(cfg.reg, s); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	if cfg.pruneInterval > 0 {
@@ -190,6 +198,7 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	defer leave()
+	defer s.met.observeCommit(time.Now())
 	switch {
 	case s.cfg.soloCommits:
 		return mapErr(s.db.Update(fn))
