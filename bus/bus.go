@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -77,6 +78,7 @@ type Bus struct {
 	store *store.Store // nil: no retries, no history, no dead letters
 	log   *slog.Logger
 	now   func() time.Time
+	met   *busMetrics // nil: none
 
 	subs     subTable
 	meshSubs meshPatterns
@@ -113,6 +115,13 @@ func New(srv Registrar, mesh Mesh, opts ...Option) (*Bus, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bus{srv: srv, mesh: mesh, cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "bus"), now: cfg.Now,
 		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	if cfg.Metrics != nil {
+		var err error
+		if b.met, err = newBusMetrics(cfg.Metrics, &b.subs); err != nil {
+			cancel()
+			return nil, fmt.Errorf("bus: %w", err)
+		}
+	}
 	b.meshSubs.init()
 	b.register()
 	if b.store != nil {

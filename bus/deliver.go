@@ -96,12 +96,12 @@ func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message) a
 		err = s.conn.Call(ctx, MethodSendMessage, params, &pr)
 	}
 	if err != nil {
-		return attempt{sub: s, err: fmt.Errorf("delivery to %s failed: %w", s.client.id, err)}
+		return b.met.acked(attempt{sub: s, err: fmt.Errorf("delivery to %s failed: %w", s.client.id, err)})
 	}
 	if pr.Success != nil && !pr.Processed {
 		pr.Processed = *pr.Success
 	}
-	return attempt{sub: s, pr: pr}
+	return b.met.acked(attempt{sub: s, pr: pr})
 }
 
 // dispatch is a message's first delivery: to a mesh agent for agent:<id>
@@ -164,6 +164,7 @@ func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 		if err := b.store.DeadLetter(ctx, msg, "no subscriber and no default handler"); err != nil {
 			return res, fmt.Errorf("persist dead letter: %w", err)
 		}
+		b.met.deadLetter()
 	}
 	b.record(msg)
 	return res, nil
@@ -188,6 +189,7 @@ func (b *Bus) settle(msg store.Message, a attempt, to string, retries *[]store.M
 	rm.NextAttempt = b.now().Add(b.cfg.backoff(0, a))
 	rm.LastError = a.reason()
 	*retries = append(*retries, rm)
+	b.met.retry()
 	ack.Retrying = true
 	return ack
 }

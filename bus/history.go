@@ -60,5 +60,6 @@ func (b *Bus) deadLetter(m store.Message, reason, lastError string) {
 		b.log.Warn("dead letter not stored", "id", m.ID, "err", err)
 		return
 	}
+	b.met.deadLetter()
 	b.log.Info("message dead-lettered", "id", m.ID, "topic", m.Topic, "client", m.To, "attempts", m.Attempts, "reason", reason)
 }

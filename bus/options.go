@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -44,6 +46,10 @@ type Config struct {
 	// Now is the clock that stamps messages and schedules retries.
 	// Default: time.Now.
 	Now func() time.Time
+	// Metrics, when set, receives the bus's figures: subscriptions,
+	// acks by outcome, retries and dead letters (meshagent_bus_…). One
+	// bus per registry.
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns every default in one place.
@@ -169,4 +175,9 @@ func WithDeliveryTimeout(d time.Duration) Option {
 // WithMeshWait bounds how long sendMessage waits for mesh topic peers.
 func WithMeshWait(d time.Duration) Option {
 	return func(c *Config) error { c.MeshWait = d; return nil }
+}
+
+// WithMetrics records the bus's figures in reg (see Config.Metrics).
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(c *Config) error { c.Metrics = reg; return nil }
 }

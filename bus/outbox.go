@@ -136,7 +136,9 @@ func (b *Bus) retry(m store.Message) {
 	}
 	if err := b.store.Retry(ctx, m.ID, reason, now.Add(b.cfg.backoff(m.Attempts, failed))); err != nil {
 		b.log.Warn("outbox not updated", "id", m.ID, "err", err)
+		return
 	}
+	b.met.retry()
 }
 
 // await keeps a message whose subscriber is away in the outbox without
