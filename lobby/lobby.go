@@ -23,6 +23,7 @@ type Lobby struct {
 	mesh     Mesh
 	st       *store.Store
 	newToken func() string
+	met      *lobbyMetrics // nil: none
 
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
@@ -106,6 +107,12 @@ func New(mesh Mesh, st *store.Store, opts ...Option) (*Lobby, error) {
 	}
 	for _, r := range regs {
 		l.noteSkeleton(r.AgentID)
+	}
+	if cfg.Metrics != nil {
+		if l.met, err = newLobbyMetrics(cfg.Metrics, l); err != nil {
+			cancel() // nothing runs yet: the hub serves no connection before ServeHTTP
+			return nil, fmt.Errorf("lobby: %w", err)
+		}
 	}
 	l.wg.Go(l.notifier)
 	return l, nil

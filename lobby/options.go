@@ -7,6 +7,8 @@ import (
 	"path"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meshagent/meshagent/internal/wsconn"
 )
 
@@ -60,6 +62,10 @@ type Config struct {
 	OriginPatterns []string
 	// Logger receives structured logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, receives the lobby's figures: registrations,
+	// REGISTERs by outcome and connected agents (meshagent_lobby_…). One
+	// lobby per registry.
+	Metrics prometheus.Registerer
 }
 
 // DefaultConfig returns every default in one place.
@@ -195,4 +201,9 @@ func WithMaxRegistrations(n int) Option {
 		c.MaxRegistrations = n
 		return nil
 	}
+}
+
+// WithMetrics records the lobby's figures in reg (see Config.Metrics).
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(c *Config) error { c.Metrics = reg; return nil }
 }

@@ -30,6 +30,8 @@ func (l *Lobby) checkAgentID(id string) *protocol.Error {
 
 // register serves REGISTER.
 func (l *Lobby) register(c *conn, m *Message) {
+	outcome := registerRefused // until it is stored
+	defer func() { l.met.register(outcome) }()
 	id := m.SenderID
 	if pe := l.checkAgentID(id); pe != nil {
 		l.sendError(c, m, pe)
@@ -56,7 +58,7 @@ func (l *Lobby) register(c *conn, m *Message) {
 	defer cancel()
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
-	stored := false
+	stored, fresh := false, false
 	_, err = l.st.Registration(ctx, id)
 	switch {
 	case err == nil:
@@ -81,6 +83,7 @@ func (l *Lobby) register(c *conn, m *Message) {
 			return
 		}
 		l.registered++ // taken back below if the write fails
+		fresh = true
 		defer func() {
 			if !stored {
 				l.registered--
@@ -102,6 +105,10 @@ func (l *Lobby) register(c *conn, m *Message) {
 		return
 	}
 	stored = true
+	outcome = registerAgain
+	if fresh {
+		outcome = registerNew
+	}
 	l.noteSkeleton(id)
 	l.attach(c, id, caps)
 	c.log.Info("lobby agent registered", "agent", id, "capabilities", len(caps))
