@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/rpc"
@@ -43,13 +45,14 @@ type busServer struct {
 }
 
 // newBusServer composes the JSON-RPC server for n and the bus on it. st
-// (may be nil) persists the bus's outbox, dead letters and history.
-func newBusServer(n *node.Node, log *slog.Logger, st *store.Store, opts ...rpc.Option) (*busServer, error) {
+// (may be nil) persists the bus's outbox, dead letters and history; reg
+// (may be nil) receives the bus's figures.
+func newBusServer(n *node.Node, log *slog.Logger, st *store.Store, reg prometheus.Registerer, opts ...rpc.Option) (*busServer, error) {
 	srv, err := rpc.New(n, append([]rpc.Option{rpc.WithLogger(log)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	b, err := bus.New(srv, n, bus.WithLogger(log), bus.WithStore(st))
+	b, err := bus.New(srv, n, bus.WithLogger(log), bus.WithStore(st), bus.WithMetrics(reg))
 	if err != nil {
 		_ = srv.Close()
 		return nil, err
@@ -74,10 +77,11 @@ type apiServer struct {
 const localTimeout = 10 * time.Second
 
 // startAPI serves the local API for n on addr and returns once listening.
-// st (may be nil) persists the bus's outbox, dead letters and history.
-// level is the process's log level, which the API's mesh.logLevel changes.
-func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
-	srv, err := newBusServer(n, log, st, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...)...)
+// st (may be nil) persists the bus's outbox, dead letters and history; reg
+// (may be nil) receives the bus's figures. level is the process's log
+// level, which the API's mesh.logLevel changes.
+func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg prometheus.Registerer, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
+	srv, err := newBusServer(n, log, st, reg, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...)...)
 	if err != nil {
 		return nil, exitErrorf(ExitFailure, "local API: %v", err)
 	}

@@ -18,7 +18,7 @@ import (
 // serveAPI serves n's local API on a free loopback port for the test.
 func serveAPI(t *testing.T, n *node.Node) string {
 	t.Helper()
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, new(slog.LevelVar))
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, nil, new(slog.LevelVar))
 	if err != nil {
 		t.Fatal(err)
 	}

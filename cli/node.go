@@ -280,14 +280,14 @@ func (r *runState) runNode(c *ucli.Context) error {
 	}
 	// The bus's outbox, dead letters and history, and the lobby's
 	// registrations, live next to the identity.
-	st, err := store.Open(filepath.Join(s.dataDir, storeFileName), store.WithLogger(log.With("component", "store")))
+	reg := metrics.New()
+	st, err := store.Open(filepath.Join(s.dataDir, storeFileName), store.WithLogger(log.With("component", "store")), store.WithMetrics(reg.Registry))
 	if err != nil {
 		return exitErrorf(ExitFailure, "open the message store in %s: %v (is another node using --data %s?)", s.dataDir, err, s.dataDir)
 	}
 	if len(s.listen) == 0 {
 		s.listen = defaultListen("0.0.0.0", defaultP2PPort, log)
 	}
-	reg := metrics.New()
 	n, err := node.New(
 		node.WithMetrics(reg),
 		node.WithIdentity(key),
@@ -310,7 +310,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		n.OnMessage(holdMessages)
 	}
 	ops := metrics.Handler(reg, readyChecks(n, st, s.bootstrap))
-	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops)
+	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops, reg.Registry)
 	if err != nil {
 		return errors.Join(err, n.Close(), st.Close())
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/lobby"
@@ -138,8 +139,9 @@ type frontDoors struct {
 // startDoors serves the local API on api (unless "") and, when pub.addr
 // is set, the public listener, from one server.
 // ops (may be nil) answers the local API's other paths (/metrics,
-// /healthz, /readyz).
-func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler) (frontDoors, error) {
+// /healthz, /readyz); reg (may be nil) receives the bus's and the
+// lobby's figures.
+func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler, reg prometheus.Registerer) (frontDoors, error) {
 	var d frontDoors
 	var srv *busServer
 	if api != "" {
@@ -147,14 +149,14 @@ func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, 
 		if ops != nil {
 			extra = append(extra, rpc.WithHTTPHandler(ops))
 		}
-		a, err := startAPI(n, api, log, st, level, extra...)
+		a, err := startAPI(n, api, log, st, reg, level, extra...)
 		if err != nil {
 			return d, err
 		}
 		d.api, srv = a, a.srv
 	}
 	if pub.addr != "" {
-		ws, err := startPublicListener(n, srv, pub, log, st, base)
+		ws, err := startPublicListener(n, srv, pub, log, st, base, reg)
 		if err != nil {
 			return d, errors.Join(err, d.close(context.Background()))
 		}
@@ -223,17 +225,18 @@ type publicListener struct {
 // that a process has one bus; nil: a server of its own) and the lobby for
 // n on pub.addr, reachable from anywhere, and offers the lobby agents'
 // capabilities in the mesh as the relay's own (next to base, the relay's
-// capabilities file), so mesh agents discover and call them.
-func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service) (*publicListener, error) {
+// capabilities file), so mesh agents discover and call them. reg (may be
+// nil) receives the lobby's figures, and the bus's when it is its own.
+func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, reg prometheus.Registerer) (*publicListener, error) {
 	var own *busServer
 	if srv == nil {
 		var err error
-		if own, err = newBusServer(n, log, st); err != nil {
+		if own, err = newBusServer(n, log, st, reg); err != nil {
 			return nil, exitErrorf(ExitFailure, "bus: %v", err)
 		}
 		srv = own
 	}
-	lb, err := lobby.New(n, st, lobby.WithLogger(log.With("component", "lobby")))
+	lb, err := lobby.New(n, st, lobby.WithLogger(log.With("component", "lobby")), lobby.WithMetrics(reg))
 	if err != nil {
 		if own != nil {
 			_ = own.Close()

@@ -33,7 +33,7 @@ func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	n := meshtest.Node(t, 60, node.WithStore(st))
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, new(slog.LevelVar))
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
 	if err != nil {
 		t.Fatal(err)
 	}

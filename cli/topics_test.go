@@ -141,7 +141,7 @@ func TestSubscribeEnds(t *testing.T) {
 		}
 	})
 	t.Run("api gone", func(t *testing.T) {
-		api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, new(slog.LevelVar))
+		api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, nil, new(slog.LevelVar))
 		if err != nil {
 			t.Fatal(err)
 		}

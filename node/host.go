@@ -70,6 +70,15 @@ func newHost(cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: resource manager: %w", err)
 	}
+	if cfg.Metrics != nil {
+		// The resource manager's figures (libp2p_rcmgr_…) go to the node's
+		// registry too. Only those: go-libp2p's other subsystems name
+		// theirs against Prometheus's conventions (promtool check metrics
+		// refuses them), and keep reporting to the default registry, which
+		// nothing serves. They are package-level in go-libp2p: two nodes
+		// of one process share them.
+		rcmgr.MustRegisterWith(cfg.Metrics.Registry)
+	}
 	cm, err := connmgr.NewConnManager(cfg.Conns.LowWater, cfg.Conns.HighWater,
 		connmgr.WithGracePeriod(cfg.Conns.GracePeriod), connmgr.WithSilencePeriod(cfg.Conns.TrimInterval))
 	if err != nil {
@@ -132,13 +141,6 @@ func newHost(cfg Config) (host.Host, error) {
 				}
 				return out
 			}))
-	}
-	if cfg.Metrics != nil {
-		// go-libp2p's own figures (resource manager, swarm, identify,
-		// relay, AutoNAT) go to the node's registry rather than the
-		// process-wide default one, which nothing serves. They are
-		// package-level in go-libp2p: two nodes of one process share them.
-		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Metrics.Registry))
 	}
 	opts = append(opts, cfg.HostOptions...)
 	h, err := libp2p.New(opts...)

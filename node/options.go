@@ -147,8 +147,8 @@ type Config struct {
 	// once). Default DefaultOutboxRetry.
 	OutboxRetry time.Duration
 	// Metrics records calls served and sent and refusals, the topic
-	// router's and the directory's figures, and go-libp2p's own (the
-	// resource manager's among them). Nil: none.
+	// router's and the directory's figures, and go-libp2p's resource
+	// manager's. Nil: none.
 	Metrics *metrics.Metrics
 	// MessageBackoff is SendMessage's first wait between attempts; it
 	// doubles. Default 500 ms.
@@ -355,7 +355,7 @@ func WithPolicy(p *Policy) Option {
 }
 
 // WithMetrics records the node's calls and refusals, its topic
-// messages, its DHT lookups and go-libp2p's figures in m.
+// messages, its DHT lookups and go-libp2p's resource manager in m.
 func WithMetrics(m *metrics.Metrics) Option {
 	return func(c *Config) error { c.Metrics = m; return nil }
 }
