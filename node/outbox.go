@@ -268,7 +268,9 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 			continue
 		}
 		if away != nil {
-			n.postpone(m, now, away)
+			if !n.tryHandOver(m) {
+				n.postpone(m, now, away)
+			}
 			continue
 		}
 		err := n.forwardOne(m)
@@ -280,10 +282,13 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 				err = n.forwardOne(m)
 			}
 		}
-		n.settle(m, now, err)
 		if errors.Is(err, errAway) {
 			away = err
+			if n.tryHandOver(m) {
+				continue
+			}
 		}
+		n.settle(m, now, err)
 	}
 }
 
