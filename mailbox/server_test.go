@@ -65,8 +65,12 @@ func TestDepositRefused(t *testing.T) {
 		"tampered":            func() error { return ac.Deposit(ctx(t), r.ID(), b.ID(), tampered) },
 		"addressed elsewhere": func() error { return ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, c.ID(), "m2")) },
 		"another's envelope":  func() error { return cc.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m3")) },
-		"too old":             func() error { return ac.Deposit(ctx(t), r.ID(), b.ID(), messageAt(t, a, b.ID(), "m4", time.Now().Add(-8*24*time.Hour))) },
-		"from the future":     func() error { return ac.Deposit(ctx(t), r.ID(), b.ID(), messageAt(t, a, b.ID(), "m5", time.Now().Add(time.Hour))) },
+		"too old": func() error {
+			return ac.Deposit(ctx(t), r.ID(), b.ID(), messageAt(t, a, b.ID(), "m4", time.Now().Add(-8*24*time.Hour)))
+		},
+		"from the future": func() error {
+			return ac.Deposit(ctx(t), r.ID(), b.ID(), messageAt(t, a, b.ID(), "m5", time.Now().Add(time.Hour)))
+		},
 	} {
 		if err := try(); !errors.Is(err, mailbox.ErrRefused) {
 			t.Errorf("%s: %v, want ErrRefused", name, err)
