@@ -120,7 +120,9 @@
 //
 // # Mailboxes
 //
-// An agent may name mailbox relays (WithMailboxes) in its signed hello;
+// An agent may name mailbox relays (WithMailboxes) in its signed hello
+// and heartbeats (heard mesh-wide; the capability directory keeps
+// provider records per capability, with no per-agent record to extend);
 // a relay serves them with WithMailboxService (package mailbox). A
 // direct message queued for an agent away that names mailboxes is
 // deposited at once, as the signed agent.message request it would have

@@ -207,3 +207,37 @@ func TestMailboxFullIsReported(t *testing.T) {
 		t.Fatalf("the mailbox holds %d, want 1", n)
 	}
 }
+
+// TestMailboxLearntFromHeartbeats: a sender that never exchanged a hello
+// with the agent, only heard its heartbeats through the mesh, leaves its
+// message in the agent's mailbox too.
+func TestMailboxLearntFromHeartbeats(t *testing.T) {
+	r, rst := mailboxRelay(t)
+	fast := node.WithPresence(node.Presence{Interval: 100 * time.Millisecond})
+	b := meshtest.Node(t, mbAgent, node.WithMailboxes(r.Addrs()[0]), fast)
+	a := meshtest.Node(t, mbSender, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "sender.db"))), fast)
+	meshtest.Connect(t, b, r)
+	meshtest.Connect(t, a, r)
+	wait.For(t, 20*time.Second, func() error {
+		for _, p := range a.Peers() {
+			if p.AgentID == b.AgentID() && p.Status != "" {
+				return nil
+			}
+		}
+		return errors.New("A has not heard B's heartbeat")
+	})
+	bID := b.ID()
+	if _, ok := a.PeerCapabilities(bID); ok {
+		t.Fatal("A has B's hello; the test needs it not to")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var qe *node.QueuedError
+	if err := send(t, a, bID, "m-hb"); !errors.As(err, &qe) || qe.Mailbox != r.ID() {
+		t.Fatalf("send: %v, want it in B's mailbox", err)
+	}
+	if n := heldFor(t, rst, bID); n != 1 {
+		t.Fatalf("the mailbox holds %d, want 1", n)
+	}
+}
