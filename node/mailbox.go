@@ -142,16 +142,7 @@ func (n *Node) noteMailboxes(p peer.ID, addrs []string) {
 	if mb == nil {
 		return
 	}
-	var ais []peer.AddrInfo
-	for _, a := range addrs {
-		m, err := ma.NewMultiaddr(a)
-		if err != nil {
-			continue
-		}
-		if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID != p {
-			ais = append(ais, *ai)
-		}
-	}
+	ais := parseMailboxes(p, addrs)
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	if len(ais) == 0 {
@@ -178,6 +169,36 @@ func (n *Node) mailboxesOf(p peer.ID) []peer.AddrInfo {
 	return mb.others[p]
 }
 
+// mailboxAddrs returns ais as multiaddr strings ending in /p2p/<id>, the
+// form hellos carry and outbox entries keep.
+func mailboxAddrs(ais []peer.AddrInfo) []string {
+	var out []string
+	for _, ai := range ais {
+		if ms, err := peer.AddrInfoToP2pAddrs(&ai); err == nil {
+			for _, m := range ms {
+				out = append(out, m.String())
+			}
+		}
+	}
+	return out
+}
+
+// parseMailboxes reads mailbox addresses (multiaddrs ending in
+// /p2p/<relay id>) into one AddrInfo per relay, skipping unusable ones
+// and self.
+func parseMailboxes(self peer.ID, addrs []string) []peer.AddrInfo {
+	var ms []ma.Multiaddr
+	for _, a := range addrs {
+		if m, err := ma.NewMultiaddr(a); err == nil {
+			if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID != self {
+				ms = append(ms, m)
+			}
+		}
+	}
+	ais, _ := peer.AddrInfosFromP2pAddrs(ms...)
+	return ais
+}
+
 // errNoMailbox marks an agent that announced no mailbox.
 var errNoMailbox = errors.New("agent names no mailbox")
 
@@ -190,6 +211,13 @@ func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 		return "", err
 	}
 	relays := n.mailboxesOf(to)
+	if len(relays) == 0 {
+		// Known when it was queued, before a restart of this node.
+		var meta outboxMeta
+		if json.Unmarshal(m.Metadata, &meta) == nil {
+			relays = parseMailboxes(to, meta.Mailboxes)
+		}
+	}
 	if len(relays) == 0 {
 		return "", errNoMailbox
 	}
@@ -230,7 +258,7 @@ func (n *Node) tryHandOver(m store.Message) bool {
 	if json.Unmarshal(m.Metadata, &meta) != nil || meta.Action != protocol.MessageCapability {
 		return false
 	}
-	if p, err := peer.Decode(m.To); err != nil || len(n.mailboxesOf(p)) == 0 {
+	if p, err := peer.Decode(m.To); err != nil || (len(n.mailboxesOf(p)) == 0 && len(meta.Mailboxes) == 0) {
 		return false
 	}
 	_, err := n.handOver(n.ctx, m)

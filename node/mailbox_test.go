@@ -34,13 +34,21 @@ const (
 type inboxLog struct {
 	mu  sync.Mutex
 	got []string // "<from> <message id> <subject>"
+	ids []string
 }
 
 func (l *inboxLog) handler(_ context.Context, from peer.ID, m protocol.AgentMessage) (json.RawMessage, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, fmt.Sprintf("%s %s %s", from, m.MessageID, m.Subject))
+	l.ids = append(l.ids, m.MessageID)
 	return nil, nil
+}
+
+func (l *inboxLog) messageIDs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ids...)
 }
 
 func (l *inboxLog) list() []string {
@@ -240,4 +248,66 @@ func TestMailboxLearntFromHeartbeats(t *testing.T) {
 	if n := heldFor(t, rst, bID); n != 1 {
 		t.Fatalf("the mailbox holds %d, want 1", n)
 	}
+}
+
+// TestMailboxAfterSenderRestart: a message a full mailbox refused waits
+// in the sender's outbox with the mailboxes it was meant for; after the
+// sender's node restarts, knowing nothing of the agent, its outbox hands
+// the message to the mailbox, which has room again, and the agent gets
+// it: sender and agent are never online together.
+func TestMailboxAfterSenderRestart(t *testing.T) {
+	r, rst := mailboxRelay(t, mailbox.WithBounds(1, 1<<20, 1<<20))
+	path := filepath.Join(t.TempDir(), "sender.db")
+	ast := openStore(t, path)
+	a := meshtest.Node(t, mbSender, node.WithStore(ast))
+	b := agentWithMailboxGone(t, r, a)
+	var qe *node.QueuedError
+	if err := send(t, a, b, "m-1"); !errors.As(err, &qe) || qe.Mailbox != r.ID() {
+		t.Fatalf("first send: %v", err)
+	}
+	if err := send(t, a, b, "m-2"); !errors.As(err, &qe) || !errors.Is(qe.MailboxErr, mailbox.ErrFull) {
+		t.Fatalf("second send: %v, want a full mailbox", err)
+	}
+	if err := errors.Join(a.Close(), ast.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent comes back, takes the first message and goes away again.
+	var log inboxLog
+	agent := func() *node.Node {
+		return meshtest.Node(t, mbAgent, node.WithMailboxes(r.Addrs()[0]), node.WithMessageHandler(log.handler))
+	}
+	got := func(want ...string) func() error {
+		return func() error {
+			if ids := log.messageIDs(); fmt.Sprint(ids) != fmt.Sprint(want) {
+				return fmt.Errorf("got %v, want %v", ids, want)
+			}
+			if n := heldFor(t, rst, b); n != 0 {
+				return fmt.Errorf("the mailbox still holds %d", n)
+			}
+			return nil
+		}
+	}
+	b2 := agent()
+	wait.For(t, 20*time.Second, got("m-1"))
+	if err := b2.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ast = openStore(t, path)
+	a = meshtest.Node(t, mbSender, node.WithStore(ast))
+	wait.For(t, 20*time.Second, func() error {
+		if n := queuedFor(t, ast, b.String()); n != 0 {
+			return fmt.Errorf("the restarted sender's outbox holds %d", n)
+		}
+		return nil
+	})
+	if n := heldFor(t, rst, b); n != 1 {
+		t.Fatalf("the mailbox holds %d, want the second message", n)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	agent()
+	wait.For(t, 20*time.Second, got("m-1", "m-2"))
 }

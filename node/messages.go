@@ -134,7 +134,7 @@ func (n *Node) queueMessage(ctx context.Context, to, id string, params json.RawM
 	if p, err := peer.Decode(to); err == nil && len(n.mailboxesOf(p)) > 0 {
 		// The agent may never be online with this node again: its mailbox
 		// takes the message now.
-		qe.Mailbox, qe.MailboxErr = n.handOver(context.WithoutCancel(ctx), store.Message{ID: id, To: to, Payload: params})
+		qe.Mailbox, qe.MailboxErr = n.handOver(context.WithoutCancel(ctx), store.Message{ID: id, To: to, Payload: params, Metadata: messageMeta})
 	}
 	return qe
 }

@@ -61,6 +61,9 @@ const (
 // payload is the params of.
 type outboxMeta struct {
 	Action string `json:"action"`
+	// Mailboxes are the recipient's mailboxes known when a direct message
+	// was queued, so that a restarted node can still hand it over.
+	Mailboxes []string `json:"mailboxes,omitempty"`
 }
 
 // outbox is the node's store-and-forward part, under its own lock: the
@@ -168,7 +171,11 @@ func (n *Node) enqueue(ctx context.Context, m store.Message, action, lastErr str
 	if ob == nil {
 		return time.Time{}, ErrNoStore
 	}
-	meta, err := json.Marshal(outboxMeta{Action: action})
+	om := outboxMeta{Action: action}
+	if p, err := peer.Decode(m.To); err == nil && action == protocol.MessageCapability {
+		om.Mailboxes = mailboxAddrs(n.mailboxesOf(p))
+	}
+	meta, err := json.Marshal(om)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("node: outbox: %w", err)
 	}
