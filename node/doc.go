@@ -129,7 +129,8 @@
 // been, in the first mailbox that takes it, and leaves the outbox
 // (QueuedError.Mailbox); a full mailbox (QueuedError.MailboxErr matches
 // mailbox.ErrFull) or none reachable leaves it in the outbox, whose
-// passes try the mailboxes again. The agent reads its mailboxes at start,
+// passes try the mailboxes again (the entry keeps the mailboxes known
+// when it was queued, for a node that restarts). The agent reads its mailboxes at start,
 // on each connection to one and every WithOutboxRetry, verifies each
 // envelope itself (signature, addressed to it, within the TTL), runs it
 // through execute as agent.message (policy, deduplication) and
