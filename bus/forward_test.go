@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -17,7 +18,7 @@ import (
 // fail with UNKNOWN_AGENT) until back is set, and Forward keeps what it
 // queues; full makes Forward refuse.
 type forwardMesh struct {
-	*fakeMesh
+	*fakemesh.Mesh
 	mu     sync.Mutex
 	queued []forwarded
 	full   bool
@@ -32,7 +33,7 @@ func (m *forwardMesh) Call(ctx context.Context, req protocol.CallRequest) (*prot
 	if req.Action == "summarize" {
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "agent %s is not connected and has no known address", req.To)
 	}
-	return m.fakeMesh.Call(ctx, req)
+	return m.Mesh.Call(ctx, req)
 }
 
 func (m *forwardMesh) Forward(_ context.Context, id, to, action string, params json.RawMessage) (time.Time, error) {
@@ -49,8 +50,8 @@ func (m *forwardMesh) Forward(_ context.Context, id, to, action string, params j
 // away is handed to the mesh's outbox and acknowledged as queued; a full
 // outbox leaves the ack negative, saying why.
 func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
-	fm := newFakeMesh()
-	mesh := &forwardMesh{fakeMesh: fm}
+	fm := fakemesh.New()
+	mesh := &forwardMesh{Mesh: fm}
 	ts := serveMesh(t, mesh, fm)
 	cl := dialClient(t, ts.url)
 	payload := map[string]any{"type": "summarize", "text": "while you were out"}

@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
 
 // discoveringMesh adds a directory to the fake mesh: "translate" is offered
 // by two agents, keyword "language" by one; anything else finds nobody.
-type discoveringMesh struct{ *fakeMesh }
+type discoveringMesh struct{ *fakemesh.Mesh }
 
 func (discoveringMesh) Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error) {
 	if query == "broken" {
@@ -45,7 +47,7 @@ func (discoveringMesh) Discover(ctx context.Context, query string, byKeyword boo
 
 func discoverServer(t *testing.T) string {
 	t.Helper()
-	srv, err := rpc.New(discoveringMesh{newFakeMesh()}, rpc.WithLogger(testLogger(t)))
+	srv, err := rpc.New(discoveringMesh{fakemesh.New()}, rpc.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
