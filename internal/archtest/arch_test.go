@@ -37,10 +37,13 @@ var forbidden = map[string][]string{
 	// The local API server builder stands on rpc and bus alone: the tests
 	// of cli, cmd/meshagent and the examples use it beside real nodes.
 	"internal/rpctest": {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	// The example clients' exchange runs a real node's local API, built
+	// as a node serves it, without the command line.
+	"internal/clienttest": {mod + "cli", mod + "lobby"},
 }
 
 // testHelpers are the packages only tests may import.
-var testHelpers = []string{"internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/testlog", "internal/wait", "internal/wstest"}
+var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/testlog", "internal/wait", "internal/wstest"}
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
