@@ -59,7 +59,11 @@
 // says queued); to local subscribers; to the
 // mesh's topic peers when the Mesh is an rpc.Publisher (in the background when
 // there are local subscribers, otherwise its ack routes the message); and
-// to a default handler when nothing else took it. Messages from the mesh
+// to a default handler when nothing else took it. The ack of a mesh
+// agent's answer carries, beyond seed 001's ack, its "receipt": the
+// agent's signed final response envelope, which anyone can check later
+// (protocol.OpenReceipt, meshagent verify --provider) to show the agent
+// received the message and what it answered. Messages from the mesh
 // go to local subscribers only, never to a default handler (every node
 // would take them), and never back to the mesh. Each mesh message is
 // delivered once, however many local patterns match it; the bus

@@ -129,7 +129,9 @@ func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
-	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
+	// The provider's signed answer rides in the ack as its receipt.
+	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout,
+		Signed: func(s json.RawMessage) { ack.Receipt = &s }})
 	if err != nil {
 		pe := protocol.AsError(err)
 		ack.Message = string(pe.Code) + ": " + pe.Message

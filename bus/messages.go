@@ -31,6 +31,12 @@ type Ack struct {
 	// it waits in the node's outbox, on disk, and goes out when the agent
 	// is back (see Forwarder).
 	Queued bool `json:"queued,omitempty"`
+	// Receipt, on the ack of a delivery to a mesh agent (agent:<id>), is
+	// the agent's signed final response envelope in the embedded JSON
+	// form (protocol.OpenReceipt): proof, to anyone, that it answered.
+	// An extension of seed 001's ack; local subscribers' acks have none.
+	// A pointer, so that an Ack stays comparable.
+	Receipt *json.RawMessage `json:"receipt,omitempty"`
 }
 
 // SendResult is sendMessage's result (seed 001, extended form).

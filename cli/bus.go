@@ -71,7 +71,9 @@ func (r *runState) sendMessageCommand() *ucli.Command {
 			"{\"success\",\"stopPropagation\",\"acks\":[{\"client_id\",\"processed\",\"message\"}],\"messageId\"}. " +
 			"A message to agent:<id> whose agent is away is queued in the node's outbox (its ack has " +
 			"\"queued\": true, and a line on stderr says so) and delivered when the agent is back, " +
-			"within 7 days. Exits 1 when no subscriber took the message.",
+			"within 7 days. The ack of a mesh agent that answered also carries its \"receipt\", its " +
+			"signed answer, which `meshagent verify --provider AGENT_ID` checks. Exits 1 when no " +
+			"subscriber took the message.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: flagTopic, EnvVars: []string{envVar(flagTopic), "BUB_DEFAULT_TOPIC"}, Usage: "`TOPIC` to send to (default BUB_DEFAULT_TOPIC)"},
 			stringFlag(flagPayload, "", "the message, a JSON object: inline, @FILE, or - for stdin (required)"),

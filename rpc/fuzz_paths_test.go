@@ -275,7 +275,7 @@ var localMethods = []string{
 // panic or a silent default).
 func FuzzLocalAPI(f *testing.F) {
 	seeds := map[string][]string{
-		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`},
+		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`, `{"agentId":"` + fuzzAgent + `","capability":"echo","receipt":true}`, `{"capability":"echo","receipt":"yes"}`},
 		MethodMeshDiscover:    {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`},
 		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},
