@@ -11,7 +11,9 @@ import (
 
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // forwardMesh is a fake mesh with an outbox: the agent is away (its calls
@@ -50,10 +52,8 @@ func (m *forwardMesh) Forward(_ context.Context, id, to, action string, params j
 // away is handed to the mesh's outbox and acknowledged as queued; a full
 // outbox leaves the ack negative, saying why.
 func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
-	fm := fakemesh.New()
-	mesh := &forwardMesh{Mesh: fm}
-	ts := serveMesh(t, mesh, fm)
-	cl := dialClient(t, ts.url)
+	mesh := &forwardMesh{Mesh: fakemesh.New()}
+	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
 	payload := map[string]any{"type": "summarize", "text": "while you were out"}
 	var res bus.SendResult
 	if err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": payload}, &res); err != nil {

@@ -31,21 +31,6 @@ func newStack(tb testing.TB, mesh rpc.Mesh, opts ...rpctest.Option) (*rpctest.St
 	return rpctest.New(tb, mesh, append([]rpctest.Option{rpctest.WithBus()}, opts...)...)
 }
 
-// testServer is a stack served on a loopback port until the test ends.
-type testServer struct {
-	srv  *rpctest.Stack
-	mesh *fakemesh.Mesh
-	url  string
-}
-
-// serveMesh serves a stack over m, which is mesh or embeds it (as
-// forwardMesh does), with the fixed clock.
-func serveMesh(t *testing.T, m rpc.Mesh, mesh *fakemesh.Mesh, opts ...rpctest.Option) *testServer {
-	t.Helper()
-	s := rpctest.Start(t, m, append([]rpctest.Option{rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))}, opts...)...)
-	return &testServer{srv: s.Stack, mesh: mesh, url: s.URL}
-}
-
 // The shared helpers under the short names these tests use.
 var (
 	dialClient = rpctest.DialClient
