@@ -261,9 +261,10 @@ func (n *Node) outboxPass(due []store.Message) {
 }
 
 // forwardTo tries ms, all addressed to agent to. Once one finds the agent
-// away, the rest wait without trying.
+// away, the rest wait without trying, or go to the agent's mailbox while
+// one takes them.
 func (n *Node) forwardTo(to string, ms []store.Message) {
-	looked := false
+	looked, mailboxless := false, false
 	var away error
 	for _, m := range ms {
 		if n.ctx.Err() != nil {
@@ -275,7 +276,9 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 			continue
 		}
 		if away != nil {
-			if !n.tryHandOver(m) {
+			// Once no mailbox took one, the rest wait for the next pass.
+			if mailboxless || !n.tryHandOver(m) {
+				mailboxless = true
 				n.postpone(m, now, away)
 			}
 			continue
@@ -294,6 +297,7 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 			if n.tryHandOver(m) {
 				continue
 			}
+			mailboxless = true
 		}
 		n.settle(m, now, err)
 	}
