@@ -19,9 +19,12 @@ var forbidden = map[string][]string{
 	"internal/wsconn": {mod},
 	"store":           {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
 	"node":            {mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
-	"rpc":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"bus":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+	// Mailboxes are a relay service and the agent's client of it: below
+	// node, beside dht and pubsub.
+	"mailbox": {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
+	"rpc":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"bus":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"lobby":   {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 
 	// The test helpers every package's tests share import nothing of the
 	// project, so that no package's tests import a package above it.
@@ -31,10 +34,19 @@ var forbidden = map[string][]string{
 	// The fake mesh speaks only the shared vocabulary, so that the tests
 	// of every listener (rpc, bus, lobby) can use it.
 	"internal/fakemesh": {mod + "node", mod + "dht", mod + "pubsub", mod + "store", mod + "cli", mod + "rpc", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	// The raw WebSocket client imports nothing of the project, so that the
+	// in-package tests of rpc and bus can use it without a cycle.
+	"internal/wstest": {mod},
+	// The local API server builder stands on rpc and bus alone: the tests
+	// of cli, cmd/meshagent and the examples use it beside real nodes.
+	"internal/rpctest": {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	// The example clients' exchange runs a real node's local API, built
+	// as a node serves it, without the command line.
+	"internal/clienttest": {mod + "cli", mod + "lobby"},
 }
 
 // testHelpers are the packages only tests may import.
-var testHelpers = []string{"internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/testlog", "internal/wait"}
+var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/testlog", "internal/wait", "internal/wstest"}
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
