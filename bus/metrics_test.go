@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/internal/wait"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	_, url := busServer(t, newFakeMesh(), st, bus.WithMetrics(reg))
+	_, url := busServer(t, fakemesh.New(), st, bus.WithMetrics(reg))
 	flaky := newPeer(t, url, "flaky", func(d delivery) (any, error) {
 		if d.topic == "task:ok" {
 			return map[string]any{"processed": true}, nil
