@@ -33,7 +33,12 @@ const (
 	rejectOther     = "other"      // anything else GossipSub refuses (blacklisted, self-originated)
 )
 
+// newTopicMetrics registers the topic figures with reg; with a nil reg
+// it returns nil, which records nothing.
 func newTopicMetrics(reg prometheus.Registerer) (*topicMetrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
 	family := []string{"family"}
 	m := &topicMetrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -75,8 +80,14 @@ func (m *topicMetrics) deliver(fam string, ok bool) {
 	}
 }
 
-// tracer returns the GossipSub raw tracer that counts rejections.
-func (m *topicMetrics) tracer() libp2ppubsub.RawTracer { return rejectTracer{m} }
+// options returns the GossipSub options that count rejections (a raw
+// tracer), none when m is nil.
+func (m *topicMetrics) options() []libp2ppubsub.Option {
+	if m == nil {
+		return nil
+	}
+	return []libp2ppubsub.Option{libp2ppubsub.WithRawTracer(rejectTracer{m})}
+}
 
 // rejectTracer counts the messages GossipSub rejects. Its methods run on
 // the router's event loop and only touch a counter; the events it does

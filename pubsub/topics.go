@@ -118,6 +118,10 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 	if cfg.self == nil {
 		cfg.self = &Self{AgentID: signer.ID().String()}
 	}
+	met, err := newTopicMetrics(cfg.reg)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sp, st := scoreParams()
 	mesh := newMeshTracer()
@@ -134,15 +138,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 	if cfg.disc != nil {
 		psOpts = append(psOpts, libp2ppubsub.WithDiscovery(cfg.disc))
 	}
-	var met *topicMetrics
-	if cfg.reg != nil {
-		var err error
-		if met, err = newTopicMetrics(cfg.reg); err != nil {
-			cancel()
-			return nil, fmt.Errorf("pubsub: %w", err)
-		}
-		psOpts = append(psOpts, libp2ppubsub.WithRawTracer(met.tracer()))
-	}
+	psOpts = append(psOpts, met.options()...)
 	ps, err := libp2ppubsub.NewGossipSub(ctx, h, psOpts...)
 	if err != nil {
 		cancel()
