@@ -2,8 +2,6 @@ package bus
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/meshagent/meshagent/metrics"
 )
 
 // Ack outcomes, the label set of meshagent_bus_acks_total: what one
@@ -45,8 +43,10 @@ func newBusMetrics(reg prometheus.Registerer, subs *subTable) (*busMetrics, erro
 	for _, o := range []string{ackProcessed, ackNotProcessed, ackRetry, ackFailed} {
 		m.acks.WithLabelValues(o) // every outcome is exported from the start, at 0
 	}
-	if err := metrics.Register(reg, m.acks, m.retries, m.deadLetters, gauge); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.acks, m.retries, m.deadLetters, gauge} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

@@ -45,6 +45,7 @@
 // then one validation of the whole, in which the re-provide interval
 // defaults to half the TTL; a refused configuration wraps
 // ErrInvalidConfig. Without WithLogger the directory logs to
-// slog.Default(). New starts the DHT; Close stops the re-provide loop and
+// slog.Default(). WithMetrics counts provides and provider lookups, with
+// their durations. New starts the DHT; Close stops the re-provide loop and
 // the DHT, but not the host, which the caller owns.
 package dht

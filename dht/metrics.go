@@ -6,8 +6,6 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/meshagent/meshagent/metrics"
 )
 
 // DHT operations and their outcomes, the label sets of
@@ -40,8 +38,10 @@ func newDHTMetrics(reg prometheus.Registerer) (*dhtMetrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 4, 8), // 5 ms to 82 s: a walk of the network is slow
 		}, []string{"op"}),
 	}
-	if err := metrics.Register(reg, m.lookups, m.seconds); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.lookups, m.seconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

@@ -2,8 +2,6 @@ package lobby
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/meshagent/meshagent/metrics"
 )
 
 // REGISTER outcomes, the label set of meshagent_lobby_registers_total.
@@ -44,8 +42,10 @@ func newLobbyMetrics(reg prometheus.Registerer, l *Lobby) (*lobbyMetrics, error)
 		defer l.mu.Unlock()
 		return float64(len(l.agents))
 	})
-	if err := metrics.Register(reg, m.registers, registered, connected); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.registers, registered, connected} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

@@ -4,10 +4,11 @@
 // One Registry per process (never the global default) is created by New and
 // passed to the parts that record into it through their functional options.
 // The node's calls and refusals are recorded here (Observe…); the other
-// parts own their figures and their names: the topic router, the
-// directory, the bus, the lobby and the store each take the registry as a
-// prometheus.Registerer (their WithMetrics) and register their collectors
-// with Register, so that a name registered twice fails the constructor.
+// parts own their figures and their names, as go-libp2p's subsystems do:
+// the topic router, the directory, the bus, the lobby and the store each
+// take the registry as a prometheus.Registerer (their WithMetrics) and
+// register their collectors from their constructor, which fails when a
+// name is registered twice; they import nothing of this package.
 // go-libp2p's resource manager registers its own (libp2p_rcmgr_…).
 //
 // Label values are bounded: capability names are those the node serves (a

@@ -88,7 +88,10 @@
 // ErrInvalidConfig. The options of a single Publish (WithWait, WithAtLeast,
 // WithFilter, WithID) override the defaults for that call. The package
 // does not log: what it refuses it returns, and GossipSub's own scoring
-// records misbehaving peers.
+// records misbehaving peers. WithMetrics counts messages published,
+// delivered, dropped and rejected by topic family; rejections are read
+// from a GossipSub raw tracer, so they include what GossipSub refuses
+// before the validator runs (throttled, queue full).
 //
 // # Peer scoring
 //

@@ -7,8 +7,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/meshagent/meshagent/metrics"
 )
 
 // topicMetrics counts topic messages by family. A family is a label only
@@ -58,8 +56,10 @@ func newTopicMetrics(reg prometheus.Registerer) (*topicMetrics, error) {
 			Help: "Topic messages GossipSub did not accept, by topic family and reason (invalid, ignored, throttled, queue_full, signature, other).",
 		}, []string{"family", "reason"}),
 	}
-	if err := metrics.Register(reg, m.published, m.delivered, m.dropped, m.rejected); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.published, m.delivered, m.dropped, m.rejected} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

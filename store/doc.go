@@ -114,7 +114,9 @@
 // Open takes options (options.go): defaults, then the options in order,
 // then one validation of the whole; a refused configuration wraps
 // ErrInvalidConfig and creates no file. Without WithLogger the store logs
-// to slog.Default().
+// to slog.Default(). WithMetrics times writes until they are on disk and
+// reads the file's size, the outbox's depth and the dead letters at each
+// scrape.
 //
 // store imports nothing of meshagent; relay and node import it.
 package store

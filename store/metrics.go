@@ -7,8 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/meshagent/meshagent/metrics"
 )
 
 // storeMetrics times the store's writes; the gauges read the file at
@@ -46,8 +44,10 @@ func newStoreMetrics(reg prometheus.Registerer, s *Store) (*storeMetrics, error)
 		Name: "meshagent_store_dead_letters",
 		Help: "Dead letters kept in the store.",
 	}, func() float64 { return s.keys(bucketDLQ) })
-	if err := metrics.Register(reg, m.commit, size, outbox, dead); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.commit, size, outbox, dead} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
