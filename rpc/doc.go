@@ -205,7 +205,9 @@
 // Clients that send no Origin header (programs) are always accepted.
 // Browser pages are refused unless their origin matches a pattern given
 // with WithOriginPatterns: a node's loopback API must not be drivable by
-// any web page the user opens.
+// any web page the user opens. WithLoopbackPages also admits the pages
+// the listener serves itself on a loopback address (a node's status
+// page), and no others.
 //
 // # Goroutines
 //
