@@ -239,7 +239,8 @@
     const nodes = [];
     const n = peers.length;
     peers.forEach((p, i) => {
-      const a = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(n, 1);
+      // Two peers go left and right, three make a triangle, and so on.
+      const a = Math.PI / 2 + Math.PI / Math.max(n, 1) + (2 * Math.PI * i) / Math.max(n, 1);
       const x = Math.round(230 * Math.cos(a));
       const y = Math.round(135 * Math.sin(a));
       edges.push(svg("line", { x1: 0, y1: 0, x2: x, y2: y, class: "edge " + p.kind }));
