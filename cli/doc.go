@@ -145,7 +145,11 @@
 // The local API (--api) listens on 127.0.0.1:7892 by default. A node
 // refuses a non-loopback address unless --api-public is given, since
 // anyone who reaches the API can act as the agent. --api off (or "")
-// disables it.
+// disables it. Beside the WebSocket API at "/" it serves /metrics,
+// /healthz, /readyz and the status page at /ui (package ui), which the
+// API admits as a browser client because it comes from the API's own
+// loopback address (rpc.WithLoopbackPages); a relay serves the page on
+// its --api only, not on --ws.
 //
 // libp2p's own logs go to the same stderr in the same format. They are
 // quiet (errors only) unless --log-level is debug; GOLOG_LOG_LEVEL
