@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
 
 // activityMesh is a fakeMesh that lists connections and recent calls.
 type activityMesh struct {
-	*fakeMesh
+	*fakemesh.Mesh
 	conns []protocol.ConnInfo
 	calls []protocol.CallRecord
 }
@@ -23,8 +24,8 @@ func (m activityMesh) RecentCalls() []protocol.CallRecord { return m.calls }
 
 func TestActivityMethods(t *testing.T) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	mesh := newFakeMesh()
-	am := activityMesh{fakeMesh: mesh,
+	mesh := fakemesh.New()
+	am := activityMesh{Mesh: mesh,
 		conns: []protocol.ConnInfo{
 			{AgentID: "a", RemoteAddr: "/ip4/10.0.0.1/tcp/4001", Direction: "outbound", Opened: at},
 			{AgentID: "b", RemoteAddr: "/ip4/10.0.0.2/tcp/4001/p2p/r/p2p-circuit", Direction: "inbound", Relayed: true},
@@ -55,7 +56,7 @@ func TestActivityMethods(t *testing.T) {
 		}
 	})
 	t.Run("empty is an empty list", func(t *testing.T) {
-		c := dialClient(t, serveMesh(t, activityMesh{fakeMesh: mesh}, mesh, rpc.WithControl(&fakeControl{level: "info"})).url)
+		c := dialClient(t, serveMesh(t, activityMesh{Mesh: mesh}, mesh, rpc.WithControl(&fakeControl{level: "info"})).url)
 		var res any
 		if err := c.Call(ctx, rpc.MethodMeshConnections, nil, &res); err != nil {
 			t.Fatal(err)
