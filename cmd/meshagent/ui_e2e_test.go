@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +160,42 @@ func TestStatusPage(t *testing.T) {
 	// Nothing went wrong in the page, from the first load to now.
 	if p := br.consoleProblems(); len(p) > 0 {
 		t.Errorf("the page reported %d problems:\n%s", len(p), strings.Join(p, "\n"))
+	}
+}
+
+// TestStatusPageServed checks, without a browser, that a node and a
+// relay serve the page on their local API, that the relay's public
+// listener does not, and that the API admits the page's own origin as a
+// browser client and refuses any other.
+func TestStatusPageServed(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, "alice", "--key", filepath.Join(dir, "a.key"), "--data", filepath.Join(dir, "a"))
+	r := startCommand(t, "relay", "relay", "--key", filepath.Join(dir, "r.key"), "--data", filepath.Join(dir, "r"), "--ws", "127.0.0.1:0")
+	for _, api := range []string{n.started.API, r.started.API} {
+		for _, path := range []string{"/ui", "/ui/app.js", "/ui/style.css"} {
+			if code, body := httpGet(t, "http://"+api+path); code != http.StatusOK || len(body) == 0 {
+				t.Errorf("GET %s%s: %d", api, path, code)
+			}
+		}
+		// The page's own origin is admitted; another page's is not.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := rpc.Dial(ctx, api, rpc.WithHTTPHeader(http.Header{"Origin": {"http://" + api}}))
+		if err != nil {
+			t.Errorf("%s refuses its own page: %v", api, err)
+		} else {
+			var st rpc.StatusResult
+			if err := c.Call(ctx, rpc.MethodMeshStatus, nil, &st); err != nil {
+				t.Errorf("mesh.status from the page's origin: %v", err)
+			}
+			c.Close()
+		}
+		if c, err := rpc.Dial(ctx, api, rpc.WithHTTPHeader(http.Header{"Origin": {"http://evil.example"}})); err == nil {
+			c.Close()
+			t.Errorf("%s admits a foreign page", api)
+		}
+		cancel()
+	}
+	if code, _ := httpGet(t, "http://"+r.started.WS+"/ui"); code != http.StatusNotFound {
+		t.Errorf("the relay's public listener answers /ui with %d, want 404", code)
 	}
 }
