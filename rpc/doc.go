@@ -200,6 +200,15 @@
 // server or other clients. See Limits. When the server is full, the
 // oldest connection that has not initialized makes room for a new one.
 //
+// # The operator's methods
+//
+// With WithControl, for a node's loopback local API only, the server also
+// serves mesh.status, mesh.connect and mesh.logLevel and, when the Mesh
+// implements ConnLister and CallLister (*node.Node does),
+// mesh.connections (each open connection, direct or relayed) and
+// mesh.recentCalls (the node's last calls sent and served, newest first,
+// with their outcome): what a node's status page polls.
+//
 // # Browsers
 //
 // Clients that send no Origin header (programs) are always accepted.
