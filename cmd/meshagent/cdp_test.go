@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -61,11 +60,12 @@ func startBrowser(t *testing.T, exe string, w, h int) *browser {
 	args := []string{
 		"--headless=new", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
 		"--disable-extensions", "--disable-background-networking", "--disable-sync", "--hide-scrollbars",
+		// It only ever loads the node's own page. Without its sandbox it runs
+		// as root and in containers without user namespaces; with a small
+		// /dev/shm (containers again) it does not crash.
+		"--no-sandbox", "--disable-dev-shm-usage",
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
 		"--user-data-dir=" + t.TempDir(), fmt.Sprintf("--window-size=%d,%d", w, h), "about:blank",
-	}
-	if os.Geteuid() == 0 {
-		args = append(args, "--no-sandbox") // Chromium refuses to run as root with its sandbox
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = env(t)
