@@ -16,6 +16,9 @@ const (
 	// response/error envelopes the other, many per stream, matched by
 	// correlation id.
 	RequestProtocol protocol.ID = "/meshagent/request/0.1.0"
+	// StoreProtocol carries history queries to a history keeper and pages
+	// of the signed topic messages it kept back, many per stream.
+	StoreProtocol protocol.ID = "/meshagent/store/1.0.0"
 )
 
 // Features this implementation announces in hello.

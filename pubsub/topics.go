@@ -43,8 +43,12 @@ type Message struct {
 	Envelope *protocol.Envelope
 	// Payload is the envelope's payload, as signed.
 	Payload json.RawMessage
-	// ReceivedAt is when this node read the message.
+	// ReceivedAt is when this node read the message (for a message
+	// fetched from a history keeper, when it was fetched).
 	ReceivedAt time.Time
+	// data is the message as signed (signature ‖ canonical envelope), what
+	// a history keeper keeps.
+	data []byte
 }
 
 // Topics is a GossipSub router carrying signed envelopes.
@@ -66,6 +70,10 @@ type Topics struct {
 	// added is closed, and replaced, when a local subscription is added:
 	// a waiting Publish counts it.
 	added chan struct{}
+	// durables are the durable subscriptions running, by name.
+	durables map[string]*Durable
+
+	keeper *keeper // nil unless WithArchive
 }
 
 type family struct {
@@ -138,8 +146,14 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
 	}
-	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{})}
+	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{}), durables: map[string]*Durable{}}
 	b.self.Store(cfg.self)
+	if cfg.archive != nil {
+		if err := b.startKeeper(); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
@@ -158,7 +172,16 @@ func (b *Topics) Close() error {
 	b.closed = true
 	fams := b.families
 	b.families = nil
+	durables := b.durables
+	b.durables = nil
 	b.mu.Unlock()
+	// Durable subscriptions save their positions before the router stops.
+	for _, d := range durables {
+		d.Cancel()
+	}
+	if b.keeper != nil {
+		b.keeper.close()
+	}
 	for name, f := range fams {
 		for s := range f.subs {
 			s.stop()
@@ -204,8 +227,22 @@ func (b *Topics) join(name string) (*family, error) {
 
 // validate checks one GossipSub message of a family (see the package doc).
 func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult) {
-	if len(data) <= sign.SignatureSize || len(data) > b.cfg.maxSize {
+	e, author, ts, ok := b.open(fam, data)
+	if !ok {
 		return nil, libp2ppubsub.ValidationReject
+	}
+	if err := b.cfg.guard.Check(string(author), e.ID, ts, now); err != nil {
+		return nil, libp2ppubsub.ValidationIgnore
+	}
+	return e, libp2ppubsub.ValidationAccept
+}
+
+// open verifies and decodes a signed topic message of family fam, as
+// GossipSub carries it and as history keepers keep it: everything the
+// validator checks but the replay window.
+func (b *Topics) open(fam string, data []byte) (*protocol.Envelope, peer.ID, time.Time, bool) {
+	if len(data) <= sign.SignatureSize || len(data) > b.cfg.maxSize {
+		return nil, "", time.Time{}, false
 	}
 	sig, body := data[:sign.SignatureSize], data[sign.SignatureSize:]
 	var head struct {
@@ -214,31 +251,28 @@ func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Env
 		} `json:"from"`
 	}
 	if err := json.Unmarshal(body, &head); err != nil {
-		return nil, libp2ppubsub.ValidationReject
+		return nil, "", time.Time{}, false
 	}
 	author, err := sign.ParseAgentID(head.From.AgentID)
 	if err != nil {
-		return nil, libp2ppubsub.ValidationReject
+		return nil, "", time.Time{}, false
 	}
 	e, err := protocol.Open(body, sig, author)
 	if err != nil {
-		return nil, libp2ppubsub.ValidationReject
+		return nil, "", time.Time{}, false
 	}
 	if e.Type != protocol.TypeNotify || e.To == nil || !e.To.Broadcast || e.To.Topic == "" || Family(e.To.Topic) != fam {
-		return nil, libp2ppubsub.ValidationReject
+		return nil, "", time.Time{}, false
 	}
 	if _, err := FilterOf(e); err != nil {
 		// A filter no receiver can read is refused here, not forwarded.
-		return nil, libp2ppubsub.ValidationReject
+		return nil, "", time.Time{}, false
 	}
 	ts, err := e.Time()
 	if err != nil {
-		return nil, libp2ppubsub.ValidationReject
+		return nil, "", time.Time{}, false
 	}
-	if err := b.cfg.guard.Check(string(author), e.ID, ts, now); err != nil {
-		return nil, libp2ppubsub.ValidationIgnore
-	}
-	return e, libp2ppubsub.ValidationAccept
+	return e, author, ts, true
 }
 
 // Peers returns the peers known to be subscribed to the GossipSub topic of
@@ -363,7 +397,7 @@ func (b *Topics) localSubs(f *family, topic string, filter *Filter) int {
 	defer b.mu.Unlock()
 	n := 0
 	for s := range f.subs {
-		if Match(s.pattern, topic) {
+		if !s.keeper && s.matches(topic) {
 			n++
 		}
 	}
@@ -540,11 +574,20 @@ type Subscription struct {
 	b       *Topics
 	fam     string
 	pattern string
+	// keeper marks a history keeper's subscription: it takes every topic
+	// of its family when pattern is empty, and is not a receiver Publish
+	// counts (it keeps messages for others; it reads none).
+	keeper  bool
 	handler func(Message)
 	queue   chan Message
 	done    chan struct{}
 	once    sync.Once
 	dropped atomic.Uint64
+}
+
+// matches reports whether the subscription takes a message on topic.
+func (s *Subscription) matches(topic string) bool {
+	return s.keeper && s.pattern == "" || Match(s.pattern, topic)
 }
 
 // Dropped returns how many messages were dropped because the queue was full.
@@ -571,6 +614,11 @@ func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription
 	if fam == "" || hasWild(fam) || !validPattern(pattern) {
 		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
 	}
+	return b.subscribe(fam, pattern, false, handler)
+}
+
+// subscribe adds a subscription to family fam.
+func (b *Topics) subscribe(fam, pattern string, keeper bool, handler func(Message)) (*Subscription, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f, err := b.join(fam)
@@ -586,7 +634,7 @@ func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription
 		b.wg.Add(1)
 		go b.read(f, sub)
 	}
-	s := &Subscription{b: b, fam: fam, pattern: pattern, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
+	s := &Subscription{b: b, fam: fam, pattern: pattern, keeper: keeper, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
 	f.subs[s] = struct{}{}
 	close(b.added)
 	b.added = make(chan struct{})
@@ -620,14 +668,17 @@ func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 			return
 		}
 		e, ok := m.ValidatorData.(*protocol.Envelope)
-		if !ok || !b.admit(e) {
+		if !ok {
 			continue
 		}
+		// A keeper keeps what filters keep from this node's own
+		// subscribers: the filter is for the receivers who fetch it.
+		admitted := b.admit(e)
 		from, _ := e.Sender()
-		msg := Message{Topic: e.To.Topic, From: from, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now()}
+		msg := Message{Topic: e.To.Topic, From: from, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now(), data: m.GetData()}
 		b.mu.Lock()
 		for s := range f.subs {
-			if !Match(s.pattern, msg.Topic) {
+			if !s.matches(msg.Topic) || !admitted && !s.keeper {
 				continue
 			}
 			select {
@@ -638,4 +689,15 @@ func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 		}
 		b.mu.Unlock()
 	}
+}
+
+// track adds one goroutine to b.wg unless b is closed.
+func (b *Topics) track() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	return true
 }
