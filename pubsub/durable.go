@@ -25,6 +25,8 @@ const (
 	// going live, for what reached keepers but not it while its own
 	// subscription joined the mesh.
 	settleAfter = 2 * time.Second
+	// maxRounds bounds the fetches of one catch-up.
+	maxRounds = 5
 	// saveTimeout bounds the last save of a position at Cancel.
 	saveTimeout = 5 * time.Second
 )
@@ -251,10 +253,13 @@ func (d *Durable) CaughtUp() int {
 // again while live messages overflowed the pending queue or the fetch was
 // truncated. With must set, a fetch that finds no keeper is an error.
 func (d *Durable) catchUp(ctx context.Context, must bool) error {
-	for {
+	for round := 0; ; round++ {
 		d.mu.Lock()
 		since := d.pos.floor
 		d.mu.Unlock()
+		// Live messages the subscription's queue dropped meanwhile (its
+		// handler waits while the catch-up delivers) are fetched again.
+		drops := d.inner.Dropped()
 		msgs, st, err := d.b.FetchHistory(ctx, d.pos.pattern, since)
 		if err != nil {
 			if must {
@@ -268,10 +273,10 @@ func (d *Durable) catchUp(ctx context.Context, must bool) error {
 				d.caught++
 			}
 		}
-		again := d.gap || st.Truncated
+		again := d.gap || st.Truncated || d.inner.Dropped() != drops
 		d.gap = false
 		d.mu.Unlock()
-		if !again {
+		if !again || round == maxRounds-1 {
 			return nil
 		}
 		must = false

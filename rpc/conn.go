@@ -154,6 +154,28 @@ func (c *Conn) Notify(method string, params any) error {
 	return c.enqueue(b)
 }
 
+// NotifyWait is Notify for a burst the caller can hold back: when the
+// send queue is full it waits for room (within ctx) instead of
+// disconnecting the client as a slow consumer.
+func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("rpc: encode notification %s: %w", method, err)
+	}
+	switch err := c.wc.SendWait(ctx, b); {
+	case err == nil:
+		return nil
+	case errors.Is(err, wsconn.ErrClosed):
+		return ErrClosed
+	default:
+		return err
+	}
+}
+
 // Call sends the client a request and waits for its response, which it
 // decodes into result (if non-nil). An error response is returned as an
 // *Error. Call returns ctx's error if ctx ends first, and ErrClosed if

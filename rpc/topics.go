@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -376,9 +377,20 @@ func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, 
 	conn := r.Conn
 	ctx, stop := context.WithTimeout(ctx, DurableCatchUpTimeout)
 	defer stop()
+	// The catch-up, delivered before SubscribeDurable returns, is a burst
+	// held back while the client reads; live messages after it are
+	// queued without waiting, as for any subscription.
+	var catching atomic.Bool
+	catching.Store(true)
 	cancel, err := ds.SubscribeDurable(ctx, pattern, name, func(m protocol.TopicMessage) {
-		_ = conn.Notify(MethodMeshMessage, MessageParams{Subscription: id, Message: m})
+		p := MessageParams{Subscription: id, Message: m}
+		if catching.Load() {
+			_ = conn.NotifyWait(ctx, MethodMeshMessage, p)
+			return
+		}
+		_ = conn.Notify(MethodMeshMessage, p)
 	})
+	catching.Store(false)
 	subs.mu.Lock()
 	defer subs.mu.Unlock()
 	if err != nil {
