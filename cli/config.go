@@ -42,6 +42,9 @@ const (
 	flagPolicy          = "policy"
 	flagWS              = "ws"
 	flagPersonaType     = "persona-type"
+	flagKeepHistory     = "keep-history"
+	flagKeepAge         = "keep-history-age"
+	flagKeepBytes       = "keep-history-bytes"
 	flagParams          = "params"
 	flagTimeout         = "timeout"
 )
