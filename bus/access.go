@@ -1,8 +1,7 @@
 package bus
 
 import (
-	"encoding/json"
-
+	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -36,7 +35,7 @@ func (b *Bus) publicTopic(r *rpc.Request) error {
 	var p struct {
 		Topic string `json:"topic"`
 	}
-	if json.Unmarshal(r.Params, &p) != nil || p.Topic == "" {
+	if protocol.DecodeStrict(r.Params, &p, protocol.AllowUnknown()) != nil || p.Topic == "" {
 		return nil
 	}
 	cred := r.Conn.Credential().Current()

@@ -209,6 +209,12 @@ func TestBusParamsWrongTypes(t *testing.T) {
 		{MethodSubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
 		{MethodUnsubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
 		{MethodSendMessage, `{"topic":"inbound:1","payload":"t"}`, `"payload"`},
+		// protocol.DecodeStrict: a member given twice is refused, and an
+		// explicit empty policy is not the default.
+		{MethodSubscribe, `{"topic":"x","topic":"y"}`, `duplicate member "topic"`},
+		{MethodSubscribe, `{"topic":"x","policy":""}`, `policy must be`},
+		{MethodSendMessage, `{"topic":"inbound:1","payload":{},"payload":{}}`, `duplicate member "payload"`},
+		{MethodBusReplay, `{"id":"a","id":"b"}`, `duplicate member "id"`},
 	} {
 		var re *rpc.Error
 		err := c.Call(ctx, tc.method, json.RawMessage(tc.params), nil)

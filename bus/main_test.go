@@ -35,7 +35,8 @@ const (
 // testTimeout bounds every wait in these tests.
 const testTimeout = 10 * time.Second
 
-// fakeMesh answers calls without any network. The capability decides:
+// fakeMesh answers calls without any network; a successful answer hands
+// a receipt signed by peerID to req.Signed. The capability decides:
 //
 //	echo      success; result {"to","action","params","timeoutMs"} as received
 //	steps     params {"n": k}: k in_progress responses {"step": i}, then success {"done": true}
@@ -72,7 +73,11 @@ func (*fakeMesh) Peers() []protocol.PeerInfo {
 func (f *fakeMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
 	f.calls.Add(1)
 	ok := func(result string) (*protocol.Response, error) {
-		return &protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusSuccess, Result: json.RawMessage(result)}, nil
+		resp := &protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusSuccess, Result: json.RawMessage(result)}
+		if req.Signed != nil {
+			req.Signed(peerReceipt(resp))
+		}
+		return resp, nil
 	}
 	switch req.Action {
 	case "echo":

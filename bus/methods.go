@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,47 +40,88 @@ func initializedClient(c *rpc.Conn) (*client, string, error) {
 	return bc, id, nil
 }
 
-var (
-	subscribeFields   = map[string]bool{"topic": true, "policy": true, "defaultHandler": true}
-	unsubscribeFields = map[string]bool{"topic": true, "defaultHandler": true}
-	sendMessageFields = map[string]bool{"topic": true, "payload": true}
-)
-
-// busParams decodes a bus method's object params. A missing or malformed
-// params object is -32600, as seed 001 lists for subscribe.
-func busParams(method string, raw json.RawMessage, fields map[string]bool) (map[string]json.RawMessage, error) {
-	var w map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
-		return nil, rpc.Errorf(rpc.CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
-	}
-	for k := range w {
-		if !fields[k] {
-			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
-		}
-	}
-	return w, nil
+// SubscribeParams are the params of subscribe (seed 001).
+type SubscribeParams struct {
+	// Topic is the pattern subscribed to.
+	Topic string `json:"topic"`
+	// Policy is the subscription's propagation; empty means the bus's
+	// default.
+	Policy Propagation `json:"policy,omitempty"`
+	// DefaultHandler subscribes as the pattern's default handler.
+	DefaultHandler bool `json:"defaultHandler,omitempty"`
 }
 
-// topicParam reads the "topic" member; missing is -32600 (seed 001).
-func topicParam(method string, w map[string]json.RawMessage) (string, error) {
-	raw, ok := w["topic"]
-	var topic string
-	if !ok || json.Unmarshal(raw, &topic) != nil || topic == "" {
-		return "", rpc.Errorf(rpc.CodeInvalidRequest, `invalid params: %s needs "topic", a non-empty string`, method)
+// UnsubscribeParams are the params of unsubscribe (seed 001).
+type UnsubscribeParams struct {
+	Topic          string `json:"topic"`
+	DefaultHandler bool   `json:"defaultHandler,omitempty"`
+}
+
+// SendMessageParams are the params of sendMessage (seed 001).
+type SendMessageParams struct {
+	Topic   string          `json:"topic"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// subscribeWire is what subscribe reads: SubscribeParams, with the policy
+// a pointer because an explicit "" is an error where absence is the
+// default.
+type subscribeWire struct {
+	SubscribeParams
+	Policy *Propagation `json:"policy"`
+}
+
+// busParams decodes a bus method's object params into the struct v points
+// to (rpc.DecodeMembers) and words what is wrong as seed 001 has it: a
+// missing or malformed params object, or a missing topic, is -32600.
+func busParams(method string, raw json.RawMessage, v any) error {
+	takes := func() string {
+		names := slices.Sorted(slices.Values(protocol.MemberNames(v)))
+		for i, n := range names {
+			names[i] = strconv.Quote(n)
+		}
+		return strings.Join(names, ", ")
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return rpc.Errorf(rpc.CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, takes())
+	}
+	fe := rpc.DecodeMembers(raw, v)
+	switch {
+	case fe == nil:
+		return nil
+	case fe.Err == protocol.ErrSyntax:
+		return rpc.Errorf(rpc.CodeInvalidRequest, "invalid params: %s takes an object {%s}", method, takes())
+	case fe.Err == protocol.ErrUnknownMember:
+		return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", fe.Name(), method, takes())
+	case fe.Err == protocol.ErrDuplicateMember:
+		return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", fe)
+	case fe.Field == "topic":
+		return topicError(method)
+	case fe.Field == "policy":
+		return policyError()
+	case fe.Field == "defaultHandler":
+		return rpc.Errorf(rpc.CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
+	}
+	return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", fe)
+}
+
+func topicError(method string) error {
+	return rpc.Errorf(rpc.CodeInvalidRequest, `invalid params: %s needs "topic", a non-empty string`, method)
+}
+
+func policyError() error {
+	return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: policy must be %s, %s or %s", PropagationStopOnProcessed, PropagationStopOnStop, PropagationContinueAll)
+}
+
+// checkTopic checks the "topic" member; missing is -32600 (seed 001).
+func checkTopic(method, topic string) error {
+	if topic == "" {
+		return topicError(method)
 	}
 	if len(topic) > rpc.MaxTopicLen || strings.ContainsRune(topic, 0) {
-		return "", rpc.Errorf(rpc.CodeInvalidParams, "invalid params: topic longer than %d bytes or with a NUL", rpc.MaxTopicLen)
+		return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: topic longer than %d bytes or with a NUL", rpc.MaxTopicLen)
 	}
-	return topic, nil
-}
-
-// defaultHandlerParam reads the optional "defaultHandler" member.
-func defaultHandlerParam(w map[string]json.RawMessage) (bool, error) {
-	var dflt bool
-	if raw, ok := w["defaultHandler"]; ok && json.Unmarshal(raw, &dflt) != nil {
-		return false, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
-	}
-	return dflt, nil
+	return nil
 }
 
 func (b *Bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
@@ -92,26 +132,22 @@ func (b *Bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if err := b.publicTopic(r); err != nil {
 		return nil, err
 	}
-	w, err := busParams(MethodSubscribe, r.Params, subscribeFields)
-	if err != nil {
+	var p subscribeWire
+	if err := busParams(MethodSubscribe, r.Params, &p); err != nil {
 		return nil, err
 	}
-	pattern, err := topicParam(MethodSubscribe, w)
-	if err != nil {
+	pattern, dflt := p.Topic, p.DefaultHandler
+	if err := checkTopic(MethodSubscribe, pattern); err != nil {
 		return nil, err
 	}
 	if !protocol.ValidPattern(pattern) {
 		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: pattern %q is malformed", pattern)
 	}
 	prop := b.cfg.DefaultPropagation
-	if raw, ok := w["policy"]; ok && !isNull(raw) {
-		if json.Unmarshal(raw, &prop) != nil || !prop.valid() {
-			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: policy must be %s, %s or %s", PropagationStopOnProcessed, PropagationStopOnStop, PropagationContinueAll)
+	if p.Policy != nil {
+		if prop = *p.Policy; !prop.valid() {
+			return nil, policyError()
 		}
-	}
-	dflt, err := defaultHandlerParam(w)
-	if err != nil {
-		return nil, err
 	}
 	sub := &subscription{conn: r.Conn, client: bc, pattern: pattern, propagation: prop, defaultOnly: dflt}
 	if !b.subs.add(sub) {
@@ -128,16 +164,12 @@ func (b *Bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if _, _, err := initializedClient(r.Conn); err != nil {
 		return nil, err
 	}
-	w, err := busParams(MethodUnsubscribe, r.Params, unsubscribeFields)
-	if err != nil {
+	var p UnsubscribeParams
+	if err := busParams(MethodUnsubscribe, r.Params, &p); err != nil {
 		return nil, err
 	}
-	pattern, err := topicParam(MethodUnsubscribe, w)
-	if err != nil {
-		return nil, err
-	}
-	dflt, err := defaultHandlerParam(w)
-	if err != nil {
+	pattern, dflt := p.Topic, p.DefaultHandler
+	if err := checkTopic(MethodUnsubscribe, pattern); err != nil {
 		return nil, err
 	}
 	found := b.subs.find(r.Conn, pattern, dflt)
@@ -164,18 +196,18 @@ func (b *Bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.publicTopic(r); err != nil {
 		return nil, err
 	}
-	w, err := busParams(MethodSendMessage, r.Params, sendMessageFields)
-	if err != nil {
+	var p SendMessageParams
+	if err := busParams(MethodSendMessage, r.Params, &p); err != nil {
 		return nil, err
 	}
-	topic, err := topicParam(MethodSendMessage, w)
-	if err != nil {
+	topic := p.Topic
+	if err := checkTopic(MethodSendMessage, topic); err != nil {
 		return nil, err
 	}
 	if !protocol.ValidPattern(topic) || strings.ContainsAny(topic, "*?[") {
 		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: send to a topic, not a pattern: %q", topic)
 	}
-	payload := w["payload"]
+	payload := p.Payload
 	if len(payload) == 0 || payload[0] != '{' {
 		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
 	}
@@ -212,18 +244,4 @@ func conversationOf(payload json.RawMessage) string {
 		}
 	}
 	return ""
-}
-
-func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
-
-// quotedKeys lists a params object's members for error messages.
-func quotedKeys(fields map[string]bool) string {
-	var out []byte
-	for i, k := range slices.Sorted(maps.Keys(fields)) {
-		if i > 0 {
-			out = append(out, ", "...)
-		}
-		out = strconv.AppendQuote(out, k)
-	}
-	return string(out)
 }

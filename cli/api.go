@@ -21,7 +21,9 @@ var (
 	_ rpc.IDPublisher = (*node.Node)(nil)
 	_ rpc.Consenter   = (*node.Node)(nil)
 	_ rpc.Tasker      = (*node.Node)(nil)
+	_ rpc.AnyCaller   = (*node.Node)(nil)
 	_ bus.Mesh        = (*node.Node)(nil)
+	_ bus.Forwarder   = (*node.Node)(nil)
 	_ bus.Registrar   = (*rpc.Server)(nil)
 )
 
@@ -75,7 +77,7 @@ const localTimeout = 10 * time.Second
 // st (may be nil) persists the bus's outbox, dead letters and history.
 // level is the process's log level, which the API's mesh.logLevel changes.
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
-	srv, err := newBusServer(n, log, st, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level})}, extra...)...)
+	srv, err := newBusServer(n, log, st, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...)...)
 	if err != nil {
 		return nil, exitErrorf(ExitFailure, "local API: %v", err)
 	}

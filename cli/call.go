@@ -26,36 +26,54 @@ const (
 	apiGrace = 5 * time.Second
 	// maxParamsSize bounds --params read from a file or stdin.
 	maxParamsSize = protocol.DefaultMaxFrameSize
+	// flagAny is call's --any. It has no environment variable: a
+	// variable left set would send every call to whoever answers.
+	flagAny = "any"
 )
 
 func (r *runState) callCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "call",
 		Usage:     "call a capability of an agent through the local node",
-		ArgsUsage: "AGENT_ID CAPABILITY",
+		ArgsUsage: "AGENT_ID CAPABILITY | --any CAPABILITY",
 		Description: "Sends a signed request through the local node's API (--api) and prints the final " +
 			"result as indented JSON; in-progress results go to stderr. With --json, each response " +
 			"payload is one line on stdout, the final one last, and a failure prints the error object " +
 			"{\"code\",\"message\",\"details\"}. Each AgentProtocol error code has its own exit status " +
 			"(see `meshagent --help`). The request's task id goes to stderr first (--json: each line's " +
-			"correlationId); `meshagent task status|cancel ID` follows or cancels it.",
-		Flags: []ucli.Flag{
+			"correlationId); `meshagent task status|cancel ID` follows or cancels it. With --any and no " +
+			"AGENT_ID, the node chooses an agent that offers CAPABILITY (by load, then latency) and tries " +
+			"another only if the request provably did not start, or the capability is idempotent; the " +
+			"agent that answered goes to stderr (--json: the final line's agentId). With --receipt, the " +
+			"provider's signed final response envelope (a delivery receipt) is printed on one line after " +
+			"the result (--json: the final line's \"receipt\"); --receipt-out FILE writes it to FILE instead. " +
+			"`meshagent verify --provider AGENT_ID --correlation-id TASK_ID` checks it later.",
+		Flags: append([]ucli.Flag{
 			stringFlag(flagParams, "", "the capability's params: a JSON object, @FILE to read one from a file, or - for stdin"),
 			durationFlag(flagTimeout, defaultCallTimeout, "how long to wait for the final response"),
 			apiFlag(),
 			jsonFlag("print response payloads as JSON lines"),
-		},
+			&ucli.BoolFlag{Name: flagAny, Usage: "let the node choose the agent: any that offers CAPABILITY"},
+		}, receiptFlags()...),
 		Action: r.runCall,
 	}
 }
 
 func (r *runState) runCall(c *ucli.Context) error {
-	if len(r.positional) != 2 {
-		return usageErrorf("call needs AGENT_ID and CAPABILITY, e.g. `meshagent call 12D3KooW… echo --params '{\"text\":\"hi\"}'`")
-	}
-	agent, capability := r.positional[0], r.positional[1]
-	if _, err := sign.ParseAgentID(agent); err != nil {
-		return usageErrorf("AGENT_ID %q is not an agent id (%v); use an id printed by `meshagent id` or `meshagent peers`", agent, err)
+	anyAgent := c.Bool(flagAny)
+	var agent, capability string
+	switch {
+	case anyAgent && len(r.positional) != 1:
+		return usageErrorf("call --any needs CAPABILITY alone (the node chooses the agent), e.g. `meshagent call --any echo --params '{\"text\":\"hi\"}'`")
+	case anyAgent:
+		capability = r.positional[0]
+	case len(r.positional) != 2:
+		return usageErrorf("call needs AGENT_ID and CAPABILITY, e.g. `meshagent call 12D3KooW… echo --params '{\"text\":\"hi\"}'` (or --any CAPABILITY)")
+	default:
+		agent, capability = r.positional[0], r.positional[1]
+		if _, err := sign.ParseAgentID(agent); err != nil {
+			return usageErrorf("AGENT_ID %q is not an agent id (%v); use an id printed by `meshagent id` or `meshagent peers`", agent, err)
+		}
 	}
 	if err := (&protocol.Capability{Name: capability}).Validate(); err != nil {
 		return usageErrorf("CAPABILITY %q: %v", capability, protocol.AsError(err).Message)
@@ -96,7 +114,18 @@ func (r *runState) runCall(c *ucli.Context) error {
 	if !asJSON {
 		r.stderr.printf("task %s (meshagent task status %s)\n", taskID, taskID)
 	}
-	resp, err := cl.MeshCall(ctx, protocol.CallRequest{To: agent, Action: capability, Params: params, Timeout: timeout, CorrelationID: taskID}, progress)
+	req := protocol.CallRequest{To: agent, Action: capability, Params: params, Timeout: timeout, CorrelationID: taskID}
+	wantReceipt := c.Bool(flagReceipt) || c.String(flagReceiptOut) != ""
+	var receipt json.RawMessage
+	if wantReceipt {
+		req.Signed = func(s json.RawMessage) { receipt = s }
+	}
+	var resp *protocol.Response
+	if anyAgent {
+		resp, agent, err = cl.MeshCallAny(ctx, req, progress)
+	} else {
+		resp, err = cl.MeshCall(ctx, req, progress)
+	}
 	outMu.Lock()
 	defer outMu.Unlock()
 	if err != nil {
@@ -109,10 +138,32 @@ func (r *runState) runCall(c *ucli.Context) error {
 		}
 		return r.apiError(c, addr, err)
 	}
-	if asJSON {
-		return writeJSONLine(r.stdout, resp)
+	// The receipt goes in the JSON line unless it goes to a file; a
+	// CallResult without agentId and receipt is the plain response.
+	toFile := c.String(flagReceiptOut) != ""
+	out := rpc.CallResult{Response: *resp}
+	if anyAgent {
+		out.AgentID = agent
 	}
-	return writePrettyJSON(r.stdout, resp.Result)
+	if asJSON && !toFile {
+		out.Receipt = receipt
+	}
+	switch {
+	case asJSON:
+		err = writeJSONLine(r.stdout, out)
+	default:
+		if anyAgent {
+			r.stderr.printf("answered by %s\n", agent)
+		}
+		err = writePrettyJSON(r.stdout, resp.Result)
+	}
+	switch {
+	case err != nil || !wantReceipt:
+		return err
+	case out.Receipt != nil:
+		return nil // in the JSON line
+	}
+	return r.writeReceipt(c, receipt, agent, taskID)
 }
 
 // connectAPI dials the local API named by --api, turning failures into

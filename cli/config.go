@@ -45,6 +45,7 @@ const (
 	flagKeepHistory     = "keep-history"
 	flagKeepAge         = "keep-history-age"
 	flagKeepBytes       = "keep-history-bytes"
+	flagHoldMessages    = "hold-messages"
 	flagParams          = "params"
 	flagTimeout         = "timeout"
 )

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 )
@@ -24,6 +26,36 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protoc
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "target agent: %v", err)
 	}
+	out, err := n.newOutgoing(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, out.timeout)
+	defer cancel()
+	if to == n.id {
+		return n.callSelf(ctx, requester{agent: n.id, client: req.OnBehalfOf}, out.payload, req.Progress, req.Signed)
+	}
+	// Address the envelope with the canonical peer ID string; skip
+	// re-encoding when the caller already gave that form.
+	toStr := strings.TrimSpace(req.To)
+	if !strings.HasPrefix(toStr, "12D3KooW") {
+		toStr = to.String()
+	}
+	resp, _, err = n.callPeer(ctx, ctx, to, toStr, out)
+	return resp, err
+}
+
+// outgoing is a request checked and ready to be sealed for a provider.
+type outgoing struct {
+	req     protocol.CallRequest
+	payload *protocol.Request
+	meta    json.RawMessage
+	timeout time.Duration
+}
+
+// newOutgoing checks req (all but its target) and builds its payload,
+// with a fresh correlation id unless req names one.
+func (n *Node) newOutgoing(req protocol.CallRequest) (*outgoing, error) {
 	if req.Action == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "a capability (action) is required")
 	}
@@ -31,8 +63,6 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protoc
 	if timeout <= 0 {
 		timeout = n.cfg.RequestTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	params, err := canonicalParams(req.Params)
 	if err != nil {
 		return nil, err
@@ -45,37 +75,39 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protoc
 	if corrID == "" {
 		corrID = protocol.NewID()
 	}
-	payload := &protocol.Request{
-		Action:        req.Action,
-		CorrelationID: corrID,
-		Params:        params,
-		Timeout:       timeout.Milliseconds(),
-	}
-	if to == n.id {
-		return n.callSelf(ctx, requester{agent: n.id, client: req.OnBehalfOf}, payload, req.Progress, req.Signed)
-	}
-	// Address the envelope with the canonical peer ID string; skip
-	// re-encoding when the caller already gave that form.
-	toStr := strings.TrimSpace(req.To)
-	if !strings.HasPrefix(toStr, "12D3KooW") {
-		toStr = to.String()
-	}
-	frame, err := n.sealFrameMeta(protocol.TypeRequest, toStr, payload, meta)
+	return &outgoing{
+		req:  req,
+		meta: meta,
+		payload: &protocol.Request{
+			Action:        req.Action,
+			CorrelationID: corrID,
+			Params:        params,
+			Timeout:       timeout.Milliseconds(),
+		},
+		timeout: timeout,
+	}, nil
+}
+
+// callPeer sends out to the remote agent to and waits for its final
+// answer. openCtx bounds opening the request stream, ctx the whole call.
+// The stage says how far a failed call got.
+func (n *Node) callPeer(ctx, openCtx context.Context, to peer.ID, toStr string, out *outgoing) (*protocol.Response, callStage, error) {
+	frame, err := n.sealFrameMeta(protocol.TypeRequest, toStr, out.payload, out.meta)
 	if err != nil {
-		return nil, err
+		return nil, stageNotSent, err
 	}
 	if len(frame) > n.cfg.Limits.MaxFrameSize {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "request of %d bytes exceeds the %d-byte frame limit", len(frame), n.cfg.Limits.MaxFrameSize)
+		return nil, stageNotSent, protocol.Errorf(protocol.CodeInvalidMessage, "request of %d bytes exceeds the %d-byte frame limit", len(frame), n.cfg.Limits.MaxFrameSize)
 	}
 	defer n.guard.hold(to)() // a peer with a call in flight is not trimmed
-	c, err := n.caller.conn(ctx, to)
+	c, err := n.caller.conn(openCtx, to)
 	if err != nil {
-		return nil, err
+		return nil, stageNotSent, err
 	}
-	if n.services.runsAsTask(req.Action) {
-		n.sent.remember(corrID, to)
+	if n.services.runsAsTask(out.req.Action) {
+		n.sent.remember(out.payload.CorrelationID, to)
 	}
-	return c.roundTrip(ctx, payload.CorrelationID, frame, req.Progress, req.Signed)
+	return c.roundTrip(ctx, out.payload.CorrelationID, frame, out.req.Progress, out.req.Signed)
 }
 
 func canonicalParams(p json.RawMessage) (json.RawMessage, error) {

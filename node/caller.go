@@ -149,15 +149,38 @@ type pendingCall struct {
 type callResult struct {
 	resp *protocol.Response
 	err  error
+	// signed is the final response's envelope in the embedded JSON form,
+	// made only when the call asked for it (pendingCall.signed).
+	signed json.RawMessage
+	// remote: the provider answered (resp, or err from its error
+	// envelope); false when the stream failed first.
+	remote bool
 }
 
-func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, error) {
+// callStage is how far a failed call got: whether the request can have
+// reached the provider's handler decides if another provider may be
+// tried (anycall.go).
+type callStage int
+
+const (
+	// stageNotSent: the request never reached the provider whole (no
+	// stream, or its write failed), so no handler can have seen it.
+	stageNotSent callStage = iota
+	// stageSent: the request was written and the stream failed, or the
+	// deadline passed, before an answer came: it may be running.
+	stageSent
+	// stageAnswered: the provider answered; an error is its refusal or
+	// its handler's failure, told apart by the code.
+	stageAnswered
+)
+
+func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, callStage, error) {
 	pc := &pendingCall{progress: progress, signed: signed, final: make(chan callResult, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return nil, err
+		return nil, stageNotSent, err
 	}
 	c.pending[corrID] = pc
 	c.mu.Unlock()
@@ -167,19 +190,29 @@ func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, pr
 		c.mu.Unlock()
 	}()
 	if err := c.write(frame); err != nil {
+		// A failed write leaves at most part of the frame with the
+		// provider, which cannot read it as a request.
 		c.close(err)
-		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "send to agent %s: %v", c.peer, err)
+		return nil, stageNotSent, protocol.Errorf(protocol.CodeUnknownAgent, "send to agent %s: %v", c.peer, err)
 	}
 	select {
 	case r := <-pc.final:
-		return r.resp, r.err
+		if r.remote {
+			if r.signed != nil {
+				// Here rather than on the reader, so that the callback
+				// runs before Call returns and never after a timeout.
+				signed(r.signed)
+			}
+			return r.resp, stageAnswered, r.err
+		}
+		return r.resp, stageSent, r.err
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, protocol.Errorf(protocol.CodeTimeout, "agent %s did not answer in time", c.peer)
+			return nil, stageSent, protocol.Errorf(protocol.CodeTimeout, "agent %s did not answer in time", c.peer)
 		}
-		return nil, ctx.Err()
+		return nil, stageSent, ctx.Err()
 	case <-c.cl.done:
-		return nil, ErrClosed
+		return nil, stageSent, ErrClosed
 	}
 }
 
@@ -249,18 +282,21 @@ func (c *reqConn) readLoop() {
 		}
 		switch {
 		case rerr != nil:
-			pc.final <- callResult{err: rerr}
+			pc.final <- callResult{err: rerr, remote: true}
 		case resp.Status == protocol.StatusInProgress:
 			if pc.progress != nil {
 				pc.progress(resp)
 			}
 		default:
-			if pc.signed != nil && resp.Status == protocol.StatusSuccess {
+			r := callResult{resp: resp, remote: true}
+			if pc.signed != nil {
+				// The receipt: the verified bytes, re-joined with their
+				// signature, only for a caller that keeps it.
 				if sj, err := signedJSON(frame); err == nil {
-					pc.signed(sj)
+					r.signed = sj
 				}
 			}
-			pc.final <- callResult{resp: resp}
+			pc.final <- r
 		}
 	}
 }

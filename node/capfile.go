@@ -36,8 +36,9 @@ type fileCapability struct {
 // ParseServices parses a capabilities file: a JSON array of seed 000
 // capability objects, or an object {"capabilities": [...]}, where each
 // capability also has a "handler": {"exec": ["cmd", "arg"], "timeout": "10s"},
-// {"builtin": "echo"} or the shorthand "echo". Unknown fields are errors, so
-// typos do not silently drop settings.
+// {"builtin": "echo"} or the shorthand "echo". It is decoded strictly
+// (protocol.DecodeStrict): unknown or repeated members are errors, so typos
+// do not silently drop settings.
 func ParseServices(data []byte) ([]Service, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
@@ -47,9 +48,7 @@ func ParseServices(data []byte) ([]Service, error) {
 		var wrapper struct {
 			Capabilities json.RawMessage `json:"capabilities"`
 		}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&wrapper); err != nil {
+		if err := protocol.DecodeStrict(data, &wrapper); err != nil {
 			return nil, fmt.Errorf("capabilities: %w", err)
 		}
 		if wrapper.Capabilities == nil {
@@ -58,9 +57,7 @@ func ParseServices(data []byte) ([]Service, error) {
 		data = wrapper.Capabilities
 	}
 	var entries []fileCapability
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&entries); err != nil {
+	if err := protocol.DecodeStrict(data, &entries); err != nil {
 		return nil, fmt.Errorf("capabilities: expected an array of capability objects: %w", err)
 	}
 	services := make([]Service, 0, len(entries))
@@ -106,16 +103,12 @@ func parseHandler(raw json.RawMessage) (Handler, error) {
 		return nil, errors.New(`a "handler" is required: {"exec": ["cmd", "arg"]} or {"builtin": "echo"}`)
 	}
 	var spec HandlerSpec
+	target := any(&spec)
 	if raw[0] == '"' {
-		if err := json.Unmarshal(raw, &spec.Builtin); err != nil {
-			return nil, fmt.Errorf("handler: %w", err)
-		}
-	} else {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&spec); err != nil {
-			return nil, fmt.Errorf("handler: %w", err)
-		}
+		target = &spec.Builtin
+	}
+	if err := protocol.DecodeStrict(raw, target); err != nil {
+		return nil, fmt.Errorf("handler: %w", err)
 	}
 	switch {
 	case spec.Builtin != "" && len(spec.Exec) > 0:

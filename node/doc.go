@@ -55,6 +55,21 @@
 // most 64 progress results and 64 KiB of them); a request older than that
 // would run again.
 //
+// # Calling any provider
+//
+// CallAny sends a request to one of the agents offering a capability,
+// chosen by this node: candidates from the hello cache of connected peers
+// and the directory, ordered by the power of two choices (heartbeat status
+// and load, then latency), at most MaxAnyAttempts tried within the call's
+// deadline. It moves to the next only when the request provably did not
+// start where it was sent (no stream, not written whole, refused before
+// the handler with CAPABILITY_NOT_SUPPORTED or RATE_LIMITED), or, after a
+// connection lost mid-call, when the capability object says idempotent;
+// mayFailOver states the rule for each code. It is a method of its own
+// rather than Call with an empty target: a target left empty by mistake
+// must not send a request to an agent nobody named, and the caller needs
+// to learn which agent answered.
+//
 // # Deadlines
 //
 // Every write has a deadline (Limits.IOTimeout), and a peer that stops
@@ -80,6 +95,29 @@
 // checked (protocol.DecodePayload): a wrong type is INVALID_MESSAGE naming
 // the member, never a panic.
 //
+// # Store and forward
+//
+// A direct message (SendMessage) or a call handed to Forward (the bus's
+// agent:<id> messages) whose agent is away waits in the node's outbox: a
+// queue of its own in the store given with WithStore, written with fsync
+// before the sender hears "queued" (ErrQueued). Away means unreachable
+// (UNKNOWN_AGENT) or reached without a handler for the capability yet
+// (CAPABILITY_NOT_SUPPORTED: its program has not reconnected to its
+// node); waiting for it is not a failed attempt. A hello or heartbeat from
+// the agent makes what waits for it due at once; between those one loop
+// retries with a wait of half the message's age (1 s up to
+// WithOutboxRetry, a minute by default), looking the agent up in the
+// directory, and sleeps until the next message is due, a wake, or a
+// replayed dead letter (store.Signal). A refusal (UNAUTHORIZED,
+// INVALID_MESSAGE, INVALID_SIGNATURE) is a dead letter at once; another
+// failure counts, and the third is a dead letter; past the TTL
+// (WithMessageTTL, seven days) the message is a dead letter too. A
+// restarted node resumes the queue from the store. The outbox is bounded
+// (WithOutboxBounds: 1000 messages per agent, 64 MiB in all); past the
+// bound a send fails with ErrOutboxFull and nothing is queued. The
+// receiver drops a message id it processed recently, so a delivery
+// repeated after a lost answer is not processed twice.
+//
 // # Parts and their locks
 //
 // A Node is composed of parts, each a type of its own with its own lock;
@@ -91,7 +129,8 @@
 //   - caller.mu: the request stream to each peer and the openings in
 //     progress. reqConn.mu guards one stream's pending calls and
 //     reqConn.wmu its writes; the two are never held together.
-//   - registry.mu: the registered services, their sorted names and
+//   - registry.mu: the registered services by source (the node's own,
+//     SetServices; others, Offer), their union, its sorted names and
 //     Hello.Seq. The built-ins (task.status, task.cancel,
 //     agent.message) are fixed at construction and need no lock; they
 //     take the same path through execute as any service.
@@ -102,8 +141,14 @@
 //   - peerTable.mu: other agents' hellos, and the signal WaitHello waits on.
 //   - presence.mu: other agents' heartbeats.
 //   - inbox.mu: the message handler and the message ids recently processed.
+//   - outbox.mu: the agents something waits for in the outbox (the queue
+//     itself is in the store), counted again under the lock before one
+//     is forgotten, so that an enqueue for it meanwhile keeps it.
 //   - inboundStreams.mu: the request streams being served, reset by Close;
 //     serverStream.wmu serialises the writes on one of them.
 //   - guard.mu: the calls in flight per peer, which protect its connection.
+//   - anyProviders.mu: CallAny's calls in flight per provider, the
+//     providers it could not reach, and the directory's answers per
+//     capability.
 //   - The policy is an atomic pointer, replaced whole by SetPolicy.
 package node

@@ -340,3 +340,39 @@ func TestCloseFailsPendingCalls(t *testing.T) {
 		t.Fatal("pending call not released by Close")
 	}
 }
+
+// TestOfferBySource: a source's services come and go without touching the
+// node's own, and peers see each change in a fresh hello.
+func TestOfferBySource(t *testing.T) {
+	a := meshtest.Node(t, 1)
+	b := meshtest.Node(t, 2, node.WithServices(echoService("own")))
+	meshtest.Connect(t, a, b)
+	sees := func(want string) {
+		t.Helper()
+		meshtest.WaitFor(t, 10*time.Second, func() error {
+			caps, _ := a.PeerCapabilities(b.ID())
+			if got := names(caps); got != want {
+				return fmt.Errorf("a sees %q, want %q", got, want)
+			}
+			return nil
+		})
+	}
+	if err := b.Offer("api", []node.Service{echoService("served")}); err != nil {
+		t.Fatal(err)
+	}
+	sees("own,served")
+	if err := b.SetServices([]node.Service{echoService("own2")}); err != nil {
+		t.Fatal(err)
+	}
+	sees("own2,served")
+	if err := b.Offer("lobby", []node.Service{echoService("served")}); !errors.Is(err, node.ErrCapabilityTaken) {
+		t.Errorf("offering another source's name: %v, want ErrCapabilityTaken", err)
+	}
+	if err := b.Offer("", nil); err == nil {
+		t.Error("Offer with no source name succeeded")
+	}
+	if err := b.Offer("api", nil); err != nil {
+		t.Fatal(err)
+	}
+	sees("own2")
+}

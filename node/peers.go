@@ -91,6 +91,23 @@ func (pt *peerTable) get(p peer.ID) (*peerState, bool) {
 	return ps, ok
 }
 
+// offering returns the connected agents whose hello offers the
+// capability named name, with the capability object each signed.
+func (pt *peerTable) offering(name string) map[peer.ID]protocol.Capability {
+	pt.mu.RLock()
+	defer pt.mu.RUnlock()
+	out := map[peer.ID]protocol.Capability{}
+	for id, ps := range pt.m {
+		for _, c := range ps.capabilities {
+			if c.Name == name && pt.connected(id) {
+				out[id] = c
+				break
+			}
+		}
+	}
+	return out
+}
+
 // forget drops p's hello unless p is connected.
 func (pt *peerTable) forgetDisconnected(p peer.ID) {
 	pt.mu.Lock()

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,17 +99,16 @@ func LoadPolicy(file string) (*Policy, error) {
 	return p, nil
 }
 
-// ParsePolicy decodes a policy strictly (unknown fields are errors, so a
-// typo never drops a limit) and checks it.
+// ParsePolicy decodes a policy strictly (protocol.DecodeStrict: unknown or
+// repeated members are errors, so a typo never drops a limit) and checks
+// it.
 func ParsePolicy(data []byte) (*Policy, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var p Policy
-	if err := dec.Decode(&p); err != nil {
+	if err := protocol.DecodeStrict(data, &p); err != nil {
+		if errors.Is(err, protocol.ErrTrailingData) {
+			return nil, errors.New("policy: trailing data after the JSON object")
+		}
 		return nil, fmt.Errorf("policy: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("policy: trailing data after the JSON object")
 	}
 	if _, err := compilePolicy(&p); err != nil {
 		return nil, err
@@ -267,14 +265,14 @@ func compileRule(pr PolicyRule, label string) (*policyRule, error) {
 // parseSize reads a byte count: a JSON number, or a string such as "50KB".
 func parseSize(raw json.RawMessage) (int, error) {
 	var n int
-	if json.Unmarshal(raw, &n) == nil {
+	if protocol.DecodeStrict(raw, &n) == nil {
 		if n < 1 {
 			return 0, fmt.Errorf("%d is not a positive size", n)
 		}
 		return n, nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	if protocol.DecodeStrict(raw, &s) != nil {
 		return 0, fmt.Errorf("%s is neither a number of bytes nor a string such as \"50KB\"", raw)
 	}
 	t := strings.ToUpper(strings.TrimSpace(s))

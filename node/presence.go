@@ -68,6 +68,17 @@ func (pr *presence) sweep(now time.Time) []peer.ID {
 	return gone
 }
 
+// get returns p's last heartbeat.
+func (pr *presence) get(p peer.ID) (presenceState, bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	ps, ok := pr.m[p]
+	if !ok {
+		return presenceState{}, false
+	}
+	return *ps, true
+}
+
 // snapshot returns a copy of the heartbeats held.
 func (pr *presence) snapshot() map[peer.ID]presenceState {
 	pr.mu.Lock()
@@ -242,6 +253,7 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 	interval := time.Duration(hb.IntervalMS) * time.Millisecond
 	interval = min(max(interval, MinHeartbeatInterval), MaxHeartbeatInterval)
 	n.presence.record(m.From, &presenceState{hb: hb, at: n.cfg.Now(), interval: interval})
+	n.seen(m.From, hb.Addrs...)
 	ps, known := n.peers.get(m.From)
 	stale := known && capabilityDigest(ps.capabilities) != hb.CapabilityDigest
 	// The capabilities changed since the hello we hold (or a hello was

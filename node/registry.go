@@ -2,8 +2,8 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -12,48 +12,100 @@ import (
 
 // registry is the services a node offers, under its own lock. The
 // built-ins are fixed at construction, answered before any registered
-// service of the same name, and never announced; the registered services
-// are replaced as a whole by SetServices.
+// service of the same name, and never announced. The registered services
+// come in groups by source (the node's own set, a lobby bridge, the local
+// API's clients), each replaced as a whole by Offer, so that one source
+// never clobbers another's.
 type registry struct {
 	builtins map[string]*service
 
-	mu       sync.RWMutex
-	services map[string]*service
-	names    []string // sorted names of services, for envelopes' from.capabilities
+	mu sync.RWMutex
+	// sources holds each source's services by name; ownSource is the
+	// node's own set (SetServices).
+	sources  map[string]map[string]*service
+	services map[string]*service // what is offered: the union of sources
+	names    []string            // sorted names of services, for envelopes' from.capabilities
 	// seq is Hello.Seq: when the services last changed.
 	seq int64
 }
 
+// ownSource names the node's own services, SetServices's group. It is
+// not a valid source for Offer.
+const ownSource = ""
+
 func newRegistry(builtins ...*service) *registry {
-	r := &registry{builtins: make(map[string]*service, len(builtins)), services: map[string]*service{}}
+	r := &registry{builtins: make(map[string]*service, len(builtins)), sources: map[string]map[string]*service{}, services: map[string]*service{}}
 	for _, b := range builtins {
 		r.builtins[b.Capability.Name] = b
 	}
 	return r
 }
 
-// set compiles ss and makes them the registered services.
+// set compiles ss and makes them the node's own services.
 func (r *registry) set(ss []Service) error {
+	_, err := r.offer(ownSource, ss)
+	return err
+}
+
+// offer compiles ss and makes them source's services. A name another
+// source offers is refused (ErrCapabilityTaken), except for the node's
+// own set, which always applies and shadows the other sources' services
+// of the same names; those names are returned.
+func (r *registry) offer(source string, ss []Service) (shadowed []string, err error) {
 	m := make(map[string]*service, len(ss))
 	for _, s := range ss {
 		cs, err := compileService(s)
 		if err != nil {
-			return fmt.Errorf("node: %w", err)
+			return nil, fmt.Errorf("node: %w", err)
 		}
 		m[s.Capability.Name] = cs
 	}
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	r.mu.Lock()
-	r.services = m
-	r.names = names
+	defer r.mu.Unlock()
+	for name := range m {
+		for src, other := range r.sources {
+			if src == source || other[name] == nil {
+				continue
+			}
+			if source != ownSource {
+				return nil, fmt.Errorf("%w: %q is already offered by %s", ErrCapabilityTaken, name, sourceName(src))
+			}
+			shadowed = append(shadowed, name)
+		}
+	}
+	if len(m) == 0 {
+		delete(r.sources, source)
+	} else {
+		r.sources[source] = m
+	}
+	// The node's own services win; the other sources never share a name.
+	all := maps.Clone(r.sources[ownSource])
+	if all == nil {
+		all = map[string]*service{}
+	}
+	for src, group := range r.sources {
+		if src == ownSource {
+			continue
+		}
+		for name, s := range group {
+			if all[name] == nil {
+				all[name] = s
+			}
+		}
+	}
+	r.services = all
+	r.names = slices.Sorted(maps.Keys(all))
 	// Strictly increasing even if the clock stands still or steps back.
 	r.seq = max(time.Now().UnixNano(), r.seq+1)
-	r.mu.Unlock()
-	return nil
+	slices.Sort(shadowed)
+	return shadowed, nil
+}
+
+func sourceName(src string) string {
+	if src == ownSource {
+		return "the node itself"
+	}
+	return fmt.Sprintf("source %q", src)
 }
 
 // lookup returns the service that answers action, or nil.
@@ -111,15 +163,49 @@ func (n *Node) Capabilities() []protocol.Capability { return n.services.capabili
 
 func (n *Node) capabilityNames() []string { return slices.Clone(n.services.capabilityNames()) }
 
-// SetServices replaces the capabilities this node offers and announces the
-// change to every connected agent with a fresh hello.
+// SetServices replaces the node's own capabilities (those of its
+// capabilities file) and announces the change to every connected agent
+// with a fresh hello. The node's own capabilities take precedence over
+// every other source's (see Offer): a name both offer is answered by the
+// node's own service.
 func (n *Node) SetServices(ss []Service) error {
 	if err := validateServices(ss); err != nil {
 		return err
 	}
-	if err := n.services.set(ss); err != nil {
+	shadowed, err := n.services.offer(ownSource, ss)
+	if err != nil {
 		return err
 	}
+	if len(shadowed) > 0 {
+		n.log.Warn("the node's own capabilities shadow those other sources offer under the same names", "capabilities", shadowed)
+	}
+	n.announceServices()
+	return nil
+}
+
+// Offer replaces the services of one source (a lobby bridge, the local
+// API's clients, …) with ss, leaving every other source's alone, and
+// announces the change as SetServices does. An empty ss withdraws the
+// source's services. A name that another source offers is refused with
+// an error wrapping ErrCapabilityTaken, and nothing changes. source must
+// not be empty.
+func (n *Node) Offer(source string, ss []Service) error {
+	if source == ownSource {
+		return fmt.Errorf("node: Offer needs a source name (SetServices replaces the node's own services)")
+	}
+	if err := validateServices(ss); err != nil {
+		return err
+	}
+	if _, err := n.services.offer(source, ss); err != nil {
+		return err
+	}
+	n.announceServices()
+	return nil
+}
+
+// announceServices tells the directory, the topics' presence and every
+// peer that speaks hello that the services changed.
+func (n *Node) announceServices() {
 	n.log.Info("capabilities changed", "capabilities", n.capabilityNames())
 	if n.dir != nil {
 		n.dir.Advertise(n.Capabilities())
@@ -137,5 +223,4 @@ func (n *Node) SetServices(ss []Service) error {
 		}
 		n.goTracked(func() { n.sayHello(p) })
 	}
-	return nil
 }

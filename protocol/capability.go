@@ -18,12 +18,19 @@ const MaxCapabilityNameLen = 256
 type Capability struct {
 	// AuthorizedRequesterIDs lists the agent ids allowed to call. Empty or
 	// null means public (seed 000 §7 reads an empty list as public too).
-	AuthorizedRequesterIDs []string        `json:"authorized_requester_ids,omitempty"`
-	Description            string          `json:"description,omitempty"`
-	InputSchema            json.RawMessage `json:"input_schema,omitempty"`
-	Keywords               []string        `json:"keywords,omitempty"`
-	Name                   string          `json:"name"`
-	OutputSchema           json.RawMessage `json:"output_schema,omitempty"`
+	AuthorizedRequesterIDs []string `json:"authorized_requester_ids,omitempty"`
+	Description            string   `json:"description,omitempty"`
+	// Idempotent says that running a request twice does no more than
+	// running it once, so a caller choosing a provider (call --any) may
+	// send it to another provider after a transport failure mid-call.
+	// Absent means false: a request that reached a provider is never run
+	// elsewhere. Not part of seed 000; omitted when false, so capability
+	// objects without it encode as before.
+	Idempotent   bool            `json:"idempotent,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	Keywords     []string        `json:"keywords,omitempty"`
+	Name         string          `json:"name"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // Validate checks the fields a receiver relies on.

@@ -1,127 +1,75 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
+
+	"github.com/meshagent/meshagent/sign"
 )
 
-// decodeEnvelope decodes canonical envelope bytes that have passed
-// sign.CheckCanonical and checkMembers. It walks the members directly
-// instead of running encoding/json over the whole body (which scans the
-// payload twice and is a tenth of a call's CPU); the payload and metadata
-// are copied once. It must agree with json.Unmarshal on every input the
-// two accept (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
+// wireEnvelope is an Envelope as it is signed: the members seed 002 names,
+// spelt exactly, and no embedded signature.
+type wireEnvelope struct {
+	From      Sender          `json:"from"`
+	ID        string          `json:"id"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
+	Protocol  string          `json:"protocol"`
+	Timestamp string          `json:"timestamp"`
+	To        *Recipient      `json:"to,omitempty"`
+	Type      MessageType     `json:"type"`
+}
+
+// decodeEnvelope decodes signed envelope bytes strictly: a member whose
+// name is not spelt exactly as seed 002 spells it is refused, in the
+// envelope as in its from and to objects. encoding/json matches names
+// case-insensitively and skips unknown ones, so without this a Go receiver
+// would act on "From" or ignore "extra" while the signature covers them and
+// other implementations read the bytes differently. Extensions belong in
+// payload or metadata. Errors are DecodeStrict's; envelopeError words them.
+// Whatever it accepts, json.Unmarshal reads the same
+// (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
 func decodeEnvelope(body []byte) (*Envelope, error) {
-	var e Envelope
-	err := eachMember(body, func(name, val []byte) error {
-		var err error
-		switch string(name) {
-		case "from":
-			err = eachMember(val, func(n, v []byte) error {
-				var err error
-				switch string(n) {
-				case "agentId":
-					e.From.AgentID, err = jsonString(v, "from.agentId")
-				case "capabilities":
-					e.From.Capabilities, err = jsonStrings(v, "from.capabilities")
-				case "name":
-					e.From.Name, err = jsonString(v, "from.name")
-				}
-				return err
-			})
-			if err == nil && val[0] != '{' && string(val) != "null" {
-				err = Errorf(CodeInvalidMessage, "envelope: from must be an object")
-			}
-		case "id":
-			e.ID, err = jsonString(val, "id")
-		case "metadata":
-			e.Metadata = bytes.Clone(val)
-		case "payload":
-			e.Payload = bytes.Clone(val)
-		case "protocol":
-			e.Protocol, err = jsonString(val, "protocol")
-		case "timestamp":
-			e.Timestamp, err = jsonString(val, "timestamp")
-		case "type":
-			var t string
-			t, err = jsonString(val, "type")
-			e.Type = MessageType(t)
-		case "to":
-			if string(val) == "null" {
-				return nil
-			}
-			if val[0] != '{' {
-				return Errorf(CodeInvalidMessage, "envelope: to must be an object")
-			}
-			e.To = &Recipient{}
-			err = eachMember(val, func(n, v []byte) error {
-				var err error
-				switch string(n) {
-				case "agentId":
-					e.To.AgentID, err = jsonString(v, "to.agentId")
-				case "broadcast":
-					switch string(v) {
-					case "true":
-						e.To.Broadcast = true
-					case "false", "null":
-					default:
-						err = Errorf(CodeInvalidMessage, "envelope: to.broadcast must be a boolean")
-					}
-				case "topic":
-					e.To.Topic, err = jsonString(v, "to.topic")
-				}
-				return err
-			})
-		}
-		return err
-	})
-	if err != nil {
+	var w wireEnvelope
+	if err := DecodeStrict(body, &w); err != nil {
 		return nil, err
 	}
-	return &e, nil
+	return &Envelope{From: w.From, ID: w.ID, Metadata: w.Metadata, Payload: w.Payload, Protocol: w.Protocol,
+		Timestamp: w.Timestamp, To: w.To, Type: w.Type}, nil
 }
 
-// jsonString decodes a canonical JSON string (null reads as "", as
-// encoding/json has it).
-func jsonString(v []byte, field string) (string, error) {
-	if string(v) == "null" {
-		return "", nil
+// envelopeError turns a DecodeStrict error on envelope bytes into the
+// INVALID_MESSAGE receivers answer with.
+func envelopeError(err error) error {
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return Errorf(CodeInvalidMessage, "envelope: %v", err)
 	}
-	if len(v) < 2 || v[0] != '"' {
-		return "", Errorf(CodeInvalidMessage, "envelope: %s must be a string", field)
+	switch {
+	case fe.Err == ErrUnknownMember && fe.Field == sign.SignatureField:
+		return Errorf(CodeInvalidMessage, "signed bytes must not contain a signature member")
+	case fe.Err == ErrUnknownMember && fe.parent == "":
+		return Errorf(CodeInvalidMessage, "unknown envelope member %q", truncate(fe.member, 40))
+	case fe.Err == ErrUnknownMember:
+		return Errorf(CodeInvalidMessage, "unknown member %q in %s", truncate(fe.member, 40), fe.parent)
+	case fe.Err == ErrWrongType && fe.Field == "":
+		return Errorf(CodeInvalidMessage, "envelope must be %s, not %s", fe.Want, fe.Got)
+	case fe.Err == ErrWrongType:
+		return Errorf(CodeInvalidMessage, "envelope: %s must be %s", truncate(fe.Field, 80), fe.Want)
 	}
-	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner), nil
-	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", Errorf(CodeInvalidMessage, "envelope: %s: %v", field, err)
-	}
-	return s, nil
-}
-
-func jsonStrings(v []byte, field string) ([]string, error) {
-	if string(v) == "null" {
-		return nil, nil
-	}
-	var out []string
-	if err := json.Unmarshal(v, &out); err != nil {
-		return nil, Errorf(CodeInvalidMessage, "envelope: %s must be an array of strings", field)
-	}
-	return out, nil
+	return Errorf(CodeInvalidMessage, "envelope: %s", truncate(fe.Error(), 200))
 }
 
 // DecodePayload decodes a JSON value received from the network (an
-// envelope's payload, a request's params, a response's result) into v and
-// checks the JSON type of every member v declares. A member of the wrong
-// type (a number where a string belongs, a string where an object does) is
-// an INVALID_MESSAGE *Error naming the member, for example
+// envelope's payload, a request's params, a response's result) into v with
+// DecodeStrict: member names are exact, duplicates are refused and the JSON
+// type of every member v declares is checked. A wrong type (a number where
+// a string belongs, a string where an object does) is an INVALID_MESSAGE
+// *Error naming the member, for example
 // `request payload: member "action" must be a string, not a number`.
-// Members v does not declare are ignored, so that peers may add extensions
+// Members v does not declare are skipped, so that peers may add extensions
 // (seed 002); v's own checks decide what is required. what names the value
 // in messages. A missing value (nil or empty raw) is an error; JSON null
 // leaves v unchanged.
@@ -129,29 +77,30 @@ func DecodePayload(raw []byte, what string, v any) error {
 	if len(raw) == 0 {
 		return Errorf(CodeInvalidMessage, "%s is missing", what)
 	}
-	err := json.Unmarshal(raw, v)
+	err := DecodeStrict(raw, v, AllowUnknown())
 	if err == nil {
 		return nil
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		got := jsonKind(te.Value)
-		if te.Field == "" {
-			return Errorf(CodeInvalidMessage, "%s must be %s, not %s", what, wantKind(te.Type), got)
-		}
-		return Errorf(CodeInvalidMessage, "%s: member %q must be %s, not %s", what, truncate(te.Field, 80), wantKind(te.Type), got)
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return Errorf(CodeInvalidMessage, "%s: %v", what, err)
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return Errorf(CodeInvalidMessage, "%s is not valid JSON: %v", what, err)
+	switch {
+	case fe.Err == ErrWrongType && fe.Field == "":
+		return Errorf(CodeInvalidMessage, "%s must be %s, not %s", what, fe.Want, jsonKind(fe.Got))
+	case fe.Err == ErrWrongType:
+		return Errorf(CodeInvalidMessage, "%s: member %q must be %s, not %s", what, truncate(fe.Field, 80), fe.Want, jsonKind(fe.Got))
+	case fe.Err == ErrSyntax:
+		return Errorf(CodeInvalidMessage, "%s is not valid JSON: %s", what, truncate(fe.Reason, 200))
 	}
 	// Errors from a type's own UnmarshalJSON (time.Time, say) keep their
 	// text; they never carry more than a short quote of the input.
-	return Errorf(CodeInvalidMessage, "%s: %s", what, truncate(strings.TrimPrefix(err.Error(), "json: "), 200))
+	return Errorf(CodeInvalidMessage, "%s: %s", what, truncate(fe.Error(), 200))
 }
 
-// jsonKind names the JSON type of a json.UnmarshalTypeError's Value
-// ("number", "number 1.5", "string", "bool", "array", "object").
+// jsonKind names the JSON type of a FieldError's Got, which is worded as
+// json.UnmarshalTypeError's Value ("number", "number 1.5", "string",
+// "bool", "array", "object").
 func jsonKind(value string) string {
 	switch {
 	case strings.HasPrefix(value, "number"):

@@ -293,6 +293,32 @@ func Open(body, sig []byte, signer peer.ID) (*Envelope, error) {
 	return e, nil
 }
 
+// signerPrefix is how every envelope Open accepts begins: canonical bytes
+// sort "from" before the other members seed 002 allows, and "agentId"
+// before the other members of from, which Validate requires.
+const signerPrefix = `{"from":{"agentId":"`
+
+// ClaimedSigner returns the agent that signed body if body is an envelope
+// Open can accept: its from.agentId, found by an exact scan of the bytes
+// and nothing more, so that a receiver that cannot name the signer from
+// the connection (GossipSub relays other agents' messages) still verifies
+// the signature before parsing anything. Open checks the claim. Bytes that
+// do not begin as a canonical envelope does are INVALID_MESSAGE.
+func ClaimedSigner(body []byte) (peer.ID, error) {
+	rest, ok := bytes.CutPrefix(body, []byte(signerPrefix))
+	// An agent id (a peer ID or a base64 key) never needs escaping, so the
+	// first quote ends it; a backslash means it is not one.
+	end := bytes.IndexByte(rest, '"')
+	if !ok || end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", Errorf(CodeInvalidMessage, "envelope does not begin with from.agentId")
+	}
+	id, err := sign.ParseAgentID(string(rest[:end]))
+	if err != nil {
+		return "", Errorf(CodeInvalidMessage, "from.agentId: %v", err)
+	}
+	return id, nil
+}
+
 // OpenJSON verifies and decodes an envelope in the embedded form (a JSON
 // object with a "signature" member), as read from files, the bus or the
 // lobby. The signing key is the one inlined in from.agentId. It returns the
@@ -327,111 +353,14 @@ func decodeCanonical(body []byte) (*Envelope, error) {
 	if err := sign.CheckCanonical(body); err != nil {
 		return nil, Errorf(CodeInvalidMessage, "signed bytes: %v", err)
 	}
-	if err := checkMembers(body); err != nil {
-		return nil, err
-	}
 	e, err := decodeEnvelope(body)
 	if err != nil {
-		return nil, err
+		return nil, envelopeError(err)
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
 	return e, nil
-}
-
-// checkMembers refuses an envelope, or a from or to object, with a member
-// whose name is not spelled exactly as seed 002 spells it. encoding/json
-// matches names case-insensitively and skips unknown ones, so without this
-// a Go receiver would act on "From" or ignore "extra" while the signature
-// covers them and other implementations read the bytes differently.
-// Extensions belong in payload or metadata. body must be canonical.
-func checkMembers(body []byte) error {
-	return eachMember(body, func(name, val []byte) error {
-		switch string(name) {
-		case "from":
-			return eachMember(val, allowMembers("from", "agentId", "capabilities", "name"))
-		case "to":
-			return eachMember(val, allowMembers("to", "agentId", "broadcast", "topic"))
-		case "id", "metadata", "payload", "protocol", "timestamp", "type":
-			return nil
-		case sign.SignatureField:
-			return Errorf(CodeInvalidMessage, "signed bytes must not contain a signature member")
-		}
-		return Errorf(CodeInvalidMessage, "unknown envelope member %q", truncate(string(name), 40))
-	})
-}
-
-func allowMembers(object string, names ...string) func(name, val []byte) error {
-	return func(name, _ []byte) error {
-		for _, n := range names {
-			if string(name) == n {
-				return nil
-			}
-		}
-		return Errorf(CodeInvalidMessage, "unknown member %q in %s", truncate(string(name), 40), object)
-	}
-}
-
-// eachMember calls fn with the raw name and raw value of each member of the
-// JSON object obj, which must have passed sign.CheckCanonical (so there is
-// no whitespace and every token is well formed). A value that is not an
-// object has no members; decoding reports its type.
-func eachMember(obj []byte, fn func(name, val []byte) error) error {
-	if len(obj) < 2 || obj[0] != '{' {
-		return nil
-	}
-	for i := 1; obj[i] != '}'; {
-		end := skipString(obj, i)
-		name := obj[i+1 : end-1]
-		i = end + 1 // ':'
-		end = skipValue(obj, i)
-		if err := fn(name, obj[i:end]); err != nil {
-			return err
-		}
-		if i = end; obj[i] == ',' {
-			i++
-		}
-	}
-	return nil
-}
-
-// skipString returns the index after the string that starts at b[i].
-func skipString(b []byte, i int) int {
-	for i++; b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
-		}
-	}
-	return i + 1
-}
-
-// skipValue returns the index after the value that starts at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' {
-		i++
-	}
-	return i
 }
 
 // DecodeRequest decodes and checks the payload of a request envelope. Every

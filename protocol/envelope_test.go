@@ -709,3 +709,49 @@ func TestMarshalCanonicalRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestClaimedSigner(t *testing.T) {
+	s := testSigner(t, 1)
+	body, sig := seal(t, s, testRequest(t))
+	id, err := ClaimedSigner(body)
+	if err != nil || id != s.ID() {
+		t.Fatalf("ClaimedSigner = %s, %v; want %s", id, err, s.ID())
+	}
+	if _, err := Open(body, sig, id); err != nil {
+		t.Fatalf("Open with the claimed signer: %v", err)
+	}
+	for _, bad := range []string{
+		``, `{}`, `{"from":{"agentId":""}}`, `{"from":{"agentId":"bob"}}`,
+		`{"from":{"agentId":"` + s.ID().String(), // no closing quote
+		`{"from":{"agentId":"12D3\u004booW"}}`,
+		`{"from":{"name":"n","agentId":"` + s.ID().String() + `"}}`,
+		` {"from":{"agentId":"` + s.ID().String() + `"}}`,
+		`{"From":{"agentId":"` + s.ID().String() + `"}}`,
+	} {
+		if _, err := ClaimedSigner([]byte(bad)); err == nil {
+			t.Errorf("ClaimedSigner(%q) accepted it", bad)
+		}
+	}
+}
+
+// FuzzClaimedSigner checks that the prefix scan never names a signer
+// other than the one Open accepts, and never refuses bytes Open accepts.
+func FuzzClaimedSigner(f *testing.F) {
+	for _, g := range readGolden(f) {
+		f.Add([]byte(g.Canonical))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		claimed, cerr := ClaimedSigner(body)
+		e, err := decodeCanonical(body)
+		if err != nil {
+			return
+		}
+		from, err := e.Sender()
+		if err != nil {
+			return
+		}
+		if cerr != nil || claimed != from {
+			t.Fatalf("ClaimedSigner(%q) = %s, %v; the envelope is from %s", body, claimed, cerr, from)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Code is an AgentProtocol error code (seed 002), carried in the payload of
@@ -126,3 +127,92 @@ func AsError(err error) *Error {
 	}
 	return &Error{Code: CodeOf(err), Message: err.Error()}
 }
+
+// Sentinels wrapped by *FieldError, for callers that branch on what was
+// wrong with a decoded value.
+var (
+	// ErrSyntax: the text is not JSON.
+	ErrSyntax = errors.New("not valid JSON")
+	// ErrWrongType: a value of the wrong JSON type for its field.
+	ErrWrongType = errors.New("wrong JSON type")
+	// ErrUnknownMember: a member the type does not declare.
+	ErrUnknownMember = errors.New("unknown field")
+	// ErrDuplicateMember: a member given twice.
+	ErrDuplicateMember = errors.New("duplicate member")
+	// ErrMissingMember: a required member absent or null.
+	ErrMissingMember = errors.New("missing member")
+	// ErrTrailingData: more than one JSON value.
+	ErrTrailingData = errors.New("trailing data after the JSON value")
+	// ErrInvalidValue: a type's own UnmarshalJSON or UnmarshalText
+	// refused its value.
+	ErrInvalidValue = errors.New("invalid value")
+)
+
+// FieldError is what DecodeStrict returns: which member was wrong and how.
+// Err is one of the sentinels above.
+type FieldError struct {
+	// Field is the member's path from the decoded value, such as
+	// "capabilities[0].name"; empty for the value itself.
+	Field string
+	// Want names the JSON type an ErrWrongType needed ("a string", "an
+	// integer"); Got is the type found, in encoding/json's words: "string",
+	// "number", "bool", "array", "object", or "number 1.5" for a number
+	// that does not fit the field.
+	Want, Got string
+	// Reason details ErrSyntax and ErrInvalidValue.
+	Reason string
+	Err    error
+	// parent and member split Field for ErrUnknownMember.
+	parent, member string
+}
+
+var _ error = (*FieldError)(nil)
+
+// Error words the problem as encoding/json and the existing transcripts do
+// (`unknown field "rate"`, `member "action" must be a string, not a
+// number`).
+func (e *FieldError) Error() string {
+	switch e.Err {
+	case ErrWrongType:
+		if e.Field == "" {
+			return "must be " + e.Want + ", not " + jsonKind(e.Got)
+		}
+		return fmt.Sprintf("member %q must be %s, not %s", e.Field, e.Want, jsonKind(e.Got))
+	case ErrUnknownMember:
+		if e.member == "" {
+			return fmt.Sprintf("unknown field %q", e.Field)
+		}
+		if e.parent == "" {
+			return fmt.Sprintf("unknown field %q", e.member)
+		}
+		return fmt.Sprintf("unknown field %q in %q", e.member, e.parent)
+	case ErrDuplicateMember:
+		return fmt.Sprintf("duplicate member %q", e.Field)
+	case ErrMissingMember:
+		return fmt.Sprintf("member %q is required", e.Field)
+	case ErrSyntax:
+		return "not valid JSON: " + e.Reason
+	case ErrTrailingData:
+		return ErrTrailingData.Error()
+	}
+	if e.Field == "" {
+		return e.Reason
+	}
+	return fmt.Sprintf("member %q: %s", e.Field, e.Reason)
+}
+
+// Name returns the member's own name, the last step of Field ("name" for
+// "capabilities[0].name"; "" for an array element or the value itself).
+func (e *FieldError) Name() string {
+	if e.member != "" {
+		return e.member
+	}
+	i := strings.LastIndexAny(e.Field, ".]")
+	if i >= 0 && e.Field[i] == ']' {
+		return ""
+	}
+	return e.Field[i+1:]
+}
+
+// Unwrap returns the sentinel.
+func (e *FieldError) Unwrap() error { return e.Err }

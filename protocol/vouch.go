@@ -47,16 +47,18 @@ func OnBehalfOf(e *Envelope) (string, error) {
 	if len(md) == 0 || string(md) == "null" {
 		return "", nil
 	}
-	var members map[string]json.RawMessage
-	if md[0] != '{' || json.Unmarshal(md, &members) != nil {
+	var members struct {
+		OnBehalfOf json.RawMessage `json:"onBehalfOf"`
+	}
+	if md[0] != '{' || DecodeStrict(md, &members, AllowUnknown()) != nil {
 		return "", Errorf(CodeInvalidMessage, "metadata must be a JSON object")
 	}
-	raw, ok := members[MetaOnBehalfOf]
-	if !ok {
+	raw := members.OnBehalfOf
+	if raw == nil {
 		return "", nil
 	}
 	var client string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &client) != nil {
+	if raw[0] != '"' || DecodeStrict(raw, &client) != nil {
 		return "", Errorf(CodeInvalidMessage, "metadata.%s must be a string", MetaOnBehalfOf)
 	}
 	if err := CheckOnBehalfOf(client); err != nil {

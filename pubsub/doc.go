@@ -13,9 +13,10 @@
 // # Validation
 //
 // Every GossipSub topic has a validator. It refuses oversize data, reads
-// only from.agentId from the bytes (the author's key is inlined there; the
-// body is bounded by the size limit), then verifies the signature with
-// protocol.Open before decoding anything else. With StrictNoSign the
+// only from.agentId from the bytes (protocol.ClaimedSigner: the author's
+// key is inlined there, and a canonical envelope begins with it, so an
+// exact prefix scan finds it without parsing JSON), then verifies the
+// signature with protocol.Open before decoding anything else. With StrictNoSign the
 // GossipSub From field is empty and ReceivedFrom is the forwarding peer,
 // not the author, so the author is from.agentId alone. Results:
 //

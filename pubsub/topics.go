@@ -245,15 +245,9 @@ func (b *Topics) open(fam string, data []byte) (*protocol.Envelope, peer.ID, tim
 		return nil, "", time.Time{}, false
 	}
 	sig, body := data[:sign.SignatureSize], data[sign.SignatureSize:]
-	var head struct {
-		From struct {
-			AgentID string `json:"agentId"`
-		} `json:"from"`
-	}
-	if err := json.Unmarshal(body, &head); err != nil {
-		return nil, "", time.Time{}, false
-	}
-	author, err := sign.ParseAgentID(head.From.AgentID)
+	// The author is named inside the signed bytes: read only that, then
+	// verify, and parse the rest only once the signature holds.
+	author, err := protocol.ClaimedSigner(body)
 	if err != nil {
 		return nil, "", time.Time{}, false
 	}

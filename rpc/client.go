@@ -467,6 +467,22 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ho
 	}
 }
 
+// Notify sends the server a notification (no answer comes back): a
+// serving client's mesh.progress or mesh.setState, for example. A
+// notification sent from an OnRequest handler reaches the server before
+// that handler's answer.
+func (c *Client) Notify(ctx context.Context, method string, params any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("rpc: encode %s: %w", method, err)
+	}
+	return c.write(ctx, b)
+}
+
 // timeoutGrace is how long MeshCall waits beyond the call's own timeout,
 // so that the node reports its TIMEOUT before the client gives up.
 const timeoutGrace = 5 * time.Second
@@ -479,22 +495,55 @@ const timeoutGrace = 5 * time.Second
 // is what to branch on); if no answer comes within Timeout plus a grace
 // period, the error is a *protocol.Error with code TIMEOUT. Other failures
 // are an *Error (bad params, for example) or a connection error.
+//
+// With req.Signed set, the call asks for a receipt ("receipt": true) and
+// hands the provider's signed final response envelope to req.Signed
+// before MeshCall returns; protocol.OpenReceipt checks it.
 func (c *Client) MeshCall(ctx context.Context, req protocol.CallRequest, onProgress func(*protocol.Response)) (*protocol.Response, error) {
+	if req.To == "" {
+		return nil, Errorf(CodeInvalidParams, `invalid params: "agentId" is required (MeshCallAny lets the node choose)`)
+	}
+	res, err := c.meshCall(ctx, req, onProgress)
+	if err != nil {
+		return nil, err
+	}
+	return &res.Response, nil
+}
+
+// MeshCallAny runs mesh.call without "agentId": the node chooses a
+// provider of req.Action (req.To must be empty), failing over as
+// node.Node.CallAny does. It returns the response and the agent id of
+// the provider that answered; errors are MeshCall's.
+func (c *Client) MeshCallAny(ctx context.Context, req protocol.CallRequest, onProgress func(*protocol.Response)) (*protocol.Response, string, error) {
+	if req.To != "" {
+		return nil, "", Errorf(CodeInvalidParams, `invalid params: MeshCallAny chooses the agent; use MeshCall to name one`)
+	}
+	res, err := c.meshCall(ctx, req, onProgress)
+	if err != nil {
+		return nil, "", err
+	}
+	return &res.Response, res.AgentID, nil
+}
+
+func (c *Client) meshCall(ctx context.Context, req protocol.CallRequest, onProgress func(*protocol.Response)) (*CallResult, error) {
 	if onProgress == nil {
 		onProgress = req.Progress
 	}
-	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params, TaskID: req.CorrelationID}
+	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params, TaskID: req.CorrelationID, Receipt: req.Signed != nil}
 	if req.Timeout > 0 {
 		params.TimeoutMS = int64((req.Timeout + time.Millisecond - 1) / time.Millisecond)
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, req.Timeout+timeoutGrace)
 		defer cancel()
 	}
-	var resp protocol.Response
-	err := c.call(ctx, MethodMeshCall, params, &resp, callHooks{progress: onProgress})
+	var res CallResult
+	err := c.call(ctx, MethodMeshCall, params, &res, callHooks{progress: onProgress})
 	switch {
 	case err == nil:
-		return &resp, nil
+		if req.Signed != nil && len(res.Receipt) > 0 {
+			req.Signed(res.Receipt)
+		}
+		return &res, nil
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, protocol.Errorf(protocol.CodeTimeout, "no answer from %s within the deadline", c.url)
 	}

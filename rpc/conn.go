@@ -330,6 +330,13 @@ func (c *Conn) dispatch(m *message, done func(*response)) {
 		return
 	}
 	req := &Request{Conn: c, Method: m.Method, ID: m.ID, Params: m.Params}
+	if m.kind == kindNotification && c.srv.inline(m.Method) {
+		// Served on the read loop, so that it takes effect before the
+		// frames after it (a served task's progress before its answer).
+		_, _ = c.invoke(h, req)
+		done(nil)
+		return
+	}
 	started := c.wc.Go(func() {
 		res, err := c.invoke(h, req)
 		if err == nil && establishes(req.Method) {

@@ -3,8 +3,6 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -65,26 +63,32 @@ type DiscoveredParams struct {
 	Agent     protocol.PeerInfo `json:"agent"`
 }
 
-var discoverFields = map[string]bool{"capability": true, "keyword": true, "timeoutMs": true}
+// discoverWire is what mesh.discover reads: DiscoverParams, with
+// timeoutMs a pointer because an explicit 0 is an error where absence is
+// the default.
+type discoverWire struct {
+	DiscoverParams
+	TimeoutMS *int64 `json:"timeoutMs"`
+}
+
+// discoverShape words mesh.discover's params errors.
+var discoverShape = paramShape{
+	method: MethodMeshDiscover,
+	object: `mesh.discover takes an object {"capability" or "keyword", "timeoutMs"}`,
+	takes:  "capability, keyword, timeoutMs",
+	member: timeoutMember(discoverTimeoutError),
+}
+
+func discoverTimeoutError() error {
+	return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 1 to %d`, MaxDiscoverTimeout.Milliseconds())
+}
 
 func parseDiscoverParams(raw json.RawMessage) (query string, byKeyword bool, timeout time.Duration, err error) {
-	var w map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
-		return "", false, 0, Errorf(CodeInvalidParams, `invalid params: mesh.discover takes an object {"capability" or "keyword", "timeoutMs"}`)
-	}
-	for _, k := range slices.Sorted(maps.Keys(w)) {
-		if !discoverFields[k] {
-			return "", false, 0, Errorf(CodeInvalidParams, `invalid params: unknown field %q (mesh.discover takes capability, keyword, timeoutMs)`, k)
-		}
-	}
-	capability, err := stringField("capability", w["capability"])
-	if err != nil {
+	var w discoverWire
+	if err := discoverShape.decode(raw, &w); err != nil {
 		return "", false, 0, err
 	}
-	keyword, err := stringField("keyword", w["keyword"])
-	if err != nil {
-		return "", false, 0, err
-	}
+	capability, keyword := w.Capability, w.Keyword
 	switch {
 	case capability == "" && keyword == "":
 		return "", false, 0, Errorf(CodeInvalidParams, `invalid params: "capability" or "keyword" is required`)
@@ -94,14 +98,10 @@ func parseDiscoverParams(raw json.RawMessage) (query string, byKeyword bool, tim
 		return "", false, 0, Errorf(CodeInvalidParams, "invalid params: query longer than %d bytes", protocol.MaxCapabilityNameLen)
 	}
 	timeout = DefaultDiscoverTimeout
-	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
-		var n json.Number
-		if unmarshalNumber(t, &n) != nil {
-			return "", false, 0, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
-		}
-		ms, err := n.Int64()
-		if err != nil || ms <= 0 || ms > MaxDiscoverTimeout.Milliseconds() {
-			return "", false, 0, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 1 to %d`, MaxDiscoverTimeout.Milliseconds())
+	if w.TimeoutMS != nil {
+		ms := *w.TimeoutMS
+		if ms <= 0 || ms > MaxDiscoverTimeout.Milliseconds() {
+			return "", false, 0, discoverTimeoutError()
 		}
 		timeout = time.Duration(ms) * time.Millisecond
 	}

@@ -31,13 +31,36 @@
 // other client. "params": null is read as absent. Every error code is
 // listed in one table in errors.go.
 //
+// A method's params are decoded by protocol.DecodeStrict into its exported
+// params struct (CallParams, PublishParams, …), which is the one statement
+// of the members it takes: names exact, none unknown, none twice, every
+// JSON type checked (DecodeMembers; DecodeParams for methods served from
+// other packages). A member tagged ",required" must be present and not
+// null. When several members are wrong, an unknown one is reported first.
+//
 // Methods served by every server:
 //
 //	ping        {}  -> {"timestamp": "2025-02-14T12:00:00Z"}   (seed 001)
 //	mesh.id     {}  -> {"agentId": "12D3KooW…"}
 //	mesh.peers  {}  -> [PeerInfo, …]
-//	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?}
-//	            -> {"correlationId", "status", "result"}
+//	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?, "taskId"?, "receipt"?}
+//	            -> {"correlationId", "status", "result", "receipt"?}
+//	mesh.call   {"capability", "params"?, "timeoutMs"?, "taskId"?, "receipt"?}   (no "agentId"; an AnyCaller mesh)
+//	            -> {"correlationId", "status", "result", "agentId", "receipt"?}
+//
+// Without "agentId" the node chooses a provider of the capability and
+// fails over to another only when the request provably did not start
+// there, or the capability is idempotent (node.Node.CallAny); the result
+// names the agent that answered. A Mesh that is not an AnyCaller still
+// requires "agentId".
+//
+// With "receipt": true (either form; "taskId" is optional in both) the
+// result also carries "receipt": the provider's final response envelope
+// exactly as it signed it, in the embedded JSON form with "signature". It
+// is a delivery receipt anyone can check later without the network or
+// trust in this node (protocol.OpenReceipt, meshagent verify): signed by
+// the provider, answering the call's correlationId. It is left out when
+// not asked for, and the mesh keeps nothing then.
 //
 // While a mesh.call runs, each in_progress response is sent to the caller
 // as a notification, before the call's final response:
@@ -98,6 +121,63 @@
 // connection as the client's own requests. Per-connection state lives in
 // Conn.SetValue, and Conn.AfterClose runs clean-up once the connection
 // has ended. This is the path seed 001's processMessage takes.
+//
+// # Serving over the local API
+//
+// With a Provider (WithProvider; cli gives the node's), a node's local
+// API clients, in any language, serve capabilities and exchange direct
+// messages as the node's agent (the contract is the "Local API: serving"
+// section of the client packages' READMEs):
+//
+//	mesh.serve        {"capabilities": [capability, …]}  -> {"serving": [names]}
+//	mesh.unserve      {"capabilities": [names]}          -> {"serving": [names still served]}
+//	mesh.handle       node -> client: {"taskId", "requester", "capability", "params", "correlationId", "deadline"}
+//	mesh.progress     client -> node notification: {"taskId", "result"}
+//	mesh.setState     client -> node notification: {"taskId", "state"}
+//	mesh.cancel       node -> client notification: {"taskId"}
+//	mesh.onMessage    {}  (this connection takes the node's direct messages)
+//	mesh.agentMessage node -> client: {"from", "message": {seed 004 agent_message}}
+//	mesh.sendMessage  {"agentId", "message"} -> {"messageId", "queued": false, "response"?}
+//
+// A capability object is seed 000's (plus "idempotent"), without a
+// handler: the connection is the handler. The node offers the union of
+// what its clients serve as one source of its services (node.Offer), so
+// its hello and directory record carry them, and a request runs the
+// node's checks (signature, ACL, policy, input schema, rate limits)
+// before the Provider hands it to the server: a refused request never
+// reaches a client. The server passes it to the connection serving the
+// capability with the fewest requests in flight (the least recently
+// picked of those) as mesh.handle. taskId names that hand-over; the
+// client's mesh.progress and mesh.setState refer to it, and are served on
+// the connection's read loop, so they reach the node in order and before
+// the answer. The answer is the result (checked against output_schema by
+// the node) or a JSON-RPC error whose data.code is an AgentProtocol code,
+// which the requester gets as that error. When the requester cancels or
+// the deadline passes, the client gets mesh.cancel and its late answer is
+// dropped. Connections serving one capability must agree on its
+// definition; a name the node offers itself is refused.
+//
+// When the last connection serving a capability goes away, the
+// capability stays offered for the grace (WithServeGrace, 5 s by
+// default): a client that reconnects (typically under the same clientId)
+// and serves it again within it keeps it offered without a change of
+// hello, and requests arriving meanwhile wait for it. Otherwise it is
+// withdrawn and the waiting requests get CAPABILITY_NOT_SUPPORTED.
+// mesh.unserve withdraws at once. Direct messages follow the same rules:
+// connections that called mesh.onMessage share them, and the node's
+// default handler is back after the grace once none is left.
+//
+// The node's message to the client is mesh.agentMessage because
+// mesh.message already names the topic-message notification of
+// mesh.subscribe. The node processes each (sender, message id) once, so a
+// duplicate gets the first answer without reaching the client again.
+// mesh.sendMessage uses the node's at-least-once delivery (retries, then
+// the dead-letter queue); "queued": true is reserved for store and
+// forward, when a message to an unreachable agent waits in the node's
+// outbox: this server never says it.
+//
+// A public listener's clients are refused these methods: what they
+// served would be offered as the relay's own, which is the lobby's job.
 //
 // # Hooks
 //

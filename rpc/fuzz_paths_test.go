@@ -82,6 +82,17 @@ func (fuzzMesh) CancelTask(_ context.Context, id, _ string) (*protocol.Task, err
 	return &protocol.Task{ID: id}, nil
 }
 
+// fuzzProvider lets the fuzzed clients serve: it accepts every offer.
+type fuzzProvider struct{}
+
+func (fuzzProvider) Offer([]protocol.Capability, TaskHandler) error { return nil }
+
+func (fuzzProvider) OnMessage(MessageHandler) {}
+
+func (fuzzProvider) SendMessage(context.Context, string, protocol.AgentMessage) (json.RawMessage, error) {
+	return json.RawMessage(`{"ok":true}`), nil
+}
+
 // fuzzServer is a live server with an honest, initialized client.
 type fuzzServer struct {
 	url    string
@@ -91,7 +102,7 @@ type fuzzServer struct {
 
 func newFuzzServer(f testing.TB) *fuzzServer {
 	f.Helper()
-	srv, err := New(fuzzMesh{}, WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := New(fuzzMesh{}, WithLogger(slog.New(slog.DiscardHandler)), WithProvider(fuzzProvider{}))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -329,7 +340,8 @@ func FuzzDispatch(f *testing.F) {
 var localMethods = []string{
 	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshDiscover, MethodMeshPublish,
 	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshConsensus, MethodMeshTaskStatus, MethodMeshTaskCancel,
-	MethodInitialize,
+	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
+	MethodMeshProgress, MethodMeshSetState,
 }
 
 // FuzzLocalAPI calls each method of the local API with fuzzed params
@@ -339,7 +351,7 @@ var localMethods = []string{
 // panic or a silent default).
 func FuzzLocalAPI(f *testing.F) {
 	seeds := map[string][]string{
-		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`},
+		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`, `{"agentId":"` + fuzzAgent + `","capability":"echo","receipt":true}`, `{"capability":"echo","receipt":"yes"}`},
 		MethodMeshDiscover:    {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`},
 		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},
@@ -348,6 +360,12 @@ func FuzzLocalAPI(f *testing.F) {
 		MethodMeshTaskStatus:  {`{"taskId":"t1"}`, `{"taskId":1}`, `{"TASKID":"t1"}`},
 		MethodMeshTaskCancel:  {`{"taskId":"t1","agentId":5}`},
 		MethodInitialize:      {`{"clientId":"c","clientInfo":{"name":"n","version":"1"}}`, `{"clientId":1}`, `{"clientId":"c","clientInfo":{"name":5}}`},
+		MethodMeshServe: {`{"capabilities":[{"name":"summarize","input_schema":{"type":"object"},"idempotent":true}]}`, `{"capabilities":[{"name":"x","handler":"echo"}]}`,
+			`{"capabilities":[{"name":1}]}`, `{"capabilities":[{"name":"x","keywords":"k"}]}`, `{"capabilities":"x"}`},
+		MethodMeshUnserve:     {`{"capabilities":["summarize"]}`, `{"capabilities":[1]}`},
+		MethodMeshSendMessage: {`{"agentId":"` + fuzzAgent + `","message":{"subject":"s","body":"b","priority":"high","requires_response":true,"context":{}}}`, `{"agentId":"` + fuzzAgent + `","message":{"requires_response":"yes"}}`, `{"agentId":1,"message":{}}`},
+		MethodMeshProgress:    {`{"taskId":"t1","result":{"step":1}}`, `{"taskId":1}`},
+		MethodMeshSetState:    {`{"taskId":"t1","state":"ESCALATED"}`, `{"taskId":"t1","state":"COMPLETED"}`, `{"taskId":"t1","state":5}`},
 	}
 	for i, m := range localMethods {
 		f.Add(uint8(i), []byte(`{}`))

@@ -43,29 +43,13 @@ type BusCapabilities struct {
 // maxClientID bounds a clientId, in bytes.
 const maxClientID = 256
 
-var initializeFields = map[string]bool{"clientId": true, "clientInfo": true}
-
 // initialize serves the handshake: it validates the params, claims the
 // clientId for the connection (see claimClientID) and establishes it.
 func (s *Server) initialize(_ context.Context, r *Request) (any, error) {
 	c := r.Conn
-	var p InitializeParams
-	var w map[string]json.RawMessage
-	if len(r.Params) == 0 || r.Params[0] != '{' || json.Unmarshal(r.Params, &w) != nil {
-		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)
-	}
-	for k := range w {
-		if !initializeFields[k] {
-			return nil, Errorf(CodeInvalidClientInfo, "invalid client info: unknown field %q", k)
-		}
-	}
-	if json.Unmarshal(w["clientId"], &p.ClientID) != nil || p.ClientID == "" || len(p.ClientID) > maxClientID || strings.ContainsRune(p.ClientID, 0) {
-		return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
-	}
-	if ci := w["clientInfo"]; len(ci) > 0 {
-		if ci[0] != '{' || decodeStrict(ci, &p.ClientInfo) != nil || p.ClientInfo.Name == "" {
-			return nil, Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
-		}
+	p, err := parseInitializeParams(r.Params)
+	if err != nil {
+		return nil, err
 	}
 	// initMu makes the check and the claim one step: two initialize
 	// requests racing on one connection cannot both succeed.
@@ -103,4 +87,40 @@ func (c *Conn) ClientID() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.clientID
+}
+
+// parseInitializeParams decodes initialize's params (DecodeMembers) and
+// checks them, answering CodeInvalidClientInfo as seed 001 says.
+func parseInitializeParams(raw json.RawMessage) (InitializeParams, error) {
+	var p InitializeParams
+	badID := Errorf(CodeInvalidClientInfo, `invalid client info: "clientId" must be a non-empty string of at most %d bytes`, maxClientID)
+	badInfo := Errorf(CodeInvalidClientInfo, `invalid client info: "clientInfo" must be {"name": string, "version": string}`)
+	if len(raw) == 0 || raw[0] != '{' {
+		return p, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)
+	}
+	if fe := DecodeMembers(raw, &p); fe != nil {
+		switch {
+		case fe.Err == protocol.ErrSyntax:
+			return p, Errorf(CodeInvalidClientInfo, `invalid client info: initialize takes {"clientId", "clientInfo": {"name", "version"}}`)
+		case under(fe, "clientInfo"):
+			return p, badInfo
+		case fe.Err == protocol.ErrUnknownMember:
+			return p, Errorf(CodeInvalidClientInfo, "invalid client info: unknown field %q", fe.Name())
+		}
+		return p, badID
+	}
+	if p.ClientID == "" || len(p.ClientID) > maxClientID || strings.ContainsRune(p.ClientID, 0) {
+		return p, badID
+	}
+	if p.ClientInfo.Name == "" {
+		// clientInfo is optional, but one given (even null or {}) needs a
+		// name: look again for whether it was there.
+		var given struct {
+			ClientInfo json.RawMessage `json:"clientInfo"`
+		}
+		if protocol.DecodeStrict(raw, &given, protocol.AllowUnknown()) != nil || given.ClientInfo != nil {
+			return p, badInfo
+		}
+	}
+	return p, nil
 }

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -75,8 +74,11 @@ type ConnectResult struct {
 
 // LogLevelParams are the params of mesh.logLevel: without Level it only
 // reads the current level.
+//
+// Level is required once params are given ({} or no params is a read), so
+// it is tagged both omitempty, for clients, and required, for the server.
 type LogLevelParams struct {
-	Level string `json:"level,omitempty"`
+	Level string `json:"level,omitempty,required"`
 }
 
 // LogLevelResult is the result of mesh.logLevel: the level before and
@@ -107,11 +109,6 @@ type StatusResult struct {
 	BusSubscriptions int `json:"busSubscriptions"`
 }
 
-var (
-	connectFields  = map[string]bool{"addr": true, "timeoutMs": true}
-	logLevelFields = map[string]bool{"level": true}
-)
-
 // WithControl serves the operator's methods (mesh.connect, mesh.logLevel,
 // mesh.status) through c, and adds the node's addresses to mesh.id. Use it
 // only for a node's loopback local API.
@@ -135,23 +132,23 @@ func (s *Server) registerControlMethods() {
 }
 
 func (s *Server) meshConnect(ctx context.Context, r *Request) (any, error) {
-	w, err := objectParams(MethodMeshConnect, r.Params, connectFields)
-	if err != nil {
+	var p ConnectParams
+	if err := connectShape.decode(r.Params, &p); err != nil {
 		return nil, err
 	}
-	addr, err := stringField("addr", w["addr"])
-	if err != nil {
-		return nil, err
-	}
+	addr := p.Addr
 	switch {
 	case addr == "":
 		return nil, Errorf(CodeInvalidParams, `invalid params: "addr" is required (a multiaddr ending in /p2p/<agent id>)`)
 	case len(addr) > maxAddrLen:
 		return nil, Errorf(CodeInvalidParams, `invalid params: "addr" is longer than %d bytes`, maxAddrLen)
 	}
-	timeout, err := timeoutParam(w["timeoutMs"], DefaultConnectTimeout, MaxConnectTimeout)
-	if err != nil {
-		return nil, err
+	timeout := DefaultConnectTimeout
+	switch {
+	case p.TimeoutMS < 0 || p.TimeoutMS > MaxConnectTimeout.Milliseconds():
+		return nil, connectTimeoutError()
+	case p.TimeoutMS > 0:
+		timeout = time.Duration(p.TimeoutMS) * time.Millisecond
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -170,14 +167,14 @@ func (s *Server) meshLogLevel(_ context.Context, r *Request) (any, error) {
 	if noParams(r) == nil {
 		return LogLevelResult{Previous: prev, Level: prev}, nil // a read
 	}
-	w, err := objectParams(MethodMeshLogLevel, r.Params, logLevelFields)
-	if err != nil {
+	var p LogLevelParams
+	if err := logLevelShape.decode(r.Params, &p); err != nil {
 		return nil, err
 	}
-	level, err := requiredString(w, "level")
-	if err != nil {
+	if err := nonEmpty("level", p.Level); err != nil {
 		return nil, err
 	}
+	level := p.Level
 	if err := s.cfg.Control.SetLogLevel(level); err != nil {
 		return nil, Errorf(CodeInvalidParams, `invalid params: "level": %v`, err)
 	}
@@ -222,20 +219,22 @@ func (s *Server) meshStatus(_ context.Context, r *Request) (any, error) {
 	return res, nil
 }
 
-// timeoutParam reads an optional timeoutMs member: def when absent, at
-// most limit.
-func timeoutParam(raw []byte, def, limit time.Duration) (time.Duration, error) {
-	if len(raw) == 0 || isNull(raw) {
-		return def, nil
-	}
-	var ms int64
-	if raw[0] < '0' || raw[0] > '9' || json.Unmarshal(raw, &ms) != nil || ms > limit.Milliseconds() {
-		return 0, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 0 to %d`, limit.Milliseconds())
-	}
-	if ms == 0 {
-		return def, nil
-	}
-	return time.Duration(ms) * time.Millisecond, nil
+var (
+	connectShape = func() paramShape {
+		s := objectShape(MethodMeshConnect, &ConnectParams{})
+		s.member = func(fe *protocol.FieldError) error {
+			if under(fe, "timeoutMs") {
+				return connectTimeoutError()
+			}
+			return nil
+		}
+		return s
+	}()
+	logLevelShape = objectShape(MethodMeshLogLevel, &LogLevelParams{})
+)
+
+func connectTimeoutError() error {
+	return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 0 to %d`, MaxConnectTimeout.Milliseconds())
 }
 
 func orEmpty(s []string) []string {

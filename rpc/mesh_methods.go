@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -50,10 +48,14 @@ const MaxCallTimeout = time.Hour
 // both are given they must agree.
 type CallParams struct {
 	// AgentID is the target agent, a peer ID or a base64 Ed25519 public
-	// key.
-	AgentID string `json:"agentId"`
+	// key. Left out, the node chooses a provider of the capability (on a
+	// Mesh that is an AnyCaller; elsewhere it is required).
+	AgentID string `json:"agentId,omitempty"`
 	// Capability names the capability to invoke.
 	Capability string `json:"capability"`
+	// Action is accepted as an alias of Capability; clients leave it
+	// empty.
+	Action string `json:"action,omitempty"`
 	// Params is the JSON object handed to the capability. Optional.
 	Params json.RawMessage `json:"params,omitempty"`
 	// TimeoutMS bounds the call in milliseconds; 0 means the node's
@@ -63,6 +65,9 @@ type CallParams struct {
 	// can ask for its status or cancel it (mesh.taskStatus,
 	// mesh.taskCancel). Optional: a fresh one otherwise.
 	TaskID string `json:"taskId,omitempty"`
+	// Receipt asks for the provider's signed final response envelope,
+	// returned as the result's "receipt" (CallResult.Receipt).
+	Receipt bool `json:"receipt,omitempty"`
 }
 
 // ProgressParams are the params of a mesh.progress notification: one
@@ -104,6 +109,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)
 	s.registerControlMethods()
+	s.registerServeMethods()
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
@@ -145,112 +151,81 @@ func noParams(req *Request) error {
 	return Errorf(CodeInvalidParams, "invalid params: %s takes no params", req.Method)
 }
 
-// callParamsFields are the members mesh.call accepts, matched exactly
-// (encoding/json would also take "AGENTID").
-var callParamsFields = map[string]bool{"agentId": true, "capability": true, "action": true, "params": true, "timeoutMs": true, "taskId": true}
+// callShape words mesh.call's params errors.
+var callShape = paramShape{
+	method: MethodMeshCall,
+	object: `mesh.call takes an object {"agentId", "capability", "params", "timeoutMs"}`,
+	takes:  "agentId, capability, params, timeoutMs",
+	member: func(fe *protocol.FieldError) error {
+		if under(fe, "receipt") {
+			return Errorf(CodeInvalidParams, `invalid params: "receipt" must be true or false`)
+		}
+		return timeoutMember(callTimeoutError)(fe)
+	},
+}
+
+func callTimeoutError() error {
+	return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 0 to %d`, MaxCallTimeout.Milliseconds())
+}
 
 // parseCallParams validates mesh.call's params and returns the request
-// for the mesh, without Progress.
-func parseCallParams(raw json.RawMessage) (protocol.CallRequest, error) {
+// for the mesh, without Progress or Signed, and whether a receipt is
+// asked for. With anyOK, "agentId" may be left out (the request's To is
+// then empty).
+func parseCallParams(raw json.RawMessage, anyOK bool) (protocol.CallRequest, bool, error) {
 	var req protocol.CallRequest
-	var w map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
-		return req, Errorf(CodeInvalidParams, `invalid params: mesh.call takes an object {"agentId", "capability", "params", "timeoutMs"}`)
-	}
-	for _, k := range slices.Sorted(maps.Keys(w)) {
-		if !callParamsFields[k] {
-			return req, Errorf(CodeInvalidParams, `invalid params: unknown field %q (mesh.call takes agentId, capability, params, timeoutMs)`, k)
-		}
-	}
-
-	agent, err := stringField("agentId", w["agentId"])
-	if err != nil {
-		return req, err
-	}
-	if agent == "" {
-		return req, Errorf(CodeInvalidParams, `invalid params: "agentId" is required`)
-	}
-	id, err := sign.ParseAgentID(agent)
-	if err != nil {
-		return req, Errorf(CodeInvalidParams, `invalid params: "agentId": %v`, err)
-	}
-	req.To = id.String()
-
-	capability, err := stringField("capability", w["capability"])
-	if err != nil {
-		return req, err
-	}
-	action, err := stringField("action", w["action"])
-	if err != nil {
-		return req, err
+	var p CallParams
+	if err := callShape.decode(raw, &p); err != nil {
+		return req, false, err
 	}
 	switch {
-	case capability == "" && action == "":
-		return req, Errorf(CodeInvalidParams, `invalid params: "capability" is required`)
+	case p.AgentID != "":
+		id, err := sign.ParseAgentID(p.AgentID)
+		if err != nil {
+			return req, false, Errorf(CodeInvalidParams, `invalid params: "agentId": %v`, err)
+		}
+		req.To = id.String()
+	case !anyOK:
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "agentId" is required`)
+	case agentIDGiven(raw):
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "agentId" is empty; leave it out to let the node choose the provider`)
+	}
+
+	capability := p.Capability
+	switch {
+	case capability == "" && p.Action == "":
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "capability" is required`)
 	case capability == "":
-		capability = action
-	case action != "" && action != capability:
-		return req, Errorf(CodeInvalidParams, `invalid params: "capability" and its alias "action" differ`)
+		capability = p.Action
+	case p.Action != "" && p.Action != capability:
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "capability" and its alias "action" differ`)
 	}
 	if err := (&protocol.Capability{Name: capability}).Validate(); err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
-			return req, Errorf(CodeInvalidParams, `invalid params: "capability": %s`, pe.Message)
+			return req, false, Errorf(CodeInvalidParams, `invalid params: "capability": %s`, pe.Message)
 		}
-		return req, Errorf(CodeInvalidParams, `invalid params: "capability": %v`, err)
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "capability": %v`, err)
 	}
 	req.Action = capability
 
-	if p := w["params"]; len(p) > 0 && !isNull(p) {
-		if p[0] != '{' {
-			return req, Errorf(CodeInvalidParams, `invalid params: "params" must be an object`)
+	if len(p.Params) > 0 && !isNull(p.Params) {
+		if p.Params[0] != '{' {
+			return req, false, Errorf(CodeInvalidParams, `invalid params: "params" must be an object`)
 		}
-		req.Params = p
+		req.Params = p.Params
 	}
 
-	taskID, err := stringField("taskId", w["taskId"])
-	if err != nil {
-		return req, err
+	if len(p.TaskID) > 128 {
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "taskId" is longer than 128 bytes`)
 	}
-	if len(taskID) > 128 {
-		return req, Errorf(CodeInvalidParams, `invalid params: "taskId" is longer than 128 bytes`)
-	}
-	req.CorrelationID = taskID
+	req.CorrelationID = p.TaskID
 
-	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
-		var n json.Number
-		if err := unmarshalNumber(t, &n); err != nil {
-			return req, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a number of milliseconds`)
-		}
-		ms, err := n.Int64()
-		if err != nil || ms < 0 || ms > MaxCallTimeout.Milliseconds() {
-			return req, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 0 to %d`, MaxCallTimeout.Milliseconds())
-		}
-		req.Timeout = time.Duration(ms) * time.Millisecond
+	if p.TimeoutMS < 0 || p.TimeoutMS > MaxCallTimeout.Milliseconds() {
+		return req, false, callTimeoutError()
 	}
-	return req, nil
-}
-
-// unmarshalNumber decodes a JSON number into n. Unlike json.Unmarshal
-// into a json.Number, it refuses a string holding a number ("10000"): a
-// member of the wrong JSON type is an error, not read as meant.
-func unmarshalNumber(raw json.RawMessage, n *json.Number) error {
-	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
-		return errors.New("not a JSON number")
-	}
-	return json.Unmarshal(raw, n)
-}
-
-// stringField decodes an optional string field; absent and null read as "".
-func stringField(name string, raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || isNull(raw) {
-		return "", nil
-	}
-	var v string
-	if raw[0] != '"' || json.Unmarshal(raw, &v) != nil {
-		return "", Errorf(CodeInvalidParams, "invalid params: %q must be a string", name)
-	}
-	return v, nil
+	req.Timeout = time.Duration(p.TimeoutMS) * time.Millisecond
+	return req, p.Receipt, nil
 }
 
 // meshCall serves mesh.call: each in_progress response goes to the caller
@@ -258,9 +233,15 @@ func stringField(name string, raw json.RawMessage) (string, error) {
 // AgentProtocol failure becomes the JSON-RPC error of its code (see
 // errors.go) with data.code.
 func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
-	req, err := parseCallParams(r.Params)
+	anyCaller, anyOK := s.mesh.(AnyCaller)
+	req, wantReceipt, err := parseCallParams(r.Params, anyOK)
 	if err != nil {
 		return nil, err
+	}
+	var receipt json.RawMessage
+	if wantReceipt {
+		// Called on this goroutine before Call returns (CallRequest.Signed).
+		req.Signed = func(s json.RawMessage) { receipt = s }
 	}
 	if !r.IsNotification() {
 		// Progress is called on the node's reader goroutine; Notify never
@@ -287,12 +268,31 @@ func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
 		// it, so the provider sees "<relay id>/bus:<name>", not the relay.
 		req.OnBehalfOf = BusClientPrefix + cred.Name
 	}
-	resp, err := s.mesh.Call(ctx, req)
+	var resp *protocol.Response
+	var agent string
+	if req.To == "" {
+		resp, agent, err = anyCaller.CallAny(ctx, req)
+	} else {
+		resp, err = s.mesh.Call(ctx, req)
+	}
 	if err != nil {
 		return nil, protocol.AsError(err)
 	}
 	if resp == nil {
 		return nil, fmt.Errorf("mesh returned no response")
 	}
-	return resp, nil
+	if req.To != "" && !wantReceipt {
+		return resp, nil // the plain response, as mesh.call always answered
+	}
+	return CallResult{Response: *resp, AgentID: agent, Receipt: receipt}, nil
+}
+
+// agentIDGiven reports whether mesh.call's params (already decoded
+// strictly) hold a non-null "agentId": an empty one is a mistake, not a
+// request to choose the provider.
+func agentIDGiven(raw json.RawMessage) bool {
+	var w struct {
+		AgentID *string `json:"agentId"`
+	}
+	return protocol.DecodeStrict(raw, &w, protocol.AllowUnknown()) == nil && w.AgentID != nil
 }

@@ -160,11 +160,19 @@ type Config struct {
 	// those methods are not found. Set it only for a node's loopback
 	// local API (WithControl).
 	Control Control
+	// Provider lets the server's clients serve capabilities and exchange
+	// direct messages through the node (WithProvider). Default: nil, and
+	// those methods are not found.
+	Provider Provider
+	// ServeGrace is how long a capability whose last serving connection
+	// went away stays offered, waiting for a client to serve it again.
+	// Default: DefaultServeGrace.
+	ServeGrace time.Duration
 }
 
 // DefaultConfig returns every default in one place.
 func DefaultConfig() Config {
-	return Config{Limits: DefaultLimits(), Logger: slog.Default(), Clock: time.Now}
+	return Config{Limits: DefaultLimits(), Logger: slog.Default(), Clock: time.Now, ServeGrace: DefaultServeGrace}
 }
 
 // Option configures a Server.

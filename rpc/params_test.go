@@ -68,3 +68,32 @@ func TestParamsWrongTypes(t *testing.T) {
 type jsonRaw string
 
 func (j jsonRaw) MarshalJSON() ([]byte, error) { return []byte(j), nil }
+
+// Params decode with protocol.DecodeStrict: a member given twice is
+// refused (encoding/json kept the last), and so is a filter member in
+// another case (encoding/json folded it).
+func TestParamsStrict(t *testing.T) {
+	fb := newFuzzServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, fb.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct{ method, params, want string }{
+		{MethodMeshCall, `{"agentId":"` + fuzzAgent + `","capability":"x","capability":"y"}`, `duplicate member "capability"`},
+		{MethodMeshPublish, `{"topic":"a:b","topic":"a:c","payload":{}}`, `duplicate member "topic"`},
+		{MethodMeshPublish, `{"topic":"a:b","payload":{},"filter":{"IncludeAgents":["a"]}}`, `"filter" must be an object`},
+		{MethodMeshSubscribe, `{}`, `"pattern" is required`},
+		{MethodMeshSubscribe, `{"pattern":null}`, `"pattern" is required`},
+		{MethodMeshSubscribe, `{"pattern":""}`, `"pattern" is empty`},
+		{MethodMeshTaskStatus, `{"taskId":"a","taskId":"b"}`, `duplicate member "taskId"`},
+	} {
+		var re *Error
+		err := c.Call(ctx, tc.method, jsonRaw(tc.params), nil)
+		if !errors.As(err, &re) || re.Code != CodeInvalidParams || !strings.Contains(re.Message, tc.want) {
+			t.Errorf("%s %s: %v, want %d with %q", tc.method, tc.params, err, CodeInvalidParams, tc.want)
+		}
+	}
+}

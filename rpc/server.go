@@ -25,10 +25,13 @@ type Server struct {
 	hmu      sync.RWMutex
 	handlers map[string]HandlerFunc
 	public   map[string]bool // methods a public listener serves to anyone
+	inlined  map[string]bool // notifications served on the read loop (handleInline)
 	onStatus []func(*StatusResult)
 	caps     BusCapabilities // what initialize announces
 
 	hub *wsconn.Hub // admission, and every connection's socket and goroutines
+
+	serving *serveTable // nil without a Provider
 
 	// mu guards the fields below. wg.Add happens only under mu while
 	// closed is false, so it never races with Close's wg.Wait.
@@ -98,6 +101,26 @@ func (s *Server) HandlePublic(method string, h HandlerFunc) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
 	s.public[method] = true
+}
+
+// handleInline registers h for a notification that is served on the
+// connection's read loop, in order with the frames around it, rather than
+// on a goroutine of its own. h must not block. A request (with an id) of
+// that method is served as usual.
+func (s *Server) handleInline(method string, h HandlerFunc) {
+	s.Handle(method, h)
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if s.inlined == nil {
+		s.inlined = map[string]bool{}
+	}
+	s.inlined[method] = true
+}
+
+func (s *Server) inline(method string) bool {
+	s.hmu.RLock()
+	defer s.hmu.RUnlock()
+	return s.inlined[method]
 }
 
 // OnStatus registers f to add to mesh.status's result (the bus reports
@@ -286,6 +309,10 @@ func (s *Server) Close() error {
 		cancel()
 		s.hub.Close("server closing")
 		s.wg.Wait()
+		if s.serving != nil {
+			// Every connection has ended: withdraw what they served.
+			s.serving.close()
+		}
 		s.log.Info("stopped")
 	})
 	return errors.Join(errs...)

@@ -148,11 +148,13 @@ type tokenEntry struct {
 	Methods []string `json:"methods"`
 }
 
-var (
-	tokensFileFields = map[string]bool{"tokens": true}
-	tokenEntryFields = map[string]bool{"name": true, "token": true, "sha256": true, "topics": true, "methods": true}
-	credentialName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-)
+// tokensFile is a tokens file; its entries are decoded one by one, so
+// that an error names the entry.
+type tokensFile struct {
+	Tokens []json.RawMessage `json:"tokens"`
+}
+
+var credentialName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // ParseTokens reads a tokens file:
 //
@@ -230,12 +232,15 @@ func parseTokens(data []byte) ([]*Credential, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("rpc: tokens file: "+format, args...)
 	}
-	top, err := exactObject(data, tokensFileFields)
-	if err != nil {
+	var f tokensFile
+	if err := decodeFileObject(data, &f); err != nil {
+		if fe := (*protocol.FieldError)(nil); errors.As(err, &fe) && fe.Field == "tokens" && fe.Err == protocol.ErrWrongType {
+			return nil, bad(`"tokens" must be an array of objects`)
+		}
 		return nil, bad("%v; it is {\"tokens\": [{\"name\", \"token\" or \"sha256\", \"topics\", \"methods\"}, …]}", err)
 	}
-	var raws []json.RawMessage
-	if err := strictJSON(top["tokens"], &raws); err != nil || raws == nil {
+	raws := f.Tokens
+	if raws == nil {
 		return nil, bad(`"tokens" must be an array of objects`)
 	}
 	if len(raws) > MaxTokens {
@@ -244,11 +249,8 @@ func parseTokens(data []byte) ([]*Credential, error) {
 	creds := make([]*Credential, 0, len(raws))
 	names, hashes := map[string]bool{}, map[[sha256.Size]byte]bool{}
 	for i, raw := range raws {
-		if _, err := exactObject(raw, tokenEntryFields); err != nil {
-			return nil, bad("token %d: %v", i, err)
-		}
 		var e tokenEntry
-		if err := strictJSON(raw, &e); err != nil {
+		if err := decodeFileObject(raw, &e); err != nil {
 			return nil, bad("token %d: %v", i, err)
 		}
 		c := &Credential{Name: e.Name, Topics: e.Topics, Methods: e.Methods}
@@ -307,33 +309,25 @@ func validToken(tok string) error {
 	return nil
 }
 
-// exactObject decodes a JSON object, refusing members not in fields
-// (matched exactly: encoding/json alone would take "NAME" for "name").
-func exactObject(raw []byte, fields map[string]bool) (map[string]json.RawMessage, error) {
-	var w map[string]json.RawMessage
-	if err := strictJSON(raw, &w); err != nil || w == nil {
-		return nil, errors.New("not a JSON object")
+// decodeFileObject decodes one JSON object of a tokens file into the
+// struct v points to (DecodeMembers: exact names, no unknown or repeated
+// members, types checked, nothing after it). Its errors read "not a JSON
+// object", `unknown member "x"`, or the decoder's own; a wrong type comes
+// back as the *protocol.FieldError.
+func decodeFileObject(raw []byte, v any) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return errors.New("not a JSON object")
 	}
-	for k := range w {
-		if !fields[k] {
-			return nil, fmt.Errorf("unknown member %q", k)
-		}
+	fe := DecodeMembers(raw, v)
+	switch {
+	case fe == nil:
+		return nil
+	case fe.Err == protocol.ErrSyntax || fe.Err == protocol.ErrTrailingData:
+		return errors.New("not a JSON object")
+	case fe.Err == protocol.ErrUnknownMember:
+		return fmt.Errorf("unknown member %q", fe.Name())
 	}
-	return w, nil
-}
-
-// strictJSON decodes one JSON value with no trailing data and no unknown
-// fields.
-func strictJSON(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
+	return fe
 }
 
 // Authenticate returns the credential of the token a request presents:

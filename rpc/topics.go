@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,7 +90,7 @@ const (
 
 // PublishParams are the params of mesh.publish.
 type PublishParams struct {
-	Topic     string           `json:"topic"`
+	Topic     string           `json:"topic,required"`
 	Payload   json.RawMessage  `json:"payload"`
 	Filter    *protocol.Filter `json:"filter,omitempty"`
 	TimeoutMS int64            `json:"timeoutMs,omitempty"`
@@ -106,7 +105,7 @@ type PublishResult struct {
 
 // SubscribeParams are the params of mesh.subscribe.
 type SubscribeParams struct {
-	Pattern string `json:"pattern"`
+	Pattern string `json:"pattern,required"`
 	// Durable names a durable subscription: it catches up on what was
 	// published while it was away before the live messages (their
 	// mesh.message notifications may come before the answer).
@@ -120,7 +119,7 @@ type SubscribeResult struct {
 
 // UnsubscribeParams are the params of mesh.unsubscribe.
 type UnsubscribeParams struct {
-	Subscription string `json:"subscription"`
+	Subscription string `json:"subscription,required"`
 }
 
 // MessageParams are the params of a mesh.message notification.
@@ -129,88 +128,61 @@ type MessageParams struct {
 	Message      protocol.TopicMessage `json:"message"`
 }
 
+// publishWire is what mesh.publish reads: PublishParams, with timeoutMs a
+// pointer because an explicit 0 is an error where absence is the default.
+type publishWire struct {
+	PublishParams
+	TimeoutMS *int64 `json:"timeoutMs"`
+}
+
 var (
-	publishFields     = map[string]bool{"topic": true, "payload": true, "filter": true, "timeoutMs": true}
-	subscribeFields   = map[string]bool{"pattern": true, "durable": true}
-	unsubscribeFields = map[string]bool{"subscription": true}
+	publishShape = func() paramShape {
+		s := objectShape(MethodMeshPublish, &PublishParams{})
+		s.member = publishMember
+		return s
+	}()
+	subscribeShape   = objectShape(MethodMeshSubscribe, &SubscribeParams{})
+	unsubscribeShape = objectShape(MethodMeshUnsubscribe, &UnsubscribeParams{})
 )
 
-// objectParams decodes params that must be an object with only the given
-// members.
-func objectParams(method string, raw json.RawMessage, fields map[string]bool) (map[string]json.RawMessage, error) {
-	var w map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &w) != nil {
-		return nil, Errorf(CodeInvalidParams, "invalid params: %s takes an object {%s}", method, quotedKeys(fields))
-	}
-	for _, k := range slices.Sorted(maps.Keys(w)) {
-		if !fields[k] {
-			return nil, Errorf(CodeInvalidParams, "invalid params: unknown field %q (%s takes %s)", k, method, quotedKeys(fields))
-		}
-	}
-	return w, nil
-}
-
-func quotedKeys(fields map[string]bool) string {
-	var out []byte
-	for i, k := range slices.Sorted(maps.Keys(fields)) {
-		if i > 0 {
-			out = append(out, ", "...)
-		}
-		out = strconv.AppendQuote(out, k)
-	}
-	return string(out)
-}
-
-// requiredString reads a non-empty string member of bounded length.
-func requiredString(w map[string]json.RawMessage, name string) (string, error) {
-	raw, ok := w[name]
-	if !ok || isNull(raw) {
-		return "", Errorf(CodeInvalidParams, "invalid params: %q is required", name)
-	}
-	v, err := stringField(name, raw)
-	if err != nil {
-		return "", err
-	}
+// publishMember words what is wrong with mesh.publish's filter or timeout.
+func publishMember(fe *protocol.FieldError) error {
 	switch {
-	case v == "":
-		return "", Errorf(CodeInvalidParams, "invalid params: %q is empty", name)
-	case len(v) > MaxTopicLen:
-		return "", Errorf(CodeInvalidParams, "invalid params: %q is longer than %d bytes", name, MaxTopicLen)
+	case under(fe, "filter"):
+		return Errorf(CodeInvalidParams, `invalid params: "filter" must be an object {"includeAgents", "excludeAgents", "personaTypes", "capabilities"} of string arrays`)
+	case under(fe, "timeoutMs"):
+		return publishTimeoutError()
 	}
-	return v, nil
+	return nil
+}
+
+func publishTimeoutError() error {
+	return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 1 to %d`, MaxPublishTimeout.Milliseconds())
+}
+
+func payloadError() error {
+	return Errorf(CodeInvalidParams, `invalid params: "payload" is required and must be a JSON object`)
 }
 
 func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, error) {
-	var p PublishParams
-	w, err := objectParams(MethodMeshPublish, raw, publishFields)
-	if err != nil {
+	var w publishWire
+	if err := publishShape.decode(raw, &w); err != nil {
+		return PublishParams{}, 0, err
+	}
+	p := w.PublishParams
+	if err := nonEmpty("topic", p.Topic); err != nil {
 		return p, 0, err
 	}
-	if p.Topic, err = requiredString(w, "topic"); err != nil {
-		return p, 0, err
-	}
-	if p.Payload = w["payload"]; len(p.Payload) == 0 || p.Payload[0] != '{' {
-		return p, 0, Errorf(CodeInvalidParams, `invalid params: "payload" is required and must be a JSON object`)
-	}
-	if f := w["filter"]; len(f) > 0 && !isNull(f) {
-		dec := json.NewDecoder(bytes.NewReader(f))
-		dec.DisallowUnknownFields()
-		var filter protocol.Filter
-		if f[0] != '{' || dec.Decode(&filter) != nil {
-			return p, 0, Errorf(CodeInvalidParams, `invalid params: "filter" must be an object {"includeAgents", "excludeAgents", "personaTypes", "capabilities"} of string arrays`)
-		}
-		p.Filter = &filter
+	if len(p.Payload) == 0 || p.Payload[0] != '{' {
+		return p, 0, payloadError()
 	}
 	timeout := DefaultPublishTimeout
-	if t := w["timeoutMs"]; len(t) > 0 && !isNull(t) {
-		var n json.Number
-		ms, err := int64(0), error(nil)
-		if err = unmarshalNumber(t, &n); err == nil {
-			ms, err = n.Int64()
+	if w.TimeoutMS != nil {
+		ms := *w.TimeoutMS
+		if ms <= 0 || ms > MaxPublishTimeout.Milliseconds() {
+			return p, 0, publishTimeoutError()
 		}
-		if err != nil || ms <= 0 || ms > MaxPublishTimeout.Milliseconds() {
-			return p, 0, Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 1 to %d`, MaxPublishTimeout.Milliseconds())
-		}
+		p.TimeoutMS = ms
 		timeout = time.Duration(ms) * time.Millisecond
 	}
 	return p, timeout, nil
@@ -286,20 +258,19 @@ func (s *Server) meshSubscribe(ctx context.Context, r *Request) (any, error) {
 	if !ok {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
 	}
-	w, err := objectParams(MethodMeshSubscribe, r.Params, subscribeFields)
-	if err != nil {
+	var p SubscribeParams
+	if err := subscribeShape.decode(r.Params, &p); err != nil {
 		return nil, err
 	}
-	pattern, err := requiredString(w, "pattern")
-	if err != nil {
+	if err := nonEmpty("pattern", p.Pattern); err != nil {
 		return nil, err
 	}
-	if raw, ok := w["durable"]; ok && !isNull(raw) {
-		name, err := requiredString(w, "durable")
-		if err != nil {
+	pattern := p.Pattern
+	if p.Durable != "" {
+		if err := nonEmpty("durable", p.Durable); err != nil {
 			return nil, err
 		}
-		return s.meshSubscribeDurable(ctx, r, pattern, name)
+		return s.meshSubscribeDurable(ctx, r, pattern, p.Durable)
 	}
 	subs := subsOf(r.Conn)
 	subs.mu.Lock()
@@ -332,14 +303,14 @@ func (s *Server) meshUnsubscribe(_ context.Context, r *Request) (any, error) {
 	if _, ok := s.mesh.(Publisher); !ok {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
 	}
-	w, err := objectParams(MethodMeshUnsubscribe, r.Params, unsubscribeFields)
-	if err != nil {
+	var p UnsubscribeParams
+	if err := unsubscribeShape.decode(r.Params, &p); err != nil {
 		return nil, err
 	}
-	id, err := requiredString(w, "subscription")
-	if err != nil {
+	if err := nonEmpty("subscription", p.Subscription); err != nil {
 		return nil, err
 	}
+	id := p.Subscription
 	subs := subsOf(r.Conn)
 	subs.mu.Lock()
 	cancel, ok := subs.cancel[id]

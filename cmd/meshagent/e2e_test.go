@@ -56,7 +56,7 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // env is the environment of every child: no MESHAGENT_* or GOLOG_*
 // variable of the user's, and a home directory of the test's own.
-func env(t *testing.T) []string {
+func env(t testing.TB) []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -133,20 +133,20 @@ type nodeProc struct {
 }
 
 // startNode starts a node process and waits for its start line.
-func startNode(t *testing.T, name string, args ...string) *nodeProc {
+func startNode(t testing.TB, name string, args ...string) *nodeProc {
 	t.Helper()
 	return startCommand(t, "node", name, args...)
 }
 
 // startCommand starts `meshagent node` or `meshagent relay` and waits for
 // its start line.
-func startCommand(t *testing.T, command, name string, args ...string) *nodeProc {
+func startCommand(t testing.TB, command, name string, args ...string) *nodeProc {
 	t.Helper()
 	return startCommandEnv(t, nil, command, name, args...)
 }
 
 // startCommandEnv is startCommand with extra environment variables.
-func startCommandEnv(t *testing.T, extraEnv []string, command, name string, args ...string) *nodeProc {
+func startCommandEnv(t testing.TB, extraEnv []string, command, name string, args ...string) *nodeProc {
 	t.Helper()
 	p := &nodeProc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary, append([]string{command, "--json", "--no-mdns", "--name", name,
@@ -247,7 +247,7 @@ func capabilitiesOf(t *testing.T, api, id string) ([]string, error) {
 	return nil, fmt.Errorf("%s is not among the peers: %s", id, res.stdout)
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,41 @@
+// A serving agent against a real node (run by the Go test in clients/).
+//
+//   node test/e2e/serve-agent.js URL CAPABILITY
+//
+// Serves CAPABILITY (its input_schema: an object with a string "text")
+// through the node at URL until it is killed, and prints "serving" once
+// the node offers it. Each request prints "handled <text>" and sends the
+// progress {"done": 0.5}; the text "escalate" sets the task ESCALATED and
+// waits for its cancellation (printing "cancelled"); any other text is
+// answered {"summary": <its first 10 characters>, "by": "js"}. It takes
+// direct messages too, printing "message <subject>" for each and
+// answering {"ack": <subject>, "by": "js"}.
+import { connect } from '../../src/index.js';
+
+const [url, name] = process.argv.slice(2);
+const schema = { type: 'object', required: ['text'], properties: { text: { type: 'string' } } };
+
+async function handler(req) {
+  const { text } = req.params;
+  console.log(`handled ${text}`);
+  await req.progress({ done: 0.5 });
+  if (text === 'escalate') {
+    await req.setState('ESCALATED');
+    await new Promise((resolve, reject) => {
+      req.signal.addEventListener('abort', () => {
+        console.log('cancelled');
+        reject(req.signal.reason);
+      });
+    });
+  }
+  return { summary: text.slice(0, 10), by: 'js' };
+}
+
+const mesh = await connect(url, `${name}-agent`);
+await mesh.serve({ name, description: 'summarizes, in JavaScript', input_schema: schema }, handler);
+await mesh.onMessage((message) => {
+  console.log(`message ${message.subject}`);
+  return { ack: message.subject, by: 'js' };
+});
+console.log('serving');
+await mesh.closed;

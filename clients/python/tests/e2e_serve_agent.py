@@ -1,0 +1,52 @@
+"""A serving agent against a real node (run by the Go test in clients/).
+
+    e2e_serve_agent.py URL CAPABILITY
+
+Serves CAPABILITY (its input_schema: an object with a string "text")
+through the node at URL until it is killed, and prints "serving" once the
+node offers it. Each request prints "handled <text>" and sends the
+progress {"done": 0.5}; the text "escalate" sets the task ESCALATED and
+waits for its cancellation (printing "cancelled"); any other text is
+answered {"summary": <its first 10 characters>, "by": "python"}. It
+takes direct messages too, printing "message <subject>" for each and
+answering {"ack": <subject>, "by": "python"}.
+"""
+import asyncio
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import meshagent_client as mc  # noqa: E402
+
+SCHEMA = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+
+
+async def handler(req):
+    text = req.params["text"]
+    print(f"handled {text}", flush=True)
+    await req.progress({"done": 0.5})
+    if text == "escalate":
+        await req.set_state("ESCALATED")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            print("cancelled", flush=True)
+            raise
+    return {"summary": text[:10], "by": "python"}
+
+
+async def inbox(message, sender):
+    print(f"message {message['subject']}", flush=True)
+    return {"ack": message["subject"], "by": "python"}
+
+
+async def main(url, name):
+    async with await mc.connect(url, f"{name}-agent") as mesh:
+        await mesh.serve({"name": name, "description": "summarizes, in Python", "input_schema": SCHEMA}, handler)
+        await mesh.on_message(inbox)
+        print("serving", flush=True)
+        await mesh.wait_closed()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
