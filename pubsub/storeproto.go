@@ -2,9 +2,10 @@ package pubsub
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/meshagent/meshagent/protocol"
 )
 
 // Bounds of the store protocol (protocol.StoreProtocol).
@@ -31,7 +32,7 @@ const (
 // Only pattern is required; since is inclusive, until exclusive; cursor
 // is the next of the previous page.
 type HistoryQuery struct {
-	Pattern string    `json:"pattern"`
+	Pattern string    `json:"pattern,required"`
 	Since   time.Time `json:"since,omitzero"`
 	Until   time.Time `json:"until,omitzero"`
 	Cursor  string    `json:"cursor,omitempty"`
@@ -60,29 +61,21 @@ const (
 	codeInternal     = "INTERNAL_ERROR"
 )
 
-// ParseHistoryQuery decodes a query frame strictly: one JSON object of
-// the members HistoryQuery names, each of its type, nothing after it; a
-// pattern Subscribe would accept; times in RFC 3339; a limit from 0 to
+// ParseHistoryQuery decodes a query frame strictly (protocol.DecodeStrict:
+// one JSON object of the members HistoryQuery names, none twice, each of
+// its type, nothing after it), then checks its values: a pattern
+// Subscribe would accept, times in RFC 3339, a limit from 0 to
 // MaxPageSize. Errors wrap ErrInvalidQuery.
 func ParseHistoryQuery(raw []byte) (HistoryQuery, error) {
 	var q HistoryQuery
 	if len(raw) > MaxQueryBytes {
 		return q, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidQuery, len(raw), MaxQueryBytes)
 	}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
 		return q, fmt.Errorf("%w: not a JSON object", ErrInvalidQuery)
 	}
-	if err := noDuplicateKeys(raw); err != nil {
-		return q, fmt.Errorf("%w: %v", ErrInvalidQuery, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
-		return HistoryQuery{}, fmt.Errorf("%w: %v", ErrInvalidQuery, err)
-	}
-	if dec.More() {
-		return HistoryQuery{}, fmt.Errorf("%w: data after the object", ErrInvalidQuery)
+	if err := protocol.DecodeStrict(raw, &q); err != nil {
+		return HistoryQuery{}, fmt.Errorf("%w: %w", ErrInvalidQuery, err)
 	}
 	if err := q.check(); err != nil {
 		return HistoryQuery{}, err
@@ -102,32 +95,6 @@ func (q HistoryQuery) check() error {
 		return fmt.Errorf("%w: cursor of %d bytes", ErrInvalidQuery, len(q.Cursor))
 	case !q.Until.IsZero() && !q.Since.IsZero() && !q.Until.After(q.Since):
 		return fmt.Errorf("%w: until is not after since", ErrInvalidQuery)
-	}
-	return nil
-}
-
-// noDuplicateKeys refuses an object with a member named twice, which a
-// last-one-wins decoder would read differently from another peer.
-func noDuplicateKeys(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		k, _ := t.(string)
-		if seen[k] {
-			return fmt.Errorf("member %q appears twice", k)
-		}
-		seen[k] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
-		}
 	}
 	return nil
 }
