@@ -47,12 +47,21 @@ func (r *durableReader) waitFor(t *testing.T, n int) {
 	})
 }
 
-func publishN(t *testing.T, b *Topics, from, to int) {
+// publishN publishes messages from to to-1, each once kept reports it
+// has the one before: a burst could overflow GossipSub's per-peer queues
+// (32 messages), which drop rather than wait.
+func publishN(t *testing.T, b *Topics, archive *memArchive, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
 		if _, err := b.Publish(context.Background(), fmt.Sprintf("news:%d", i%3), json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
+		wait.For(t, 10*time.Second, func() error {
+			if n := archive.Len(); n <= i {
+				return fmt.Errorf("the keeper has %d of %d", n, i+1)
+			}
+			return nil
+		})
 	}
 }
 
@@ -88,7 +97,7 @@ func TestDurableCatchUp(t *testing.T) {
 		}
 		return nil
 	})
-	publishN(t, pub, 0, 5)
+	publishN(t, pub, archive, 0, 5)
 	r1.waitFor(t, 5)
 	d.Cancel()
 	if err := sub.Close(); err != nil {
@@ -99,13 +108,7 @@ func TestDurableCatchUp(t *testing.T) {
 	}
 
 	// Offline: published meanwhile, and kept.
-	publishN(t, pub, 5, 45)
-	wait.For(t, 10*time.Second, func() error {
-		if n := archive.Len(); n < 45 {
-			return fmt.Errorf("the keeper has %d of 45", n)
-		}
-		return nil
-	})
+	publishN(t, pub, archive, 5, 45)
 
 	// Back under the same name: the catch-up, then live.
 	sh2 := newHost(t)
@@ -135,7 +138,7 @@ func TestDurableCatchUp(t *testing.T) {
 		}
 		return nil
 	})
-	publishN(t, pub, 45, 50)
+	publishN(t, pub, archive, 45, 50)
 	r2.waitFor(t, 45)
 	// The settle fetch after going live must not deliver anything again.
 	wait.Holds(t, settleAfter+time.Second, func() error {
