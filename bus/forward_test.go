@@ -10,14 +10,17 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // forwardMesh is a fake mesh with an outbox: the agent is away (its calls
 // fail with UNKNOWN_AGENT) until back is set, and Forward keeps what it
 // queues; full makes Forward refuse.
 type forwardMesh struct {
-	*fakeMesh
+	*fakemesh.Mesh
 	mu     sync.Mutex
 	queued []forwarded
 	full   bool
@@ -32,7 +35,7 @@ func (m *forwardMesh) Call(ctx context.Context, req protocol.CallRequest) (*prot
 	if req.Action == "summarize" {
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "agent %s is not connected and has no known address", req.To)
 	}
-	return m.fakeMesh.Call(ctx, req)
+	return m.Mesh.Call(ctx, req)
 }
 
 func (m *forwardMesh) Forward(_ context.Context, id, to, action string, params json.RawMessage) (time.Time, error) {
@@ -49,10 +52,8 @@ func (m *forwardMesh) Forward(_ context.Context, id, to, action string, params j
 // away is handed to the mesh's outbox and acknowledged as queued; a full
 // outbox leaves the ack negative, saying why.
 func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
-	fm := newFakeMesh()
-	mesh := &forwardMesh{fakeMesh: fm}
-	ts := serveMesh(t, mesh, fm)
-	cl := dialClient(t, ts.url)
+	mesh := &forwardMesh{Mesh: fakemesh.New()}
+	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
 	payload := map[string]any{"type": "summarize", "text": "while you were out"}
 	var res bus.SendResult
 	if err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": payload}, &res); err != nil {

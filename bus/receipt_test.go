@@ -1,42 +1,19 @@
 package bus_test
 
 import (
-	"crypto/sha256"
-	"encoding/json"
 	"path/filepath"
 	"testing"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 )
 
-// peerReceipt is resp as peerID would sign it for selfID.
-func peerReceipt(resp *protocol.Response) json.RawMessage {
-	seed := sha256.Sum256([]byte("relay-test-peer"))
-	k, err := sign.KeyFromSeed(seed[:])
-	must(err)
-	s, err := sign.NewSigner(k)
-	must(err)
-	e, err := protocol.NewEnvelope(protocol.TypeResponse, &protocol.Recipient{AgentID: selfID}, resp)
-	must(err)
-	body, sig, err := protocol.Seal(s, e)
-	must(err)
-	doc, err := protocol.SignedJSON(body, sig)
-	must(err)
-	return doc
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
-}
-
 // TestBusMeshAgentReceipt: the ack of a message to agent:<mesh agent>
 // carries the agent's receipt; a local subscriber's ack has none.
 func TestBusMeshAgentReceipt(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), openStore(t, filepath.Join(t.TempDir(), "bus.db")))
+	_, url := busServer(t, fakemesh.New(), openStore(t, filepath.Join(t.TempDir(), "bus.db")))
 	sender := newPeer(t, url, "sender", nil)
 	var res bus.SendResult
 	if err := sender.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": map[string]any{"type": "echo", "text": "hi"}}, &res); err != nil {

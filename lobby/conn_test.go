@@ -19,28 +19,6 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// expectClosed reads from ws until the server closes it, and checks the
-// close status is 1008 with a reason containing want.
-func expectClosed(t *testing.T, ws *websocket.Conn, within time.Duration, want string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	for {
-		_, _, err := ws.Read(ctx)
-		if err == nil {
-			continue
-		}
-		var ce websocket.CloseError
-		if !errors.As(err, &ce) {
-			t.Fatalf("connection not closed by the server within %v: %v", within, err)
-		}
-		if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, want) {
-			t.Fatalf("closed with %d %q, want 1008 with %q", ce.Code, ce.Reason, want)
-		}
-		return
-	}
-}
-
 // The lobby: a connection that neither REGISTERs nor authenticates is
 // closed after InitTimeout; a flood of idle ones does not keep a new
 // agent out.

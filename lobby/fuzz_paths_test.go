@@ -15,6 +15,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/wstest"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
 )
@@ -24,64 +26,14 @@ import (
 // the handlers, against a fake mesh and a real store.
 
 // fuzzAgent is the fake mesh's own agent id (a fixed Ed25519 key).
-const fuzzAgent = "12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a"
+const fuzzAgent = fakemesh.SelfID
 
-// fuzzMesh answers every call at once, successfully, and finds nothing.
-type fuzzMesh struct{}
-
-func (fuzzMesh) AgentID() string { return fuzzAgent }
-
-func (fuzzMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: json.RawMessage(`{"ok":true}`)}, nil
-}
-
-func (fuzzMesh) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo, error) {
-	ch := make(chan protocol.PeerInfo)
-	close(ch)
-	return ch, nil
-}
-
-var _ Discoverer = fuzzMesh{}
+var _ Discoverer = fakemesh.Instant{}
 
 // fuzzConn is a raw WebSocket client of the fuzz target.
-type fuzzConn struct {
-	t  testing.TB
-	ws *websocket.Conn
-}
+type fuzzConn struct{ *wstest.Conn }
 
-func dialFuzz(t *testing.T, url string) *fuzzConn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(32 << 20)
-	t.Cleanup(func() { _ = ws.CloseNow() })
-	return &fuzzConn{t: t, ws: ws}
-}
-
-func (c *fuzzConn) write(frame []byte) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
-
-func (c *fuzzConn) read(ctx context.Context) []byte {
-	c.t.Helper()
-	_, b, err := c.ws.Read(ctx)
-	if err != nil {
-		c.t.Fatalf("read: %v", err)
-	}
-	return b
-}
+func dialFuzz(t *testing.T, url string) fuzzConn { return fuzzConn{wstest.Dial(t, url)} }
 
 // fuzzLobby is a live lobby with a store and an honest registered agent.
 type fuzzLobby struct {
@@ -105,7 +57,7 @@ func newFuzzLobby(f *testing.F) *fuzzLobby {
 	if err != nil {
 		f.Fatal(err)
 	}
-	l, err := New(fuzzMesh{}, st, WithRequestTimeout(500*time.Millisecond), WithMaxRegistrations(1<<30),
+	l, err := New(fakemesh.Instant{}, st, WithRequestTimeout(500*time.Millisecond), WithMaxRegistrations(1<<30),
 		WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		f.Fatal(err)
@@ -117,14 +69,9 @@ func newFuzzLobby(f *testing.F) *fuzzLobby {
 		hs.Close()
 		_ = st.Close()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, fl.url, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	fl.honest = ws
-	if _, err := (&fuzzConn{t: f, ws: ws}).register("honest_agent", ""); err != nil {
+	honest := fuzzConn{wstest.Dial(f, fl.url)}
+	fl.honest = honest.WS
+	if _, err := honest.register("honest_agent", ""); err != nil {
 		f.Fatal(err)
 	}
 	return fl
@@ -132,12 +79,12 @@ func newFuzzLobby(f *testing.F) *fuzzLobby {
 
 // register REGISTERs c as id (re-registering with token if it is not
 // "") with one capability and returns the new token.
-func (c *fuzzConn) register(id, token string) (string, error) {
-	c.t.Helper()
-	c.write([]byte(`{"sender_id":"` + id + `","receiver_id":"` + DefaultID + `","message_type":"REGISTER","auth_token":"` + token + `","payload":{"capabilities":[{"name":"fuzz_echo","description":"echo"}]}}`))
+func (c fuzzConn) register(id, token string) (string, error) {
+	c.TB.Helper()
+	c.Write([]byte(`{"sender_id":"` + id + `","receiver_id":"` + DefaultID + `","message_type":"REGISTER","auth_token":"` + token + `","payload":{"capabilities":[{"name":"fuzz_echo","description":"echo"}]}}`))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	b := c.read(ctx)
+	b := c.Read(ctx)
 	var m lobbyOut
 	if err := json.Unmarshal(b, &m); err != nil || m.MessageType != TypeRegisterAck {
 		return "", fmt.Errorf("REGISTER %s: %s", id, b)
@@ -156,28 +103,28 @@ const lobbySentinel = "FUZZ_SENTINEL"
 
 // untilSentinel sends the sentinel and reads until its ERROR, checking
 // every message the lobby sends: a lobby message, and no INTERNAL_ERROR.
-func (c *fuzzConn) untilSentinel(within time.Duration, input []byte) []lobbyOut {
-	c.t.Helper()
-	c.write([]byte(`{"message_type":"` + lobbySentinel + `"}`))
+func (c fuzzConn) untilSentinel(within time.Duration, input []byte) []lobbyOut {
+	c.TB.Helper()
+	c.Write([]byte(`{"message_type":"` + lobbySentinel + `"}`))
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var got []lobbyOut
 	for {
-		b := c.read(ctx)
+		b := c.Read(ctx)
 		if _, err := ParseMessage(b); err != nil {
-			c.t.Fatalf("the lobby sent what it would not accept %s: %v", b, err)
+			c.TB.Fatalf("the lobby sent what it would not accept %s: %v", b, err)
 		}
 		var m lobbyOut
 		if err := json.Unmarshal(b, &m); err != nil {
-			c.t.Fatalf("undecodable %s: %v", b, err)
+			c.TB.Fatalf("undecodable %s: %v", b, err)
 		}
 		if m.MessageType == TypeError {
 			var p ErrorPayload
 			if err := json.Unmarshal(m.Payload, &p); err != nil || p.Error == "" || p.Code == "" {
-				c.t.Fatalf("ERROR without error and code: %s", b)
+				c.TB.Fatalf("ERROR without error and code: %s", b)
 			}
 			if p.Code == protocol.CodeInternalError {
-				c.t.Fatalf("INTERNAL_ERROR (a handler failed or panicked) for %q: %s", input, b)
+				c.TB.Fatalf("INTERNAL_ERROR (a handler failed or panicked) for %q: %s", input, b)
 			}
 			if p.OriginalMessageType == lobbySentinel {
 				return got
@@ -247,7 +194,7 @@ func FuzzLobby(f *testing.F) {
 		}
 		in := bytes.ReplaceAll(frame, []byte("$TOKEN"), []byte(token))
 		in = bytes.ReplaceAll(in, []byte("$ID"), []byte(agent))
-		c.write(in)
+		c.Write(in)
 		got := c.untilSentinel(10*time.Second, frame)
 		acks := 0
 		for _, m := range got {
@@ -258,6 +205,6 @@ func FuzzLobby(f *testing.F) {
 		if acks > 1 {
 			t.Fatalf("%d REGISTER_ACKs for one frame", acks)
 		}
-		(&fuzzConn{t: t, ws: fl.honest}).untilSentinel(2*time.Second, nil)
+		fuzzConn{&wstest.Conn{TB: t, WS: fl.honest}}.untilSentinel(2*time.Second, nil)
 	})
 }

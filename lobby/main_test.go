@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
 	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/internal/wstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,52 +24,25 @@ const (
 )
 
 // testTimeout bounds every wait in these tests.
-const testTimeout = 10 * time.Second
+const testTimeout = wstest.Timeout
 
 // dialRaw opens a WebSocket to the lobby at url.
 func dialRaw(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(16 << 20)
-	t.Cleanup(func() { _ = ws.CloseNow() })
-	return ws
+	return wstest.Dial(t, url).WS
 }
 
-func writeFrame(t *testing.T, ws *websocket.Conn, frame string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := ws.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
-		t.Fatalf("write %s: %v", frame, err)
-	}
-}
-
-func readFrame(t *testing.T, ws *websocket.Conn) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	_, b, err := ws.Read(ctx)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	return string(b)
-}
+// The shared helpers under the short names these tests use.
+var (
+	writeFrame   = wstest.WriteFrame
+	readFrame    = wstest.ReadFrame
+	expectClosed = wstest.ExpectClosed
+)
 
 // receive waits for one value on ch, or fails the test.
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(testTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return wait.Receive(t, testTimeout, ch, what)
 }
 
 func ctxT(t *testing.T) context.Context {

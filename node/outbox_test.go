@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
@@ -44,7 +45,7 @@ func (r *receiver) count(id string) int {
 
 func openStore(t *testing.T, path string) *store.Store {
 	t.Helper()
-	st, err := store.Open(path, store.WithPruneInterval(0), store.WithLogger(meshtest.Logger(t)))
+	st, err := store.Open(path, store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,45 +1,17 @@
 package rpc_test
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
-	"github.com/meshagent/meshagent/sign"
 )
 
-// peerReceipt is resp as peerID would sign it for selfID: the receipt a
-// node hands over for a call answered by peerID.
-func peerReceipt(resp *protocol.Response) json.RawMessage {
-	seed := sha256.Sum256([]byte("relay-test-peer"))
-	k, err := sign.KeyFromSeed(seed[:])
-	if err != nil {
-		panic(err)
-	}
-	s, err := sign.NewSigner(k)
-	if err != nil {
-		panic(err)
-	}
-	e, err := protocol.NewEnvelope(protocol.TypeResponse, &protocol.Recipient{AgentID: selfID}, resp)
-	if err != nil {
-		panic(err)
-	}
-	body, sig, err := protocol.Seal(s, e)
-	if err != nil {
-		panic(err)
-	}
-	doc, err := protocol.SignedJSON(body, sig)
-	if err != nil {
-		panic(err)
-	}
-	return doc
-}
-
 func TestMeshCallReceipt(t *testing.T) {
-	mesh := newFakeMesh()
+	mesh := fakemesh.New()
 	ts := serveMesh(t, anyMesh{mesh}, mesh)
 	c := dialClient(t, ts.url)
 

@@ -31,10 +31,19 @@ var forbidden = map[string][]string{
 	// The fake mesh speaks only the shared vocabulary, so that the tests
 	// of every listener (rpc, bus, lobby) can use it.
 	"internal/fakemesh": {mod + "node", mod + "dht", mod + "pubsub", mod + "store", mod + "cli", mod + "rpc", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	// The raw WebSocket client imports nothing of the project, so that the
+	// in-package tests of rpc and bus can use it without a cycle.
+	"internal/wstest": {mod},
+	// The local API server builder stands on rpc and bus alone: the tests
+	// of cli, cmd/meshagent and the examples use it beside real nodes.
+	"internal/rpctest": {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	// The example clients' exchange runs a real node's local API, built
+	// as a node serves it, without the command line.
+	"internal/clienttest": {mod + "cli", mod + "lobby"},
 }
 
 // testHelpers are the packages only tests may import.
-var testHelpers = []string{"internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/testlog", "internal/wait"}
+var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/testlog", "internal/wait", "internal/wstest"}
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()

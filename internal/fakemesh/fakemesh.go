@@ -21,7 +21,9 @@ const (
 	PeerB64 = "CPl8IjggeetZYMd2LRvag5k3EDy6Ijt4SimGTZeB4ok="
 )
 
-// Mesh answers calls without any network. The capability decides:
+// Mesh answers calls without any network; a successful answer hands a
+// receipt signed by PeerID (PeerReceipt) to req.Signed. The capability
+// decides:
 //
 //	echo      success; result {"to","action","params","timeoutMs"} as received
 //	steps     params {"n": k}: k in_progress responses {"step": i}, then success {"done": true}
@@ -66,7 +68,11 @@ func (*Mesh) Peers() []protocol.PeerInfo {
 func (f *Mesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
 	f.Calls.Add(1)
 	ok := func(result string) (*protocol.Response, error) {
-		return &protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusSuccess, Result: json.RawMessage(result)}, nil
+		resp := &protocol.Response{CorrelationID: "corr-1", Status: protocol.StatusSuccess, Result: json.RawMessage(result)}
+		if req.Signed != nil {
+			req.Signed(PeerReceipt(resp))
+		}
+		return resp, nil
 	}
 	switch req.Action {
 	case "echo":
