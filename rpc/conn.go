@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -173,6 +174,29 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 		return ErrClosed
 	default:
 		return err
+	}
+}
+
+// roomPoll is how often waitRoom looks at the send queue.
+const roomPoll = 2 * time.Millisecond
+
+// waitRoom waits (within ctx) until the send queue has room, so that the
+// response of a handler that filled it with NotifyWait is not what cuts
+// the client off as a slow consumer. A channel cannot be waited on for
+// room without sending, so it looks every roomPoll; it runs only after a
+// burst.
+func (c *Conn) waitRoom(ctx context.Context) error {
+	for {
+		if n, capacity := c.wc.Queued(); n < capacity {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.wc.Context().Done():
+			return ErrClosed
+		case <-time.After(roomPoll):
+		}
 	}
 }
 

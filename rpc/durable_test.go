@@ -41,7 +41,7 @@ func TestDurableSubscribe(t *testing.T) {
 	l := rpc.DefaultLimits()
 	l.SendQueue = 4
 	mesh := &durableMesh{topicMesh: newTopicMesh(), catchUp: 600}
-	url := serveMesh(t, mesh, mesh.fakeMesh, rpc.WithLimits(l)).url
+	url := serveMesh(t, mesh, mesh.Mesh, rpc.WithLimits(l)).url
 	c := dialClient(t, url)
 	var got []int
 	done := make(chan struct{})

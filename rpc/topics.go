@@ -361,6 +361,9 @@ func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, 
 		}
 		_ = conn.Notify(MethodMeshMessage, p)
 	})
+	if err == nil {
+		_ = conn.waitRoom(ctx) // for the answer
+	}
 	catching.Store(false)
 	subs.mu.Lock()
 	defer subs.mu.Unlock()

@@ -114,6 +114,10 @@ func (c *Conn) SendWait(ctx context.Context, b []byte) error {
 	}
 }
 
+// Queued returns how many messages wait in the send queue, and its
+// capacity.
+func (c *Conn) Queued() (n, capacity int) { return len(c.send), cap(c.send) }
+
 // Go runs f on a goroutine of the connection if fewer than
 // Limits.MaxConcurrentCalls are running, and reports whether it did. Call
 // it from Handler.Frame or from a job: the connection ends only once
