@@ -134,8 +134,8 @@ var busMethods = []string{MethodSubscribe, MethodUnsubscribe, MethodSendMessage,
 // and a -32602 says "invalid params: …".
 func FuzzBusParams(f *testing.F) {
 	seeds := map[string][]string{
-		MethodSubscribe:      {`{"topic":"inbound:*","policy":"continueAll","defaultHandler":false}`, `{"topic":"x","policy":3}`, `{"topic":"x","defaultHandler":"no"}`},
-		MethodUnsubscribe:    {`{"topic":"x","defaultHandler":"no"}`},
+		MethodSubscribe:      {`{"topic":"inbound:*","policy":"continueAll","defaultHandler":false}`, `{"topic":"x","policy":3}`, `{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":""}`},
+		MethodUnsubscribe:    {`{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":7}`},
 		MethodSendMessage:    {`{"topic":"inbound:1","payload":{"text":"t"}}`, `{"topic":"inbound:1","payload":"t"}`, `{"topic":"agent:` + fuzzAgent + `","payload":{"type":5}}`},
 		MethodBusHistory:     {`{"topic":"inbound:*","limit":5}`, `{"limit":"5"}`, `{"since":"yesterday"}`},
 		MethodBusDeadLetters: {`{"limit":5}`, `{"topic":[]}`},
@@ -208,6 +208,8 @@ func TestBusParamsWrongTypes(t *testing.T) {
 		{MethodSubscribe, `{"topic":"x","policy":3}`, `policy`},
 		{MethodSubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
 		{MethodUnsubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
+		{MethodSubscribe, `{"topic":"x","group":["g"]}`, `"group" must be a non-empty string`},
+		{MethodUnsubscribe, `{"topic":"x","group":""}`, `"group" must be a non-empty string`},
 		{MethodSendMessage, `{"topic":"inbound:1","payload":"t"}`, `"payload"`},
 		// protocol.DecodeStrict: a member given twice is refused, and an
 		// explicit empty policy is not the default.
