@@ -213,14 +213,15 @@ func (b *Bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if p.Group != nil {
 		group = *p.Group
 	}
+	// A connection holds one subscription per pattern, so a topic alone
+	// names it, in a group or not (clients written before groups leave
+	// them so); a group given must be its group.
 	found := b.subs.find(r.Conn, pattern, dflt)
 	switch {
 	case found == nil:
 		return nil, rpc.Errorf(rpc.CodeSubscriptionNotFound, "subscription not found: %q", pattern)
-	case found.group != group && group != "":
+	case group != "" && found.group != group:
 		return nil, rpc.Errorf(rpc.CodeSubscriptionNotFound, "subscription not found: %q in queue group %q", pattern, group)
-	case found.group != group:
-		return nil, rpc.Errorf(rpc.CodeSubscriptionNotFound, "subscription not found: %q outside a queue group (this one is in %q: give \"group\")", pattern, found.group)
 	}
 	b.removeSub(found)
 	return SuccessResult{Success: true}, nil
