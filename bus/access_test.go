@@ -13,6 +13,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -33,7 +35,7 @@ const testTokens = `{"tokens": [
 // listeners is one server (one bus, with a store) on a loopback-style
 // local listener and a public one, the public one behind tokens if any.
 type listeners struct {
-	srv           *stack
+	srv           *rpctest.Stack
 	local, public string
 	tokens        *rpc.Tokens
 	tokensFile    string
@@ -42,7 +44,7 @@ type listeners struct {
 func serveListeners(t *testing.T, tokens string) *listeners {
 	t.Helper()
 	st := openStore(t, filepath.Join(t.TempDir(), "store.db"))
-	srv, err := newStack(t, newFakeMesh(), withBus(fastBus(), bus.WithStore(st)))
+	srv, err := newStack(t, fakemesh.New(), rpctest.WithBus(fastBus(), bus.WithStore(st)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -15,9 +17,9 @@ import (
 // message waits until the client subscribes again, up to the TTL.
 
 // busServerWith is busServer with a bus configuration of the test's own.
-func busServerWith(t *testing.T, cfg bus.Config, st *store.Store) (*stack, string) {
+func busServerWith(t *testing.T, cfg bus.Config, st *store.Store) (*rpctest.Stack, string) {
 	t.Helper()
-	return busServer(t, newFakeMesh(), st, withConfig(cfg))
+	return busServer(t, fakemesh.New(), st, withConfig(cfg))
 }
 
 // leaveAfterRetrying sends job:1 to a subscriber "worker" that asks for a

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
@@ -144,7 +145,7 @@ func BenchmarkBusRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	results["bus+store"] = measureRoundTrips(b, "bus+store", busRoundTrip(b, withBus(bus.WithStore(st))))
+	results["bus+store"] = measureRoundTrips(b, "bus+store", busRoundTrip(b, rpctest.WithBus(bus.WithStore(st))))
 	results["bus"] = measureRoundTrips(b, "bus", busRoundTrip(b))
 	natsRT, ok := natsRoundTrip(b)
 	if ok {
@@ -178,7 +179,7 @@ func BenchmarkBusRoundTrip(b *testing.B) {
 // busRoundTrip serves a bus with opts on 127.0.0.1, connects the
 // subscribers and senders, and returns a sendMessage round trip that
 // checks every ack.
-func busRoundTrip(b *testing.B, opts ...stackOption) roundTrip {
+func busRoundTrip(b *testing.B, opts ...rpctest.Option) roundTrip {
 	b.Helper()
 	url := scaleServer(b, rpc.DefaultLimits().MaxClients, opts...).URL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -49,6 +50,16 @@ type conn interface {
 type Mesh interface {
 	AgentID() string
 	Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error)
+}
+
+// Forwarder is a Mesh with a store-and-forward outbox (*node.Node with a
+// store is one): an agent:<id> message to an agent that is away is queued
+// there, on disk before Forward returns, and delivered when the agent is
+// back, instead of a negative ack.
+type Forwarder interface {
+	// Forward queues a call of action with params to agent to under id
+	// and returns when the outbox gives up on it.
+	Forward(ctx context.Context, id, to, action string, params json.RawMessage) (time.Time, error)
 }
 
 // Bus is the seed 001 message bus served on a Registrar (an rpc.Server).

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
@@ -44,20 +45,10 @@ func withConfig(cfg bus.Config) bus.Option {
 
 // busServer serves a bus over mesh (a fake) with store st (nil for none),
 // retrying quickly (fastBus) unless opts say otherwise.
-func busServer(t *testing.T, mesh rpc.Mesh, st *store.Store, opts ...bus.Option) (*stack, string) {
+func busServer(t *testing.T, mesh rpc.Mesh, st *store.Store, opts ...bus.Option) (*rpctest.Stack, string) {
 	t.Helper()
-	srv, err := newStack(t, mesh, withBus(append([]bus.Option{fastBus(), bus.WithStore(st)}, opts...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-	})
-	return srv, "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	s := rpctest.Start(t, mesh, rpctest.WithBus(append([]bus.Option{fastBus(), bus.WithStore(st)}, opts...)...))
+	return s.Stack, s.URL
 }
 
 func openStore(t *testing.T, path string) *store.Store {
@@ -163,7 +154,7 @@ func ackIDs(res bus.SendResult) string {
 }
 
 func TestBusInitialize(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), nil)
+	_, url := busServer(t, fakemesh.New(), nil)
 	c := newPeer(t, url, "", nil)
 	for _, m := range []string{"subscribe", "unsubscribe", "sendMessage"} {
 		err := c.Call(ctxT(t), m, map[string]any{"topic": "x"}, nil)
@@ -200,7 +191,7 @@ func TestBusInitialize(t *testing.T) {
 }
 
 func TestBusSubscribeErrors(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), nil)
+	_, url := busServer(t, fakemesh.New(), nil)
 	c := newPeer(t, url, "a", nil)
 	for _, tc := range []struct {
 		method string
@@ -236,7 +227,7 @@ func TestBusSubscribeErrors(t *testing.T) {
 
 // TestBusOrderAndShadowing is seed 001's "last match wins" example.
 func TestBusOrderAndShadowing(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), nil)
+	_, url := busServer(t, fakemesh.New(), nil)
 	a, b, c := newPeer(t, url, "A", nil), newPeer(t, url, "B", nil), newPeer(t, url, "C", nil)
 	all := map[string]any{"policy": "continueAll"}
 	sub := func(p *peer, topic string) {
@@ -290,7 +281,7 @@ func TestBusPolicies(t *testing.T) {
 		{"continueAll", "P3=true P2=false P1=true", false},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
-			_, url := busServer(t, newFakeMesh(), nil)
+			_, url := busServer(t, fakemesh.New(), nil)
 			// Three patterns matching job:p (one pattern each: the same
 			// pattern twice would shadow).
 			patterns := map[string]string{"P1": "job:*", "P2": "job:p*", "P3": "job:p"}
@@ -308,7 +299,7 @@ func TestBusPolicies(t *testing.T) {
 
 func TestBusNoSubscriber(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	_, url := busServer(t, newFakeMesh(), st)
+	_, url := busServer(t, fakemesh.New(), st)
 	res := newPeer(t, url, "sender", nil).send(t, "nobody:1", "lost?")
 	if res.Success || len(res.Acks) != 0 {
 		t.Errorf("result %+v, want success false and no acks", res)
@@ -324,7 +315,7 @@ func TestBusNoSubscriber(t *testing.T) {
 // delivers it again.
 func TestBusRetryThenDeadLetter(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	_, url := busServer(t, newFakeMesh(), st)
+	_, url := busServer(t, fakemesh.New(), st)
 	var mu sync.Mutex
 	ready := false
 	flaky := newPeer(t, url, "flaky", func(delivery) (any, error) {
@@ -380,7 +371,7 @@ func TestBusRetryThenDeadLetter(t *testing.T) {
 // subscribes, asks for a retry, and the retry reaches the agent.
 func TestBusDefaultHandler(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	_, url := busServer(t, newFakeMesh(), st)
+	_, url := busServer(t, fakemesh.New(), st)
 	spawned := make(chan *peer, 1)
 	handler := newPeer(t, url, "default-handler", func(d delivery) (any, error) {
 		agent := newPeer(t, url, "agent-for-"+d.topic, nil)
@@ -408,7 +399,7 @@ func TestBusDefaultHandler(t *testing.T) {
 // TestBusBaseProtocolClient: a client that does not know processMessage
 // (seed 001's base protocol) gets deliveries as sendMessage.
 func TestBusBaseProtocolClient(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), nil)
+	_, url := busServer(t, fakemesh.New(), nil)
 	old := newPeer(t, url, "old", func(d delivery) (any, error) {
 		if d.method == "processMessage" {
 			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found")
@@ -436,7 +427,7 @@ func TestBusBaseProtocolClient(t *testing.T) {
 // TestBusSlowSubscriber: a subscriber that never answers holds only the
 // messages sent to it.
 func TestBusSlowSubscriber(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), nil)
+	_, url := busServer(t, fakemesh.New(), nil)
 	block := make(chan struct{})
 	defer close(block)
 	stuck := newPeer(t, url, "stuck", func(delivery) (any, error) { <-block; return nil, errors.New("late") })
@@ -466,7 +457,7 @@ func TestBusRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv1, url1 := busServer(t, newFakeMesh(), st1)
+	srv1, url1 := busServer(t, fakemesh.New(), st1)
 	later := newPeer(t, url1, "worker", func(delivery) (any, error) {
 		return map[string]any{"processed": false, "should_retry": true, "retry_seconds": 3600, "message": "later"}, nil
 	})
@@ -491,7 +482,7 @@ func TestBusRestart(t *testing.T) {
 	if err := st2.Retry(ctxT(t), pending[0].ID, "restart", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, url2 := busServer(t, newFakeMesh(), st2)
+	_, url2 := busServer(t, fakemesh.New(), st2)
 	worker := newPeer(t, url2, "worker", nil)
 	worker.subscribe(t, map[string]any{"topic": "job:*"})
 	waitFor(t, "the message after the restart", func() bool { return strings.Join(worker.texts(), ",") == "keep me" })
@@ -502,7 +493,7 @@ func TestBusRestart(t *testing.T) {
 // answers only once both have the message (sequential delivery would
 // never finish).
 func TestBusContinueAllConcurrent(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), nil)
+	_, url := busServer(t, fakemesh.New(), nil)
 	var both sync.WaitGroup
 	both.Add(2)
 	for i, pattern := range []string{"audit:*", "audit:"} {

@@ -69,10 +69,16 @@
 //
 // A first delivery goes, in order: to a mesh agent when the topic is
 // agent:<mesh agent id> and no local client subscribes to it (the
-// payload's "type" names the capability); to local subscribers; to the
+// payload's "type" names the capability; when the agent is away and the
+// Mesh is a Forwarder, the message waits in the mesh's outbox and the ack
+// says queued); to local subscribers; to the
 // mesh's topic peers when the Mesh is an rpc.Publisher (in the background when
 // there are local subscribers, otherwise its ack routes the message); and
-// to a default handler when nothing else took it. Messages from the mesh
+// to a default handler when nothing else took it. The ack of a mesh
+// agent's answer carries, beyond seed 001's ack, its "receipt": the
+// agent's signed final response envelope, which anyone can check later
+// (protocol.OpenReceipt, meshagent verify --provider) to show the agent
+// received the message and what it answered. Messages from the mesh
 // go to local subscribers only, never to a default handler (every node
 // would take them), and never back to the mesh. Each mesh message is
 // delivered once, however many local patterns match it; the bus

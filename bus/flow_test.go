@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -16,8 +15,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/rpc"
-	"github.com/meshagent/meshagent/store"
 )
 
 // Flow control: deliveries to a subscriber wait for one of its
@@ -47,26 +47,11 @@ func flowLimits() rpc.Limits {
 // flowServer serves a bus with a store and limits l.
 func flowServer(t *testing.T, l rpc.Limits) string {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "flow.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t, filepath.Join(t.TempDir(), "flow.db"))
 	// The default DeliveryTimeout (30 s), which covers the wait for a
 	// slot: on a loaded 2-core machine with the race detector, 512 round
 	// trips can take longer than fastBus's 2 s.
-	srv, err := newStack(t, newFakeMesh(), withBus(bus.WithStore(st)), withRPC(rpc.WithLimits(l)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-		_ = st.Close()
-	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	return rpctest.Start(t, fakemesh.New(), rpctest.WithBus(bus.WithStore(st)), rpctest.WithRPC(rpc.WithLimits(l))).URL
 }
 
 // heapPeak samples the heap until stop is called, which returns the peak

@@ -12,9 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/coder/websocket"
-
-	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
@@ -24,81 +22,14 @@ import (
 // methods; this one the bus's methods behind it).
 
 // fuzzAgent is the fake mesh's own agent id (a fixed Ed25519 key).
-const fuzzAgent = "12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a"
+const fuzzAgent = fakemesh.SelfID
 
-// fuzzMesh answers everything at once, successfully.
-type fuzzMesh struct{}
-
+// fakemesh.Instant offers publishing and discovery, so that every bus
+// method reaches its params decoding.
 var (
-	_ rpc.Publisher  = fuzzMesh{}
-	_ rpc.Discoverer = fuzzMesh{}
+	_ rpc.Publisher  = fakemesh.Instant{}
+	_ rpc.Discoverer = fakemesh.Instant{}
 )
-
-func (fuzzMesh) AgentID() string { return fuzzAgent }
-
-func (fuzzMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: json.RawMessage(`{"ok":true}`)}, nil
-}
-
-func (fuzzMesh) Peers() []protocol.PeerInfo {
-	return []protocol.PeerInfo{{AgentID: fuzzAgent, Name: "self", Connected: true}}
-}
-
-func (fuzzMesh) Publish(context.Context, string, json.RawMessage, *protocol.Filter) (int, error) {
-	return 1, nil
-}
-
-func (fuzzMesh) PublishID(context.Context, string, string, json.RawMessage, *protocol.Filter) (int, error) {
-	return 1, nil
-}
-
-func (fuzzMesh) Subscribe(string, func(protocol.TopicMessage)) (func(), error) { return func() {}, nil }
-
-func (fuzzMesh) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo, error) {
-	ch := make(chan protocol.PeerInfo)
-	close(ch)
-	return ch, nil
-}
-
-// fuzzConn is a raw WebSocket client of a fuzz target.
-type fuzzConn struct {
-	t  testing.TB
-	ws *websocket.Conn
-}
-
-func dialFuzz(t *testing.T, url string) *fuzzConn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(32 << 20)
-	t.Cleanup(func() { _ = ws.CloseNow() })
-	return &fuzzConn{t: t, ws: ws}
-}
-
-func (c *fuzzConn) write(frame []byte) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
-
-func (c *fuzzConn) read(ctx context.Context) []byte {
-	c.t.Helper()
-	_, b, err := c.ws.Read(ctx)
-	if err != nil {
-		c.t.Fatalf("read: %v", err)
-	}
-	return b
-}
 
 // newFuzzBus serves the bus, with a store, and returns its URL.
 func newFuzzBus(f testing.TB) string {
@@ -108,11 +39,11 @@ func newFuzzBus(f testing.TB) string {
 		f.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	srv, err := rpc.New(fuzzMesh{}, rpc.WithLogger(log))
+	srv, err := rpc.New(fakemesh.Instant{}, rpc.WithLogger(log))
 	if err != nil {
 		f.Fatal(err)
 	}
-	b, err := New(srv, fuzzMesh{}, WithStore(st), WithLogger(log), WithDeliveryTimeout(500*time.Millisecond),
+	b, err := New(srv, fakemesh.Instant{}, WithStore(st), WithLogger(log), WithDeliveryTimeout(500*time.Millisecond),
 		WithRetryBackoff(50*time.Millisecond, 100*time.Millisecond), WithMeshWait(0))
 	if err != nil {
 		f.Fatal(err)

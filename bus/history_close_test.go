@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -12,7 +13,7 @@ import (
 // taken from its queue but not yet committed when Close began.
 func TestBusCloseKeepsHistory(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	srv, url := busServer(t, newFakeMesh(), st)
+	srv, url := busServer(t, fakemesh.New(), st)
 	sub := newPeer(t, url, "sub", nil)
 	sub.subscribe(t, map[string]any{"topic": "hist:*"})
 	sender := newPeer(t, url, "sender", nil)

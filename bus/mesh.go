@@ -129,15 +129,45 @@ func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
-	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout})
+	// The provider's signed answer rides in the ack as its receipt.
+	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout,
+		Signed: func(s json.RawMessage) { ack.Receipt = &s }})
 	if err != nil {
 		pe := protocol.AsError(err)
 		ack.Message = string(pe.Code) + ": " + pe.Message
+		if away(pe.Code) {
+			b.forward(ctx, msg, agent, p.Type, &ack)
+		}
 		return ack, true
 	}
 	ack.Processed = resp.Status == protocol.StatusSuccess
 	ack.Message = compactResult(resp.Result)
 	return ack, true
+}
+
+// away reports whether a call's failure means that the agent is away:
+// unreachable, or up without a handler for the capability yet.
+func away(c protocol.Code) bool {
+	return c == protocol.CodeUnknownAgent || c == protocol.CodeCapabilityNotSupported
+}
+
+// forward queues msg for an agent that is away in the mesh's outbox, when
+// it has one, and says so in ack. Without one, or when the outbox refuses
+// it (full), the ack stays negative and says why.
+func (b *Bus) forward(ctx context.Context, msg store.Message, agent, action string, ack *Ack) {
+	f, ok := b.mesh.(Forwarder)
+	if !ok {
+		return
+	}
+	// Queued even when the sender gives up now: it is told either way.
+	until, err := f.Forward(context.WithoutCancel(ctx), msg.ID, agent, action, msg.Payload)
+	if err != nil {
+		ack.Message += "; not queued: " + err.Error()
+		return
+	}
+	ack.Queued = true
+	ack.Message = fmt.Sprintf("queued: agent %s is away (%s); delivered when it is back, until %s",
+		agent, ack.Message, until.UTC().Format(time.RFC3339))
 }
 
 func compactResult(raw json.RawMessage) string {

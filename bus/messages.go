@@ -27,6 +27,16 @@ type Ack struct {
 	// Retrying is set when the delivery will be retried (the message is
 	// in the persisted outbox).
 	Retrying bool `json:"retrying,omitempty"`
+	// Queued is set when the message is for a mesh agent that is away:
+	// it waits in the node's outbox, on disk, and goes out when the agent
+	// is back (see Forwarder).
+	Queued bool `json:"queued,omitempty"`
+	// Receipt, on the ack of a delivery to a mesh agent (agent:<id>), is
+	// the agent's signed final response envelope in the embedded JSON
+	// form (protocol.OpenReceipt): proof, to anyone, that it answered.
+	// An extension of seed 001's ack; local subscribers' acks have none.
+	// A pointer, so that an Ack stays comparable.
+	Receipt *json.RawMessage `json:"receipt,omitempty"`
 }
 
 // SendResult is sendMessage's result (seed 001, extended form).

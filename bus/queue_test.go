@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -37,7 +38,7 @@ func (p *processedBy) count() int {
 // member.
 func TestBusQueueGroup(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	_, url := busServer(t, newFakeMesh(), st)
+	_, url := busServer(t, fakemesh.New(), st)
 	done := processedBy{by: map[string][]string{}, per: map[string]int{}}
 	members := map[string]*peer{}
 	var leaving sync.Once
@@ -89,7 +90,7 @@ func TestBusQueueGroup(t *testing.T) {
 
 // TestBusQueueGroupParams: the group member of subscribe and unsubscribe.
 func TestBusQueueGroupParams(t *testing.T) {
-	_, url := busServer(t, newFakeMesh(), nil)
+	_, url := busServer(t, fakemesh.New(), nil)
 	a, b := newPeer(t, url, "a", nil), newPeer(t, url, "b", nil)
 	a.subscribe(t, map[string]any{"topic": "job:*", "group": "w", "policy": "continueAll"})
 	for _, tc := range []struct {
@@ -143,7 +144,7 @@ func TestBusQueueGroupParams(t *testing.T) {
 // that joins.
 func TestBusQueueGroupAway(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	_, url := busServer(t, newFakeMesh(), st)
+	_, url := busServer(t, fakemesh.New(), st)
 	gone := newPeer(t, url, "gone", func(delivery) (any, error) {
 		return map[string]any{"processed": false, "should_retry": true, "retry_seconds": 0}, nil
 	})

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -94,11 +96,11 @@ func forEach(n, par int, f func(i int) error) error {
 
 // scaleServer starts a bus (fake mesh, no store unless opts give one) on
 // a loopback port that admits max clients.
-func scaleServer(tb testing.TB, max int, opts ...stackOption) *stack {
+func scaleServer(tb testing.TB, max int, opts ...rpctest.Option) *rpctest.Stack {
 	tb.Helper()
 	lim := rpc.DefaultLimits()
 	lim.MaxClients = max
-	srv, err := newStack(tb, newFakeMesh(), append([]stackOption{withRPC(rpc.WithLimits(lim))}, opts...)...)
+	srv, err := newStack(tb, fakemesh.New(), append([]rpctest.Option{rpctest.WithRPC(rpc.WithLimits(lim))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -407,10 +409,10 @@ func measureIdle(b *testing.B, n int, profile bool) idleFigures {
 
 // newIdleServer is scaleServer for a benchmark iteration, closed by the
 // caller rather than at the end of the benchmark.
-func newIdleServer(b *testing.B, n int) *stack {
+func newIdleServer(b *testing.B, n int) *rpctest.Stack {
 	lim := rpc.DefaultLimits()
 	lim.MaxClients = n
-	srv, err := newStack(b, newFakeMesh(), withRPC(rpc.WithLimits(lim)))
+	srv, err := newStack(b, fakemesh.New(), rpctest.WithRPC(rpc.WithLimits(lim)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -69,7 +69,11 @@ func (r *runState) sendMessageCommand() *ucli.Command {
 			"initializes as BUB_AGENT_ID (or a generated id), and sends --payload to --topic (default " +
 			"BUB_DEFAULT_TOPIC). Prints the sendMessage result as one JSON line: " +
 			"{\"success\",\"stopPropagation\",\"acks\":[{\"client_id\",\"processed\",\"message\"}],\"messageId\"}. " +
-			"Exits 1 when no subscriber took the message.",
+			"A message to agent:<id> whose agent is away is queued in the node's outbox (its ack has " +
+			"\"queued\": true, and a line on stderr says so) and delivered when the agent is back, " +
+			"within 7 days. The ack of a mesh agent that answered also carries its \"receipt\", its " +
+			"signed answer, which `meshagent verify --provider AGENT_ID` checks. Exits 1 when no " +
+			"subscriber took the message.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: flagTopic, EnvVars: []string{envVar(flagTopic), "BUB_DEFAULT_TOPIC"}, Usage: "`TOPIC` to send to (default BUB_DEFAULT_TOPIC)"},
 			stringFlag(flagPayload, "", "the message, a JSON object: inline, @FILE, or - for stdin (required)"),
@@ -114,6 +118,11 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 	}
 	if err := writeJSONLine(r.stdout, res); err != nil {
 		return err
+	}
+	for _, a := range res.Acks {
+		if a.Queued {
+			fmt.Fprintf(r.stderr, "send-message: agent %s is away; message %s is queued in the node's outbox and goes out when the agent is back\n", a.ClientID, res.MessageID)
+		}
 	}
 	if !res.Success {
 		return exitErrorf(ExitFailure, "send-message: no subscriber took the message on %q (it is in the dead-letter queue as %s)", topic, res.MessageID)
@@ -237,11 +246,13 @@ func (r *runState) writeMessages(c *ucli.Context, msgs []bus.StoredMessage, dead
 func (r *runState) dlqCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "dlq",
-		Usage:     "list and replay the bus's dead letters",
+		Usage:     "list and replay dead letters: the bus's, and the node's messages to agents",
 		ArgsUsage: "list | replay ID",
-		Description: "`dlq list` lists the messages the bus gave up on (after its retries, or with no " +
-			"subscriber), oldest first, with why; `dlq replay ID` moves one back to the outbox with its " +
-			"attempts reset, and the bus delivers it again.",
+		Description: "`dlq list` lists the messages given up on, oldest first, with why: the bus's (after its " +
+			"retries, or with no subscriber), and the node's direct messages (topic agent.messages.dlq) and " +
+			"agent:<id> messages (after their attempts, a refusal, or 7 days waiting for an agent that is " +
+			"away); `dlq replay ID` moves one back to the outbox it came from with its attempts reset, and " +
+			"the bus or the node delivers it again.",
 		Flags: []ucli.Flag{
 			stringFlag(flagTopic, "", "list: only this `TOPIC`"),
 			&ucli.IntFlag{Name: flagLimit, Usage: "list: at most `N` (0: all)", EnvVars: []string{envVar(flagLimit)}},

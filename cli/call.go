@@ -44,14 +44,17 @@ func (r *runState) callCommand() *ucli.Command {
 			"correlationId); `meshagent task status|cancel ID` follows or cancels it. With --any and no " +
 			"AGENT_ID, the node chooses an agent that offers CAPABILITY (by load, then latency) and tries " +
 			"another only if the request provably did not start, or the capability is idempotent; the " +
-			"agent that answered goes to stderr (--json: the final line's agentId).",
-		Flags: []ucli.Flag{
+			"agent that answered goes to stderr (--json: the final line's agentId). With --receipt, the " +
+			"provider's signed final response envelope (a delivery receipt) is printed on one line after " +
+			"the result (--json: the final line's \"receipt\"); --receipt-out FILE writes it to FILE instead. " +
+			"`meshagent verify --provider AGENT_ID --correlation-id TASK_ID` checks it later.",
+		Flags: append([]ucli.Flag{
 			stringFlag(flagParams, "", "the capability's params: a JSON object, @FILE to read one from a file, or - for stdin"),
 			durationFlag(flagTimeout, defaultCallTimeout, "how long to wait for the final response"),
 			apiFlag(),
 			jsonFlag("print response payloads as JSON lines"),
 			&ucli.BoolFlag{Name: flagAny, Usage: "let the node choose the agent: any that offers CAPABILITY"},
-		},
+		}, receiptFlags()...),
 		Action: r.runCall,
 	}
 }
@@ -112,6 +115,11 @@ func (r *runState) runCall(c *ucli.Context) error {
 		r.stderr.printf("task %s (meshagent task status %s)\n", taskID, taskID)
 	}
 	req := protocol.CallRequest{To: agent, Action: capability, Params: params, Timeout: timeout, CorrelationID: taskID}
+	wantReceipt := c.Bool(flagReceipt) || c.String(flagReceiptOut) != ""
+	var receipt json.RawMessage
+	if wantReceipt {
+		req.Signed = func(s json.RawMessage) { receipt = s }
+	}
 	var resp *protocol.Response
 	if anyAgent {
 		resp, agent, err = cl.MeshCallAny(ctx, req, progress)
@@ -130,15 +138,32 @@ func (r *runState) runCall(c *ucli.Context) error {
 		}
 		return r.apiError(c, addr, err)
 	}
-	switch {
-	case asJSON && anyAgent:
-		return writeJSONLine(r.stdout, rpc.CallResult{Response: *resp, AgentID: agent})
-	case asJSON:
-		return writeJSONLine(r.stdout, resp)
-	case anyAgent:
-		r.stderr.printf("answered by %s\n", agent)
+	// The receipt goes in the JSON line unless it goes to a file; a
+	// CallResult without agentId and receipt is the plain response.
+	toFile := c.String(flagReceiptOut) != ""
+	out := rpc.CallResult{Response: *resp}
+	if anyAgent {
+		out.AgentID = agent
 	}
-	return writePrettyJSON(r.stdout, resp.Result)
+	if asJSON && !toFile {
+		out.Receipt = receipt
+	}
+	switch {
+	case asJSON:
+		err = writeJSONLine(r.stdout, out)
+	default:
+		if anyAgent {
+			r.stderr.printf("answered by %s\n", agent)
+		}
+		err = writePrettyJSON(r.stdout, resp.Result)
+	}
+	switch {
+	case err != nil || !wantReceipt:
+		return err
+	case out.Receipt != nil:
+		return nil // in the JSON line
+	}
+	return r.writeReceipt(c, receipt, agent, taskID)
 }
 
 // connectAPI dials the local API named by --api, turning failures into

@@ -42,6 +42,7 @@ const (
 	flagPolicy          = "policy"
 	flagWS              = "ws"
 	flagPersonaType     = "persona-type"
+	flagHoldMessages    = "hold-messages"
 	flagParams          = "params"
 	flagTimeout         = "timeout"
 )

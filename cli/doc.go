@@ -14,6 +14,7 @@
 //	               [--heartbeat D] [--persona-type TYPE] [--shutdown-timeout D] [--metrics ADDR] [--json]
 //	meshagent relay [node flags] [--ws ADDR] [--tokens FILE] [--tls-cert PEM --tls-key PEM]
 //	meshagent call AGENT_ID CAPABILITY [--params JSON|@FILE|-] [--timeout D] [--api ADDR] [--json]
+//	               [--receipt | --receipt-out FILE]
 //	meshagent peers [--api ADDR] [--json]
 //	meshagent discover CAPABILITY [--keyword] [--timeout D] [--api ADDR] [--json]
 //	meshagent publish TOPIC --payload JSON|@FILE|- [--include-agent ID]... [--exclude-agent ID]...
@@ -27,7 +28,7 @@
 //	               [--threshold F] [--deadline D] [--api ADDR] [--json]
 //	meshagent task status|cancel TASK_ID [--agent ID] [--api ADDR] [--json]
 //	meshagent sign [--key PATH] < envelope.json
-//	meshagent verify < signed.json
+//	meshagent verify [--provider AGENT_ID] [--correlation-id TASK_ID] < signed.json
 //	meshagent status [--api ADDR] [--json]
 //	meshagent connect MULTIADDR [--timeout D] [--api ADDR] [--json]
 //	meshagent log-level [LEVEL] [--api ADDR] [--json]
@@ -80,7 +81,9 @@
 // stdout (in-progress ones first, the final one last, exactly as the agent
 // sent it), and a failure also prints the AgentProtocol error object
 // {"code","message","details"} as one line on stdout before exiting with
-// the code's status.
+// the code's status. --receipt adds the provider's signed final response
+// (a delivery receipt) on one line after the result, or as the final
+// JSON line's "receipt"; --receipt-out FILE writes it to FILE.
 //
 // `meshagent publish` prints "published to TOPIC (N peers)" (--json:
 // {"topic","peers"}). When no agent subscribes to the topic within
@@ -110,7 +113,11 @@
 // envelope whose from.agentId names another agent) and fills protocol, id
 // and timestamp when they are absent. `meshagent verify` checks the
 // signature, that from.agentId is the signing key, and the envelope's
-// shape; it does not check the timestamp against the clock.
+// shape; it does not check the timestamp against the clock. With
+// --provider or --correlation-id it checks a delivery receipt instead: a
+// final response envelope signed by that provider (exit 4 otherwise)
+// answering that request (exit 3 otherwise), given alone or inside the
+// JSON line of `call --receipt --json`.
 //
 // # Configuration
 //

@@ -44,6 +44,7 @@ type nodeSettings struct {
 	api          string // "" when the API is off
 	metricsAddr  string // "" when there is no separate metrics listener
 	mdns         bool
+	holdMessages bool // direct messages wait at their senders until a local API client takes them
 	presence     node.Presence
 	capsPoll     time.Duration // 0: reload only on SIGHUP
 	staticRelays []ma.Multiaddr
@@ -92,6 +93,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities and --policy for changes; 0 reloads only on SIGHUP"),
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
+			boolFlag(flagHoldMessages, "refuse direct messages (CAPABILITY_NOT_SUPPORTED, which the sender's node queues and retries) until a local API client takes them with mesh.onMessage: for an agent that serves through the local API, so nothing sent while it is away is lost"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
 			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
 		},
@@ -104,7 +106,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if err := r.noArgs(c); err != nil {
 		return nil, err
 	}
-	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
+	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), holdMessages: c.Bool(flagHoldMessages), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
 	var err error
 	if s.log, err = r.parseLogSettings(c); err != nil {
 		return nil, err
@@ -303,6 +305,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 	)
 	if err != nil {
 		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
+	}
+	if s.holdMessages {
+		n.OnMessage(holdMessages)
 	}
 	ops := metrics.Handler(reg, readyChecks(n, st, s.bootstrap))
 	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops)

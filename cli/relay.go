@@ -14,10 +14,16 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/node"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
+)
+
+// *node.Node is the mesh the lobby reaches.
+var (
+	_ lobby.Mesh       = (*node.Node)(nil)
+	_ lobby.Discoverer = (*node.Node)(nil)
 )
 
 // defaultWSAddr is where a relay serves its public bus and lobby.
@@ -202,14 +208,15 @@ type publicListener struct {
 	pub   publicSettings
 	srv   *busServer // the bus server
 	own   *busServer // srv, when there is no local API to share it
-	lobby *relay.Lobby
+	lobby *lobby.Lobby
 	hs    *http.Server
 	done  chan error
 
-	n    *node.Node
-	log  *slog.Logger
-	mu   sync.Mutex
-	base []node.Service // the relay's own capabilities
+	n          *node.Node
+	log        *slog.Logger
+	mu         sync.Mutex
+	base       []node.Service  // the relay's own capabilities
+	lobbyOffer []lobby.Service // the lobby agents' capabilities, as last offered
 }
 
 // startPublicListener serves srv's public side (the local API's server, so
@@ -226,7 +233,7 @@ func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *
 		}
 		srv = own
 	}
-	lobby, err := relay.NewLobby(n, st, relay.WithLobbyLogger(log.With("component", "lobby")))
+	lb, err := lobby.New(n, st, lobby.WithLogger(log.With("component", "lobby")))
 	if err != nil {
 		if own != nil {
 			_ = own.Close()
@@ -235,14 +242,14 @@ func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.PublicHandler())
-	mux.Handle("/lobby", lobby)
+	mux.Handle("/lobby", lb)
 	var h http.Handler = mux
 	if pub.tokens != nil {
 		h = pub.tokens.Middleware(mux)
 	}
 	l, err := net.Listen("tcp", pub.addr)
 	if err != nil {
-		_ = lobby.Close()
+		_ = lb.Close()
 		if own != nil {
 			_ = own.Close()
 		}
@@ -253,15 +260,11 @@ func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *
 		scheme = "wss"
 		l = tls.NewListener(l, pub.tls)
 	}
-	p := &publicListener{addr: l.Addr().String(), pub: pub, srv: srv, own: own, lobby: lobby, done: make(chan error, 1), n: n, log: log, base: base,
+	p := &publicListener{addr: l.Addr().String(), pub: pub, srv: srv, own: own, lobby: lb, done: make(chan error, 1), n: n, log: log, base: base,
 		hs: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 	p.url = scheme + "://" + p.addr + "/"
-	lobby.OnChange(func() {
-		if err := p.apply(); err != nil {
-			log.Error("lobby capabilities not offered in the mesh", "err", err)
-		}
-	})
+	lb.Bridge(p)
 	go func() { p.done <- p.hs.Serve(l) }()
 	pub.warnings(log)
 	log.Info("relay serving", "ws", p.addr, "bus", p.url, "lobby", p.url+"lobby",
@@ -277,10 +280,17 @@ func (p *publicListener) setBase(ss []node.Service) error {
 	return p.apply()
 }
 
+// Offer takes the lobby agents' capabilities from the lobby's bridge
+// (lobby.Offerer) and offers them next to the relay's own.
+func (p *publicListener) Offer(ss []lobby.Service) error {
+	p.mu.Lock()
+	p.lobbyOffer = ss
+	p.mu.Unlock()
+	return p.apply()
+}
+
 // apply offers the relay's own capabilities and, under names it does not
-// use itself, its lobby agents' capabilities. A lobby capability's
-// authorized_requester_ids (lobby ids) are enforced by the lobby (seed 000
-// §5.3), so the mesh copy carries none.
+// use itself, its lobby agents' capabilities.
 func (p *publicListener) apply() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -289,22 +299,23 @@ func (p *publicListener) apply() error {
 	for _, s := range p.base {
 		own[s.Capability.Name] = true
 	}
-	for _, c := range p.lobby.Capabilities() {
-		if own[c.Name] {
-			p.log.Warn("a lobby capability has the name of one of the relay's own; the relay's wins", "capability", c.Name)
+	for _, s := range p.lobbyOffer {
+		if own[s.Capability.Name] {
+			p.log.Warn("a lobby capability has the name of one of the relay's own; the relay's wins", "capability", s.Capability.Name)
 			continue
 		}
-		c.AuthorizedRequesterIDs = nil
-		name := c.Name
-		merged = append(merged, node.Service{Capability: c, Handler: node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
-			// The requester as vouched for: a lobby agent's
-			// authorized_requester_ids that names another relay admits
-			// that relay, not every client it speaks for
-			// ("<relay>/lobby:bob" must be named as such).
-			return p.lobby.Serve(ctx, call.Requester(), name, call.Request.Params)
-		})})
+		merged = append(merged, lobbyService(s))
 	}
 	return p.n.SetServices(merged)
+}
+
+// lobbyService serves a lobby capability as one of the node's own, for
+// the requester as the node verified it (with the client it vouches for,
+// if any).
+func lobbyService(s lobby.Service) node.Service {
+	return node.Service{Capability: s.Capability, Handler: node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
+		return s.Serve(ctx, call.Requester(), call.Request.Params)
+	})}
 }
 
 // close stops accepting and closes the lobby, and the bus server if it is

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -47,10 +49,14 @@ func (p nodeProvider) Offer(caps []protocol.Capability, h rpc.TaskHandler) error
 	return p.n.Offer(apiSource, ss)
 }
 
-// OnMessage sets the node's direct-message handler.
+// OnMessage sets the node's direct-message handler. When the last client
+// taking messages has gone (past its grace), messages are held rather
+// than handed back to the node's default, which would accept and log
+// them: the sender's node keeps each one and retries until the agent is
+// back (or the TTL passes).
 func (p nodeProvider) OnMessage(h rpc.MessageHandler) {
 	if h == nil {
-		p.n.OnMessage(nil)
+		p.n.OnMessage(holdMessages)
 		return
 	}
 	p.n.OnMessage(func(ctx context.Context, from peer.ID, m protocol.AgentMessage) (json.RawMessage, error) {
@@ -59,7 +65,20 @@ func (p nodeProvider) OnMessage(h rpc.MessageHandler) {
 }
 
 // SendMessage sends through the node's at-least-once delivery, each
-// attempt bounded by the node's request timeout.
+// attempt bounded by the node's request timeout; a message queued for an
+// agent that is away is rpc.ErrQueued.
 func (p nodeProvider) SendMessage(ctx context.Context, to string, m protocol.AgentMessage) (json.RawMessage, error) {
-	return p.n.SendMessage(ctx, to, m, 0)
+	res, err := p.n.SendMessage(ctx, to, m, 0)
+	if errors.Is(err, node.ErrQueued) {
+		return nil, fmt.Errorf("%w: %w", rpc.ErrQueued, err)
+	}
+	return res, err
+}
+
+// holdMessages refuses a direct message as CAPABILITY_NOT_SUPPORTED, the
+// refusal a sender's node queues and retries within the message TTL (see
+// node's store and forward): the agent taking messages on this node is
+// away, not gone.
+func holdMessages(context.Context, peer.ID, protocol.AgentMessage) (json.RawMessage, error) {
+	return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "the agent taking messages on this node is not attached yet; the sender's node keeps the message and retries")
 }

@@ -39,7 +39,13 @@ func (r *runState) verifyCommand() *ucli.Command {
 			"\"valid: signed by <agent id>\", only if it is well formed, its signature verifies and " +
 			"from.agentId is the signing key. Otherwise it says why and exits 3 (malformed: " +
 			"INVALID_MESSAGE) or 4 (bad signature or key mismatch: INVALID_SIGNATURE). Timestamps " +
-			"are not checked against the clock: this is offline verification.",
+			"are not checked against the clock: this is offline verification. With --provider or " +
+			"--correlation-id it checks a delivery receipt (`meshagent call --receipt`; the call's " +
+			"--json line carrying one is accepted too): a final response envelope, signed by the " +
+			"provider (else exit 4), answering that request (else exit 3); it prints \"valid: receipt " +
+			"signed by <agent id> for request <id> (<status>)\". Give --provider: a signature only " +
+			"proves something when its signer is the one expected.",
+		Flags:  verifyReceiptFlags(),
 		Action: r.runVerify,
 	}
 }
@@ -104,9 +110,16 @@ func (r *runState) runVerify(c *ucli.Context) error {
 	if err := r.noArgs(c); err != nil {
 		return err
 	}
+	want, isReceipt, err := r.receiptWanted(c)
+	if err != nil {
+		return err
+	}
 	doc, err := readEnvelopeInput(c.App.Reader)
 	if err != nil {
 		return err
+	}
+	if isReceipt {
+		return r.verifyReceipt(doc, want)
 	}
 	env, _, err := protocol.OpenJSON(doc)
 	if err != nil {

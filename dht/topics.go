@@ -20,11 +20,6 @@ const DefaultTopicPeerLimit = 12
 // subscribers connects them.
 func (d *Directory) TopicDiscovery() discovery.Discovery { return topicDiscovery{d} }
 
-// Topics is TopicDiscovery.
-//
-// Deprecated: use TopicDiscovery; "Topics" names pubsub's router.
-func (d *Directory) Topics() discovery.Discovery { return d.TopicDiscovery() }
-
 type topicDiscovery struct{ d *Directory }
 
 var _ discovery.Discovery = topicDiscovery{}

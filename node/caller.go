@@ -149,6 +149,9 @@ type pendingCall struct {
 type callResult struct {
 	resp *protocol.Response
 	err  error
+	// signed is the final response's envelope in the embedded JSON form,
+	// made only when the call asked for it (pendingCall.signed).
+	signed json.RawMessage
 	// remote: the provider answered (resp, or err from its error
 	// envelope); false when the stream failed first.
 	remote bool
@@ -195,6 +198,11 @@ func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, pr
 	select {
 	case r := <-pc.final:
 		if r.remote {
+			if r.signed != nil {
+				// Here rather than on the reader, so that the callback
+				// runs before Call returns and never after a timeout.
+				signed(r.signed)
+			}
 			return r.resp, stageAnswered, r.err
 		}
 		return r.resp, stageSent, r.err
@@ -280,12 +288,15 @@ func (c *reqConn) readLoop() {
 				pc.progress(resp)
 			}
 		default:
-			if pc.signed != nil && resp.Status == protocol.StatusSuccess {
+			r := callResult{resp: resp, remote: true}
+			if pc.signed != nil {
+				// The receipt: the verified bytes, re-joined with their
+				// signature, only for a caller that keeps it.
 				if sj, err := signedJSON(frame); err == nil {
-					pc.signed(sj)
+					r.signed = sj
 				}
 			}
-			pc.final <- callResult{resp: resp, remote: true}
+			pc.final <- r
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -39,7 +40,7 @@ func TestDiscover(t *testing.T) {
 	last := nodes[n-1]
 	want := []string{nodes[1].AgentID() + "=translate", nodes[2].AgentID() + "=myagent:translation/en-fr"}
 	sort.Strings(want)
-	meshtest.WaitFor(t, 60*time.Second, func() error {
+	wait.For(t, 60*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var got []string

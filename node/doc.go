@@ -95,6 +95,29 @@
 // checked (protocol.DecodePayload): a wrong type is INVALID_MESSAGE naming
 // the member, never a panic.
 //
+// # Store and forward
+//
+// A direct message (SendMessage) or a call handed to Forward (the bus's
+// agent:<id> messages) whose agent is away waits in the node's outbox: a
+// queue of its own in the store given with WithStore, written with fsync
+// before the sender hears "queued" (ErrQueued). Away means unreachable
+// (UNKNOWN_AGENT) or reached without a handler for the capability yet
+// (CAPABILITY_NOT_SUPPORTED: its program has not reconnected to its
+// node); waiting for it is not a failed attempt. A hello or heartbeat from
+// the agent makes what waits for it due at once; between those one loop
+// retries with a wait of half the message's age (1 s up to
+// WithOutboxRetry, a minute by default), looking the agent up in the
+// directory, and sleeps until the next message is due, a wake, or a
+// replayed dead letter (store.Signal). A refusal (UNAUTHORIZED,
+// INVALID_MESSAGE, INVALID_SIGNATURE) is a dead letter at once; another
+// failure counts, and the third is a dead letter; past the TTL
+// (WithMessageTTL, seven days) the message is a dead letter too. A
+// restarted node resumes the queue from the store. The outbox is bounded
+// (WithOutboxBounds: 1000 messages per agent, 64 MiB in all); past the
+// bound a send fails with ErrOutboxFull and nothing is queued. The
+// receiver drops a message id it processed recently, so a delivery
+// repeated after a lost answer is not processed twice.
+//
 // # Parts and their locks
 //
 // A Node is composed of parts, each a type of its own with its own lock;
@@ -118,6 +141,9 @@
 //   - peerTable.mu: other agents' hellos, and the signal WaitHello waits on.
 //   - presence.mu: other agents' heartbeats.
 //   - inbox.mu: the message handler and the message ids recently processed.
+//   - outbox.mu: the agents something waits for in the outbox (the queue
+//     itself is in the store), counted again under the lock before one
+//     is forgotten, so that an enqueue for it meanwhile keeps it.
 //   - inboundStreams.mu: the request streams being served, reset by Close;
 //     serverStream.wmu serialises the writes on one of them.
 //   - guard.mu: the calls in flight per peer, which protect its connection.

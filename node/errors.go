@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrClosed is returned by operations on a node that has been closed.
@@ -14,6 +15,19 @@ var ErrNoIdentity = errors.New("node: an identity key is required (WithIdentity)
 // ErrDeadLettered is returned by SendMessage when every attempt failed; the
 // message is in the store's dead-letter queue when the node has a store.
 var ErrDeadLettered = errors.New("node: message dead-lettered")
+
+// ErrQueued is matched by the error SendMessage returns when the recipient
+// could not be reached and the message waits in the node's outbox, on
+// disk, to go out when it is back (a *QueuedError says until when).
+var ErrQueued = errors.New("node: message queued")
+
+// ErrOutboxFull is returned when the outbox holds as much as its bounds
+// allow (WithOutboxBounds) for the recipient or in all: the message was
+// not queued.
+var ErrOutboxFull = errors.New("node: outbox full")
+
+// ErrNoStore is returned by Forward on a node built without a store.
+var ErrNoStore = errors.New("node: no store (WithStore): nothing can be queued")
 
 // ErrNoTopics is returned by Publish and Subscribe on a node built without
 // topics (WithTopics(false)).
@@ -48,6 +62,32 @@ func (e *ListenError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *ListenError) Unwrap() error { return e.Err }
+
+// QueuedError is returned by SendMessage when the recipient is away and
+// the message waits in the node's outbox, on disk. It matches ErrQueued;
+// it unwraps to the failed attempt's error, so protocol.CodeOf names why
+// (UNKNOWN_AGENT, CAPABILITY_NOT_SUPPORTED): check ErrQueued first.
+type QueuedError struct {
+	// MessageID is the id the message is queued under.
+	MessageID string
+	// To is the recipient's agent id.
+	To string
+	// Expires is when the outbox gives up and dead-letters it.
+	Expires time.Time
+	// Cause is why the attempt failed.
+	Cause error
+}
+
+// Error implements error.
+func (e *QueuedError) Error() string {
+	return fmt.Sprintf("node: message %s queued for agent %s until %s: %v", e.MessageID, e.To, e.Expires.UTC().Format(time.RFC3339), e.Cause)
+}
+
+// Is reports whether target is ErrQueued.
+func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
+
+// Unwrap returns the cause.
+func (e *QueuedError) Unwrap() error { return e.Cause }
 
 // ErrCapabilityTaken is returned by Offer when another source already
 // offers a capability of the same name.

@@ -12,6 +12,7 @@ import (
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
@@ -260,7 +261,7 @@ func FuzzTopicNotify(f *testing.F) {
 		if err := topics["chat"].Publish(context.Background(), append(append([]byte{}, ms...), mb...)); err != nil {
 			t.Fatal(err)
 		}
-		meshtest.WaitFor(t, 5*time.Second, func() error {
+		wait.For(t, 5*time.Second, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if !got[marker] {

@@ -146,6 +146,7 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 		n.log.Debug("stale hello ignored", "remote_peer", p, "seq", h.Seq, "have", have)
 		return true
 	}
+	n.seen(p)
 	if changed {
 		names := make([]string, len(valid))
 		for i, c := range valid {

@@ -9,6 +9,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/node"
 )
 
@@ -30,7 +31,7 @@ func TestListenAddressInUse(t *testing.T) {
 				t.Fatalf("first node has no %s address: %v", proto, first.Host().Addrs())
 			}
 			second, err := node.New(node.WithIdentity(meshtest.Key(t, 2)), node.WithListenAddrs(held),
-				node.WithMDNS(false), node.WithDHT(false), node.WithLogger(meshtest.Logger(t)))
+				node.WithMDNS(false), node.WithDHT(false), node.WithLogger(testlog.New(t)))
 			if err == nil {
 				_ = second.Close()
 				t.Fatalf("a second node listened on %s, held by the first", held)

@@ -19,6 +19,7 @@ import (
 	"github.com/meshagent/meshagent/dht"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/p2ptest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
@@ -119,7 +120,7 @@ func TestMesh(t *testing.T) {
 			sort.Ints(want)
 			for _, byKeyword := range []bool{false, true} {
 				query := map[bool]string{false: "translate", true: "language"}[byKeyword]
-				meshtest.WaitFor(t, 60*time.Second, func() error {
+				wait.For(t, 60*time.Second, func() error {
 					got, err := discover(from, query, byKeyword, byID)
 					if err != nil {
 						return err
@@ -148,7 +149,7 @@ func TestMesh(t *testing.T) {
 		if peers < 1 {
 			t.Fatalf("published to %d peers", peers)
 		}
-		meshtest.WaitFor(t, 20*time.Second, func() error {
+		wait.For(t, 20*time.Second, func() error {
 			if got := in.texts(); !slices.Equal(got, []string{"first"}) {
 				return fmt.Errorf("subscriber received %q", got)
 			}
@@ -194,7 +195,7 @@ func TestMesh(t *testing.T) {
 		if err := topic.Publish(ctx, wire(attacker.Sign(marker), marker)); err != nil {
 			t.Fatal(err)
 		}
-		meshtest.WaitFor(t, 10*time.Second, func() error {
+		wait.For(t, 10*time.Second, func() error {
 			if got := in.texts(); !slices.Equal(got, []string{"marker"}) {
 				return fmt.Errorf("received %q, want only the marker", got)
 			}
@@ -211,7 +212,7 @@ func TestMesh(t *testing.T) {
 		// Every receiver must be reachable before filtered messages are
 		// judged by who did not get them.
 		ctx := meshtest.Context(t, 60*time.Second)
-		meshtest.WaitFor(t, 30*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			if _, err := nodes[11].Publish(ctx, "team:ready", text("ready"), nil); err != nil {
 				return err
 			}
@@ -244,7 +245,7 @@ func TestMesh(t *testing.T) {
 		if _, err := nodes[11].Publish(ctx, "team:done", text("done"), nil); err != nil {
 			t.Fatal(err)
 		}
-		meshtest.WaitFor(t, 20*time.Second, func() error {
+		wait.For(t, 20*time.Second, func() error {
 			for i, b := range boxes {
 				if !b.has("done") {
 					return fmt.Errorf("node %d has not received done", i)
@@ -269,7 +270,7 @@ func TestMesh(t *testing.T) {
 		last := nodes[n-1]
 		// The last node hears every agent's heartbeat, though it is
 		// connected to few of them.
-		meshtest.WaitFor(t, 30*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			heard := 0
 			for _, pi := range last.Peers() {
 				if _, ok := byID[pi.AgentID]; ok && pi.Status == protocol.StatusAvailable && !pi.LastHeartbeat.IsZero() {
@@ -286,7 +287,7 @@ func TestMesh(t *testing.T) {
 			t.Fatalf("node 0 as seen from the last node: %+v", first)
 		}
 		nodes[0].SetBusy(true)
-		meshtest.WaitFor(t, 10*time.Second, func() error {
+		wait.For(t, 10*time.Second, func() error {
 			if s := peerInfo(last, nodes[0].AgentID()).Status; s != protocol.StatusBusy {
 				return fmt.Errorf("node 0 status %q, want busy", s)
 			}
@@ -300,7 +301,7 @@ func TestMesh(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen := map[protocol.PresenceStatus]bool{}
-		meshtest.WaitFor(t, 30*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			pi := peerInfo(observer, gone.AgentID())
 			if pi.AgentID == "" {
 				return nil // dropped
@@ -311,7 +312,7 @@ func TestMesh(t *testing.T) {
 		if !seen[protocol.StatusStale] {
 			t.Errorf("the stopped agent was dropped without being shown stale first (saw %v)", seen)
 		}
-		meshtest.WaitFor(t, 30*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			got, err := discover(observer, "translate", false, byID)
 			if err != nil {
 				return err
@@ -376,7 +377,7 @@ func rogue(t testing.TB, victim *node.Node, family string) *libp2ppubsub.Topic {
 	if err := h.Connect(meshtest.Context(t, 10*time.Second), peer.AddrInfo{ID: victim.ID(), Addrs: victim.Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	meshtest.WaitFor(t, 15*time.Second, func() error {
+	wait.For(t, 15*time.Second, func() error {
 		if len(topic.ListPeers()) == 0 {
 			return errors.New("the victim is not yet a topic peer of the rogue")
 		}

@@ -45,12 +45,21 @@ func (n *Node) OnMessage(h MessageHandler) {
 // SendMessage delivers a direct message to agent to, at least once: up to
 // MessageAttempts attempts with a doubling backoff, each bounded by
 // attemptTimeout (0: the node's request timeout); refusals that a retry
-// cannot fix (UNAUTHORIZED, INVALID_MESSAGE) are not retried. The
+// cannot fix (UNAUTHORIZED, INVALID_MESSAGE) are returned at once. The
 // receiver processes a message id once, so a retry after a lost answer is
 // harmless. It returns the receiver's response (null unless
-// RequiresResponse). When every attempt fails the message goes to the
-// dead-letter queue (the store given with WithStore, topic
-// agent.messages.dlq) and the error wraps ErrDeadLettered.
+// RequiresResponse).
+//
+// When the agent cannot be reached, or is reached but takes no messages
+// yet (its program has not attached its handler), and the node has a
+// store (WithStore), the message waits in the node's outbox, on disk
+// before SendMessage returns, and the error is a *QueuedError matching
+// ErrQueued: the outbox delivers it when the agent is seen again, also
+// after a restart of this node, and dead-letters it past the TTL
+// (WithMessageTTL); its response is not kept. A full outbox returns an
+// error matching ErrOutboxFull, and nothing is queued. When every attempt
+// fails otherwise, the message goes to the dead-letter queue (topic
+// agent.messages.dlq in the store) and the error wraps ErrDeadLettered.
 func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessage, attemptTimeout time.Duration) (json.RawMessage, error) {
 	if m.MessageID == "" {
 		m.MessageID = protocol.NewID()
@@ -77,9 +86,11 @@ func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessa
 			return resp.Result, nil
 		}
 		last = err
-		switch protocol.CodeOf(err) {
-		case protocol.CodeUnauthorized, protocol.CodeInvalidMessage, protocol.CodeInvalidSignature:
+		if refused(err) {
 			return nil, err
+		}
+		if queueable(err) && n.outbox != nil {
+			return nil, n.queueMessage(ctx, id.String(), m.MessageID, params, err)
 		}
 		if ctx.Err() != nil || attempt == MessageAttempts {
 			break
@@ -94,12 +105,28 @@ func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessa
 		backoff *= 2
 	}
 	if n.cfg.Store != nil {
-		dl := store.Message{ID: m.MessageID, Topic: MessageDLQTopic, From: n.idStr, To: id.String(), Payload: params, Attempts: MessageAttempts, LastError: last.Error()}
+		dl := store.Message{ID: m.MessageID, Topic: MessageDLQTopic, From: n.idStr, To: id.String(), Payload: params, Metadata: messageMeta, Attempts: MessageAttempts, LastError: last.Error(), Queue: outboxQueue}
 		if err := n.cfg.Store.DeadLetter(context.WithoutCancel(ctx), dl, fmt.Sprintf("gave up after %d attempts: %v", MessageAttempts, last)); err != nil {
 			return nil, errors.Join(fmt.Errorf("%w (%v)", ErrDeadLettered, last), fmt.Errorf("store the dead letter: %w", err))
 		}
 	}
 	return nil, fmt.Errorf("%w after %d attempts: %w", ErrDeadLettered, MessageAttempts, last)
+}
+
+// messageMeta is the outbox metadata of a direct message: replayed, a dead
+// letter of SendMessage goes out through the outbox.
+var messageMeta = json.RawMessage(`{"action":"` + protocol.MessageCapability + `"}`)
+
+// queueMessage puts a direct message whose attempt found its agent away in
+// the outbox, and returns the *QueuedError that says so.
+func (n *Node) queueMessage(ctx context.Context, to, id string, params json.RawMessage, cause error) error {
+	// Queued even when the caller gives up now: it is told either way.
+	expires, err := n.enqueue(context.WithoutCancel(ctx), store.Message{ID: id, Topic: "agent:" + to, To: to, Payload: params}, protocol.MessageCapability, cause.Error())
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	n.log.Info("message queued: agent away", "remote_peer", to, "message_id", id, "until", expires, "err", cause)
+	return &QueuedError{MessageID: id, To: to, Expires: expires, Cause: cause}
 }
 
 // inflight is one message id being processed or recently processed.

@@ -106,18 +106,17 @@ func TestDirectMessages(t *testing.T) {
 	})
 
 	t.Run("after three failed attempts, the dead-letter queue", func(t *testing.T) {
-		gone := meshtest.Node(t, 112)
-		meshtest.Connect(t, sender, gone)
-		goneID := gone.AgentID()
-		if err := gone.Close(); err != nil {
-			t.Fatal(err)
-		}
-		_, err := sender.SendMessage(ctx, goneID, protocol.AgentMessage{MessageID: "msg-lost-1", Subject: "hello?", Body: "anyone"}, 500*time.Millisecond)
+		failing := meshtest.Node(t, 112)
+		failing.OnMessage(func(context.Context, peer.ID, protocol.AgentMessage) (json.RawMessage, error) {
+			return nil, errors.New("disk full")
+		})
+		meshtest.Connect(t, sender, failing)
+		_, err := sender.SendMessage(ctx, failing.AgentID(), protocol.AgentMessage{MessageID: "msg-lost-1", Subject: "hello?", Body: "anyone"}, 500*time.Millisecond)
 		if !errors.Is(err, node.ErrDeadLettered) {
 			t.Fatalf("%v, want ErrDeadLettered", err)
 		}
 		dls, err := st.DeadLetters(ctx, store.DLQFilter{Topic: node.MessageDLQTopic})
-		if err != nil || len(dls) != 1 || dls[0].ID != "msg-lost-1" || dls[0].To != goneID || dls[0].Attempts != node.MessageAttempts {
+		if err != nil || len(dls) != 1 || dls[0].ID != "msg-lost-1" || dls[0].To != failing.AgentID() || dls[0].Attempts != node.MessageAttempts {
 			t.Fatalf("dead letters %+v %v", dls, err)
 		}
 	})

@@ -71,6 +71,7 @@ type Node struct {
 	peers    *peerTable                     // other agents' hellos
 	presence *presence                      // other agents' heartbeats, and SetBusy
 	inbox    inbox                          // direct messages: handler and recent ids
+	outbox   *outbox                        // messages waiting for agents that are away (nil: no store)
 	policy   atomic.Pointer[compiledPolicy] // requester policy (nil: none)
 	guard    *guard                         // protects busy peers, trims idle inbound conns
 	anyState *anyProviders                  // CallAny's providers: in flight, unreachable, found
@@ -163,6 +164,11 @@ func New(opts ...Option) (n *Node, err error) {
 	n.host.SetStreamHandler(protocol.HelloProtocol, n.handleHello)
 	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
 	n.wg.Go(n.identifyLoop)
+	if cfg.Store != nil {
+		if err := n.startOutbox(); err != nil {
+			return n, err
+		}
+	}
 	if cfg.MDNS {
 		n.mdns = mdns.NewMdnsService(n.host, MDNSServiceName, mdnsNotifee{n})
 		if err := n.mdns.Start(); err != nil {

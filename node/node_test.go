@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/meshagent/meshagent/internal/p2ptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/p2ptest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -75,7 +76,7 @@ func TestHelloAgainOnCapabilityChange(t *testing.T) {
 	if err := b.SetServices([]node.Service{echoService("v2"), echoService("v3")}); err != nil {
 		t.Fatal(err)
 	}
-	meshtest.WaitFor(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, func() error {
 		caps, _ := a.PeerCapabilities(b.ID())
 		if got := names(caps); got != "v2,v3" {
 			return fmt.Errorf("a sees %q", got)
@@ -349,7 +350,7 @@ func TestOfferBySource(t *testing.T) {
 	meshtest.Connect(t, a, b)
 	sees := func(want string) {
 		t.Helper()
-		meshtest.WaitFor(t, 10*time.Second, func() error {
+		wait.For(t, 10*time.Second, func() error {
 			caps, _ := a.PeerCapabilities(b.ID())
 			if got := names(caps); got != want {
 				return fmt.Errorf("a sees %q, want %q", got, want)

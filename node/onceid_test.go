@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -101,7 +102,7 @@ func TestRequestRunsOncePerID(t *testing.T) {
 		}
 		retried <- err
 	}()
-	meshtest.WaitFor(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, func() error {
 		select {
 		case <-progressed:
 			return nil

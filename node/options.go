@@ -130,9 +130,22 @@ type Config struct {
 	StaticRelays []ma.Multiaddr
 	// Policy limits requesters by agent or group (see Policy); nil: none.
 	Policy *Policy
-	// Store keeps dead letters of direct messages (SendMessage); the caller
-	// owns it. Optional.
+	// Store keeps the outbox of messages to agents that are away and the
+	// dead letters of direct messages (SendMessage, Forward); the caller
+	// owns it. Optional: without one a message to an agent that is away
+	// fails after its attempts.
 	Store *store.Store
+	// MessageTTL is how long a message waits in the outbox for its agent
+	// before it is dead-lettered. Default DefaultMessageTTL (seven days).
+	MessageTTL time.Duration
+	// OutboxBounds bound the outbox: messages per agent and bytes in all
+	// (payloads and metadata). Past them a send fails with ErrOutboxFull.
+	// Default DefaultOutboxPerRecipient and DefaultOutboxBytes.
+	OutboxBounds store.Bounds
+	// OutboxRetry is the longest wait between two attempts at an agent
+	// that is away (a hello or heartbeat from it wakes the outbox at
+	// once). Default DefaultOutboxRetry.
+	OutboxRetry time.Duration
 	// Metrics records calls served and sent and refusals. Nil: none.
 	Metrics *metrics.Metrics
 	// MessageBackoff is SendMessage's first wait between attempts; it
@@ -180,6 +193,9 @@ func DefaultConfig() Config {
 		Topics:         true,
 		Presence:       DefaultPresence(),
 		MessageBackoff: 500 * time.Millisecond,
+		MessageTTL:     DefaultMessageTTL,
+		OutboxBounds:   store.Bounds{PerRecipient: DefaultOutboxPerRecipient, Bytes: DefaultOutboxBytes},
+		OutboxRetry:    DefaultOutboxRetry,
 		RequestTimeout: 30 * time.Second,
 		Limits:         DefaultLimits(),
 		Conns:          DefaultConnLimits(),
@@ -213,6 +229,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RequestTimeout <= 0 {
 		return errors.New("node: request timeout must be positive")
+	}
+	if c.MessageTTL <= 0 || c.OutboxRetry <= 0 {
+		return errors.New("node: message TTL and outbox retry must be positive")
+	}
+	if c.OutboxBounds.PerRecipient <= 0 || c.OutboxBounds.Bytes <= 0 {
+		return errors.New("node: outbox bounds must be positive")
 	}
 	if err := c.Limits.validate(); err != nil {
 		return fmt.Errorf("node: limits: %w", err)
@@ -335,8 +357,8 @@ func WithMetrics(m *metrics.Metrics) Option {
 	return func(c *Config) error { c.Metrics = m; return nil }
 }
 
-// WithStore gives the node a store for the dead letters of direct
-// messages.
+// WithStore gives the node a store for its outbox (messages to agents
+// that are away) and the dead letters of direct messages.
 func WithStore(st *store.Store) Option {
 	return func(c *Config) error { c.Store = st; return nil }
 }
@@ -348,6 +370,41 @@ func WithMessageBackoff(d time.Duration) Option {
 			return errors.New("message backoff must be positive")
 		}
 		c.MessageBackoff = d
+		return nil
+	}
+}
+
+// WithMessageTTL sets how long a message waits in the outbox for its agent
+// before it is dead-lettered.
+func WithMessageTTL(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return errors.New("message TTL must be positive")
+		}
+		c.MessageTTL = d
+		return nil
+	}
+}
+
+// WithOutboxBounds bounds the outbox: messages per agent and bytes in all.
+func WithOutboxBounds(perRecipient int, bytes int64) Option {
+	return func(c *Config) error {
+		if perRecipient <= 0 || bytes <= 0 {
+			return errors.New("outbox bounds must be positive")
+		}
+		c.OutboxBounds = store.Bounds{PerRecipient: perRecipient, Bytes: bytes}
+		return nil
+	}
+}
+
+// WithOutboxRetry sets the longest wait between two attempts at an agent
+// that is away.
+func WithOutboxRetry(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return errors.New("outbox retry must be positive")
+		}
+		c.OutboxRetry = d
 		return nil
 	}
 }

@@ -253,6 +253,7 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 	interval := time.Duration(hb.IntervalMS) * time.Millisecond
 	interval = min(max(interval, MinHeartbeatInterval), MaxHeartbeatInterval)
 	n.presence.record(m.From, &presenceState{hb: hb, at: n.cfg.Now(), interval: interval})
+	n.seen(m.From, hb.Addrs...)
 	ps, known := n.peers.get(m.From)
 	stale := known && capabilityDigest(ps.capabilities) != hb.CapabilityDigest
 	// The capabilities changed since the hello we hold (or a hello was

@@ -16,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -54,7 +55,7 @@ func TestCircuitRelay(t *testing.T) {
 	// The hidden agent advertises a /p2p-circuit address once its
 	// reservation is made.
 	var circuit ma.Multiaddr
-	meshtest.WaitFor(t, 30*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		for _, a := range hidden.Host().Addrs() {
 			if strings.Contains(a.String(), "/p2p-circuit") {
 				circuit = a
@@ -77,7 +78,7 @@ func TestCircuitRelay(t *testing.T) {
 	cancel()
 	// The dialler may finish its side of the handshake; the hidden agent
 	// then drops the connection.
-	meshtest.WaitFor(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, func() error {
 		if n := len(caller.Host().Network().ConnsToPeer(hidden.ID())); n > 0 {
 			return fmt.Errorf("%d direct connections to the hidden agent survive; the test's NAT does not hold", n)
 		}
@@ -88,7 +89,7 @@ func TestCircuitRelay(t *testing.T) {
 
 	// The reservation may still be on its way: retry until the relay
 	// connects us.
-	meshtest.WaitFor(t, 30*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		return caller.Connect(cctx, peer.AddrInfo{ID: hidden.ID(), Addrs: []ma.Multiaddr{circuit}})

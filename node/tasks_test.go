@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -97,7 +98,7 @@ func TestTasks(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "cancelled by its requester") {
 			t.Fatalf("the cancelled call returned %v", err)
 		}
-		meshtest.WaitFor(t, 10*time.Second, func() error {
+		wait.For(t, 10*time.Second, func() error {
 			if tk, err = requester.TaskStatus(ctx, "task-2", ""); err != nil || tk.State != protocol.TaskCancelled {
 				return fmt.Errorf("task %+v %v", tk, err)
 			}

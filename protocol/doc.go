@@ -13,6 +13,10 @@
 // and only then decodes them (Open). The embedded JSON form, with a
 // "signature" member, is used at the edges (OpenJSON, SignedJSON).
 //
+// A delivery receipt is a provider's final response envelope in that
+// form, as the caller received it: it proves to anyone, offline, who
+// answered which request and how (OpenReceipt, Receipt.Check).
+//
 // # Decoding what comes from outside
 //
 // Every JSON object that arrives from another program is decoded by one

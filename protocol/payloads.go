@@ -70,9 +70,13 @@ type CallRequest struct {
 	// Progress, if set, receives each in_progress response in order. It is
 	// called from the node's reader goroutine and must not block.
 	Progress func(*Response) `json:"-"`
-	// Signed, if set, receives the final success response as its signed
-	// envelope in the embedded JSON form (with "signature"), for keeping
-	// and verifying offline (meshagent verify). Called before Call returns.
+	// Signed, if set, receives the provider's final response as its
+	// signed envelope in the embedded JSON form (with "signature"): the
+	// call's receipt, which OpenReceipt and meshagent verify check
+	// offline. The canonical bytes inside are those the caller received
+	// and verified. Called once, before Call returns, only when the
+	// provider answered with a response envelope (not an error one);
+	// nothing is kept when it is nil.
 	Signed func(json.RawMessage) `json:"-"`
 	// OnBehalfOf, if set, names the client of the calling agent the
 	// request is made for ("lobby:alice" for a relay's lobby agent): it

@@ -2,10 +2,8 @@ package rpc_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,28 +12,6 @@ import (
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 )
-
-// expectClosed reads from ws until the server closes it, and checks the
-// close status is 1008 with a reason containing want.
-func expectClosed(t *testing.T, ws *websocket.Conn, within time.Duration, want string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	for {
-		_, _, err := ws.Read(ctx)
-		if err == nil {
-			continue
-		}
-		var ce websocket.CloseError
-		if !errors.As(err, &ce) {
-			t.Fatalf("connection not closed by the server within %v: %v", within, err)
-		}
-		if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, want) {
-			t.Fatalf("closed with %d %q, want 1008 with %q", ce.Code, ce.Reason, want)
-		}
-		return
-	}
-}
 
 // initialized dials url and initializes as id.
 func initialized(t *testing.T, url, id string) *rpc.Client {

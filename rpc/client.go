@@ -495,6 +495,10 @@ const timeoutGrace = 5 * time.Second
 // is what to branch on); if no answer comes within Timeout plus a grace
 // period, the error is a *protocol.Error with code TIMEOUT. Other failures
 // are an *Error (bad params, for example) or a connection error.
+//
+// With req.Signed set, the call asks for a receipt ("receipt": true) and
+// hands the provider's signed final response envelope to req.Signed
+// before MeshCall returns; protocol.OpenReceipt checks it.
 func (c *Client) MeshCall(ctx context.Context, req protocol.CallRequest, onProgress func(*protocol.Response)) (*protocol.Response, error) {
 	if req.To == "" {
 		return nil, Errorf(CodeInvalidParams, `invalid params: "agentId" is required (MeshCallAny lets the node choose)`)
@@ -525,7 +529,7 @@ func (c *Client) meshCall(ctx context.Context, req protocol.CallRequest, onProgr
 	if onProgress == nil {
 		onProgress = req.Progress
 	}
-	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params, TaskID: req.CorrelationID}
+	params := CallParams{AgentID: req.To, Capability: req.Action, Params: req.Params, TaskID: req.CorrelationID, Receipt: req.Signed != nil}
 	if req.Timeout > 0 {
 		params.TimeoutMS = int64((req.Timeout + time.Millisecond - 1) / time.Millisecond)
 		var cancel context.CancelFunc
@@ -536,6 +540,9 @@ func (c *Client) meshCall(ctx context.Context, req protocol.CallRequest, onProgr
 	err := c.call(ctx, MethodMeshCall, params, &res, callHooks{progress: onProgress})
 	switch {
 	case err == nil:
+		if req.Signed != nil && len(res.Receipt) > 0 {
+			req.Signed(res.Receipt)
+		}
 		return &res, nil
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, protocol.Errorf(protocol.CodeTimeout, "no answer from %s within the deadline", c.url)

@@ -3,17 +3,17 @@ package rpc_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/rpc"
 )
 
 // discoveringMesh adds a directory to the fake mesh: "translate" is offered
 // by two agents, keyword "language" by one; anything else finds nobody.
-type discoveringMesh struct{ *fakeMesh }
+type discoveringMesh struct{ *fakemesh.Mesh }
 
 func (discoveringMesh) Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error) {
 	if query == "broken" {
@@ -45,18 +45,7 @@ func (discoveringMesh) Discover(ctx context.Context, query string, byKeyword boo
 
 func discoverServer(t *testing.T) string {
 	t.Helper()
-	srv, err := rpc.New(discoveringMesh{newFakeMesh()}, rpc.WithLogger(testLogger(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	return rpctest.Start(t, discoveringMesh{fakemesh.New()}).URL
 }
 
 func TestDiscover(t *testing.T) {

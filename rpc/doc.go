@@ -47,16 +47,24 @@
 //	ping        {}  -> {"timestamp": "2025-02-14T12:00:00Z"}   (seed 001)
 //	mesh.id     {}  -> {"agentId": "12D3KooW…"}
 //	mesh.peers  {}  -> [PeerInfo, …]
-//	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?}
-//	            -> {"correlationId", "status", "result"}
-//	mesh.call   {"capability", "params"?, "timeoutMs"?}   (no "agentId"; an AnyCaller mesh)
-//	            -> {"correlationId", "status", "result", "agentId"}
+//	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?, "taskId"?, "receipt"?}
+//	            -> {"correlationId", "status", "result", "receipt"?}
+//	mesh.call   {"capability", "params"?, "timeoutMs"?, "taskId"?, "receipt"?}   (no "agentId"; an AnyCaller mesh)
+//	            -> {"correlationId", "status", "result", "agentId", "receipt"?}
 //
 // Without "agentId" the node chooses a provider of the capability and
 // fails over to another only when the request provably did not start
 // there, or the capability is idempotent (node.Node.CallAny); the result
 // names the agent that answered. A Mesh that is not an AnyCaller still
 // requires "agentId".
+//
+// With "receipt": true (either form; "taskId" is optional in both) the
+// result also carries "receipt": the provider's final response envelope
+// exactly as it signed it, in the embedded JSON form with "signature". It
+// is a delivery receipt anyone can check later without the network or
+// trust in this node (protocol.OpenReceipt, meshagent verify): signed by
+// the provider, answering the call's correlationId. It is left out when
+// not asked for, and the mesh keeps nothing then.
 //
 // While a mesh.call runs, each in_progress response is sent to the caller
 // as a notification, before the call's final response:

@@ -3,12 +3,13 @@ package rpc_test
 import (
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -90,18 +91,7 @@ func TestFilterRefused(t *testing.T) {
 
 func filterServer(t *testing.T) string {
 	t.Helper()
-	srv, err := rpc.New(filterMesh{discoveringMesh{newFakeMesh()}}, rpc.WithLogger(testLogger(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		hs.Close()
-	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http") + "/"
+	return rpctest.Start(t, filterMesh{discoveringMesh{fakemesh.New()}}).URL
 }
 
 // TestDiscoverFilter: the agents found pass mesh.discover's filter,

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/wstest"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -27,60 +27,16 @@ import (
 // still answered.
 
 // fuzzAgent is the fake mesh's own agent id (a fixed Ed25519 key).
-const fuzzAgent = "12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a"
+const fuzzAgent = fakemesh.SelfID
 
-// fuzzMesh answers everything at once, successfully.
-type fuzzMesh struct{}
-
-func (fuzzMesh) AgentID() string { return fuzzAgent }
-
-func (fuzzMesh) Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusSuccess, Result: json.RawMessage(`{"ok":true}`)}, nil
-}
-
-func (fuzzMesh) Peers() []protocol.PeerInfo {
-	return []protocol.PeerInfo{{AgentID: fuzzAgent, Name: "self", Connected: true}}
-}
-
-func (fuzzMesh) Publish(context.Context, string, json.RawMessage, *protocol.Filter) (int, error) {
-	return 1, nil
-}
-
-func (fuzzMesh) PublishID(context.Context, string, string, json.RawMessage, *protocol.Filter) (int, error) {
-	return 1, nil
-}
-
-func (fuzzMesh) Subscribe(string, func(protocol.TopicMessage)) (func(), error) { return func() {}, nil }
-
-// fuzzMesh offers every optional part of the mesh, so that every method
+// fakemesh.Instant offers every optional part of the mesh, so that every method
 // reaches its params decoding.
 var (
-	_ Publisher  = fuzzMesh{}
-	_ Discoverer = fuzzMesh{}
-	_ Consenter  = fuzzMesh{}
-	_ Tasker     = fuzzMesh{}
+	_ Publisher  = fakemesh.Instant{}
+	_ Discoverer = fakemesh.Instant{}
+	_ Consenter  = fakemesh.Instant{}
+	_ Tasker     = fakemesh.Instant{}
 )
-
-func (fuzzMesh) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo, error) {
-	ch := make(chan protocol.PeerInfo)
-	close(ch)
-	return ch, nil
-}
-
-func (fuzzMesh) Consensus(_ context.Context, req protocol.ConsensusRequest) (*protocol.ConsensusResult, error) {
-	return &protocol.ConsensusResult{Question: req.Question}, nil
-}
-
-func (fuzzMesh) TaskStatus(_ context.Context, id, _ string) (*protocol.Task, error) {
-	return &protocol.Task{ID: id}, nil
-}
-
-func (fuzzMesh) CancelTask(_ context.Context, id, _ string) (*protocol.Task, error) {
-	return &protocol.Task{ID: id}, nil
-}
 
 // fuzzProvider lets the fuzzed clients serve: it accepts every offer.
 type fuzzProvider struct{}
@@ -102,7 +58,7 @@ type fuzzServer struct {
 
 func newFuzzServer(f testing.TB) *fuzzServer {
 	f.Helper()
-	srv, err := New(fuzzMesh{}, WithLogger(slog.New(slog.DiscardHandler)), WithProvider(fuzzProvider{}))
+	srv, err := New(fakemesh.Instant{}, WithLogger(slog.New(slog.DiscardHandler)), WithProvider(fuzzProvider{}))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -133,41 +89,9 @@ func (fb *fuzzServer) checkHonest(t *testing.T) {
 }
 
 // fuzzConn is a raw WebSocket client of a fuzz target.
-type fuzzConn struct {
-	t  testing.TB
-	ws *websocket.Conn
-}
+type fuzzConn struct{ *wstest.Conn }
 
-func dialFuzz(t *testing.T, url string) *fuzzConn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(32 << 20)
-	t.Cleanup(func() { _ = ws.CloseNow() })
-	return &fuzzConn{t: t, ws: ws}
-}
-
-func (c *fuzzConn) write(frame []byte) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
-
-func (c *fuzzConn) read(ctx context.Context) []byte {
-	c.t.Helper()
-	_, b, err := c.ws.Read(ctx)
-	if err != nil {
-		c.t.Fatalf("read: %v", err)
-	}
-	return b
-}
+func dialFuzz(t *testing.T, url string) fuzzConn { return fuzzConn{wstest.Dial(t, url)} }
 
 // rpcOut is one JSON-RPC object the server sent.
 type rpcOut struct {
@@ -215,56 +139,56 @@ const fuzzSentinel = `"fuzz-sentinel-5f0c"`
 // every expected answer and the sentinel's have come. It answers the
 // server's own requests (deliveries) as processed. It checks each answer
 // and returns them.
-func (c *fuzzConn) exchange(frame []byte, maxBatch int) []rpcOut {
-	c.t.Helper()
+func (c fuzzConn) exchange(frame []byte, maxBatch int) []rpcOut {
+	c.TB.Helper()
 	want, batch := expectedAnswers(frame, maxBatch)
-	c.write(frame)
-	c.write([]byte(`{"jsonrpc":"2.0","id":` + fuzzSentinel + `,"method":"ping"}`))
+	c.Write(frame)
+	c.Write([]byte(`{"jsonrpc":"2.0","id":` + fuzzSentinel + `,"method":"ping"}`))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var got []rpcOut
 	sentinel, batchSeen := false, false
 	for !sentinel || len(got) < len(want) {
-		b := c.read(ctx)
+		b := c.Read(ctx)
 		var outs []rpcOut
 		isArray := len(b) > 0 && b[0] == '['
 		if isArray {
 			if err := json.Unmarshal(b, &outs); err != nil {
-				c.t.Fatalf("server sent an undecodable batch %s: %v", b, err)
+				c.TB.Fatalf("server sent an undecodable batch %s: %v", b, err)
 			}
 			if !batch || batchSeen || len(outs) != len(want) {
-				c.t.Fatalf("batch answer of %d for %d expected (batch %v, seen %v): %s", len(outs), len(want), batch, batchSeen, b)
+				c.TB.Fatalf("batch answer of %d for %d expected (batch %v, seen %v): %s", len(outs), len(want), batch, batchSeen, b)
 			}
 			batchSeen = true
 		} else {
 			var o rpcOut
 			if err := json.Unmarshal(b, &o); err != nil {
-				c.t.Fatalf("server sent undecodable %s: %v", b, err)
+				c.TB.Fatalf("server sent undecodable %s: %v", b, err)
 			}
 			outs = []rpcOut{o}
 		}
 		for _, o := range outs {
 			if o.JSONRPC != "2.0" {
-				c.t.Fatalf("not JSON-RPC 2.0: %s", b)
+				c.TB.Fatalf("not JSON-RPC 2.0: %s", b)
 			}
 			if o.Method != "" { // the server's own request or notification
 				if o.ID != nil && !isArray {
-					c.write([]byte(`{"jsonrpc":"2.0","id":` + string(o.ID) + `,"result":{"processed":true}}`))
+					c.Write([]byte(`{"jsonrpc":"2.0","id":` + string(o.ID) + `,"result":{"processed":true}}`))
 				}
 				continue
 			}
 			if (o.Result == nil) == (o.Error == nil) {
-				c.t.Fatalf("answer with both or neither of result and error: %s", b)
+				c.TB.Fatalf("answer with both or neither of result and error: %s", b)
 			}
 			if o.Error != nil && o.Error.Code == CodeInternalError {
-				c.t.Fatalf("internal error (a handler failed or panicked) for %q: %s", frame, b)
+				c.TB.Fatalf("internal error (a handler failed or panicked) for %q: %s", frame, b)
 			}
 			if o.Error != nil && o.Error.Code == CodeInvalidParams && !strings.HasPrefix(o.Error.Message, "invalid params") {
-				c.t.Fatalf("-32602 without a clear message: %s", b)
+				c.TB.Fatalf("-32602 without a clear message: %s", b)
 			}
 			if compactJSON(o.ID) == fuzzSentinel && !isArray {
 				if sentinel {
-					c.t.Fatalf("sentinel answered twice")
+					c.TB.Fatalf("sentinel answered twice")
 				}
 				sentinel = true
 				continue
@@ -273,7 +197,7 @@ func (c *fuzzConn) exchange(frame []byte, maxBatch int) []rpcOut {
 		}
 	}
 	if batch && len(want) > 0 && !batchSeen {
-		c.t.Fatalf("batch %q answered element by element", frame)
+		c.TB.Fatalf("batch %q answered element by element", frame)
 	}
 	// Match answers to what was expected, as multisets of ids.
 	left := append([]expected(nil), want...)
@@ -286,7 +210,7 @@ func (c *fuzzConn) exchange(frame []byte, maxBatch int) []rpcOut {
 			}
 		}
 		if i < 0 {
-			c.t.Fatalf("unexpected answer %+v (error %v) for %q; expected %+v", o, o.Error, frame, want)
+			c.TB.Fatalf("unexpected answer %+v (error %v) for %q; expected %+v", o, o.Error, frame, want)
 		}
 		left = append(left[:i], left[i+1:]...)
 	}
@@ -351,7 +275,7 @@ var localMethods = []string{
 // panic or a silent default).
 func FuzzLocalAPI(f *testing.F) {
 	seeds := map[string][]string{
-		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`},
+		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`, `{"agentId":"` + fuzzAgent + `","capability":"echo","receipt":true}`, `{"capability":"echo","receipt":"yes"}`},
 		MethodMeshDiscover:    {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"echo","filter":{"required_capabilities":["echo"]}}`},
 		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, `{"topic":"t","payload":{},"filter":{"persona_types":["qa"],"personaTypes":[]}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},

@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
 
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -18,21 +18,18 @@ type AnyCaller interface {
 	CallAny(ctx context.Context, req protocol.CallRequest) (*protocol.Response, string, error)
 }
 
-// CallResult is the result of a mesh.call without "agentId": the final
-// response and the agent that answered. A call naming its agent returns
-// the response alone, as it always has.
+// CallResult is the result of mesh.call: the final response, with the
+// agent that answered when the call named none, and the provider's
+// receipt when it was asked for. A call naming its agent and asking no
+// receipt returns the response alone, as it always has.
 type CallResult struct {
 	protocol.Response
-	AgentID string `json:"agentId"`
-}
-
-func callAny(ctx context.Context, m AnyCaller, req protocol.CallRequest) (any, error) {
-	resp, agent, err := m.CallAny(ctx, req)
-	if err != nil {
-		return nil, protocol.AsError(err)
-	}
-	if resp == nil {
-		return nil, fmt.Errorf("mesh returned no response")
-	}
-	return CallResult{Response: *resp, AgentID: agent}, nil
+	// AgentID is the provider that answered a mesh.call without
+	// "agentId"; absent when the call named it.
+	AgentID string `json:"agentId,omitempty"`
+	// Receipt is the provider's signed final response envelope in the
+	// embedded JSON form (protocol.OpenReceipt checks it), present when
+	// the call asked for it with "receipt": true. A mesh that keeps no
+	// signed answers (CallRequest.Signed is never called) leaves it out.
+	Receipt json.RawMessage `json:"receipt,omitempty"`
 }

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
 
-// anyMesh is a fakeMesh that chooses the provider itself: peerID
+// anyMesh is the fake mesh that chooses the provider itself: peerID
 // answers every call without an agent id.
-type anyMesh struct{ *fakeMesh }
+type anyMesh struct{ *fakemesh.Mesh }
 
 func (m anyMesh) CallAny(ctx context.Context, req protocol.CallRequest) (*protocol.Response, string, error) {
 	if req.To != "" {
@@ -24,7 +25,7 @@ func (m anyMesh) CallAny(ctx context.Context, req protocol.CallRequest) (*protoc
 }
 
 func TestMeshCallAny(t *testing.T) {
-	mesh := newFakeMesh()
+	mesh := fakemesh.New()
 	ts := serveMesh(t, anyMesh{mesh}, mesh)
 	c := dialClient(t, ts.url)
 
@@ -80,7 +81,7 @@ func TestMeshCallAnyUnsupported(t *testing.T) {
 	c := dialClient(t, ts.url)
 	_, _, err := c.MeshCallAny(ctxT(t), protocol.CallRequest{Action: "echo"}, nil)
 	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || ts.mesh.calls.Load() != 0 {
-		t.Fatalf("got %v after %d calls", err, ts.mesh.calls.Load())
+	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || ts.mesh.Calls.Load() != 0 {
+		t.Fatalf("got %v after %d calls", err, ts.mesh.Calls.Load())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -59,8 +60,8 @@ func (f *fakeControl) SetLogLevel(level string) error {
 	return nil
 }
 
-// capsMesh is a fakeMesh serving capabilities of its own.
-type capsMesh struct{ *fakeMesh }
+// capsMesh is the fake mesh serving capabilities of its own.
+type capsMesh struct{ *fakemesh.Mesh }
 
 func (capsMesh) Capabilities() []protocol.Capability {
 	return []protocol.Capability{{Name: "echo"}, {Name: "translate"}}
@@ -68,7 +69,7 @@ func (capsMesh) Capabilities() []protocol.Capability {
 
 func TestControlMethods(t *testing.T) {
 	ctl := &fakeControl{level: "info"}
-	mesh := newFakeMesh()
+	mesh := fakemesh.New()
 	ts := serveMesh(t, capsMesh{mesh}, mesh, rpc.WithControl(ctl))
 	c := dialClient(t, ts.url)
 	ctx := context.Background()

@@ -65,6 +65,9 @@ type CallParams struct {
 	// can ask for its status or cancel it (mesh.taskStatus,
 	// mesh.taskCancel). Optional: a fresh one otherwise.
 	TaskID string `json:"taskId,omitempty"`
+	// Receipt asks for the provider's signed final response envelope,
+	// returned as the result's "receipt" (CallResult.Receipt).
+	Receipt bool `json:"receipt,omitempty"`
 }
 
 // ProgressParams are the params of a mesh.progress notification: one
@@ -153,7 +156,12 @@ var callShape = paramShape{
 	method: MethodMeshCall,
 	object: `mesh.call takes an object {"agentId", "capability", "params", "timeoutMs"}`,
 	takes:  "agentId, capability, params, timeoutMs",
-	member: timeoutMember(callTimeoutError),
+	member: func(fe *protocol.FieldError) error {
+		if under(fe, "receipt") {
+			return Errorf(CodeInvalidParams, `invalid params: "receipt" must be true or false`)
+		}
+		return timeoutMember(callTimeoutError)(fe)
+	},
 }
 
 func callTimeoutError() error {
@@ -161,62 +169,63 @@ func callTimeoutError() error {
 }
 
 // parseCallParams validates mesh.call's params and returns the request
-// for the mesh, without Progress. With anyOK, "agentId" may be left out
-// (the request's To is then empty).
-func parseCallParams(raw json.RawMessage, anyOK bool) (protocol.CallRequest, error) {
+// for the mesh, without Progress or Signed, and whether a receipt is
+// asked for. With anyOK, "agentId" may be left out (the request's To is
+// then empty).
+func parseCallParams(raw json.RawMessage, anyOK bool) (protocol.CallRequest, bool, error) {
 	var req protocol.CallRequest
 	var p CallParams
 	if err := callShape.decode(raw, &p); err != nil {
-		return req, err
+		return req, false, err
 	}
 	switch {
 	case p.AgentID != "":
 		id, err := sign.ParseAgentID(p.AgentID)
 		if err != nil {
-			return req, Errorf(CodeInvalidParams, `invalid params: "agentId": %v`, err)
+			return req, false, Errorf(CodeInvalidParams, `invalid params: "agentId": %v`, err)
 		}
 		req.To = id.String()
 	case !anyOK:
-		return req, Errorf(CodeInvalidParams, `invalid params: "agentId" is required`)
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "agentId" is required`)
 	case agentIDGiven(raw):
-		return req, Errorf(CodeInvalidParams, `invalid params: "agentId" is empty; leave it out to let the node choose the provider`)
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "agentId" is empty; leave it out to let the node choose the provider`)
 	}
 
 	capability := p.Capability
 	switch {
 	case capability == "" && p.Action == "":
-		return req, Errorf(CodeInvalidParams, `invalid params: "capability" is required`)
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "capability" is required`)
 	case capability == "":
 		capability = p.Action
 	case p.Action != "" && p.Action != capability:
-		return req, Errorf(CodeInvalidParams, `invalid params: "capability" and its alias "action" differ`)
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "capability" and its alias "action" differ`)
 	}
 	if err := (&protocol.Capability{Name: capability}).Validate(); err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
-			return req, Errorf(CodeInvalidParams, `invalid params: "capability": %s`, pe.Message)
+			return req, false, Errorf(CodeInvalidParams, `invalid params: "capability": %s`, pe.Message)
 		}
-		return req, Errorf(CodeInvalidParams, `invalid params: "capability": %v`, err)
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "capability": %v`, err)
 	}
 	req.Action = capability
 
 	if len(p.Params) > 0 && !isNull(p.Params) {
 		if p.Params[0] != '{' {
-			return req, Errorf(CodeInvalidParams, `invalid params: "params" must be an object`)
+			return req, false, Errorf(CodeInvalidParams, `invalid params: "params" must be an object`)
 		}
 		req.Params = p.Params
 	}
 
 	if len(p.TaskID) > 128 {
-		return req, Errorf(CodeInvalidParams, `invalid params: "taskId" is longer than 128 bytes`)
+		return req, false, Errorf(CodeInvalidParams, `invalid params: "taskId" is longer than 128 bytes`)
 	}
 	req.CorrelationID = p.TaskID
 
 	if p.TimeoutMS < 0 || p.TimeoutMS > MaxCallTimeout.Milliseconds() {
-		return req, callTimeoutError()
+		return req, false, callTimeoutError()
 	}
 	req.Timeout = time.Duration(p.TimeoutMS) * time.Millisecond
-	return req, nil
+	return req, p.Receipt, nil
 }
 
 // meshCall serves mesh.call: each in_progress response goes to the caller
@@ -225,9 +234,14 @@ func parseCallParams(raw json.RawMessage, anyOK bool) (protocol.CallRequest, err
 // errors.go) with data.code.
 func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
 	anyCaller, anyOK := s.mesh.(AnyCaller)
-	req, err := parseCallParams(r.Params, anyOK)
+	req, wantReceipt, err := parseCallParams(r.Params, anyOK)
 	if err != nil {
 		return nil, err
+	}
+	var receipt json.RawMessage
+	if wantReceipt {
+		// Called on this goroutine before Call returns (CallRequest.Signed).
+		req.Signed = func(s json.RawMessage) { receipt = s }
 	}
 	if !r.IsNotification() {
 		// Progress is called on the node's reader goroutine; Notify never
@@ -254,17 +268,23 @@ func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
 		// it, so the provider sees "<relay id>/bus:<name>", not the relay.
 		req.OnBehalfOf = BusClientPrefix + cred.Name
 	}
+	var resp *protocol.Response
+	var agent string
 	if req.To == "" {
-		return callAny(ctx, anyCaller, req)
+		resp, agent, err = anyCaller.CallAny(ctx, req)
+	} else {
+		resp, err = s.mesh.Call(ctx, req)
 	}
-	resp, err := s.mesh.Call(ctx, req)
 	if err != nil {
 		return nil, protocol.AsError(err)
 	}
 	if resp == nil {
 		return nil, fmt.Errorf("mesh returned no response")
 	}
-	return resp, nil
+	if req.To != "" && !wantReceipt {
+		return resp, nil // the plain response, as mesh.call always answered
+	}
+	return CallResult{Response: *resp, AgentID: agent, Receipt: receipt}, nil
 }
 
 // agentIDGiven reports whether mesh.call's params (already decoded

@@ -128,6 +128,9 @@ func (s *Server) meshSendMessage(ctx context.Context, r *Request) (any, error) {
 		return nil, Errorf(CodeInvalidParams, `invalid params: "message": %v`, err)
 	}
 	res, err := s.cfg.Provider.SendMessage(ctx, id.String(), m)
+	if errors.Is(err, ErrQueued) {
+		return SendMessageResult{MessageID: m.MessageID, Queued: true}, nil
+	}
 	if err != nil {
 		return nil, protocol.AsError(err)
 	}

@@ -53,6 +53,9 @@ func (f *fakeProvider) SendMessage(_ context.Context, to string, m protocol.Agen
 	if to == peerID && m.Subject == "fail" {
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "agent %s is not reachable", to)
 	}
+	if to == peerID && m.Subject == "away" {
+		return nil, fmt.Errorf("%w: agent %s is away", rpc.ErrQueued, to)
+	}
 	f.sent = append(f.sent, m)
 	if m.RequiresResponse {
 		return json.RawMessage(`{"ack":"` + m.Subject + `"}`), nil
@@ -488,6 +491,13 @@ func TestDirectMessages(t *testing.T) {
 	err = a.c.Call(ctxT(t), rpc.MethodMeshSendMessage, json.RawMessage(`{"agentId":"`+peerID+`","message":{"subject":"fail"}}`), nil)
 	if pe := rpc.ProtocolError(err); pe == nil || pe.Code != protocol.CodeUnknownAgent {
 		t.Errorf("undeliverable message: %v, want UNKNOWN_AGENT", err)
+	}
+	raw = nil
+	if err := a.c.Call(ctxT(t), rpc.MethodMeshSendMessage, json.RawMessage(`{"agentId":"`+peerID+`","message":{"message_id":"m10","subject":"away"}}`), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if string(raw) != `{"messageId":"m10","queued":true}` {
+		t.Errorf("queued message: %s", raw)
 	}
 
 	// The only taker gone for good: the node's default handler is back.

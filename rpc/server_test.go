@@ -14,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -145,8 +147,8 @@ func TestConcurrentCallLimit(t *testing.T) {
 			errs <- err
 		}()
 	}
-	receive(t, ts.mesh.entered, "the first blocked call")
-	receive(t, ts.mesh.entered, "the second blocked call")
+	receive(t, ts.mesh.Entered, "the first blocked call")
+	receive(t, ts.mesh.Entered, "the second blocked call")
 
 	err := c.Call(ctx, rpc.MethodPing, nil, nil)
 	var re *rpc.Error
@@ -154,7 +156,7 @@ func TestConcurrentCallLimit(t *testing.T) {
 		t.Fatalf("third request while two run: %v, want code %d", err, rpc.CodeServerBusy)
 	}
 
-	close(ts.mesh.release)
+	close(ts.mesh.Release)
 	for range 2 {
 		if err := receive(t, errs, "a released call"); err != nil {
 			t.Fatalf("released call: %v", err)
@@ -178,21 +180,21 @@ func TestClientDisconnectCancelsCalls(t *testing.T) {
 		_, err := c.MeshCall(ctx, protocol.CallRequest{To: peerID, Action: "block"}, nil)
 		done <- err
 	}()
-	receive(t, ts.mesh.entered, "the call to reach the mesh")
+	receive(t, ts.mesh.Entered, "the call to reach the mesh")
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := receive(t, done, "the call to fail"); !errors.Is(err, rpc.ErrClosed) {
 		t.Fatalf("call on a closed client: %v, want ErrClosed", err)
 	}
-	receive(t, ts.mesh.cancelled, "the mesh call's context to end")
+	receive(t, ts.mesh.Cancelled, "the mesh call's context to end")
 }
 
 // Server.Close ends calls, disconnects clients with 1001, is idempotent,
 // and refuses to serve again.
 func TestServerClose(t *testing.T) {
-	mesh := newFakeMesh()
-	srv, err := rpc.New(mesh, rpc.WithLogger(testLogger(t)))
+	mesh := fakemesh.New()
+	srv, err := rpc.New(mesh, rpc.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func TestServerClose(t *testing.T) {
 		_, err := c.MeshCall(ctx, protocol.CallRequest{To: peerID, Action: "block"}, nil)
 		done <- err
 	}()
-	receive(t, mesh.entered, "the call to reach the mesh")
+	receive(t, mesh.Entered, "the call to reach the mesh")
 
 	readErr := make(chan error, 1)
 	go func() {
@@ -220,7 +222,7 @@ func TestServerClose(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	receive(t, mesh.cancelled, "the mesh call's context to end")
+	receive(t, mesh.Cancelled, "the mesh call's context to end")
 	if err := receive(t, done, "the call to fail"); !errors.Is(err, rpc.ErrClosed) {
 		t.Fatalf("call when the server closed: %v, want an error wrapping ErrClosed", err)
 	}
@@ -240,7 +242,7 @@ func TestServerClose(t *testing.T) {
 }
 
 func TestServeReturnsAfterClose(t *testing.T) {
-	srv, err := rpc.New(newFakeMesh(), rpc.WithLogger(testLogger(t)))
+	srv, err := rpc.New(fakemesh.New(), rpc.WithLogger(testlog.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +311,7 @@ func TestOrigins(t *testing.T) {
 }
 
 func TestBadOriginPattern(t *testing.T) {
-	if _, err := rpc.New(newFakeMesh(), rpc.WithOriginPatterns("[")); err == nil {
+	if _, err := rpc.New(fakemesh.New(), rpc.WithOriginPatterns("[")); err == nil {
 		t.Fatal("New accepted a malformed origin pattern")
 	}
 }
@@ -504,14 +506,14 @@ func TestLimitsValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s out of range: %v", field, err)
 		}
-		if _, err := rpc.New(newFakeMesh(), rpc.WithLimits(l)); err == nil {
+		if _, err := rpc.New(fakemesh.New(), rpc.WithLimits(l)); err == nil {
 			t.Errorf("New accepted bad %s", field)
 		}
 	}
 	if _, err := rpc.New(nil); err == nil {
 		t.Error("New accepted a nil Mesh")
 	}
-	if _, err := rpc.New(newFakeMesh(), rpc.WithLogger(nil)); err == nil {
+	if _, err := rpc.New(fakemesh.New(), rpc.WithLogger(nil)); err == nil {
 		t.Error("New accepted a nil logger")
 	}
 }

@@ -30,6 +30,8 @@ type Provider interface {
 	// SendMessage delivers a direct message to agent to, at least once
 	// (the node retries, and dead-letters it when every attempt failed),
 	// and returns the receiver's response (null unless it requires one).
+	// When the agent is away and the message waits in the node's outbox,
+	// on disk, to go out when it is back, the error matches ErrQueued.
 	SendMessage(ctx context.Context, to string, m protocol.AgentMessage) (json.RawMessage, error)
 }
 
@@ -152,10 +154,17 @@ type SendMessageParams struct {
 	Message json.RawMessage `json:"message"`
 }
 
-// SendMessageResult is the result of mesh.sendMessage. Queued is always
-// false here: the message was delivered (Response is the receiver's
-// answer when it gave one). true is reserved for store-and-forward, when
-// a message to an unreachable agent waits in the node's outbox.
+// ErrQueued is matched by the error a Provider's SendMessage returns when
+// the agent is away and the message was queued in the node's outbox:
+// mesh.sendMessage answers {"queued": true} then, not an error.
+var ErrQueued = errors.New("rpc: message queued for an agent that is away")
+
+// SendMessageResult is the result of mesh.sendMessage. Queued is false
+// when the message was delivered (Response is the receiver's answer when
+// it gave one), and true when the agent was away and the message waits in
+// the node's outbox, on disk, to go out when the agent is back (within the
+// node's message TTL, seven days by default; then a dead letter): no
+// Response then.
 type SendMessageResult struct {
 	MessageID string          `json:"messageId"`
 	Queued    bool            `json:"queued"`

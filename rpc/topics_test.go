@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
@@ -24,7 +25,7 @@ import (
 // (payloads {"retained":1} and {"retained":2}) before Subscribe returns.
 // A pattern starting with "slow:" signals held, then waits for release.
 type topicMesh struct {
-	*fakeMesh
+	*fakemesh.Mesh
 	held      chan struct{}
 	release   chan struct{}
 	mu        sync.Mutex
@@ -44,7 +45,7 @@ type topicSub struct {
 }
 
 func newTopicMesh() *topicMesh {
-	return &topicMesh{fakeMesh: newFakeMesh(), subs: map[int]topicSub{}, held: make(chan struct{}, 1), release: make(chan struct{})}
+	return &topicMesh{Mesh: fakemesh.New(), subs: map[int]topicSub{}, held: make(chan struct{}, 1), release: make(chan struct{})}
 }
 
 func (m *topicMesh) Publish(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
@@ -114,7 +115,7 @@ func (m *topicMesh) counts() (live, cancelled int) {
 
 func topicServer(t *testing.T, mesh *topicMesh, opts ...rpc.Option) string {
 	t.Helper()
-	return serveMesh(t, mesh, mesh.fakeMesh, opts...).url
+	return serveMesh(t, mesh, mesh.Mesh, opts...).url
 }
 
 // collector gathers the messages handed to a subscription handler.

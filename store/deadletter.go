@@ -129,7 +129,8 @@ func (s *Store) DeadLetters(ctx context.Context, f DLQFilter) ([]DeadLetter, err
 	return out, nil
 }
 
-// Replay moves dead letter id back to the outbox in one transaction, with
+// Replay moves dead letter id back to the outbox queue it came from
+// (Message.Queue) in one transaction, with
 // Attempts, LastError and Expires reset and its next attempt now, and returns it as
 // enqueued. It returns ErrNotFound when id is not in the dead-letter queue.
 func (s *Store) Replay(ctx context.Context, id string) (Message, error) {
@@ -162,6 +163,7 @@ func (s *Store) Replay(ctx context.Context, id string) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("store: replay %s: %w", id, err)
 	}
+	s.signals.fire(m.Queue)
 	m.NextAttempt = m.NextAttempt.UTC()
 	return m, nil
 }

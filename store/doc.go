@@ -46,6 +46,16 @@
 // an id present in either, and DeadLetter and Replay move a message between
 // them in one transaction.
 //
+// The outbox holds named queues beside the bus's (Message.Queue; schema 3):
+// the node's store-and-forward of messages to agents that are down shares
+// the file with the bus, and each reads only its own queue (DueIn,
+// NextDueIn, WakeIn, PendingIn) through a due index of its own. A dead
+// letter keeps its queue, so Replay puts it back where it came from, and
+// Signal tells the queue's consumer. EnqueueWithin bounds a named queue
+// (messages per recipient, bytes in total, a running count in the meta
+// bucket) and refuses a message past them with ErrFull, in the same
+// transaction as the write.
+//
 // # History
 //
 // Record is idempotent on the message id (at-least-once delivery must not

@@ -23,6 +23,9 @@ var (
 	// ErrTooLarge is returned when a record's payload and metadata together
 	// exceed the maximum record size (see WithMaxRecordSize).
 	ErrTooLarge = errors.New("store: record too large")
+	// ErrFull is returned by EnqueueWithin when the message would take its
+	// queue past its bounds; nothing is written.
+	ErrFull = errors.New("store: queue full")
 	// ErrCorrupt is matched (with errors.Is) by every *CorruptError.
 	ErrCorrupt = errors.New("store: corrupt record")
 	// ErrInvalidConfig is wrapped by the error Open returns for an option

@@ -28,29 +28,7 @@ func (s *Store) EnqueueID(ctx context.Context, m Message) (string, error) {
 }
 
 func (s *Store) enqueue(ctx context.Context, m Message) (string, error) {
-	if err := s.prepare(&m); err != nil {
-		return "", err
-	}
-	if m.NextAttempt.IsZero() {
-		m.NextAttempt = s.cfg.clock()
-	}
-	if err := checkTime("next attempt", m.NextAttempt); err != nil {
-		return "", err
-	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		id := []byte(m.ID)
-		if bucket(tx, bucketOutboxIDs).Get(id) != nil {
-			return fmt.Errorf("%w: message %s is already in the outbox", ErrExists, m.ID)
-		}
-		if bucket(tx, bucketDLQIDs).Get(id) != nil {
-			return fmt.Errorf("%w: message %s is in the dead-letter queue", ErrExists, m.ID)
-		}
-		return putOutbox(tx, m)
-	})
-	if err != nil {
-		return "", fmt.Errorf("store: enqueue %s: %w", m.ID, err)
-	}
-	return m.ID, nil
+	return s.enqueueWithin(ctx, m, Bounds{})
 }
 
 // putOutbox writes m under a new sequence number with its indexes.
@@ -78,7 +56,10 @@ func putOutbox(tx *bolt.Tx, m Message) error {
 			return err
 		}
 	}
-	return bucket(tx, bucketOutboxDue).Put(concat(nanoKey(r.Next), sk), nil)
+	if err := addQueueBytes(tx, r, 1); err != nil {
+		return err
+	}
+	return dueBucket(tx, r.Queue).Put(dueKey(r.Queue, r.Next, sk), nil)
 }
 
 // toKey is the outbox_to key of an entry addressed to to.
@@ -130,12 +111,20 @@ func deleteOutbox(tx *bolt.Tx, r msgRecord) error {
 			return err
 		}
 	}
-	return bucket(tx, bucketOutboxDue).Delete(concat(nanoKey(r.Next), sk))
+	if err := addQueueBytes(tx, r, -1); err != nil {
+		return err
+	}
+	return dueBucket(tx, r.Queue).Delete(dueKey(r.Queue, r.Next, sk))
 }
 
-// Pending returns up to limit outbox messages in enqueue order, whatever
-// their next attempt time. limit <= 0 means all.
+// Pending returns up to limit messages of the bus's outbox in enqueue
+// order, whatever their next attempt time. limit <= 0 means all.
 func (s *Store) Pending(ctx context.Context, limit int) ([]Message, error) {
+	return s.PendingIn(ctx, "", limit)
+}
+
+// PendingIn is Pending for the named queue.
+func (s *Store) PendingIn(ctx context.Context, queue string, limit int) ([]Message, error) {
 	var out []Message
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		c := bucket(tx, bucketOutbox).Cursor()
@@ -144,7 +133,9 @@ func (s *Store) Pending(ctx context.Context, limit int) ([]Message, error) {
 			if err != nil {
 				return err
 			}
-			out = append(out, r.message())
+			if r.Queue == queue {
+				out = append(out, r.message())
+			}
 		}
 		return nil
 	})
@@ -154,36 +145,37 @@ func (s *Store) Pending(ctx context.Context, limit int) ([]Message, error) {
 	return out, nil
 }
 
-// Due returns up to limit outbox messages whose next attempt time is not
-// after now, earliest first (enqueue order among equal times). limit <= 0
-// means all.
+// Due returns up to limit messages of the bus's outbox whose next attempt
+// time is not after now, earliest first (enqueue order among equal times).
+// limit <= 0 means all.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]Message, error) {
+	return s.DueIn(ctx, "", now, limit)
+}
+
+// DueIn is Due for the named queue.
+func (s *Store) DueIn(ctx context.Context, queue string, now time.Time, limit int) ([]Message, error) {
 	if err := checkTime("now", now); err != nil {
 		return nil, err
 	}
-	end := nanoKey(now.UnixNano())
+	end := now.UnixNano()
 	var out []Message
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		ob := bucket(tx, bucketOutbox)
-		c := bucket(tx, bucketOutboxDue).Cursor()
-		for k, _ := c.First(); k != nil && (limit <= 0 || len(out) < limit); k, _ = c.Next() {
-			if len(k) != 16 {
-				return &CorruptError{Bucket: bucketOutboxDue, Key: k, Err: fmt.Errorf("key is %d bytes, want 16", len(k))}
+		return scanDue(tx, queue, func(next int64, sk []byte) (bool, error) {
+			if next > end || (limit > 0 && len(out) >= limit) {
+				return false, nil
 			}
-			if string(k[:8]) > string(end) {
-				break
-			}
-			v := ob.Get(k[8:])
+			v := ob.Get(sk)
 			if v == nil {
-				return &CorruptError{Bucket: bucketOutboxDue, Key: k, Err: fmt.Errorf("points at missing outbox entry")}
+				return false, &CorruptError{Bucket: dueBucketName(queue), Key: sk, Err: fmt.Errorf("points at missing outbox entry")}
 			}
-			r, err := decodeMessage(bucketOutbox, k[8:], v)
+			r, err := decodeMessage(bucketOutbox, sk, v)
 			if err != nil {
-				return err
+				return false, err
 			}
 			out = append(out, r.message())
-		}
-		return nil
+			return true, nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: due: %w", err)
@@ -261,8 +253,8 @@ func (s *Store) reschedule(ctx context.Context, op, id, errText string, next tim
 // moveDue rewrites outbox entry r with its next attempt at next.
 func moveDue(tx *bolt.Tx, r msgRecord, next int64) error {
 	sk := seqKey(r.Seq)
-	due := bucket(tx, bucketOutboxDue)
-	if err := due.Delete(concat(nanoKey(r.Next), sk)); err != nil {
+	due := dueBucket(tx, r.Queue)
+	if err := due.Delete(dueKey(r.Queue, r.Next, sk)); err != nil {
 		return err
 	}
 	r.Next = next
@@ -273,15 +265,21 @@ func moveDue(tx *bolt.Tx, r msgRecord, next int64) error {
 	if err := bucket(tx, bucketOutbox).Put(sk, v); err != nil {
 		return err
 	}
-	return due.Put(concat(nanoKey(r.Next), sk), nil)
+	return due.Put(dueKey(r.Queue, r.Next, sk), nil)
 }
 
-// Wake makes every outbox message addressed to to (Message.To) whose next
-// attempt is after now due at now, and returns how many it moved. The bus
-// calls it when a client subscribes, so that what waits for that client
-// is delivered at once. It reads through an index on To: its cost grows
-// with the messages addressed to to, not with the outbox.
+// Wake makes every message of the bus's outbox addressed to to
+// (Message.To) whose next attempt is after now due at now, and returns how
+// many it moved. The bus calls it when a client subscribes, so that what
+// waits for that client is delivered at once. It reads through an index on
+// To: its cost grows with the messages addressed to to, not with the
+// outbox.
 func (s *Store) Wake(ctx context.Context, to string, now time.Time) (int, error) {
+	return s.WakeIn(ctx, "", to, now)
+}
+
+// WakeIn is Wake for the named queue.
+func (s *Store) WakeIn(ctx context.Context, queue, to string, now time.Time) (int, error) {
 	if to == "" {
 		return 0, invalidf("wake without an addressee")
 	}
@@ -305,7 +303,7 @@ func (s *Store) Wake(ctx context.Context, to string, now time.Time) (int, error)
 			if err != nil {
 				return err
 			}
-			if r.Next > n {
+			if r.Queue == queue && r.Next > n {
 				late = append(late, r)
 			}
 		}
@@ -336,21 +334,21 @@ func (s *Store) Wake(ctx context.Context, to string, now time.Time) (int, error)
 	return len(late), nil
 }
 
-// NextDue returns the earliest next attempt time in the outbox, and false
-// when the outbox is empty.
+// NextDue returns the earliest next attempt time in the bus's outbox, and
+// false when it is empty.
 func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
+	return s.NextDueIn(ctx, "")
+}
+
+// NextDueIn is NextDue for the named queue.
+func (s *Store) NextDueIn(ctx context.Context, queue string) (time.Time, bool, error) {
 	var next time.Time
 	var ok bool
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		k, _ := bucket(tx, bucketOutboxDue).Cursor().First()
-		if k == nil {
-			return nil
-		}
-		if len(k) != 16 {
-			return &CorruptError{Bucket: bucketOutboxDue, Key: k, Err: fmt.Errorf("key is %d bytes, want 16", len(k))}
-		}
-		next, ok = time.Unix(0, keyNano(k[:8])).UTC(), true
-		return nil
+		return scanDue(tx, queue, func(n int64, _ []byte) (bool, error) {
+			next, ok = time.Unix(0, n).UTC(), true
+			return false, nil
+		})
 	})
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("store: next due: %w", err)

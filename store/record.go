@@ -48,6 +48,11 @@ type Message struct {
 	// message (the bus dead-letters it then). Replay clears it: a replayed
 	// message starts afresh.
 	Expires time.Time
+	// Queue names the outbox queue the message waits in: "" is the bus's,
+	// read by Due, NextDue, Wake and Pending; another name is read by
+	// DueIn, NextDueIn, WakeIn and PendingIn. A dead letter keeps it, so
+	// that Replay puts the message back where it came from.
+	Queue string
 }
 
 // DeadLetter is a message whose delivery was given up, with why and when.
@@ -117,6 +122,7 @@ type msgRecord struct {
 	Reason         string `json:"reason,omitempty"`
 	DeadAt         int64  `json:"deadAt,omitempty"`
 	Expires        int64  `json:"expires,omitempty"`
+	Queue          string `json:"queue,omitempty"`
 }
 
 type regRecord struct {
@@ -162,7 +168,7 @@ func (s *Store) prepare(m *Message) error {
 		return invalidf("empty topic")
 	}
 	for _, f := range []struct{ name, v string }{
-		{"id", m.ID}, {"topic", m.Topic}, {"from", m.From}, {"to", m.To}, {"conversation id", m.ConversationID},
+		{"id", m.ID}, {"topic", m.Topic}, {"from", m.From}, {"to", m.To}, {"conversation id", m.ConversationID}, {"queue", m.Queue},
 	} {
 		if err := checkKeyString(f.name, f.v); err != nil {
 			return err
@@ -193,7 +199,7 @@ func toRecord(m Message) msgRecord {
 	r := msgRecord{
 		ID: m.ID, Topic: m.Topic, From: m.From, To: m.To, ConversationID: m.ConversationID,
 		Payload: m.Payload, Metadata: m.Metadata, Time: m.Time.UnixNano(),
-		Attempts: m.Attempts, LastError: m.LastError,
+		Attempts: m.Attempts, LastError: m.LastError, Queue: m.Queue,
 	}
 	if !m.NextAttempt.IsZero() {
 		r.Next = m.NextAttempt.UnixNano()
@@ -208,7 +214,7 @@ func (r msgRecord) message() Message {
 	m := Message{
 		ID: r.ID, Topic: r.Topic, From: r.From, To: r.To, ConversationID: r.ConversationID,
 		Payload: r.Payload, Metadata: r.Metadata, Time: time.Unix(0, r.Time).UTC(),
-		Attempts: r.Attempts, LastError: r.LastError,
+		Attempts: r.Attempts, LastError: r.LastError, Queue: r.Queue,
 	}
 	if len(m.Metadata) == 0 {
 		m.Metadata = nil

@@ -21,6 +21,7 @@ const (
 	bucketOutboxIDs  = "outbox_ids"  // id → seq
 	bucketOutboxDue  = "outbox_due"  // time(next) ‖ seq → nil
 	bucketOutboxTo   = "outbox_to"   // to ‖ 0 ‖ seq → nil (schema 2)
+	bucketOutboxQDue = "outbox_qdue" // queue ‖ 0 ‖ time(next) ‖ seq → nil (schema 3)
 	bucketDLQ        = "dlq"         // time(deadAt) ‖ id → dead letter
 	bucketDLQIDs     = "dlq_ids"     // id → dlq key
 	bucketHistory    = "history"     // time ‖ id → message
@@ -33,7 +34,7 @@ const (
 )
 
 var allBuckets = []string{
-	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketOutboxTo, bucketDLQ, bucketDLQIDs,
+	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketOutboxTo, bucketOutboxQDue, bucketDLQ, bucketDLQIDs,
 	bucketHistory, bucketHistoryIDs, bucketIdxAgent, bucketIdxTopic, bucketIdxConv,
 	bucketRegs, bucketRegTokens,
 }
@@ -41,8 +42,10 @@ var allBuckets = []string{
 // schemaVersion is stored in the meta bucket; Open refuses a file written by
 // a newer version and upgrades an older one. Version 2 added the outbox_to
 // index; a build that reads only version 1 would write outbox entries
-// without it, so it must not open a version 2 file.
-const schemaVersion byte = 2
+// without it, so it must not open a version 2 file. Version 3 added named
+// queues (Message.Queue, indexed in outbox_qdue), which an older build's
+// bus would not see as due and would deliver as its own when woken.
+const schemaVersion byte = 3
 
 // Store is the relay's and node's embedded persistence: outbox, dead-letter
 // queue, message history and lobby registrations in one bbolt file. Its
@@ -65,6 +68,9 @@ type Store struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	// signals wakes the consumers of named queues (see Signal).
+	signals queueSignals
 }
 
 // Open opens, or creates, the store at path. A new file gets mode 0600 and
@@ -121,10 +127,13 @@ func initBuckets(tx *bolt.Tx) error {
 		return &CorruptError{Bucket: bucketMeta, Key: []byte("schema"), Err: errors.New("schema version is not one byte")}
 	case v[0] > schemaVersion:
 		return fmt.Errorf("file has schema version %d, this build reads up to %d", v[0], schemaVersion)
-	case v[0] < 2:
-		if err := indexOutboxTo(tx); err != nil {
-			return fmt.Errorf("upgrading to schema 2: %w", err)
+	case v[0] < schemaVersion:
+		if v[0] < 2 {
+			if err := indexOutboxTo(tx); err != nil {
+				return fmt.Errorf("upgrading to schema 2: %w", err)
+			}
 		}
+		// Schema 3 only adds the outbox_qdue bucket, created above.
 		return meta.Put([]byte("schema"), []byte{schemaVersion})
 	}
 	return nil

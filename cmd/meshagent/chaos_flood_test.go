@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -22,7 +21,7 @@ import (
 
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
-	"github.com/meshagent/meshagent/internal/testlog"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -168,19 +167,7 @@ func TestChaosWebSocketFlood(t *testing.T) {
 	mesh := meshtest.Node(t, 1100)
 	limits := rpc.DefaultLimits()
 	limits.MaxClients = wsMaxClients
-	srv, err := rpc.New(mesh, rpc.WithLimits(limits), rpc.WithLogger(testlog.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bus.New(srv, mesh, bus.WithLogger(testlog.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	defer b.Close()
-	defer srv.Close()
-	url := "ws" + hs.URL[len("http"):] + "/"
+	url := rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithLimits(limits))).URL
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 

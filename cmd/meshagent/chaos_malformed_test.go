@@ -24,8 +24,8 @@ import (
 
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
@@ -648,7 +648,7 @@ func lobbyErrorCode(m string) string {
 	if err := json.Unmarshal([]byte(m), &msg); err != nil {
 		return fmt.Sprintf("unreadable %q", m)
 	}
-	if msg.MessageType != relay.LobbyError {
+	if msg.MessageType != lobby.TypeError {
 		return "not an ERROR: " + msg.MessageType
 	}
 	return msg.Payload.Code

@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/internal/wait"
-	"github.com/meshagent/meshagent/relay"
+	"github.com/meshagent/meshagent/lobby"
 )
 
 // e2eLobbyClient is a seed 000 agent on a relay's lobby.
@@ -33,9 +33,9 @@ func dialE2ELobby(t *testing.T, url, id string) *e2eLobbyClient {
 	}
 	t.Cleanup(func() { _ = ws.CloseNow() })
 	c := &e2eLobbyClient{t: t, ws: ws, id: id}
-	ack := c.roundTrip(relay.LobbyRegister, relay.DefaultLobbyID, "", map[string]any{"capabilities": []any{}})
-	var p relay.RegisterAckPayload
-	if err := json.Unmarshal(ack.Payload, &p); ack.MessageType != relay.LobbyRegisterAck || err != nil {
+	ack := c.roundTrip(lobby.TypeRegister, lobby.DefaultID, "", map[string]any{"capabilities": []any{}})
+	var p lobby.RegisterAckPayload
+	if err := json.Unmarshal(ack.Payload, &p); ack.MessageType != lobby.TypeRegisterAck || err != nil {
 		t.Fatalf("%s: REGISTER answered %s %s", id, ack.MessageType, ack.Payload)
 	}
 	c.token = p.AuthToken
@@ -43,12 +43,12 @@ func dialE2ELobby(t *testing.T, url, id string) *e2eLobbyClient {
 }
 
 // roundTrip sends one message and returns the next one received.
-func (c *e2eLobbyClient) roundTrip(typ, to, conv string, payload any) relay.LobbyMessage {
+func (c *e2eLobbyClient) roundTrip(typ, to, conv string, payload any) lobby.Message {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, _ := json.Marshal(payload)
-	b, _ := json.Marshal(relay.LobbyMessage{SenderID: c.id, ReceiverID: to, MessageType: typ, Payload: p, ConversationID: conv, AuthToken: c.token})
+	b, _ := json.Marshal(lobby.Message{SenderID: c.id, ReceiverID: to, MessageType: typ, Payload: p, ConversationID: conv, AuthToken: c.token})
 	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
 		c.t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func (c *e2eLobbyClient) roundTrip(typ, to, conv string, payload any) relay.Lobb
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	var m relay.LobbyMessage
+	var m lobby.Message
 	if err := json.Unmarshal(data, &m); err != nil {
 		c.t.Fatalf("%s received %s: %v", c.id, data, err)
 	}
@@ -66,9 +66,9 @@ func (c *e2eLobbyClient) roundTrip(typ, to, conv string, payload any) relay.Lobb
 // request sends a REQUEST and returns the final RESPONSE's payload.
 func (c *e2eLobbyClient) request(to, capability, conv string) map[string]any {
 	c.t.Helper()
-	m := c.roundTrip(relay.LobbyRequest, to, conv, map[string]any{"capability_name": capability})
+	m := c.roundTrip(lobby.TypeRequest, to, conv, map[string]any{"capability_name": capability})
 	var p map[string]any
-	if err := json.Unmarshal(m.Payload, &p); m.MessageType != relay.LobbyResponse || err != nil {
+	if err := json.Unmarshal(m.Payload, &p); m.MessageType != lobby.TypeResponse || err != nil {
 		c.t.Fatalf("%s: REQUEST %s answered %s %s", c.id, capability, m.MessageType, m.Payload)
 	}
 	return p
@@ -97,8 +97,8 @@ func TestRelayVouchesForLobbyClients(t *testing.T) {
 		"--capabilities", caps, "--policy", policy)
 	p := provider.started.AgentID
 
-	lobby := "ws://" + rl.started.WS + "/lobby"
-	alice, bob := dialE2ELobby(t, lobby, "alice"), dialE2ELobby(t, lobby, "bob")
+	lobbyURL := "ws://" + rl.started.WS + "/lobby"
+	alice, bob := dialE2ELobby(t, lobbyURL, "alice"), dialE2ELobby(t, lobbyURL, "bob")
 	// Until the relay's node knows the provider, the mesh call cannot be
 	// made (and costs no token at the provider).
 	var first map[string]any

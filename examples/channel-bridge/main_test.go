@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,8 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -99,12 +98,7 @@ func TestRunOnRunningRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	quiet := slog.New(slog.DiscardHandler)
-	srv, err := rpc.New(stubMesh{}, rpc.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bus.New(srv, stubMesh{}, bus.WithStore(st), bus.WithLogger(quiet))
+	srv, err := rpctest.New(t, stubMesh{}, rpctest.WithBus(bus.WithStore(st)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +107,7 @@ func TestRunOnRunningRelay(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err = runOn(ctx, &out, srv.URL())
-	_ = srv.Close()
-	_ = b.Close() // writes the history still queued
+	_ = srv.Close() // the server, then the bus, which writes the history still queued
 	if err != nil {
 		t.Fatalf("runOn: %v\n%s", err, out.String())
 	}

@@ -7,9 +7,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
-	"github.com/meshagent/meshagent/rpc"
 )
 
 // lobbyClient is one seed 000 agent: a WebSocket connection to the lobby,
@@ -38,7 +37,7 @@ func (c *lobbyClient) close() {
 
 // send writes m, filling sender_id and, unless m names one, the client's
 // auth_token.
-func (c *lobbyClient) send(ctx context.Context, m relay.LobbyMessage) error {
+func (c *lobbyClient) send(ctx context.Context, m lobby.Message) error {
 	if m.SenderID == "" {
 		m.SenderID = c.id
 	}
@@ -56,12 +55,12 @@ func (c *lobbyClient) send(ctx context.Context, m relay.LobbyMessage) error {
 }
 
 // recv reads the next message.
-func (c *lobbyClient) recv(ctx context.Context) (*relay.LobbyMessage, error) {
+func (c *lobbyClient) recv(ctx context.Context) (*lobby.Message, error) {
 	_, b, err := c.ws.Read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read: %w", c.id, err)
 	}
-	m, err := relay.ParseLobbyMessage(b)
+	m, err := lobby.ParseMessage(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: parse %s: %w", c.id, b, err)
 	}
@@ -74,25 +73,25 @@ func (c *lobbyClient) register(ctx context.Context, caps []protocol.Capability) 
 	if caps == nil {
 		caps = []protocol.Capability{}
 	}
-	payload, err := json.Marshal(relay.RegisterPayload{Capabilities: caps})
+	payload, err := json.Marshal(lobby.RegisterPayload{Capabilities: caps})
 	if err != nil {
 		return fmt.Errorf("%s: encode REGISTER: %w", c.id, err)
 	}
-	if err := c.send(ctx, relay.LobbyMessage{ReceiverID: relay.DefaultLobbyID, MessageType: relay.LobbyRegister, Payload: payload}); err != nil {
+	if err := c.send(ctx, lobby.Message{ReceiverID: lobby.DefaultID, MessageType: lobby.TypeRegister, Payload: payload}); err != nil {
 		return err
 	}
 	m, err := c.recv(ctx)
 	if err != nil {
 		return err
 	}
-	if m.MessageType != relay.LobbyRegisterAck {
+	if m.MessageType != lobby.TypeRegisterAck {
 		return fmt.Errorf("%s: REGISTER answered with %s: %s", c.id, m.MessageType, m.Payload)
 	}
-	var ack relay.RegisterAckPayload
+	var ack lobby.RegisterAckPayload
 	if err := json.Unmarshal(m.Payload, &ack); err != nil {
 		return fmt.Errorf("%s: REGISTER_ACK payload: %w", c.id, err)
 	}
-	if ack.Status != relay.RegisterStatus || ack.AuthToken == "" {
+	if ack.Status != lobby.RegisterStatus || ack.AuthToken == "" {
 		return fmt.Errorf("%s: REGISTER_ACK without a token: %s", c.id, m.Payload)
 	}
 	c.token = ack.AuthToken
@@ -102,12 +101,12 @@ func (c *lobbyClient) register(ctx context.Context, caps []protocol.Capability) 
 // discover sends DISCOVER_SERVICES for capability (§4.3, §5.2) and
 // returns the SERVICES_AVAILABLE payload, or the ERROR payload as an
 // error.
-func (c *lobbyClient) discover(ctx context.Context, capability, conv string) (*rpc.ServicesAvailable, error) {
-	payload, err := json.Marshal(relay.DiscoverServicesPayload{CapabilityName: capability})
+func (c *lobbyClient) discover(ctx context.Context, capability, conv string) (*lobby.ServicesAvailablePayload, error) {
+	payload, err := json.Marshal(lobby.DiscoverServicesPayload{CapabilityName: capability})
 	if err != nil {
 		return nil, fmt.Errorf("%s: encode DISCOVER_SERVICES: %w", c.id, err)
 	}
-	if err := c.send(ctx, relay.LobbyMessage{ReceiverID: relay.DefaultLobbyID, MessageType: relay.LobbyDiscoverServices,
+	if err := c.send(ctx, lobby.Message{ReceiverID: lobby.DefaultID, MessageType: lobby.TypeDiscoverServices,
 		Payload: payload, ConversationID: conv}); err != nil {
 		return nil, err
 	}
@@ -116,13 +115,13 @@ func (c *lobbyClient) discover(ctx context.Context, capability, conv string) (*r
 		return nil, err
 	}
 	switch m.MessageType {
-	case relay.LobbyServicesAvailable:
-		var sa rpc.ServicesAvailable
+	case lobby.TypeServicesAvailable:
+		var sa lobby.ServicesAvailablePayload
 		if err := json.Unmarshal(m.Payload, &sa); err != nil {
 			return nil, fmt.Errorf("%s: SERVICES_AVAILABLE payload: %w", c.id, err)
 		}
 		return &sa, nil
-	case relay.LobbyError:
+	case lobby.TypeError:
 		return nil, lobbyError(m)
 	default:
 		return nil, fmt.Errorf("%s: DISCOVER_SERVICES answered with %s", c.id, m.MessageType)
@@ -149,7 +148,7 @@ func (c *lobbyClient) request(ctx context.Context, to, capability, conv string, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: encode REQUEST: %w", c.id, err)
 	}
-	if err := c.send(ctx, relay.LobbyMessage{ReceiverID: to, MessageType: relay.LobbyRequest, Payload: payload, ConversationID: conv}); err != nil {
+	if err := c.send(ctx, lobby.Message{ReceiverID: to, MessageType: lobby.TypeRequest, Payload: payload, ConversationID: conv}); err != nil {
 		return nil, err
 	}
 	for {
@@ -157,10 +156,10 @@ func (c *lobbyClient) request(ctx context.Context, to, capability, conv string, 
 		if err != nil {
 			return nil, err
 		}
-		if m.MessageType == relay.LobbyError {
+		if m.MessageType == lobby.TypeError {
 			return nil, lobbyError(m)
 		}
-		if m.MessageType != relay.LobbyResponse {
+		if m.MessageType != lobby.TypeResponse {
 			return nil, fmt.Errorf("%s: REQUEST answered with %s", c.id, m.MessageType)
 		}
 		var st struct {
@@ -182,27 +181,27 @@ func (c *lobbyClient) request(ctx context.Context, to, capability, conv string, 
 // next reads until the message of conversation conv (an ERROR for a
 // message without conversation_id echoes none, so an ERROR is always
 // taken).
-func (c *lobbyClient) next(ctx context.Context, conv string) (*relay.LobbyMessage, error) {
+func (c *lobbyClient) next(ctx context.Context, conv string) (*lobby.Message, error) {
 	for {
 		m, err := c.recv(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if m.ConversationID == conv || m.MessageType == relay.LobbyError {
+		if m.ConversationID == conv || m.MessageType == lobby.TypeError {
 			return m, nil
 		}
 	}
 }
 
 // lobbyErr is an ERROR message (§4.7) received by a client.
-type lobbyErr struct{ relay.LobbyErrorPayload }
+type lobbyErr struct{ lobby.ErrorPayload }
 
 func (e *lobbyErr) Error() string {
-	return fmt.Sprintf("ERROR %s: %s", e.Code, e.LobbyErrorPayload.Error)
+	return fmt.Sprintf("ERROR %s: %s", e.Code, e.ErrorPayload.Error)
 }
 
-func lobbyError(m *relay.LobbyMessage) error {
-	var p relay.LobbyErrorPayload
+func lobbyError(m *lobby.Message) error {
+	var p lobby.ErrorPayload
 	if err := json.Unmarshal(m.Payload, &p); err != nil {
 		return fmt.Errorf("ERROR with a bad payload %s: %w", m.Payload, err)
 	}

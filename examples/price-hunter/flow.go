@@ -13,10 +13,9 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/relay"
-	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
 
@@ -63,11 +62,11 @@ func (h *hunter) serve(ctx context.Context) {
 			return // closed at the end of the flow
 		}
 		switch m.MessageType {
-		case relay.LobbyRequest:
+		case lobby.TypeRequest:
 			if err := h.answer(ctx, m); err != nil {
 				fmt.Fprintf(h.out, "%s: %v\n", h.c.id, err)
 			}
-		case relay.LobbyError:
+		case lobby.TypeError:
 			fmt.Fprintf(h.out, "%s: %v\n", h.c.id, lobbyError(m))
 		}
 	}
@@ -75,7 +74,7 @@ func (h *hunter) serve(ctx context.Context) {
 
 // answer performs the capability a REQUEST names and sends its RESPONSEs
 // back to the requester with the same conversation_id.
-func (h *hunter) answer(ctx context.Context, m *relay.LobbyMessage) error {
+func (h *hunter) answer(ctx context.Context, m *lobby.Message) error {
 	var p struct {
 		CapabilityName string `json:"capability_name"`
 		ItemToFind     string `json:"item_to_find"`
@@ -90,7 +89,7 @@ func (h *hunter) answer(ctx context.Context, m *relay.LobbyMessage) error {
 	h.mu.Unlock()
 	fmt.Fprintf(h.out, "%s: REQUEST %s from %s: %s\n", h.c.id, m.ConversationID, m.SenderID, p.CapabilityName)
 	respond := func(payload any) error {
-		return h.c.send(ctx, relay.LobbyMessage{ReceiverID: m.SenderID, MessageType: relay.LobbyResponse,
+		return h.c.send(ctx, lobby.Message{ReceiverID: m.SenderID, MessageType: lobby.TypeResponse,
 			Payload: mustJSON(payload), ConversationID: m.ConversationID})
 	}
 	switch p.CapabilityName {
@@ -294,7 +293,7 @@ func runOn(ctx context.Context, out io.Writer, s setup) (err error) {
 	for _, f := range sa.ServicesFound {
 		fmt.Fprintf(w, "%s: SERVICES_AVAILABLE %s: %s (%s)\n", shopperID, capSearch, f.AgentID, kind(f.AgentID))
 	}
-	if !slices.ContainsFunc(sa.ServicesFound, func(f rpc.ServiceFound) bool { return f.AgentID == hunterA.c.id }) {
+	if !slices.ContainsFunc(sa.ServicesFound, func(f lobby.ServiceFound) bool { return f.AgentID == hunterA.c.id }) {
 		return fmt.Errorf("the lobby does not list %s for %s", hunterA.c.id, capSearch)
 	}
 	res, err := shopper.request(ctx, hunterA.c.id, capSearch, "conv-1",
@@ -328,7 +327,7 @@ func runOn(ctx context.Context, out io.Writer, s setup) (err error) {
 			return false, err
 		}
 		for _, id := range want {
-			if !slices.ContainsFunc(sa.ServicesFound, func(f rpc.ServiceFound) bool { return f.AgentID == id }) {
+			if !slices.ContainsFunc(sa.ServicesFound, func(f lobby.ServiceFound) bool { return f.AgentID == id }) {
 				return false, nil
 			}
 		}
@@ -375,7 +374,7 @@ func runOn(ctx context.Context, out io.Writer, s setup) (err error) {
 	if err != nil {
 		return err
 	}
-	var refusal relay.LobbyErrorResponse
+	var refusal lobby.ErrorResponse
 	if err := json.Unmarshal(res.payload, &refusal); err != nil {
 		return fmt.Errorf("rogue's RESPONSE: %w", err)
 	}

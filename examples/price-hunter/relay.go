@@ -14,8 +14,8 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/node"
-	"github.com/meshagent/meshagent/relay"
 	"github.com/meshagent/meshagent/sign"
 	"github.com/meshagent/meshagent/store"
 )
@@ -25,7 +25,7 @@ import (
 // lobby's registrations.
 type inProcessRelay struct {
 	node  *node.Node
-	lobby *relay.Lobby
+	lobby *lobby.Lobby
 	st    *store.Store
 	dir   string
 	hs    *http.Server
@@ -35,7 +35,8 @@ type inProcessRelay struct {
 
 // startRelay starts a relay on loopback with a store in a temporary
 // directory. Like the relay command, it offers the lobby agents'
-// capabilities in the mesh as its node's own, each served by Lobby.Serve.
+// capabilities in the mesh as its node's own, each served by Lobby.Serve
+// (through the lobby's bridge).
 func startRelay(log *slog.Logger) (_ *inProcessRelay, err error) {
 	r := &inProcessRelay{done: make(chan error, 1)}
 	defer func() {
@@ -61,15 +62,17 @@ func startRelay(log *slog.Logger) (_ *inProcessRelay, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the relay's node: %w", err)
 	}
-	r.lobby, err = relay.NewLobby(r.node, r.st, relay.WithLobbyLogger(log), relay.WithLobbyDiscoverTimeout(2*time.Second))
+	r.lobby, err = lobby.New(r.node, r.st, lobby.WithLogger(log), lobby.WithDiscoverTimeout(2*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("lobby: %w", err)
 	}
-	r.lobby.OnChange(func() {
-		if err := r.node.SetServices(lobbyServices(r.lobby)); err != nil {
-			log.Error("lobby capabilities not offered in the mesh", "err", err)
+	r.lobby.Bridge(lobby.OffererFunc(func(ss []lobby.Service) error {
+		ns := make([]node.Service, 0, len(ss))
+		for _, s := range ss {
+			ns = append(ns, lobbyService(s))
 		}
-	})
+		return r.node.SetServices(ns)
+	}))
 	mux := http.NewServeMux()
 	mux.Handle("/lobby", r.lobby)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -82,19 +85,12 @@ func startRelay(log *slog.Logger) (_ *inProcessRelay, err error) {
 	return r, nil
 }
 
-// lobbyServices turns the lobby agents' capabilities into node services.
-// The lobby enforces each capability's authorized_requester_ids (§5.3)
-// when Serve forwards a mesh request, so the node's copy carries none.
-func lobbyServices(l *relay.Lobby) []node.Service {
-	var ss []node.Service
-	for _, c := range l.Capabilities() {
-		c.AuthorizedRequesterIDs = nil
-		name := c.Name
-		ss = append(ss, node.Service{Capability: c, Handler: node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
-			return l.Serve(ctx, call.From.String(), name, call.Request.Params)
-		})})
-	}
-	return ss
+// lobbyService serves a lobby capability as one of the node's own, for
+// the requester as the node verified it.
+func lobbyService(s lobby.Service) node.Service {
+	return node.Service{Capability: s.Capability, Handler: node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
+		return s.Serve(ctx, call.Requester(), call.Request.Params)
+	})}
 }
 
 // close stops the lobby, its listener, the node and the store, and

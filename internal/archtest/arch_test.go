@@ -12,26 +12,38 @@ const mod = "github.com/meshagent/meshagent/"
 // on, directly or transitively.
 var forbidden = map[string][]string{
 	"sign":            {mod, "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
-	"protocol":        {mod + "node", mod + "dht", mod + "pubsub", mod + "relay", mod + "rpc", mod + "bus", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
-	"dht":             {mod + "pubsub", mod + "node", mod + "relay", mod + "rpc", mod + "bus", mod + "cli"},
-	"pubsub":          {mod + "dht", mod + "node", mod + "relay", mod + "rpc", mod + "bus", mod + "cli"},
+	"protocol":        {mod + "node", mod + "dht", mod + "pubsub", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
+	"dht":             {mod + "pubsub", mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
+	"pubsub":          {mod + "dht", mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
 	"metrics":         {mod},
 	"internal/wsconn": {mod},
-	"store":           {mod + "node", mod + "relay", mod + "rpc", mod + "bus", mod + "cli", mod + "dht", mod + "pubsub"},
-	"node":            {mod + "relay", mod + "rpc", mod + "bus", mod + "cli"},
-	"relay":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", "github.com/libp2p/go-libp2p/p2p/"},
-	"rpc":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "relay", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"bus":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "relay", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"store":           {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
+	"node":            {mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
+	"rpc":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"bus":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 
 	// The test helpers every package's tests share import nothing of the
 	// project, so that no package's tests import a package above it.
 	"internal/p2ptest": {mod},
 	"internal/testlog": {mod},
 	"internal/wait":    {mod},
+	// The fake mesh speaks only the shared vocabulary, so that the tests
+	// of every listener (rpc, bus, lobby) can use it.
+	"internal/fakemesh": {mod + "node", mod + "dht", mod + "pubsub", mod + "store", mod + "cli", mod + "rpc", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	// The raw WebSocket client imports nothing of the project, so that the
+	// in-package tests of rpc and bus can use it without a cycle.
+	"internal/wstest": {mod},
+	// The local API server builder stands on rpc and bus alone: the tests
+	// of cli, cmd/meshagent and the examples use it beside real nodes.
+	"internal/rpctest": {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	// The example clients' exchange runs a real node's local API, built
+	// as a node serves it, without the command line.
+	"internal/clienttest": {mod + "cli", mod + "lobby"},
 }
 
 // testHelpers are the packages only tests may import.
-var testHelpers = []string{"internal/meshtest", "internal/p2ptest", "internal/testlog", "internal/wait"}
+var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/testlog", "internal/wait", "internal/wstest"}
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()

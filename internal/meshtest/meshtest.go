@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/internal/testlog"
-	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/sign"
 )
@@ -39,27 +37,11 @@ func ID(t testing.TB, i int) peer.ID {
 	return id
 }
 
-// WaitFor is wait.For, kept for the tests that still call it here.
-//
-// Deprecated: use wait.For.
-func WaitFor(t testing.TB, d time.Duration, try func() error) {
-	t.Helper()
-	wait.For(t, d, try)
-}
-
 // Context returns a context cancelled at the end of the test or after d.
 func Context(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// Logger is testlog.New, kept for the tests that still call it here.
-//
-// Deprecated: use testlog.New.
-func Logger(t testing.TB) *slog.Logger {
-	t.Helper()
-	return testlog.New(t)
 }
 
 // Loopback is the listen address tests use: TCP on 127.0.0.1, random port.

@@ -1,6 +1,7 @@
 package wait
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -61,5 +62,31 @@ func Holds(tb testing.TB, d time.Duration, cond func() error) {
 		case <-end.C:
 			return
 		}
+	}
+}
+
+// ForTrue is For for a yes-or-no condition: what names it in the failure.
+func ForTrue(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	For(tb, d, func() error {
+		if !cond() {
+			return errors.New("still waiting for " + what)
+		}
+		return nil
+	})
+}
+
+// Receive returns the next value on ch, failing tb if none comes within d;
+// what names the value in the failure.
+func Receive[T any](tb testing.TB, d time.Duration, ch <-chan T, what string) T {
+	tb.Helper()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-t.C:
+		tb.Fatalf("timed out after %s waiting for %s", d, what)
+		panic("unreachable")
 	}
 }

@@ -34,3 +34,19 @@ func TestHolds(t *testing.T) {
 		t.Fatalf("condition checked %d times", n.Load())
 	}
 }
+
+func TestForTrue(t *testing.T) {
+	var n atomic.Int32
+	ForTrue(t, 5*time.Second, "the third check", func() bool { return n.Add(1) >= 3 })
+	if n.Load() != 3 {
+		t.Fatalf("condition checked %d times, want 3", n.Load())
+	}
+}
+
+func TestReceive(t *testing.T) {
+	ch := make(chan int)
+	go func() { ch <- 7 }()
+	if v := Receive(t, 5*time.Second, ch, "the value"); v != 7 {
+		t.Fatalf("got %d, want 7", v)
+	}
+}

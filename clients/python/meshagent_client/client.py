@@ -106,7 +106,7 @@ class Client(Server):
         agent_id names the provider (None lets the node choose one, where
         it supports that); on_progress(response) gets each ``in_progress``
         response, in order, before this returns; receipt asks for the
-        provider's signed response envelope (nodes that support it);
+        provider's signed response envelope;
         task_id names the request for task_status and task_cancel.
         """
         p = {"capability": capability}

@@ -1,0 +1,100 @@
+package lobby_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/lobby"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
+)
+
+// exampleMesh stands in for a running node; the example calls no mesh
+// agent.
+type exampleMesh struct{}
+
+func (exampleMesh) AgentID() string { return selfID }
+
+func (exampleMesh) Call(_ context.Context, req protocol.CallRequest) (*protocol.Response, error) {
+	return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "no capability %q", req.Action)
+}
+
+// A relay mounts the lobby at /lobby; a seed 000 agent registers, and a
+// mesh agent calls it through Serve (as the relay command's node handlers
+// do).
+func ExampleNew() {
+	dir, err := os.MkdirTemp("", "lobby-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.Open(filepath.Join(dir, "store.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	l, err := lobby.New(exampleMesh{}, st, lobby.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/lobby", l)
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	defer l.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/lobby", nil)
+	if err != nil {
+		panic(err)
+	}
+	defer ws.CloseNow()
+	send := func(frame string) {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+			panic(err)
+		}
+	}
+	recv := func() lobby.Message {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			panic(err)
+		}
+		var m lobby.Message
+		if err := json.Unmarshal(b, &m); err != nil {
+			panic(err)
+		}
+		return m
+	}
+
+	send(`{"sender_id":"price_hunter","receiver_id":"global_lobby","message_type":"REGISTER",
+	       "payload":{"capabilities":[{"name":"find_price","authorized_requester_ids":["` + peerID + `"]}]},"auth_token":null}`)
+	var ack lobby.RegisterAckPayload
+	_ = json.Unmarshal(recv().Payload, &ack)
+	fmt.Println("registered:", ack.Status, len(l.Capabilities()), "capability")
+
+	// The agent answers each REQUEST with a RESPONSE (with its token).
+	go func() {
+		req := recv()
+		send(`{"sender_id":"price_hunter","receiver_id":"` + req.SenderID + `","message_type":"RESPONSE",
+		       "payload":{"status":"success","price":108.8},"conversation_id":"` + req.ConversationID + `","auth_token":"` + ack.AuthToken + `"}`)
+	}()
+	res, err := l.Serve(ctx, peerID, "find_price", json.RawMessage(`{"item":"headphones"}`))
+	fmt.Println("from the mesh:", string(res), err)
+	_, err = l.Serve(ctx, selfID, "find_price", nil)
+	fmt.Println("not authorized:", err)
+	// Output:
+	// registered: success_registered_finalized 1 capability
+	// from the mesh: {"price":108.8} <nil>
+	// not authorized: UNAUTHORIZED: Unauthorized: Agent '12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a' is not authorized to call capability 'find_price' on agent 'price_hunter'.
+}

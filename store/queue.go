@@ -1,0 +1,275 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Named queues share the outbox, its id and recipient indexes and the
+// dead-letter queue with the bus's outbox (queue ""), and have a due index
+// of their own, so that each consumer reads only its queue: the bus's in
+// outbox_due (time ‖ seq), the others in outbox_qdue (queue ‖ 0 ‖ time ‖
+// seq). The meta bucket keeps each named queue's size in bytes, so that a
+// bound on it costs no scan.
+
+// Bounds limits a named queue (EnqueueWithin). A zero field is no limit.
+type Bounds struct {
+	// PerRecipient bounds the queue's messages addressed to one Message.To.
+	PerRecipient int
+	// Bytes bounds the queue's payload and metadata bytes in total.
+	Bytes int64
+}
+
+// EnqueueWithin is Enqueue into m.Queue, refused with an error wrapping
+// ErrFull when the message would take the queue past b. The check and the
+// write are one transaction: concurrent enqueues cannot overshoot.
+func (s *Store) EnqueueWithin(ctx context.Context, m Message, b Bounds) error {
+	if m.Queue == "" && (b.PerRecipient > 0 || b.Bytes > 0) {
+		return invalidf("bounds apply to named queues only")
+	}
+	_, err := s.enqueueWithin(ctx, m, b)
+	return err
+}
+
+// enqueueWithin is Enqueue and EnqueueWithin: b is zero for the bus's
+// outbox.
+func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds) (string, error) {
+	if err := s.prepare(&m); err != nil {
+		return "", err
+	}
+	if m.NextAttempt.IsZero() {
+		m.NextAttempt = s.cfg.clock()
+	}
+	if err := checkTime("next attempt", m.NextAttempt); err != nil {
+		return "", err
+	}
+	size := int64(len(m.Payload) + len(m.Metadata))
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		id := []byte(m.ID)
+		if bucket(tx, bucketOutboxIDs).Get(id) != nil {
+			return fmt.Errorf("%w: message %s is already in the outbox", ErrExists, m.ID)
+		}
+		if bucket(tx, bucketDLQIDs).Get(id) != nil {
+			return fmt.Errorf("%w: message %s is in the dead-letter queue", ErrExists, m.ID)
+		}
+		if b.Bytes > 0 {
+			used, err := queueBytes(tx, m.Queue)
+			if err != nil {
+				return err
+			}
+			if used+size > b.Bytes {
+				return fmt.Errorf("%w: queue %s holds %d bytes, the limit is %d", ErrFull, m.Queue, used, b.Bytes)
+			}
+		}
+		if b.PerRecipient > 0 && m.To != "" {
+			n, err := countTo(tx, m.Queue, m.To, b.PerRecipient)
+			if err != nil {
+				return err
+			}
+			if n >= b.PerRecipient {
+				return fmt.Errorf("%w: queue %s holds %d messages for %s, the limit", ErrFull, m.Queue, n, m.To)
+			}
+		}
+		return putOutbox(tx, m)
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: enqueue %s: %w", m.ID, err)
+	}
+	s.signals.fire(m.Queue)
+	return m.ID, nil
+}
+
+// CountFor returns how many messages of the named queue are addressed to
+// to, reading through the index on To.
+func (s *Store) CountFor(ctx context.Context, queue, to string) (int, error) {
+	var n int
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		n, err = countTo(tx, queue, to, math.MaxInt)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: count for %s: %w", to, err)
+	}
+	return n, nil
+}
+
+// Usage is what a named queue holds.
+type Usage struct {
+	// Bytes is the payload and metadata bytes of every message in the queue.
+	Bytes int64
+	// Recipients lists the distinct Message.To of the queue's messages.
+	Recipients []string
+}
+
+// QueueUsage reports what the named queue holds. It reads the whole
+// outbox: a consumer calls it once, when it starts.
+func (s *Store) QueueUsage(ctx context.Context, queue string) (Usage, error) {
+	var u Usage
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		u = Usage{}
+		var err error
+		if u.Bytes, err = queueBytes(tx, queue); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		c := bucket(tx, bucketOutbox).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			r, err := decodeMessage(bucketOutbox, k, v)
+			if err != nil {
+				return err
+			}
+			if r.Queue == queue && r.To != "" && !seen[r.To] {
+				seen[r.To] = true
+				u.Recipients = append(u.Recipients, r.To)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Usage{}, fmt.Errorf("store: queue usage %s: %w", queue, err)
+	}
+	return u, nil
+}
+
+// Signal returns a channel closed the next time a message is put in the
+// named queue by EnqueueWithin or Replay: a consumer that sleeps until its
+// next due time selects on it too, so that a replayed dead letter does not
+// wait for that time.
+func (s *Store) Signal(queue string) <-chan struct{} { return s.signals.get(queue) }
+
+// queueSignals holds one channel per named queue, closed and replaced by
+// fire.
+type queueSignals struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+func (q *queueSignals) get(queue string) <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.m == nil {
+		q.m = map[string]chan struct{}{}
+	}
+	c := q.m[queue]
+	if c == nil {
+		c = make(chan struct{})
+		q.m[queue] = c
+	}
+	return c
+}
+
+func (q *queueSignals) fire(queue string) {
+	if queue == "" {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c := q.m[queue]; c != nil {
+		close(c)
+		delete(q.m, queue)
+	}
+}
+
+// dueBucketName is the due index of queue.
+func dueBucketName(queue string) string {
+	if queue == "" {
+		return bucketOutboxDue
+	}
+	return bucketOutboxQDue
+}
+
+func dueBucket(tx *bolt.Tx, queue string) *bolt.Bucket {
+	return bucket(tx, dueBucketName(queue))
+}
+
+// dueKey is the due-index key of the entry sk of queue due at next.
+func dueKey(queue string, next int64, sk []byte) []byte {
+	if queue == "" {
+		return concat(nanoKey(next), sk)
+	}
+	return concat([]byte(queue), []byte{0}, nanoKey(next), sk)
+}
+
+// scanDue calls fn with queue's due entries, earliest first, until fn
+// returns false or an error.
+func scanDue(tx *bolt.Tx, queue string, fn func(next int64, sk []byte) (bool, error)) error {
+	name := dueBucketName(queue)
+	c := bucket(tx, name).Cursor()
+	var prefix []byte
+	if queue != "" {
+		prefix = concat([]byte(queue), []byte{0})
+	}
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		rest := k[len(prefix):]
+		if len(rest) != 16 {
+			return &CorruptError{Bucket: name, Key: bytes.Clone(k), Err: fmt.Errorf("key is %d bytes after the queue, want 16", len(rest))}
+		}
+		more, err := fn(keyNano(rest[:8]), rest[8:])
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// countTo counts queue's messages addressed to to, stopping at limit.
+func countTo(tx *bolt.Tx, queue, to string, limit int) (int, error) {
+	prefix := concat([]byte(to), []byte{0})
+	ob := bucket(tx, bucketOutbox)
+	c := bucket(tx, bucketOutboxTo).Cursor()
+	n := 0
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, _ = c.Next() {
+		sk := k[len(prefix):]
+		v := ob.Get(sk)
+		if v == nil {
+			return 0, &CorruptError{Bucket: bucketOutboxTo, Key: bytes.Clone(k), Err: errors.New("points at no outbox entry")}
+		}
+		r, err := decodeMessage(bucketOutbox, sk, v)
+		if err != nil {
+			return 0, err
+		}
+		if r.Queue == queue {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// metaQueueBytes is the meta key of a named queue's size in bytes.
+func metaQueueBytes(queue string) []byte {
+	return concat([]byte("queue_bytes"), []byte{0}, []byte(queue))
+}
+
+func queueBytes(tx *bolt.Tx, queue string) (int64, error) {
+	key := metaQueueBytes(queue)
+	v := bucket(tx, bucketMeta).Get(key)
+	if v == nil {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, &CorruptError{Bucket: bucketMeta, Key: key, Err: errors.New("not 8 bytes")}
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// addQueueBytes adds (sign 1) or removes (sign -1) r's size to its named
+// queue's; the bus's outbox is not counted.
+func addQueueBytes(tx *bolt.Tx, r msgRecord, sign int64) error {
+	if r.Queue == "" {
+		return nil
+	}
+	n, err := queueBytes(tx, r.Queue)
+	if err != nil {
+		return err
+	}
+	n = max(n+sign*int64(len(r.Payload)+len(r.Metadata)), 0)
+	return bucket(tx, bucketMeta).Put(metaQueueBytes(r.Queue), binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
