@@ -43,6 +43,7 @@ const (
 	flagWS              = "ws"
 	flagPersonaType     = "persona-type"
 	flagHoldMessages    = "hold-messages"
+	flagMailbox         = "mailbox"
 	flagParams          = "params"
 	flagTimeout         = "timeout"
 )

@@ -188,6 +188,8 @@ func TestFlagValidation(t *testing.T) {
 		{name: "bad listen env", env: map[string]string{"MESHAGENT_LISTEN": "tcp://x"}, msgs: []string{"invalid --listen (from MESHAGENT_LISTEN)"}},
 		{name: "bad listen in file", conf: `{"listen": ["nope"]}`, msgs: []string{`invalid --listen (from key "listen" in`, "config.json"}},
 		{name: "bootstrap without peer id", args: []string{"--bootstrap", "/ip4/127.0.0.1/tcp/4001"}, msgs: []string{"invalid --bootstrap", "does not end in /p2p/<agent id>"}},
+		{name: "mailbox without peer id", args: []string{"--mailbox", "/ip4/127.0.0.1/tcp/4001"}, msgs: []string{"invalid --mailbox", "does not end in /p2p/<agent id>"}},
+		{name: "too many mailboxes", env: map[string]string{"MESHAGENT_MAILBOX": strings.Repeat("/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo,", 5)}, msgs: []string{"invalid --mailbox (from MESHAGENT_MAILBOX)", "the limit is 4"}},
 		{name: "public api refused", args: []string{"--api", "0.0.0.0:7892"}, msgs: []string{"invalid --api", "not a loopback address", "--api-public"}},
 		{name: "empty api host refused", args: []string{"--api", ":7892"}, msgs: []string{"not a loopback address"}},
 		{name: "api not host:port", args: []string{"--api", "localhost"}, msgs: []string{"invalid --api", "is not host:port"}},

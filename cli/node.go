@@ -48,6 +48,7 @@ type nodeSettings struct {
 	presence     node.Presence
 	capsPoll     time.Duration // 0: reload only on SIGHUP
 	staticRelays []ma.Multiaddr
+	mailboxes    []ma.Multiaddr // relays holding this agent's messages while it is away
 	// relay mode (meshagent relay): a public bus and lobby, and a circuit
 	// relay service.
 	relayMode       bool
@@ -93,6 +94,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities and --policy for changes; 0 reloads only on SIGHUP"),
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
+			sliceFlag(flagMailbox, "mailbox relay `MULTIADDR` (ending in /p2p/<id>; a `meshagent relay`) that holds direct messages for this agent while it is offline: announced to other agents, which leave messages there when they cannot reach it, and read when this node connects to it; repeatable, at most 4"),
 			boolFlag(flagHoldMessages, "refuse direct messages (CAPABILITY_NOT_SUPPORTED, which the sender's node queues and retries) until a local API client takes them with mesh.onMessage: for an agent that serves through the local API, so nothing sent while it is away is lost"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
 			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
@@ -165,6 +167,17 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		if _, err := peer.AddrInfoFromP2pAddr(m); err != nil {
 			return nil, r.flagError(c, flagRelay, "%q does not end in /p2p/<agent id>; append the relay's agent id", c.StringSlice(flagRelay)[i])
 		}
+	}
+	if s.mailboxes, err = r.multiaddrs(c, flagMailbox, "/ip4/203.0.113.7/tcp/4001/p2p/12D3KooW…"); err != nil {
+		return nil, err
+	}
+	for i, m := range s.mailboxes {
+		if _, err := peer.AddrInfoFromP2pAddr(m); err != nil {
+			return nil, r.flagError(c, flagMailbox, "%q does not end in /p2p/<agent id>; append the relay's agent id", c.StringSlice(flagMailbox)[i])
+		}
+	}
+	if len(s.mailboxes) > protocol.MaxMailboxes {
+		return nil, r.flagError(c, flagMailbox, "%d mailboxes given; the limit is %d", len(s.mailboxes), protocol.MaxMailboxes)
 	}
 	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
 		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
@@ -288,7 +301,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		s.listen = defaultListen("0.0.0.0", defaultP2PPort, log)
 	}
 	reg := metrics.New()
-	n, err := node.New(
+	opts := []node.Option{
 		node.WithMetrics(reg),
 		node.WithIdentity(key),
 		node.WithListenAddrs(s.listen...),
@@ -301,13 +314,21 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithRelayService(s.relayMode),
 		node.WithPolicy(s.policy),
 		node.WithStore(st),
+		node.WithMailboxes(s.mailboxes...),
 		node.WithLogger(log),
-	)
-	if err != nil {
-		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
+	}
+	if s.relayMode {
+		// A relay keeps messages for agents that name it as their mailbox.
+		opts = append(opts, node.WithMailboxService())
 	}
 	if s.holdMessages {
-		n.OnMessage(holdMessages)
+		// From the start: messages fetched from a mailbox as the node
+		// starts wait for the agent too.
+		opts = append(opts, node.WithMessageHandler(holdMessages))
+	}
+	n, err := node.New(opts...)
+	if err != nil {
+		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
 	}
 	ops := metrics.Handler(reg, readyChecks(n, st, s.bootstrap))
 	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops)

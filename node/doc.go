@@ -118,6 +118,28 @@
 // receiver drops a message id it processed recently, so a delivery
 // repeated after a lost answer is not processed twice.
 //
+// # Mailboxes
+//
+// An agent may name mailbox relays (WithMailboxes) in its signed hello
+// and heartbeats (heard mesh-wide; the capability directory keeps
+// provider records per capability, with no per-agent record to extend);
+// a relay serves them with WithMailboxService (package mailbox). A
+// direct message queued for an agent away that names mailboxes is
+// deposited at once, as the signed agent.message request it would have
+// been, in the first mailbox that takes it, and leaves the outbox
+// (QueuedError.Mailbox); a full mailbox (QueuedError.MailboxErr matches
+// mailbox.ErrFull) or none reachable leaves it in the outbox, whose
+// passes try the mailboxes again (the entry keeps the mailboxes known
+// when it was queued, for a node that restarts). The agent reads its mailboxes at start,
+// on each connection to one and every WithOutboxRetry, verifies each
+// envelope itself (signature, addressed to it, within the TTL), runs it
+// through execute as agent.message (policy, deduplication) and
+// acknowledges it; one its handler could not take yet stays for the next
+// read. Senders remember other agents' mailboxes apart from their hellos,
+// which are forgotten when the agents have long been gone. Only direct
+// messages go to mailboxes: a bus message to agent:<id> (Forward) waits
+// in the outbox.
+//
 // # Parts and their locks
 //
 // A Node is composed of parts, each a type of its own with its own lock;
@@ -141,6 +163,8 @@
 //   - peerTable.mu: other agents' hellos, and the signal WaitHello waits on.
 //   - presence.mu: other agents' heartbeats.
 //   - inbox.mu: the message handler and the message ids recently processed.
+//   - mailboxes.mu: the mailboxes other agents announced (this agent's
+//     own are fixed at construction).
 //   - outbox.mu: the agents something waits for in the outbox (the queue
 //     itself is in the store), counted again under the lock before one
 //     is forgotten, so that an enqueue for it meanwhile keeps it.

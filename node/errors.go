@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // ErrClosed is returned by operations on a node that has been closed.
@@ -76,11 +78,24 @@ type QueuedError struct {
 	Expires time.Time
 	// Cause is why the attempt failed.
 	Cause error
+	// Mailbox, when set, is the relay holding the message in the agent's
+	// mailbox: the outbox handed it over and no longer holds it.
+	Mailbox peer.ID
+	// MailboxErr, when set, is why the agent's mailboxes did not take it
+	// (a full mailbox matches mailbox.ErrFull): it waits in the outbox.
+	MailboxErr error
 }
 
 // Error implements error.
 func (e *QueuedError) Error() string {
-	return fmt.Sprintf("node: message %s queued for agent %s until %s: %v", e.MessageID, e.To, e.Expires.UTC().Format(time.RFC3339), e.Cause)
+	if e.Mailbox != "" {
+		return fmt.Sprintf("node: message %s for agent %s left in its mailbox on %s until %s: %v", e.MessageID, e.To, e.Mailbox, e.Expires.UTC().Format(time.RFC3339), e.Cause)
+	}
+	s := fmt.Sprintf("node: message %s queued for agent %s until %s: %v", e.MessageID, e.To, e.Expires.UTC().Format(time.RFC3339), e.Cause)
+	if e.MailboxErr != nil {
+		s += fmt.Sprintf(" (not left in its mailbox: %v)", e.MailboxErr)
+	}
+	return s
 }
 
 // Is reports whether target is ErrQueued.

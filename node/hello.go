@@ -22,6 +22,7 @@ func (n *Node) helloPayload() *protocol.Hello {
 		Features:     protocol.Features,
 		Capabilities: n.Capabilities(),
 		Seq:          n.services.version(),
+		Mailboxes:    n.mailboxes.addrs,
 	}
 }
 
@@ -37,6 +38,7 @@ func (n *Node) identifyLoop() {
 				return
 			}
 			e := ev.(event.EvtPeerIdentificationCompleted)
+			n.mailboxConnected(e.Peer)
 			if !slices.Contains(e.Protocols, protocol.HelloProtocol) {
 				continue
 			}
@@ -135,6 +137,10 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 		n.log.Warn("hello rejected", "remote_peer", p, "err", err)
 		return false
 	}
+	if err := h.CheckMailboxes(); err != nil {
+		n.log.Warn("hello rejected", "remote_peer", p, "err", err)
+		return false
+	}
 	valid := h.Capabilities[:0:0]
 	for _, c := range h.Capabilities {
 		if c.Validate() == nil {
@@ -146,6 +152,7 @@ func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
 		n.log.Debug("stale hello ignored", "remote_peer", p, "seq", h.Seq, "have", have)
 		return true
 	}
+	n.noteMailboxes(p, h.Mailboxes)
 	n.seen(p)
 	if changed {
 		names := make([]string, len(valid))

@@ -40,6 +40,10 @@ func (n *Node) OnMessage(h MessageHandler) {
 	n.inbox.mu.Lock()
 	n.inbox.handler = h
 	n.inbox.mu.Unlock()
+	if h != nil && n.mailboxes != nil {
+		// What a mailbox kept for want of a handler can come now.
+		n.mailboxes.wake()
+	}
 }
 
 // SendMessage delivers a direct message to agent to, at least once: up to
@@ -126,7 +130,13 @@ func (n *Node) queueMessage(ctx context.Context, to, id string, params json.RawM
 		return errors.Join(cause, err)
 	}
 	n.log.Info("message queued: agent away", "remote_peer", to, "message_id", id, "until", expires, "err", cause)
-	return &QueuedError{MessageID: id, To: to, Expires: expires, Cause: cause}
+	qe := &QueuedError{MessageID: id, To: to, Expires: expires, Cause: cause}
+	if p, err := peer.Decode(to); err == nil && len(n.mailboxesOf(p)) > 0 {
+		// The agent may never be online with this node again: its mailbox
+		// takes the message now.
+		qe.Mailbox, qe.MailboxErr = n.handOver(context.WithoutCancel(ctx), store.Message{ID: id, To: to, Payload: params, Metadata: messageMeta})
+	}
+	return qe
 }
 
 // inflight is one message id being processed or recently processed.

@@ -63,18 +63,19 @@ type Node struct {
 	mu     sync.RWMutex
 	closed bool
 
-	services *registry                      // capabilities offered, built-ins included
-	caller   *caller                        // outbound request streams and pending calls
-	inbound  inboundStreams                 // inbound request streams being served
-	tasks    *taskTable                     // requests run as provider
-	sent     sentTasks                      // providers of the requests sent
-	peers    *peerTable                     // other agents' hellos
-	presence *presence                      // other agents' heartbeats, and SetBusy
-	inbox    inbox                          // direct messages: handler and recent ids
-	outbox   *outbox                        // messages waiting for agents that are away (nil: no store)
-	policy   atomic.Pointer[compiledPolicy] // requester policy (nil: none)
-	guard    *guard                         // protects busy peers, trims idle inbound conns
-	anyState *anyProviders                  // CallAny's providers: in flight, unreachable, found
+	services  *registry                      // capabilities offered, built-ins included
+	caller    *caller                        // outbound request streams and pending calls
+	inbound   inboundStreams                 // inbound request streams being served
+	tasks     *taskTable                     // requests run as provider
+	sent      sentTasks                      // providers of the requests sent
+	peers     *peerTable                     // other agents' hellos
+	presence  *presence                      // other agents' heartbeats, and SetBusy
+	inbox     inbox                          // direct messages: handler and recent ids
+	outbox    *outbox                        // messages waiting for agents that are away (nil: no store)
+	mailboxes *mailboxes                     // this agent's mailboxes, others', and a relay's service
+	policy    atomic.Pointer[compiledPolicy] // requester policy (nil: none)
+	guard     *guard                         // protects busy peers, trims idle inbound conns
+	anyState  *anyProviders                  // CallAny's providers: in flight, unreachable, found
 
 	mdns   mdns.Service
 	events event.Subscription
@@ -117,6 +118,7 @@ func New(opts ...Option) (n *Node, err error) {
 		anyState:     newAnyProviders(cfg.Now),
 	}
 	n.services = newRegistry(n.builtins()...)
+	n.inbox.handler = cfg.MessageHandler
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Close())
@@ -153,6 +155,7 @@ func New(opts ...Option) (n *Node, err error) {
 	n.guard = newGuard(n.host, cfg.Conns, n.log)
 	n.guard.protectAddrs(tagBootstrap, cfg.Bootstrap)
 	n.guard.protectAddrs(tagRelay, cfg.StaticRelays)
+	n.mailboxes = n.newMailboxes()
 	if n.ownsHost {
 		n.guard.watch()
 		n.wg.Go(func() { n.guard.run(n.ctx) })
@@ -168,6 +171,9 @@ func New(opts ...Option) (n *Node, err error) {
 		if err := n.startOutbox(); err != nil {
 			return n, err
 		}
+	}
+	if err := n.startMailboxes(); err != nil {
+		return n, err
 	}
 	if cfg.MDNS {
 		n.mdns = mdns.NewMdnsService(n.host, MDNSServiceName, mdnsNotifee{n})
@@ -256,6 +262,9 @@ func (n *Node) Close() error {
 			n.caller.close(ErrClosed)
 		}
 		n.inbound.close()
+		if n.mailboxes != nil && n.mailboxes.server != nil {
+			errs = append(errs, n.mailboxes.server.Close())
+		}
 		if n.topics != nil {
 			errs = append(errs, n.topics.Close())
 		}

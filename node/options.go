@@ -12,6 +12,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/dht"
+	"github.com/meshagent/meshagent/mailbox"
 	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
@@ -151,6 +152,20 @@ type Config struct {
 	// MessageBackoff is SendMessage's first wait between attempts; it
 	// doubles. Default 500 ms.
 	MessageBackoff time.Duration
+	// Mailboxes are this agent's mailbox relays (ending in /p2p/<relay
+	// id>), at most protocol.MaxMailboxes: announced in hello, so that a
+	// sender that cannot reach the agent deposits its messages there, and
+	// fetched from whenever the node connects to one.
+	Mailboxes []ma.Multiaddr
+	// MailboxService makes the node a mailbox relay for other agents
+	// (package mailbox), keeping their messages in Store, configured by
+	// MailboxOptions. The relay command turns it on.
+	MailboxService bool
+	MailboxOptions []mailbox.Option
+	// MessageHandler handles direct messages from the start (OnMessage
+	// sets it later): messages fetched from a mailbox as the node starts
+	// find it in place.
+	MessageHandler MessageHandler
 }
 
 // Presence configures the status heartbeats of seed 004's registry. A
@@ -244,6 +259,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Presence.Interval != 0 && (c.Presence.Interval < MinHeartbeatInterval || c.Presence.Interval > MaxHeartbeatInterval) {
 		return fmt.Errorf("node: heartbeat interval %v outside [%v, %v]", c.Presence.Interval, MinHeartbeatInterval, MaxHeartbeatInterval)
+	}
+	if err := validateMailboxes(c.Mailboxes); err != nil {
+		return err
+	}
+	if c.MailboxService && c.Store == nil {
+		return errors.New("node: a mailbox service needs a store (WithStore)")
 	}
 	if c.Presence.Interval != 0 && !c.Topics {
 		return errors.New("node: heartbeats need topics (WithTopics(true)) or a zero interval")
@@ -407,4 +428,25 @@ func WithOutboxRetry(d time.Duration) Option {
 		c.OutboxRetry = d
 		return nil
 	}
+}
+
+// WithMailboxes names this agent's mailbox relays (each ending in
+// /p2p/<relay id>).
+func WithMailboxes(addrs ...ma.Multiaddr) Option {
+	return func(c *Config) error { c.Mailboxes = append(c.Mailboxes, addrs...); return nil }
+}
+
+// WithMailboxService makes the node a mailbox relay for other agents; it
+// needs a store (WithStore).
+func WithMailboxService(opts ...mailbox.Option) Option {
+	return func(c *Config) error {
+		c.MailboxService = true
+		c.MailboxOptions = append(c.MailboxOptions, opts...)
+		return nil
+	}
+}
+
+// WithMessageHandler sets the handler of direct messages from the start.
+func WithMessageHandler(h MessageHandler) Option {
+	return func(c *Config) error { c.MessageHandler = h; return nil }
 }

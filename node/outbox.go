@@ -61,6 +61,9 @@ const (
 // payload is the params of.
 type outboxMeta struct {
 	Action string `json:"action"`
+	// Mailboxes are the recipient's mailboxes known when a direct message
+	// was queued, so that a restarted node can still hand it over.
+	Mailboxes []string `json:"mailboxes,omitempty"`
 }
 
 // outbox is the node's store-and-forward part, under its own lock: the
@@ -168,7 +171,11 @@ func (n *Node) enqueue(ctx context.Context, m store.Message, action, lastErr str
 	if ob == nil {
 		return time.Time{}, ErrNoStore
 	}
-	meta, err := json.Marshal(outboxMeta{Action: action})
+	om := outboxMeta{Action: action}
+	if p, err := peer.Decode(m.To); err == nil && action == protocol.MessageCapability {
+		om.Mailboxes = mailboxAddrs(n.mailboxesOf(p))
+	}
+	meta, err := json.Marshal(om)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("node: outbox: %w", err)
 	}
@@ -254,9 +261,10 @@ func (n *Node) outboxPass(due []store.Message) {
 }
 
 // forwardTo tries ms, all addressed to agent to. Once one finds the agent
-// away, the rest wait without trying.
+// away, the rest wait without trying, or go to the agent's mailbox while
+// one takes them.
 func (n *Node) forwardTo(to string, ms []store.Message) {
-	looked := false
+	looked, mailboxless := false, false
 	var away error
 	for _, m := range ms {
 		if n.ctx.Err() != nil {
@@ -268,7 +276,11 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 			continue
 		}
 		if away != nil {
-			n.postpone(m, now, away)
+			// Once no mailbox took one, the rest wait for the next pass.
+			if mailboxless || !n.tryHandOver(m) {
+				mailboxless = true
+				n.postpone(m, now, away)
+			}
 			continue
 		}
 		err := n.forwardOne(m)
@@ -280,10 +292,14 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 				err = n.forwardOne(m)
 			}
 		}
-		n.settle(m, now, err)
 		if errors.Is(err, errAway) {
 			away = err
+			if n.tryHandOver(m) {
+				continue
+			}
+			mailboxless = true
 		}
+		n.settle(m, now, err)
 	}
 }
 

@@ -213,6 +213,7 @@ func (n *Node) heartbeat() protocol.Heartbeat {
 		Name:             n.cfg.Name,
 		PersonaType:      n.cfg.Presence.PersonaType,
 		Status:           status,
+		Mailboxes:        n.mailboxes.addrs,
 	}
 }
 
@@ -254,6 +255,11 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 	interval = min(max(interval, MinHeartbeatInterval), MaxHeartbeatInterval)
 	n.presence.record(m.From, &presenceState{hb: hb, at: n.cfg.Now(), interval: interval})
 	n.seen(m.From, hb.Addrs...)
+	if len(hb.Mailboxes) > 0 && (&protocol.Hello{Mailboxes: hb.Mailboxes}).CheckMailboxes() == nil {
+		// Added, never removed, from a heartbeat: the hello is the
+		// agent's full statement of them.
+		n.noteMailboxes(m.From, hb.Mailboxes)
+	}
 	ps, known := n.peers.get(m.From)
 	stale := known && capabilityDigest(ps.capabilities) != hb.CapabilityDigest
 	// The capabilities changed since the hello we hold (or a hello was

@@ -16,6 +16,10 @@ const (
 	// response/error envelopes the other, many per stream, matched by
 	// correlation id.
 	RequestProtocol protocol.ID = "/meshagent/request/0.1.0"
+	// MailboxProtocol carries one mailbox request (deposit, fetch, ack)
+	// and its answer per stream, between an agent and a relay holding
+	// messages for agents that are away.
+	MailboxProtocol protocol.ID = "/meshagent/mailbox/1.0.0"
 )
 
 // Features this implementation announces in hello.

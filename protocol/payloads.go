@@ -45,6 +45,11 @@ type Response struct {
 type Hello struct {
 	Capabilities []Capability `json:"capabilities,omitempty"`
 	Features     []string     `json:"features,omitempty"`
+	// Mailboxes are the relays (multiaddrs ending in /p2p/<relay id>) that
+	// hold messages for the agent while it is away: a sender that cannot
+	// reach it deposits there. At most MaxMailboxes, each at most
+	// MaxMailboxAddrLen bytes (CheckMailboxes). Absent when none.
+	Mailboxes []string `json:"mailboxes,omitempty"`
 	// Seq orders an agent's hellos: it grows whenever the agent's
 	// capabilities change (meshagent uses the time of the change in
 	// nanoseconds), so a receiver ignores a hello older than one it has
@@ -52,6 +57,27 @@ type Hello struct {
 	// of order.
 	Seq     int64  `json:"seq,omitempty"`
 	Version string `json:"version"`
+}
+
+// Bounds of Hello.Mailboxes: a hello names a few relays, not a list to
+// index.
+const (
+	MaxMailboxes      = 4
+	MaxMailboxAddrLen = 512
+)
+
+// CheckMailboxes checks the bounds of h.Mailboxes (their syntax as
+// multiaddrs is the receiver's to check).
+func (h *Hello) CheckMailboxes() error {
+	if len(h.Mailboxes) > MaxMailboxes {
+		return Errorf(CodeInvalidMessage, "hello names %d mailboxes, at most %d", len(h.Mailboxes), MaxMailboxes)
+	}
+	for _, a := range h.Mailboxes {
+		if a == "" || len(a) > MaxMailboxAddrLen {
+			return Errorf(CodeInvalidMessage, "hello mailbox address must be 1 to %d bytes", MaxMailboxAddrLen)
+		}
+	}
+	return nil
 }
 
 // CallRequest is what a caller asks of the mesh: run Action on agent To.

@@ -44,7 +44,11 @@ type Heartbeat struct {
 	// judge it stale.
 	IntervalMS int64 `json:"interval_ms"`
 	// Load is InFlight / MaxConcurrent, rounded to 3 decimals.
-	Load          float64        `json:"load"`
+	Load float64 `json:"load"`
+	// Mailboxes are the agent's mailbox relays, as in its hello (bounded
+	// alike): heard mesh-wide, they reach senders that never exchanged a
+	// hello with it.
+	Mailboxes     []string       `json:"mailboxes,omitempty"`
 	MaxConcurrent int            `json:"max_concurrent"`
 	Name          string         `json:"name,omitempty"`
 	PersonaType   string         `json:"persona_type,omitempty"`

@@ -25,13 +25,16 @@ type Bounds struct {
 	PerRecipient int
 	// Bytes bounds the queue's payload and metadata bytes in total.
 	Bytes int64
+	// PerRecipientBytes bounds the queue's payload and metadata bytes
+	// addressed to one Message.To.
+	PerRecipientBytes int64
 }
 
 // EnqueueWithin is Enqueue into m.Queue, refused with an error wrapping
 // ErrFull when the message would take the queue past b. The check and the
 // write are one transaction: concurrent enqueues cannot overshoot.
 func (s *Store) EnqueueWithin(ctx context.Context, m Message, b Bounds) error {
-	if m.Queue == "" && (b.PerRecipient > 0 || b.Bytes > 0) {
+	if m.Queue == "" && (b.PerRecipient > 0 || b.Bytes > 0 || b.PerRecipientBytes > 0) {
 		return invalidf("bounds apply to named queues only")
 	}
 	_, err := s.enqueueWithin(ctx, m, b)
@@ -68,13 +71,20 @@ func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds) (string,
 				return fmt.Errorf("%w: queue %s holds %d bytes, the limit is %d", ErrFull, m.Queue, used, b.Bytes)
 			}
 		}
-		if b.PerRecipient > 0 && m.To != "" {
-			n, err := countTo(tx, m.Queue, m.To, b.PerRecipient)
+		if (b.PerRecipient > 0 || b.PerRecipientBytes > 0) && m.To != "" {
+			limit := b.PerRecipient
+			if limit <= 0 {
+				limit = math.MaxInt
+			}
+			n, used, err := usageTo(tx, m.Queue, m.To, limit)
 			if err != nil {
 				return err
 			}
-			if n >= b.PerRecipient {
+			if b.PerRecipient > 0 && n >= b.PerRecipient {
 				return fmt.Errorf("%w: queue %s holds %d messages for %s, the limit", ErrFull, m.Queue, n, m.To)
+			}
+			if b.PerRecipientBytes > 0 && used+size > b.PerRecipientBytes {
+				return fmt.Errorf("%w: queue %s holds %d bytes for %s, the limit is %d", ErrFull, m.Queue, used, m.To, b.PerRecipientBytes)
 			}
 		}
 		return putOutbox(tx, m)
@@ -222,25 +232,81 @@ func scanDue(tx *bolt.Tx, queue string, fn func(next int64, sk []byte) (bool, er
 
 // countTo counts queue's messages addressed to to, stopping at limit.
 func countTo(tx *bolt.Tx, queue, to string, limit int) (int, error) {
+	n, _, err := usageTo(tx, queue, to, limit)
+	return n, err
+}
+
+// usageTo counts queue's messages addressed to to and their payload and
+// metadata bytes, stopping at limit messages.
+func usageTo(tx *bolt.Tx, queue, to string, limit int) (n int, size int64, err error) {
+	err = scanTo(tx, queue, to, nil, func(r msgRecord) bool {
+		n++
+		size += int64(len(r.Payload) + len(r.Metadata))
+		return n < limit
+	})
+	return n, size, err
+}
+
+// scanTo calls fn with queue's messages addressed to to in enqueue order,
+// those after the entry whose sequence key is after when it is set, until
+// fn returns false.
+func scanTo(tx *bolt.Tx, queue, to string, after []byte, fn func(msgRecord) bool) error {
 	prefix := concat([]byte(to), []byte{0})
 	ob := bucket(tx, bucketOutbox)
 	c := bucket(tx, bucketOutboxTo).Cursor()
-	n := 0
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, _ = c.Next() {
+	k, _ := c.Seek(prefix)
+	if after != nil {
+		// Past after, whether or not its entry is still there.
+		start := concat(prefix, after)
+		if k, _ = c.Seek(start); bytes.Equal(k, start) {
+			k, _ = c.Next()
+		}
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		sk := k[len(prefix):]
 		v := ob.Get(sk)
 		if v == nil {
-			return 0, &CorruptError{Bucket: bucketOutboxTo, Key: bytes.Clone(k), Err: errors.New("points at no outbox entry")}
+			return &CorruptError{Bucket: bucketOutboxTo, Key: bytes.Clone(k), Err: errors.New("points at no outbox entry")}
 		}
 		r, err := decodeMessage(bucketOutbox, sk, v)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		if r.Queue == queue {
-			n++
+		if r.Queue == queue && !fn(r) {
+			return nil
 		}
 	}
-	return n, nil
+	return nil
+}
+
+// PendingFor returns up to limit messages of the named queue addressed to
+// to, in enqueue order, reading through the index on To, and a cursor:
+// passed back as after, it returns the messages enqueued after the last
+// one returned (whether or not that one is still there). after 0 starts
+// at the first. It is how a mailbox pages through what it holds for one
+// agent. limit <= 0 means all.
+func (s *Store) PendingFor(ctx context.Context, queue, to string, after uint64, limit int) ([]Message, uint64, error) {
+	if to == "" {
+		return nil, 0, invalidf("pending without an addressee")
+	}
+	var out []Message
+	last := after
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		out, last = out[:0], after
+		var sk []byte
+		if after > 0 {
+			sk = seqKey(after)
+		}
+		return scanTo(tx, queue, to, sk, func(r msgRecord) bool {
+			out = append(out, r.message())
+			last = r.Seq
+			return limit <= 0 || len(out) < limit
+		})
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: pending for %s: %w", to, err)
+	}
+	return out, last, nil
 }
 
 // metaQueueBytes is the meta key of a named queue's size in bytes.

@@ -123,3 +123,56 @@ func TestQueueBounds(t *testing.T) {
 		t.Fatalf("bounds on the bus's outbox: %v, want ErrInvalid", err)
 	}
 }
+
+// TestPendingForPagesOneRecipient: PendingFor reads one recipient's
+// messages of one queue in enqueue order, page by page, and its cursor
+// survives the deletion of the message it points at.
+func TestPendingForPagesOneRecipient(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	for _, m := range []struct{ id, to, queue string }{
+		{"a1", "x", "mbx"}, {"b1", "y", "mbx"}, {"a2", "x", "mbx"}, {"n1", "x", "node"}, {"a3", "x", "mbx"},
+	} {
+		q := msg(m.id, "agent:"+m.to)
+		q.To, q.Queue = m.to, m.queue
+		if err := s.EnqueueWithin(ctx, q, Bounds{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, cur, err := s.PendingFor(ctx, "mbx", "x", 0, 2)
+	if err != nil || !slices.Equal(ids(page), []string{"a1", "a2"}) {
+		t.Fatalf("first page %v %v", ids(page), err)
+	}
+	if err := s.Delivered(ctx, "a2"); err != nil {
+		t.Fatal(err)
+	}
+	page, cur, err = s.PendingFor(ctx, "mbx", "x", cur, 2)
+	if err != nil || !slices.Equal(ids(page), []string{"a3"}) {
+		t.Fatalf("second page %v %v", ids(page), err)
+	}
+	if page, _, err = s.PendingFor(ctx, "mbx", "x", cur, 2); err != nil || len(page) != 0 {
+		t.Fatalf("past the end %v %v", ids(page), err)
+	}
+}
+
+// TestEnqueueWithinBoundsRecipientBytes: PerRecipientBytes refuses a
+// message that would take one recipient past it, not another recipient.
+func TestEnqueueWithinBoundsRecipientBytes(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	one := msg("r1", "agent:x")
+	one.To, one.Queue = "x", "mbx"
+	b := Bounds{PerRecipientBytes: int64(len(one.Payload)) + 1}
+	if err := s.EnqueueWithin(ctx, one, b); err != nil {
+		t.Fatal(err)
+	}
+	two := msg("r2", "agent:x")
+	two.To, two.Queue = "x", "mbx"
+	if err := s.EnqueueWithin(ctx, two, b); !errors.Is(err, ErrFull) {
+		t.Fatalf("second message for x: %v, want ErrFull", err)
+	}
+	two.To = "y"
+	if err := s.EnqueueWithin(ctx, two, b); err != nil {
+		t.Fatalf("a message for y: %v", err)
+	}
+}

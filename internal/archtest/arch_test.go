@@ -19,9 +19,12 @@ var forbidden = map[string][]string{
 	"internal/wsconn": {mod},
 	"store":           {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
 	"node":            {mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
-	"rpc":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"bus":             {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"lobby":           {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+	// Mailboxes are a relay service and the agent's client of it: below
+	// node, beside dht and pubsub.
+	"mailbox": {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
+	"rpc":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"bus":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
+	"lobby":   {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 
 	// The test helpers every package's tests share import nothing of the
 	// project, so that no package's tests import a package above it.

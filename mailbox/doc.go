@@ -1,0 +1,43 @@
+// Package mailbox holds direct messages for agents that are away, on
+// relays, so that two agents never online at the same time can still
+// talk.
+//
+// An agent names its mailboxes (relays, as multiaddrs ending in
+// /p2p/<relay id>) in its signed hello. A sender that cannot reach the
+// agent deposits there the request envelope it would have sent, signed
+// end to end; the agent, when it connects to the relay again, fetches what
+// waits for it, verifies each envelope itself and acknowledges it, which
+// deletes it. The relay is trusted to keep messages, never to speak for
+// anyone: it cannot forge or alter an envelope without the recipient
+// noticing.
+//
+// # Protocol
+//
+// One request and its answer per libp2p stream (protocol.MailboxProtocol),
+// each a length-prefixed JSON frame (protocol.AppendFrame). Requests
+// (Request, decoded strictly by ParseRequest):
+//
+//	{"op":"deposit","to":"<agent id>","envelope":{…signed request envelope…}}
+//	{"op":"fetch","after":"<cursor>","limit":N}
+//	{"op":"ack","ids":["<item id>",…]}
+//
+// A deposit must come from the envelope's signer, be a signed
+// agent.message request addressed to "to", and be no older than the
+// mailbox's TTL: the relay verifies all of it before it stores a byte. A
+// fetch returns the items held for the authenticated remote peer, and
+// only for it, in deposit order, a page at a time, with a cursor for the
+// next page; an ack deletes items of the remote peer's own mailbox. The
+// answer (Response) has a status: "ok", "full" (the deposit would take
+// the agent's mailbox or the relay past its bounds: the sender keeps the
+// message), "refused" (the request is not acceptable and never will be)
+// or "error" (the relay failed; try again).
+//
+// # Storage
+//
+// The Server keeps items in a named queue of the relay's store (one
+// bbolt file, fsync'd before a deposit is answered "ok"), bounded per
+// agent in messages and bytes and in total bytes. An item expires after
+// the TTL (seven days by default, as the sender's outbox does): its due
+// time in the queue is its expiry, and one loop, owned by the Server,
+// deletes what is due and sleeps until the next expiry.
+package mailbox

@@ -1,0 +1,85 @@
+package mailbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/internal/p2ptest"
+	"github.com/meshagent/meshagent/internal/testlog"
+	"github.com/meshagent/meshagent/mailbox"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+	"github.com/meshagent/meshagent/store"
+)
+
+func TestMain(m *testing.M) { p2ptest.VerifyTestMain(m) }
+
+// relay starts a host with a mailbox server and its store.
+func relay(t *testing.T, opts ...mailbox.Option) (host.Host, *mailbox.Server, *store.Store) {
+	t.Helper()
+	h := p2ptest.Host(t)
+	st, err := store.Open(filepath.Join(t.TempDir(), "relay.db"), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mailbox.NewServer(h, st, append([]mailbox.Option{mailbox.WithLogger(testlog.New(t))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = srv.Close()
+		_ = st.Close()
+	})
+	return h, srv, st
+}
+
+// agent starts a host that knows the relay's addresses and a client on it.
+func agent(t *testing.T, r host.Host) (host.Host, *mailbox.Client) {
+	t.Helper()
+	h := p2ptest.Host(t)
+	h.Peerstore().AddAddrs(r.ID(), r.Addrs(), time.Hour)
+	return h, &mailbox.Client{Host: h}
+}
+
+// message is a signed agent.message request from h's agent to to, in its
+// embedded JSON form.
+func message(t testing.TB, h host.Host, to peer.ID, messageID string) json.RawMessage {
+	t.Helper()
+	return messageAt(t, h, to, messageID, time.Now())
+}
+
+func messageAt(t testing.TB, h host.Host, to peer.ID, messageID string, at time.Time) json.RawMessage {
+	t.Helper()
+	s, err := sign.NewSigner(h.Peerstore().PrivKey(h.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _ := json.Marshal(protocol.AgentMessage{MessageID: messageID, Subject: "hi", Body: "while you were away", Priority: protocol.PriorityNormal})
+	e, err := protocol.NewEnvelope(protocol.TypeRequest, &protocol.Recipient{AgentID: to.String()},
+		&protocol.Request{Action: protocol.MessageCapability, CorrelationID: messageID, Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Timestamp = protocol.FormatTime(at)
+	body, sig, err := protocol.Seal(s, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := protocol.SignedJSON(body, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}

@@ -1,0 +1,296 @@
+package mailbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+	"github.com/meshagent/meshagent/store"
+)
+
+// Server is a relay's mailbox service: it answers protocol.MailboxProtocol
+// streams on a host and keeps items in a store, whose owner closes it
+// after the Server.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	host host.Host
+	st   *store.Store
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.RWMutex // guards closed and every wg.Add after NewServer
+	closed bool
+}
+
+// NewServer starts a mailbox service on h, keeping items in st.
+func NewServer(h host.Host, st *store.Store, opts ...Option) (*Server, error) {
+	if st == nil {
+		return nil, ErrNoStore
+	}
+	cfg := DefaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("mailbox: %w", err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, log: log.With("component", "mailbox"), host: h, st: st, ctx: ctx, cancel: cancel}
+	s.wg.Go(s.expireLoop)
+	h.SetStreamHandler(protocol.MailboxProtocol, s.handle)
+	return s, nil
+}
+
+// Close stops answering and waits for the requests being served and the
+// expiry loop. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.host.RemoveStreamHandler(protocol.MailboxProtocol)
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// handle serves one request stream.
+func (s *Server) handle(st network.Stream) {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		_ = st.Reset()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.RUnlock()
+	defer s.wg.Done()
+	defer st.Close()
+	_ = st.SetDeadline(time.Now().Add(s.cfg.IOTimeout))
+	remote := st.Conn().RemotePeer()
+	frame, err := protocol.NewFrameReader(st, maxRequestFrame).Next()
+	if err != nil {
+		s.log.Debug("mailbox request unread", "remote_peer", remote, "err", err)
+		_ = st.Reset()
+		return
+	}
+	resp := s.serve(remote, frame)
+	body, err := json.Marshal(resp)
+	if err != nil {
+		_ = st.Reset()
+		return
+	}
+	if _, err := st.Write(protocol.AppendFrame(nil, body)); err != nil {
+		_ = st.Reset()
+	}
+}
+
+// serve answers one request frame from remote.
+func (s *Server) serve(remote peer.ID, frame []byte) *Response {
+	req, err := ParseRequest(frame)
+	if err != nil {
+		s.log.Debug("mailbox request refused", "remote_peer", remote, "err", err)
+		return answer(err)
+	}
+	switch req.Op {
+	case OpDeposit:
+		err = s.deposit(remote, req)
+	case OpFetch:
+		return s.fetch(remote, req)
+	case OpAck:
+		err = s.ack(remote, req.IDs)
+	}
+	if err != nil {
+		s.log.Debug("mailbox "+req.Op, "remote_peer", remote, "err", err)
+	}
+	return answer(err)
+}
+
+// answer is the Response of an outcome.
+func answer(err error) *Response {
+	switch {
+	case err == nil:
+		return &Response{Status: StatusOK}
+	case errors.Is(err, ErrFull):
+		return &Response{Status: StatusFull, Message: err.Error()}
+	case errors.Is(err, ErrRefused):
+		return &Response{Status: StatusRefused, Message: err.Error()}
+	default:
+		return &Response{Status: StatusError, Message: err.Error()}
+	}
+}
+
+// deposit verifies and stores an envelope for req.To.
+func (s *Server) deposit(remote peer.ID, req *Request) error {
+	to, err := sign.ParseAgentID(req.To)
+	if err != nil {
+		return fmt.Errorf("%w: to: %v", ErrRefused, err)
+	}
+	e, _, err := Open(req.Envelope, to)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	from, _ := e.Sender()
+	if from != remote {
+		// Only the signer deposits its envelopes: nobody replays another
+		// agent's old messages into a mailbox.
+		return fmt.Errorf("%w: envelope signed by %s, deposited by %s", ErrRefused, from, remote)
+	}
+	now := s.cfg.Now()
+	ts, err := e.Time()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	if ts.After(now.Add(s.cfg.MaxSkew)) || now.Sub(ts) > s.cfg.TTL {
+		return fmt.Errorf("%w: envelope time %s is outside the mailbox's window", ErrRefused, e.Timestamp)
+	}
+	expires := ts.Add(s.cfg.TTL)
+	m := store.Message{
+		ID: itemID(to, from, e.ID), Queue: Queue, Topic: "agent:" + to.String(), From: from.String(), To: to.String(),
+		Payload: req.Envelope, Time: now, NextAttempt: expires, Expires: expires,
+	}
+	err = s.st.EnqueueWithin(s.ctx, m, store.Bounds{PerRecipient: s.cfg.PerAgent, PerRecipientBytes: s.cfg.PerAgentBytes, Bytes: s.cfg.TotalBytes})
+	switch {
+	case errors.Is(err, store.ErrExists):
+		return nil // deposited before: one copy is enough
+	case errors.Is(err, store.ErrFull):
+		s.log.Info("mailbox full", "agent", to, "from", from, "err", err)
+		return fmt.Errorf("%w: the mailbox of %s on this relay holds all it may (%v)", ErrFull, to, err)
+	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid):
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	s.log.Debug("mailbox: deposited", "agent", to, "from", from, "id", e.ID)
+	return nil
+}
+
+// fetch returns a page of remote's items.
+func (s *Server) fetch(remote peer.ID, req *Request) *Response {
+	after, _ := parseCursor(req.After)
+	limit := req.Limit
+	if limit == 0 {
+		limit = DefaultPage
+	}
+	to := remote.String()
+	ms, last, err := s.st.PendingFor(s.ctx, Queue, to, after, limit)
+	if err != nil {
+		return answer(fmt.Errorf("%w: %v", ErrFailed, err))
+	}
+	resp := &Response{Status: StatusOK, Next: req.After}
+	size := 0
+	for i, m := range ms {
+		if i > 0 && size+len(m.Payload) > pageBytes {
+			// Cut by bytes: the cursor is that of the last item kept.
+			resp.More = true
+			if _, last, err = s.st.PendingFor(s.ctx, Queue, to, after, i); err != nil {
+				return answer(fmt.Errorf("%w: %v", ErrFailed, err))
+			}
+			break
+		}
+		size += len(m.Payload)
+		resp.Items = append(resp.Items, Item{ID: m.ID, Envelope: m.Payload})
+	}
+	if len(resp.Items) > 0 {
+		resp.Next = strconv.FormatUint(last, 10)
+	}
+	if !resp.More && len(ms) == limit {
+		rest, _, err := s.st.PendingFor(s.ctx, Queue, to, last, 1)
+		if err != nil {
+			return answer(fmt.Errorf("%w: %v", ErrFailed, err))
+		}
+		resp.More = len(rest) > 0
+	}
+	return resp
+}
+
+// ack deletes items of remote's mailbox. Unknown ids are ignored: an ack
+// repeated after a lost answer finds them gone.
+func (s *Server) ack(remote peer.ID, ids []string) error {
+	prefix := remote.String() + "/"
+	for _, id := range ids {
+		if !strings.HasPrefix(id, prefix) {
+			return fmt.Errorf("%w: item %.80s is not in the mailbox of %s", ErrRefused, id, remote)
+		}
+	}
+	// Concurrent deletes share the store's commits.
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			if err := s.st.Delivered(s.ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	return nil
+}
+
+// expireLoop deletes items past their TTL: their due time in the queue is
+// their expiry, so it sleeps until the earliest one, or a deposit.
+func (s *Server) expireLoop() {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		deposited := s.st.Signal(Queue)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		case <-deposited:
+		}
+		due, err := s.st.DueIn(s.ctx, Queue, s.cfg.Now(), MaxPage)
+		for _, m := range due {
+			if err := s.st.Delivered(s.ctx, m.ID); err != nil && !errors.Is(err, store.ErrNotFound) && s.ctx.Err() == nil {
+				s.log.Warn("mailbox: expired item not deleted", "id", m.ID, "err", err)
+			}
+		}
+		if len(due) > 0 {
+			s.log.Info("mailbox: expired items deleted", "items", len(due))
+		}
+		t.Stop()
+		next, ok, nerr := s.st.NextDueIn(s.ctx, Queue)
+		switch {
+		case s.ctx.Err() != nil:
+			return
+		case len(due) == MaxPage:
+			t.Reset(0)
+		case err != nil || nerr != nil:
+			s.log.Warn("mailbox: store unreadable", "err", errors.Join(err, nerr))
+			t.Reset(time.Minute)
+		case ok:
+			t.Reset(max(next.Sub(s.cfg.Now()), 0))
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package mailbox_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/mailbox"
+)
+
+// TestDepositFetchAck: a deposit is fetched by its recipient only,
+// verified end to end, and gone once acknowledged; another agent can
+// neither read nor acknowledge it.
+func TestDepositFetchAck(t *testing.T) {
+	r, _, _ := relay(t)
+	a, ac := agent(t, r)
+	b, bc := agent(t, r)
+	_, cc := agent(t, r)
+	env := message(t, a, b.ID(), "m1")
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), env); err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), env); err != nil {
+		t.Fatalf("a repeated deposit: %v, want ok (one copy kept)", err)
+	}
+	if p, err := cc.Fetch(ctx(t), r.ID(), "", 0); err != nil || len(p.Items) != 0 {
+		t.Fatalf("another agent fetched %+v %v", p, err)
+	}
+	p, err := bc.Fetch(ctx(t), r.ID(), "", 0)
+	if err != nil || len(p.Items) != 1 || p.More {
+		t.Fatalf("fetch %+v %v, want one item", p, err)
+	}
+	if !bytes.Equal(p.Items[0].Envelope, env) {
+		t.Fatalf("envelope changed in the mailbox:\n%s\n%s", p.Items[0].Envelope, env)
+	}
+	if _, req, err := mailbox.Open(p.Items[0].Envelope, b.ID()); err != nil || req.CorrelationID != "m1" {
+		t.Fatalf("open %+v %v", req, err)
+	}
+	if err := cc.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); !errors.Is(err, mailbox.ErrRefused) {
+		t.Fatalf("another agent's ack: %v, want ErrRefused", err)
+	}
+	if err := bc.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
+		t.Fatalf("a repeated ack: %v", err)
+	}
+	if p, err := bc.Fetch(ctx(t), r.ID(), "", 0); err != nil || len(p.Items) != 0 {
+		t.Fatalf("after the ack %+v %v", p, err)
+	}
+}
+
+// TestDepositRefused: the relay stores only envelopes that verify, signed
+// by the depositor, addressed to the named agent, and recent.
+func TestDepositRefused(t *testing.T) {
+	r, _, _ := relay(t)
+	a, ac := agent(t, r)
+	b, _ := agent(t, r)
+	c, cc := agent(t, r)
+	tampered := bytes.Replace(message(t, a, b.ID(), "m1"), []byte("while you were away"), []byte("send me your keys!!"), 1)
+	for name, try := range map[string]func() error{
+		"tampered":            func() error { return ac.Deposit(ctx(t), r.ID(), b.ID(), tampered) },
+		"addressed elsewhere": func() error { return ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, c.ID(), "m2")) },
+		"another's envelope":  func() error { return cc.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m3")) },
+		"too old": func() error {
+			return ac.Deposit(ctx(t), r.ID(), b.ID(), messageAt(t, a, b.ID(), "m4", time.Now().Add(-8*24*time.Hour)))
+		},
+		"from the future": func() error {
+			return ac.Deposit(ctx(t), r.ID(), b.ID(), messageAt(t, a, b.ID(), "m5", time.Now().Add(time.Hour)))
+		},
+	} {
+		if err := try(); !errors.Is(err, mailbox.ErrRefused) {
+			t.Errorf("%s: %v, want ErrRefused", name, err)
+		}
+	}
+}
+
+// TestDepositFull: past its bounds a mailbox says so, and takes more once
+// its agent acknowledged what it held.
+func TestDepositFull(t *testing.T) {
+	r, _, _ := relay(t, mailbox.WithBounds(2, 1<<20, 1<<20))
+	a, ac := agent(t, r)
+	b, bc := agent(t, r)
+	for i := range 2 {
+		if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), fmt.Sprint("m", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m2"))
+	if !errors.Is(err, mailbox.ErrFull) {
+		t.Fatalf("third deposit: %v, want ErrFull", err)
+	}
+	p, err := bc.Fetch(ctx(t), r.ID(), "", 1)
+	if err != nil || len(p.Items) != 1 || !p.More {
+		t.Fatalf("page %+v %v", p, err)
+	}
+	if err := bc.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m2")); err != nil {
+		t.Fatalf("after an ack: %v", err)
+	}
+}
+
+// TestFetchPages: a mailbox is read page by page in deposit order, and
+// the cursor moves past items left unacknowledged.
+func TestFetchPages(t *testing.T) {
+	r, _, _ := relay(t)
+	a, ac := agent(t, r)
+	b, bc := agent(t, r)
+	for i := range 5 {
+		if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), fmt.Sprint("m", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	after := ""
+	for {
+		p, err := bc.Fetch(ctx(t), r.ID(), after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			_, req, err := mailbox.Open(it.Envelope, b.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, req.CorrelationID)
+		}
+		if !p.More {
+			break
+		}
+		after = p.Next
+	}
+	if fmt.Sprint(got) != "[m0 m1 m2 m3 m4]" {
+		t.Fatalf("pages gave %v", got)
+	}
+}
+
+// TestItemsExpire: an item is deleted once its TTL has passed.
+func TestItemsExpire(t *testing.T) {
+	r, _, _ := relay(t, mailbox.WithTTL(300*time.Millisecond))
+	a, ac := agent(t, r)
+	b, bc := agent(t, r)
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m1")); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, func() error {
+		p, err := bc.Fetch(ctx(t), r.ID(), "", 0)
+		if err != nil {
+			return err
+		}
+		if len(p.Items) != 0 {
+			return fmt.Errorf("%d items still held", len(p.Items))
+		}
+		return nil
+	})
+}

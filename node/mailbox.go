@@ -1,0 +1,380 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/mailbox"
+	"github.com/meshagent/meshagent/metrics"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
+)
+
+// Mailboxes: an agent names relays (WithMailboxes) in its signed hello.
+// A sender whose direct message finds the agent away queues it in its
+// outbox as always, and at once (not after more attempts: the agent may
+// never be online with it again) deposits the signed agent.message
+// request it would have sent in one of those mailboxes; once one took it,
+// the outbox entry is handed over (deleted), so that the sender's retries
+// do not deliver it a second time. A mailbox that is full, or a relay out
+// of reach, leaves the message in the outbox, and a later pass tries the
+// mailboxes again. The agent fetches from its mailboxes when it starts,
+// whenever it connects to one of them, and every OutboxRetry as a safety
+// net (a sender that lost its way to the agent while it was online
+// deposits too), verifies each envelope itself (signature, addressed to
+// it, within the TTL), runs it through the agent.message path (policy,
+// deduplication by message id), and acknowledges it. A message its
+// handler could not take yet stays in the mailbox for the next fetch.
+// The mailboxes of other agents are kept apart from their hellos: a hello
+// is forgotten when the agent is long gone, which is when its mailboxes
+// matter.
+
+// Mailbox pacing.
+const (
+	// mailboxRetryMin is the first wait after a mailbox could not be
+	// read; the wait doubles up to OutboxRetry.
+	mailboxRetryMin = time.Second
+	// depositTimeout bounds a deposit in one mailbox.
+	depositTimeout = 10 * time.Second
+)
+
+// mailboxes is the node's mailbox part, under its own lock: this agent's
+// relays, the mailboxes other agents announced, and, on a relay, the
+// service.
+type mailboxes struct {
+	own    []peer.AddrInfo
+	addrs  []string // own, as announced in hello
+	client *mailbox.Client
+	server *mailbox.Server // nil unless WithMailboxService
+	kick   chan struct{}
+
+	mu     sync.Mutex
+	others map[peer.ID][]peer.AddrInfo
+}
+
+// validateMailboxes checks WithMailboxes' addresses.
+func validateMailboxes(addrs []ma.Multiaddr) error {
+	if len(addrs) > protocol.MaxMailboxes {
+		return fmt.Errorf("node: %d mailboxes, at most %d", len(addrs), protocol.MaxMailboxes)
+	}
+	for _, a := range addrs {
+		if _, err := peer.AddrInfoFromP2pAddr(a); err != nil {
+			return fmt.Errorf("node: mailbox %s must end in /p2p/<relay id>: %w", a, err)
+		}
+		if len(a.String()) > protocol.MaxMailboxAddrLen {
+			return fmt.Errorf("node: mailbox address longer than %d bytes", protocol.MaxMailboxAddrLen)
+		}
+	}
+	return nil
+}
+
+// newMailboxes builds the mailbox part, before the node answers hellos,
+// which announce this agent's mailboxes and record others'.
+func (n *Node) newMailboxes() *mailboxes {
+	mb := &mailboxes{
+		client: &mailbox.Client{Host: n.host, IOTimeout: n.cfg.Limits.IOTimeout},
+		kick:   make(chan struct{}, 1),
+		others: map[peer.ID][]peer.AddrInfo{},
+	}
+	for _, a := range n.cfg.Mailboxes {
+		ai, _ := peer.AddrInfoFromP2pAddr(a) // checked by Validate
+		mb.own = append(mb.own, *ai)
+		mb.addrs = append(mb.addrs, a.String())
+		n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.PermanentAddrTTL)
+	}
+	n.guard.protectAddrs(tagRelay, n.cfg.Mailboxes)
+	return mb
+}
+
+// startMailboxes starts the mailbox service on a relay, and the loop
+// fetching this agent's mailboxes when it names some.
+func (n *Node) startMailboxes() error {
+	mb := n.mailboxes
+	if n.cfg.MailboxService {
+		opts := append([]mailbox.Option{mailbox.WithLogger(n.log), mailbox.WithClock(n.cfg.Now), mailbox.WithIOTimeout(n.cfg.Limits.IOTimeout)}, n.cfg.MailboxOptions...)
+		srv, err := mailbox.NewServer(n.host, n.cfg.Store, opts...)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		mb.server = srv
+	}
+	if len(mb.own) > 0 {
+		n.wg.Go(n.mailboxLoop)
+	}
+	return nil
+}
+
+func (mb *mailboxes) wake() {
+	select {
+	case mb.kick <- struct{}{}:
+	default:
+	}
+}
+
+// mailboxConnected is told that a connection to p completed identify:
+// when p is one of this agent's mailboxes, read it now.
+func (n *Node) mailboxConnected(p peer.ID) {
+	mb := n.mailboxes
+	if mb == nil {
+		return
+	}
+	for _, r := range mb.own {
+		if r.ID == p {
+			mb.wake()
+			return
+		}
+	}
+}
+
+// noteMailboxes records the mailboxes agent p announced in a hello it
+// signed; unusable addresses are skipped.
+func (n *Node) noteMailboxes(p peer.ID, addrs []string) {
+	mb := n.mailboxes
+	if mb == nil {
+		return
+	}
+	ais := parseMailboxes(p, addrs)
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if len(ais) == 0 {
+		delete(mb.others, p)
+		return
+	}
+	if _, ok := mb.others[p]; !ok && len(mb.others) >= maxKnownPeers {
+		for k := range mb.others { // any one: a bound, not a cache policy
+			delete(mb.others, k)
+			break
+		}
+	}
+	mb.others[p] = ais
+}
+
+// mailboxesOf returns the mailboxes agent p announced.
+func (n *Node) mailboxesOf(p peer.ID) []peer.AddrInfo {
+	mb := n.mailboxes
+	if mb == nil {
+		return nil
+	}
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.others[p]
+}
+
+// mailboxAddrs returns ais as multiaddr strings ending in /p2p/<id>, the
+// form hellos carry and outbox entries keep.
+func mailboxAddrs(ais []peer.AddrInfo) []string {
+	var out []string
+	for _, ai := range ais {
+		if ms, err := peer.AddrInfoToP2pAddrs(&ai); err == nil {
+			for _, m := range ms {
+				out = append(out, m.String())
+			}
+		}
+	}
+	return out
+}
+
+// parseMailboxes reads mailbox addresses (multiaddrs ending in
+// /p2p/<relay id>) into one AddrInfo per relay, skipping unusable ones
+// and self.
+func parseMailboxes(self peer.ID, addrs []string) []peer.AddrInfo {
+	var ms []ma.Multiaddr
+	for _, a := range addrs {
+		if m, err := ma.NewMultiaddr(a); err == nil {
+			if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID != self {
+				ms = append(ms, m)
+			}
+		}
+	}
+	ais, _ := peer.AddrInfosFromP2pAddrs(ms...)
+	return ais
+}
+
+// errNoMailbox marks an agent that announced no mailbox.
+var errNoMailbox = errors.New("agent names no mailbox")
+
+// handOver deposits the direct message m (an outbox entry of
+// agent.message) in a mailbox of its recipient and, once one took it,
+// deletes the entry from the outbox. It returns the relay that took it.
+func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
+	to, err := peer.Decode(m.To)
+	if err != nil {
+		return "", err
+	}
+	relays := n.mailboxesOf(to)
+	if len(relays) == 0 {
+		// Known when it was queued, before a restart of this node.
+		var meta outboxMeta
+		if json.Unmarshal(m.Metadata, &meta) == nil {
+			relays = parseMailboxes(to, meta.Mailboxes)
+		}
+	}
+	if len(relays) == 0 {
+		return "", errNoMailbox
+	}
+	params, err := canonicalParams(m.Payload)
+	if err != nil {
+		return "", err
+	}
+	doc, err := n.sealJSON(protocol.TypeRequest, m.To, &protocol.Request{Action: protocol.MessageCapability, CorrelationID: m.ID, Params: params})
+	if err != nil {
+		return "", err
+	}
+	var errs []error
+	for _, r := range relays {
+		n.host.Peerstore().AddAddrs(r.ID, r.Addrs, peerstore.TempAddrTTL)
+		dctx, cancel := context.WithTimeout(ctx, depositTimeout)
+		err := n.mailboxes.client.Deposit(dctx, r.ID, to, doc)
+		cancel()
+		if err == nil {
+			if err := n.outbox.st.Delivered(context.WithoutCancel(ctx), m.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				n.log.Warn("outbox not updated", "id", m.ID, "err", err)
+			}
+			n.forgetIfEmpty(m.To)
+			n.log.Info("message handed over to a mailbox", "remote_peer", to, "message_id", m.ID, "mailbox", r.ID)
+			return r.ID, nil
+		}
+		errs = append(errs, fmt.Errorf("mailbox %s: %w", r.ID, err))
+	}
+	err = errors.Join(errs...)
+	n.log.Warn("message kept in the outbox: no mailbox took it", "remote_peer", to, "message_id", m.ID, "err", err)
+	return "", err
+}
+
+// tryHandOver hands an outbox entry found away over to a mailbox when it
+// is a direct message and its agent names one, and reports whether one
+// took it.
+func (n *Node) tryHandOver(m store.Message) bool {
+	var meta outboxMeta
+	if json.Unmarshal(m.Metadata, &meta) != nil || meta.Action != protocol.MessageCapability {
+		return false
+	}
+	if p, err := peer.Decode(m.To); err != nil || (len(n.mailboxesOf(p)) == 0 && len(meta.Mailboxes) == 0) {
+		return false
+	}
+	_, err := n.handOver(n.ctx, m)
+	return err == nil
+}
+
+// mailboxLoop reads this agent's mailboxes: at start, when woken (a
+// connection to one), and every OutboxRetry; after a failure sooner,
+// with a doubling wait.
+func (n *Node) mailboxLoop() {
+	mb := n.mailboxes
+	t := time.NewTimer(0)
+	defer t.Stop()
+	retry := mailboxRetryMin
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		case <-mb.kick:
+		}
+		failed := false
+		for _, r := range mb.own {
+			if err := n.drainMailbox(r); err != nil {
+				failed = true
+				if n.ctx.Err() == nil {
+					n.log.Debug("mailbox not read", "mailbox", r.ID, "err", err)
+				}
+			}
+		}
+		t.Stop()
+		if failed {
+			t.Reset(retry)
+			retry = min(retry*2, n.cfg.OutboxRetry)
+		} else {
+			t.Reset(n.cfg.OutboxRetry)
+			retry = mailboxRetryMin
+		}
+	}
+}
+
+// drainMailbox fetches everything relay r holds for this agent, page by
+// page, takes each envelope and acknowledges those taken.
+func (n *Node) drainMailbox(r peer.AddrInfo) error {
+	if n.host.Network().Connectedness(r.ID) != network.Connected {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.IOTimeout)
+		err := n.host.Connect(ctx, r)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	mb := n.mailboxes
+	after := ""
+	for {
+		p, err := mb.client.Fetch(n.ctx, r.ID, after, 0)
+		if err != nil {
+			return err
+		}
+		var done []string
+		for _, it := range p.Items {
+			if n.takeFromMailbox(r.ID, it) {
+				done = append(done, it.ID)
+			}
+		}
+		if len(done) > 0 {
+			if err := mb.client.Ack(n.ctx, r.ID, done); err != nil {
+				return err
+			}
+		}
+		if !p.More {
+			return nil
+		}
+		after = p.Next
+	}
+}
+
+// takeFromMailbox verifies one envelope fetched from relay and runs it as
+// a direct message. It reports whether the envelope is done with:
+// processed, or refused for good (it will never verify, or the policy
+// refuses its sender); not when the handler failed or is not attached
+// yet, so that the next fetch brings it again.
+func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
+	e, req, err := mailbox.Open(it.Envelope, n.id)
+	if err != nil {
+		if protocol.CodeOf(err) == protocol.CodeInvalidSignature {
+			n.refused(metrics.RefusedSignature)
+		} else {
+			n.refused(metrics.RefusedInvalid)
+		}
+		n.log.Warn("mailbox envelope rejected", "mailbox", relay, "item", it.ID, "err", err)
+		return true
+	}
+	from, _ := e.Sender() // Open checked it
+	ts, _ := e.Time()
+	now := n.cfg.Now()
+	if now.Sub(ts) > n.cfg.MessageTTL || ts.After(now.Add(n.cfg.Limits.ReplayWindow)) {
+		n.refused(metrics.RefusedReplay)
+		n.log.Warn("mailbox envelope rejected", "mailbox", relay, "remote_peer", from, "err", "sent "+e.Timestamp+", outside the message TTL")
+		return true
+	}
+	who, err := n.requesterOf(e, from, len(it.Envelope))
+	if err == nil {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
+		_, err = n.execute(ctx, who, req, nil)
+		cancel()
+	}
+	switch {
+	case err == nil:
+		n.log.Debug("message taken from a mailbox", "mailbox", relay, "remote_peer", from, "correlation_id", req.CorrelationID)
+		return true
+	case refused(err):
+		n.log.Warn("mailbox message refused", "mailbox", relay, "remote_peer", from, "err", err)
+		return true
+	default:
+		n.log.Info("mailbox message left for later", "mailbox", relay, "remote_peer", from, "err", err)
+		return false
+	}
+}
