@@ -88,7 +88,8 @@ const (
 	MaxTopicLen = 1024
 )
 
-// PublishParams are the params of mesh.publish.
+// PublishParams are the params of mesh.publish. The server also reads
+// Filter's members in seed 004's snake_case (see filterWire).
 type PublishParams struct {
 	Topic     string           `json:"topic,required"`
 	Payload   json.RawMessage  `json:"payload"`
@@ -129,10 +130,12 @@ type MessageParams struct {
 }
 
 // publishWire is what mesh.publish reads: PublishParams, with timeoutMs a
-// pointer because an explicit 0 is an error where absence is the default.
+// pointer because an explicit 0 is an error where absence is the default,
+// and the filter in either spelling.
 type publishWire struct {
 	PublishParams
-	TimeoutMS *int64 `json:"timeoutMs"`
+	Filter    *filterWire `json:"filter"`
+	TimeoutMS *int64      `json:"timeoutMs"`
 }
 
 var (
@@ -149,7 +152,7 @@ var (
 func publishMember(fe *protocol.FieldError) error {
 	switch {
 	case under(fe, "filter"):
-		return Errorf(CodeInvalidParams, `invalid params: "filter" must be an object {"includeAgents", "excludeAgents", "personaTypes", "capabilities"} of string arrays`)
+		return filterError()
 	case under(fe, "timeoutMs"):
 		return publishTimeoutError()
 	}
@@ -173,6 +176,11 @@ func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, erro
 	if err := nonEmpty("topic", p.Topic); err != nil {
 		return p, 0, err
 	}
+	f, err := w.Filter.filter()
+	if err != nil {
+		return p, 0, err
+	}
+	p.Filter = f
 	if len(p.Payload) == 0 || p.Payload[0] != '{' {
 		return p, 0, payloadError()
 	}
