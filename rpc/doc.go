@@ -37,6 +37,10 @@
 // JSON type checked (DecodeMembers; DecodeParams for methods served from
 // other packages). A member tagged ",required" must be present and not
 // null. When several members are wrong, an unknown one is reported first.
+// A seed 004 "filter" (mesh.publish, mesh.discover) is read in
+// protocol.Filter's camelCase and in seed 004's snake_case ("persona_types",
+// "exclude_agents", "include_agents", "required_capabilities"), each
+// member in one spelling only; the mesh always carries protocol.Filter's.
 //
 // Methods served by every server:
 //
