@@ -36,18 +36,19 @@ chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malfo
 	if [ $$rc -ne 0 ]; then echo "make chaos failed; the end of its log:"; tail -n 200 $$log; fi; \
 	rm -f $$log; exit $$rc
 
-bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, a local API client serving vs the built-in echo, directory vs raw kad-dht, topics vs raw GossipSub, bus vs nats-server, idle client memory, canonical JSON vs jcs)
+bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, a local API client serving vs the built-in echo, directory vs raw kad-dht, topics vs raw GossipSub, durable catch-up from a keeper, bus vs nats-server, idle client memory, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
 	$(GO) test ./node -run '^$$' -bench CallAny -count 3
 	$(GO) test ./dht -run '^$$' -bench FindProviders -benchtime 200x
 	$(GO) test ./pubsub -run '^$$' -bench Fanout -benchtime 1x
+	$(GO) test ./pubsub -run '^$$' -bench Catchup -benchtime 5x -count 3
 	$(GO) test ./bus -run '^$$' -bench BusRoundTrip -benchtime 1x
 	$(GO) test ./bus -run '^$$' -bench IdleClients -benchtime 1x
 	$(GO) test ./cmd/meshagent -run '^$$' -bench Serve -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
 fuzz: ## Run every fuzz target for FUZZTIME (node's, rpc's, bus's and lobby's drive whole paths: serve, hello, topics, local API, bus, lobby)
-	@for pkg in sign protocol store rpc bus lobby node; do \
+	@for pkg in sign protocol store pubsub rpc bus lobby node; do \
 	  for f in $$($(GO) test ./$$pkg -list '^Fuzz' | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test ./$$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \

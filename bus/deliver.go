@@ -14,6 +14,9 @@ import (
 // attempt is one delivery of a message to one subscription.
 type attempt struct {
 	sub *subscription
+	// via is the queue group sub was picked from: a retry goes to the
+	// group again.
+	via *queueGroup
 	pr  ProcessResult
 	err error
 }
@@ -23,7 +26,18 @@ func (a attempt) failed() bool { return a.err != nil || a.pr.ShouldRetry }
 
 // absent reports whether the subscriber left during the attempt: an
 // absence, not a delivery (see Config.MaxAttempts).
-func (a attempt) absent() bool { return a.err != nil && a.sub.conn.Context().Err() != nil }
+func (a attempt) absent() bool {
+	return a.err != nil && (a.sub.conn == nil || a.sub.conn.Context().Err() != nil)
+}
+
+// to is whom a retry of the attempt is addressed to: its client, or the
+// queue group it was picked from.
+func (a attempt) to() string {
+	if a.via != nil {
+		return a.via.address()
+	}
+	return a.sub.client.id
+}
 
 // reason says why a failed attempt is to be retried.
 func (a attempt) reason() string {
@@ -73,8 +87,12 @@ func (b *Bus) pass(ctx context.Context, msg store.Message, subs []*subscription)
 }
 
 // deliver sends one message to one subscription's client: processMessage,
-// or sendMessage for a client that does not know processMessage.
+// or sendMessage for a client that does not know processMessage. A queue
+// group's entry delivers to one of its members.
 func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message) attempt {
+	if s.members != nil {
+		return b.deliverToGroup(ctx, s, msg)
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
 	params := ProcessParams{Topic: msg.Topic, Payload: msg.Payload}
@@ -133,7 +151,7 @@ func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 	atts, stopped := b.pass(ctx, msg, subs)
 	res.StopPropagation = stopped
 	for _, a := range atts {
-		res.Acks = append(res.Acks, b.settle(msg, a, a.sub.client.id, &retries))
+		res.Acks = append(res.Acks, b.settle(msg, a, a.to(), &retries))
 	}
 	if meshAck != nil {
 		if ack, ok := <-meshAck; ok {
@@ -181,6 +199,9 @@ func (b *Bus) settle(msg store.Message, a attempt, to string, retries *[]store.M
 	rm := msg
 	rm.ID = msg.ID + "." + hex.EncodeToString([]byte(to))
 	rm.To = to
+	if a.via != nil {
+		rm.Metadata = a.via.retryMeta(a.sub.client.id)
+	}
 	rm.Attempts = 1
 	if to != "" && a.absent() {
 		rm.Attempts = 0

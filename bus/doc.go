@@ -21,8 +21,8 @@
 // design settles them. initialize is the rpc server's (it comes first on
 // every listener); the bus serves:
 //
-//	subscribe    {"topic", "policy"?, "defaultHandler"?} -> {"success": true}
-//	unsubscribe  {"topic", "defaultHandler"?} -> {"success": true}
+//	subscribe    {"topic", "policy"?, "defaultHandler"?, "group"?} -> {"success": true}
+//	unsubscribe  {"topic", "defaultHandler"?, "group"?} -> {"success": true}
 //	sendMessage  {"topic", "payload"} -> {"success", "stopPropagation", "acks", "messageId"}
 //	bus.history, bus.deadLetters, bus.replay   (need a store: WithStore)
 //
@@ -43,6 +43,21 @@
 // same pattern. Default handlers (subscribe with "defaultHandler": true)
 // are kept apart: the newest one matching a local message that nothing
 // else takes gets it.
+//
+// # Queue groups
+//
+// "group" is an extension of seed 001 taken from NATS's queue groups: the
+// subscriptions of one group to one pattern are a member set that takes
+// the place of a single subscription in the ordered list, where its
+// newest member stands (it shadows, and is shadowed by, the other
+// subscriptions to its pattern as one). Each message routed to it goes to
+// one member: the one with the fewest deliveries in flight, ties in turn.
+// The members share the group's propagation policy (a member asking for
+// another is refused). A retry of a failed delivery is addressed to the
+// group rather than to the member, so it goes to another member when the
+// member left; with none connected it waits for one, as a retry waits for
+// an absent client. The group ends with its last member. Bounds:
+// MaxGroupMembers per group, MaxGroupsPerPattern per pattern.
 //
 // # Delivery
 //
@@ -76,7 +91,8 @@
 // sendMessage answers (its ack says retrying). The retry loop sleeps until
 // the next outbox message is due, or until woken by a new retry, a replay
 // or a subscriber coming back; it never polls. A retry goes to the client
-// it failed for, or is routed afresh when a default handler asked for it.
+// it failed for (or the queue group it was picked from), or is routed
+// afresh when a default handler asked for it.
 // After MaxAttempts deliveries a message is a dead letter. A retry that
 // finds its client away (not subscribed, or its connection gone during the
 // attempt) counts no attempt: the message waits until the client

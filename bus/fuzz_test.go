@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/rpc"
@@ -65,8 +66,8 @@ var busMethods = []string{MethodSubscribe, MethodUnsubscribe, MethodSendMessage,
 // and a -32602 says "invalid params: …".
 func FuzzBusParams(f *testing.F) {
 	seeds := map[string][]string{
-		MethodSubscribe:      {`{"topic":"inbound:*","policy":"continueAll","defaultHandler":false}`, `{"topic":"x","policy":3}`, `{"topic":"x","defaultHandler":"no"}`},
-		MethodUnsubscribe:    {`{"topic":"x","defaultHandler":"no"}`},
+		MethodSubscribe:      {`{"topic":"inbound:*","policy":"continueAll","defaultHandler":false}`, `{"topic":"x","policy":3}`, `{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":""}`},
+		MethodUnsubscribe:    {`{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":7}`},
 		MethodSendMessage:    {`{"topic":"inbound:1","payload":{"text":"t"}}`, `{"topic":"inbound:1","payload":"t"}`, `{"topic":"agent:` + fuzzAgent + `","payload":{"type":5}}`},
 		MethodBusHistory:     {`{"topic":"inbound:*","limit":5}`, `{"limit":"5"}`, `{"since":"yesterday"}`},
 		MethodBusDeadLetters: {`{"limit":5}`, `{"topic":[]}`},
@@ -82,8 +83,11 @@ func FuzzBusParams(f *testing.F) {
 	}
 	url := newFuzzBus(f)
 	f.Fuzz(func(t *testing.T, which uint8, params []byte) {
-		if !json.Valid(params) {
-			return // the decoder's own cases: rpc's FuzzDispatch
+		if !json.Valid(params) || !utf8.Valid(params) {
+			// The decoder's own cases (rpc's FuzzDispatch): a frame that
+			// is not UTF-8 is answered -32700 with id null, which no
+			// call of a client can be matched to.
+			return
 		}
 		method := busMethods[int(which)%len(busMethods)]
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -139,6 +143,8 @@ func TestBusParamsWrongTypes(t *testing.T) {
 		{MethodSubscribe, `{"topic":"x","policy":3}`, `policy`},
 		{MethodSubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
 		{MethodUnsubscribe, `{"topic":"x","defaultHandler":"no"}`, `"defaultHandler" must be a boolean`},
+		{MethodSubscribe, `{"topic":"x","group":["g"]}`, `"group" must be a non-empty string`},
+		{MethodUnsubscribe, `{"topic":"x","group":""}`, `"group" must be a non-empty string`},
 		{MethodSendMessage, `{"topic":"inbound:1","payload":"t"}`, `"payload"`},
 		// protocol.DecodeStrict: a member given twice is refused, and an
 		// explicit empty policy is not the default.

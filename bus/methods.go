@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,12 +50,18 @@ type SubscribeParams struct {
 	Policy Propagation `json:"policy,omitempty"`
 	// DefaultHandler subscribes as the pattern's default handler.
 	DefaultHandler bool `json:"defaultHandler,omitempty"`
+	// Group joins the queue group of that name on the pattern: each
+	// message routed to the group goes to one of its members (an
+	// extension of seed 001, as NATS's queue groups).
+	Group string `json:"group,omitempty"`
 }
 
-// UnsubscribeParams are the params of unsubscribe (seed 001).
+// UnsubscribeParams are the params of unsubscribe (seed 001); Group
+// leaves that queue group.
 type UnsubscribeParams struct {
 	Topic          string `json:"topic"`
 	DefaultHandler bool   `json:"defaultHandler,omitempty"`
+	Group          string `json:"group,omitempty"`
 }
 
 // SendMessageParams are the params of sendMessage (seed 001).
@@ -69,6 +76,14 @@ type SendMessageParams struct {
 type subscribeWire struct {
 	SubscribeParams
 	Policy *Propagation `json:"policy"`
+	Group  *string      `json:"group"`
+}
+
+// unsubscribeWire is what unsubscribe reads: an explicit "" group is an
+// error where absence is no group.
+type unsubscribeWire struct {
+	UnsubscribeParams
+	Group *string `json:"group"`
 }
 
 // busParams decodes a bus method's object params into the struct v points
@@ -101,6 +116,8 @@ func busParams(method string, raw json.RawMessage, v any) error {
 		return policyError()
 	case fe.Field == "defaultHandler":
 		return rpc.Errorf(rpc.CodeInvalidParams, `invalid params: "defaultHandler" must be a boolean`)
+	case fe.Field == "group":
+		return groupError()
 	}
 	return rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", fe)
 }
@@ -149,14 +166,31 @@ func (b *Bus) subscribe(_ context.Context, r *rpc.Request) (any, error) {
 			return nil, policyError()
 		}
 	}
+	if err := checkGroup(p.Group); err != nil {
+		return nil, err
+	}
 	sub := &subscription{conn: r.Conn, client: bc, pattern: pattern, propagation: prop, defaultOnly: dflt}
-	if !b.subs.add(sub) {
+	if p.Group != nil {
+		if dflt {
+			return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: a default handler cannot be in a queue group ("defaultHandler" with "group")`)
+		}
+		sub.group = *p.Group
+		switch err := b.subs.join(sub); {
+		case errors.Is(err, errAlreadySubscribed):
+			return nil, rpc.Errorf(rpc.CodeAlreadySubscribed, "already subscribed to %q", pattern)
+		case err != nil:
+			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", err)
+		}
+	} else if !b.subs.add(sub) {
 		return nil, rpc.Errorf(rpc.CodeAlreadySubscribed, "already subscribed to %q", pattern)
 	}
 	b.addMeshSub(sub)
 	r.Conn.AfterClose(func() { b.removeSub(sub) })
-	b.log.Debug("subscribed", "client", id, "pattern", pattern, "policy", prop, "default", dflt)
+	b.log.Debug("subscribed", "client", id, "pattern", pattern, "policy", prop, "default", dflt, "group", sub.group)
 	b.wakeClient(id)
+	if sub.queue != nil {
+		b.wakeClient(sub.queue.address())
+	}
 	return SuccessResult{Success: true}, nil
 }
 
@@ -164,7 +198,7 @@ func (b *Bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if _, _, err := initializedClient(r.Conn); err != nil {
 		return nil, err
 	}
-	var p UnsubscribeParams
+	var p unsubscribeWire
 	if err := busParams(MethodUnsubscribe, r.Params, &p); err != nil {
 		return nil, err
 	}
@@ -172,9 +206,22 @@ func (b *Bus) unsubscribe(_ context.Context, r *rpc.Request) (any, error) {
 	if err := checkTopic(MethodUnsubscribe, pattern); err != nil {
 		return nil, err
 	}
+	if err := checkGroup(p.Group); err != nil {
+		return nil, err
+	}
+	var group string
+	if p.Group != nil {
+		group = *p.Group
+	}
+	// A connection holds one subscription per pattern, so a topic alone
+	// names it, in a group or not (clients written before groups leave
+	// them so); a group given must be its group.
 	found := b.subs.find(r.Conn, pattern, dflt)
-	if found == nil {
+	switch {
+	case found == nil:
 		return nil, rpc.Errorf(rpc.CodeSubscriptionNotFound, "subscription not found: %q", pattern)
+	case group != "" && found.group != group:
+		return nil, rpc.Errorf(rpc.CodeSubscriptionNotFound, "subscription not found: %q in queue group %q", pattern, group)
 	}
 	b.removeSub(found)
 	return SuccessResult{Success: true}, nil

@@ -81,8 +81,8 @@ func (b *Bus) retryLoop() {
 	}
 }
 
-// retry makes one more attempt at an outbox message: to the client it is
-// addressed to, or routed afresh when it names none.
+// retry makes one more attempt at an outbox message: to the client or
+// queue group it is addressed to, or routed afresh when it names none.
 func (b *Bus) retry(m store.Message) {
 	ctx, now := b.ctx, b.now()
 	if !m.Expires.IsZero() && !now.Before(m.Expires) {
@@ -91,10 +91,10 @@ func (b *Bus) retry(m store.Message) {
 		return
 	}
 	var subs []*subscription
-	if m.To == "" {
-		subs = b.subs.route(m.Topic)
-	} else if s := b.subs.of(m.To, m.Topic); s != nil {
+	if s := b.addressee(m); s != nil {
 		subs = []*subscription{s}
+	} else if m.To == "" {
+		subs = b.subs.route(m.Topic)
 	} else {
 		b.await(m, now)
 		return
@@ -152,6 +152,9 @@ func (b *Bus) await(m store.Message, now time.Time) {
 		expires = now.Add(b.cfg.MessageTTL)
 	}
 	why := fmt.Sprintf("waiting for client %s to subscribe to %s", m.To, m.Topic)
+	if gm, ok := groupOf(m); ok {
+		why = fmt.Sprintf("waiting for a member of queue group %s to subscribe to %s", gm.Group, gm.Pattern)
+	}
 	if err := b.store.Postpone(b.ctx, m.ID, why, expires, expires); err != nil {
 		if !errors.Is(err, store.ErrNotFound) && b.ctx.Err() == nil {
 			b.log.Warn("outbox not updated", "id", m.ID, "err", err)
@@ -161,9 +164,22 @@ func (b *Bus) await(m store.Message, now time.Time) {
 	b.log.Debug("subscriber away: message waits", "id", m.ID, "client", m.To, "until", expires)
 	// The client may have subscribed between the attempt and the
 	// postponement, and its wake found the message still due.
-	if b.subs.of(m.To, m.Topic) != nil {
+	if s := b.addressee(m); s != nil && (s.members == nil || s.members.live()) {
 		b.wakeClient(m.To)
 	}
+}
+
+// addressee returns the subscription an outbox message addressed to a
+// client or a queue group goes to, or nil: none is subscribed (or the
+// message is to be routed afresh).
+func (b *Bus) addressee(m store.Message) *subscription {
+	if gm, ok := groupOf(m); ok {
+		return b.subs.group(gm.Pattern, gm.Group)
+	}
+	if m.To == "" {
+		return nil
+	}
+	return b.subs.of(m.To, m.Topic)
 }
 
 func orAny(client string) string {

@@ -1,8 +1,10 @@
 package bus
 
 import (
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -16,6 +18,15 @@ type subscription struct {
 	// defaultOnly marks a default handler: it gets the messages on topics
 	// matching pattern that nothing else routes (seed 001).
 	defaultOnly bool
+	// group names the queue group the subscription is a member of ("":
+	// none); queue is that group.
+	group string
+	queue *queueGroup
+	// members is set on a group's routing entry only (queueGroup.entry):
+	// deliver gives the message to one of them.
+	members *queueGroup
+	// inflight counts the deliveries to a member under way, for picks.
+	inflight atomic.Int64
 }
 
 // subTable is the bus's subscriptions in the order they were made, under a
@@ -29,10 +40,13 @@ type subscription struct {
 //   - a default handler gets nothing routed, and only the newest default
 //     handler matching a topic is asked for it;
 //   - unsubscribe removes the oldest of a connection's equal subscriptions
-//     (first in, first out).
+//     (first in, first out);
+//   - the members of a queue group on a pattern are routed as one
+//     subscription, where the newest member stands (see groups.go).
 type subTable struct {
-	mu   sync.RWMutex
-	subs []*subscription // oldest first
+	mu     sync.RWMutex
+	subs   []*subscription // oldest first
+	groups map[groupKey]*queueGroup
 }
 
 // add appends sub, unless its connection already holds a subscription to
@@ -45,6 +59,60 @@ func (t *subTable) add(sub *subscription) bool {
 	}
 	t.subs = append(t.subs, sub)
 	return true
+}
+
+// join appends sub, a member of queue group sub.group, to the table and
+// to its group, which it creates when it is the first member. It refuses
+// (with the error to answer) a connection that already holds a
+// subscription to the pattern, a policy other than the group's, and a
+// group or a pattern past its bound.
+func (t *subTable) join(sub *subscription) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.findLocked(sub.conn, sub.pattern, sub.defaultOnly) != nil {
+		return errAlreadySubscribed
+	}
+	key := groupKey{sub.pattern, sub.group}
+	g := t.groups[key]
+	if g == nil {
+		n := 0
+		for k := range t.groups {
+			if k.pattern == sub.pattern {
+				n++
+			}
+		}
+		if n >= MaxGroupsPerPattern {
+			return fmt.Errorf("%w: %d queue groups subscribe to %q already, the most allowed", errGroupBound, n, sub.pattern)
+		}
+		g = newQueueGroup(key, sub.propagation)
+		if t.groups == nil {
+			t.groups = map[groupKey]*queueGroup{}
+		}
+		t.groups[key] = g
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.propagation != sub.propagation:
+		return fmt.Errorf("%w: queue group %q on %q delivers under policy %s; a member cannot ask for %s", errGroupPolicy, sub.group, sub.pattern, g.propagation, sub.propagation)
+	case len(g.members) >= MaxGroupMembers:
+		return fmt.Errorf("%w: queue group %q on %q has %d members, the most allowed", errGroupBound, sub.group, sub.pattern, len(g.members))
+	}
+	sub.queue = g
+	g.members = append(g.members, sub)
+	t.subs = append(t.subs, sub)
+	return nil
+}
+
+// group returns the routing entry of a queue group, or nil when it has no
+// member.
+func (t *subTable) group(pattern, name string) *subscription {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if g := t.groups[groupKey{pattern, name}]; g != nil {
+		return g.entry
+	}
+	return nil
 }
 
 // find returns the oldest subscription of conn to pattern of the given
@@ -73,6 +141,15 @@ func (t *subTable) remove(sub *subscription) bool {
 		return false
 	}
 	t.subs = slices.Delete(t.subs, i, i+1)
+	if g := sub.queue; g != nil {
+		g.mu.Lock()
+		g.members = slices.DeleteFunc(g.members, func(m *subscription) bool { return m == sub })
+		empty := len(g.members) == 0
+		g.mu.Unlock()
+		if empty {
+			delete(t.groups, g.key)
+		}
+	}
 	return true
 }
 
@@ -81,13 +158,14 @@ func (t *subTable) clear() []*subscription {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	subs := t.subs
-	t.subs = nil
+	t.subs, t.groups = nil, nil
 	return subs
 }
 
 // route returns the subscriptions a topic goes to, newest first, without
 // default handlers and without the subscriptions shadowed by a newer one
-// to the same pattern.
+// to the same pattern. A queue group is routed as its entry, where its
+// newest member stands.
 func (t *subTable) route(topic string) []*subscription {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -97,6 +175,9 @@ func (t *subTable) route(topic string) []*subscription {
 		s := t.subs[i]
 		if s.defaultOnly || !protocol.MatchTopic(s.pattern, topic) || shadowed(out, seen, s.pattern) {
 			continue
+		}
+		if s.queue != nil {
+			s = s.queue.entry
 		}
 		out = append(out, s)
 		switch {

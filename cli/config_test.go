@@ -206,6 +206,9 @@ func TestFlagValidation(t *testing.T) {
 		{name: "number as duration in file", conf: `{"shutdown-timeout": 5}`, msgs: []string{`must be a duration string`}},
 		{name: "file not an object", conf: `["api"]`, msgs: []string{"must be a JSON object"}},
 		{name: "explicit config missing", args: []string{"--config", "/nonexistent/meshagent.json"}, msgs: []string{"invalid --config", "/nonexistent/meshagent.json"}},
+		{name: "keep-history pattern with a wild family", args: []string{"--keep-history", "n*:x"}, msgs: []string{"invalid --keep-history", "must be literal"}},
+		{name: "keep-history bytes not a number", args: []string{"--keep-history-bytes", "lots"}, msgs: []string{"invalid --keep-history-bytes", "positive number of bytes"}},
+		{name: "keep-history age not positive", args: []string{"--keep-history-age", "0s"}, msgs: []string{"invalid --keep-history-age", "not positive"}},
 		{name: "unexpected argument", args: []string{"extra"}, msgs: []string{`unexpected argument "extra"`}},
 		{name: "unknown flag", args: []string{"--nope"}, msgs: []string{"flag provided but not defined", "meshagent node --help"}},
 		{name: "unknown trailing flag", args: []string{"--name", "x", "arg", "--nope"}, msgs: []string{"flag provided but not defined: --nope"}},
@@ -223,6 +226,14 @@ func TestFlagValidation(t *testing.T) {
 			res.wantStderr(t, tc.msgs...)
 		})
 	}
+
+	t.Run("keep-history", func(t *testing.T) {
+		s, res := resolveNodeFlags(t, "--data", t.TempDir(), "--keep-history", "news:*", "--keep-history", "off", "--keep-history-age", "1h", "--keep-history-bytes", "1000")
+		res.wantCode(t, ExitOK)
+		if strings.Join(s.keepHistory, ",") != "news:*" || s.keepAge != time.Hour || s.keepBytes != 1000 {
+			t.Errorf("keep %v for %s within %d bytes", s.keepHistory, s.keepAge, s.keepBytes)
+		}
+	})
 
 	t.Run("public api allowed with --api-public", func(t *testing.T) {
 		s, res := resolveNodeFlags(t, "--data", t.TempDir(), "--api", "0.0.0.0:7892", "--api-public")

@@ -11,7 +11,8 @@
 //	meshagent node [--key PATH] [--data DIR] [--listen MULTIADDR]... [--bootstrap MULTIADDR]...
 //	               [--name NAME] [--capabilities FILE] [--capabilities-poll D] [--api ADDR]
 //	               [--api-public] [--no-mdns] [--relay MULTIADDR]... [--policy FILE]
-//	               [--heartbeat D] [--persona-type TYPE] [--shutdown-timeout D] [--metrics ADDR] [--json]
+//	               [--heartbeat D] [--persona-type TYPE] [--shutdown-timeout D] [--metrics ADDR]
+//	               [--keep-history PATTERN|*|off]... [--keep-history-age D] [--keep-history-bytes N] [--json]
 //	meshagent relay [node flags] [--ws ADDR] [--tokens FILE] [--tls-cert PEM --tls-key PEM]
 //	meshagent call AGENT_ID CAPABILITY [--params JSON|@FILE|-] [--timeout D] [--api ADDR] [--json]
 //	               [--receipt | --receipt-out FILE]
@@ -19,7 +20,7 @@
 //	meshagent discover CAPABILITY [--keyword] [--timeout D] [--api ADDR] [--json]
 //	meshagent publish TOPIC --payload JSON|@FILE|- [--include-agent ID]... [--exclude-agent ID]...
 //	               [--persona TYPE]... [--require-capability NAME]... [--timeout D] [--api ADDR] [--json]
-//	meshagent subscribe PATTERN [--count N] [--api ADDR]
+//	meshagent subscribe PATTERN [--durable NAME] [--count N] [--api ADDR]
 //	meshagent send-message --topic T --payload JSON|@FILE|- [--bus URL]
 //	meshagent history [--agent A] [--topic T] [--conversation C] [--since T|D] [--until T] [--limit N]
 //	               [--bus URL] [--json]
@@ -93,6 +94,13 @@
 // {"topic","from","payload","time","id"} and nothing else on stdout; it
 // runs until SIGINT or SIGTERM (exit 0) or --count messages (exit 0), and
 // exits 1 if the local API goes away. An invalid PATTERN is a usage error.
+// With --durable NAME it first prints what was published since NAME's
+// last run, fetched from history keepers (a node with --keep-history; a
+// relay keeps every family its peers subscribe to unless given
+// --keep-history off), in order and none twice, then the live messages;
+// it exits 1 when no keeper answers. Keepers keep messages for
+// --keep-history-age (7 days) within --keep-history-bytes (128 MiB),
+// the oldest going first.
 //
 // The operator's commands ask the node at --api through methods its
 // loopback local API serves and a relay's public listener does not:
@@ -145,7 +153,11 @@
 // The local API (--api) listens on 127.0.0.1:7892 by default. A node
 // refuses a non-loopback address unless --api-public is given, since
 // anyone who reaches the API can act as the agent. --api off (or "")
-// disables it.
+// disables it. Beside the WebSocket API at "/" it serves /metrics,
+// /healthz, /readyz and the status page at /ui (package ui), which the
+// API admits as a browser client because it comes from the API's own
+// loopback address (rpc.WithLoopbackPages); a relay serves the page on
+// its --api only, not on --ws.
 //
 // libp2p's own logs go to the same stderr in the same format. They are
 // quiet (errors only) unless --log-level is debug; GOLOG_LOG_LEVEL

@@ -49,6 +49,11 @@ type nodeSettings struct {
 	capsPoll     time.Duration // 0: reload only on SIGHUP
 	staticRelays []ma.Multiaddr
 	mailboxes    []ma.Multiaddr // relays holding this agent's messages while it is away
+	// keepHistory are the topic patterns kept for durable subscribers,
+	// within keepAge and keepBytes.
+	keepHistory []string
+	keepAge     time.Duration
+	keepBytes   int64
 	// relay mode (meshagent relay): a public bus and lobby, and a circuit
 	// relay service.
 	relayMode       bool
@@ -97,6 +102,9 @@ func (r *runState) nodeCommand() *ucli.Command {
 			sliceFlag(flagMailbox, "mailbox relay `MULTIADDR` (ending in /p2p/<id>; a `meshagent relay`) that holds direct messages for this agent while it is offline: announced to other agents, which leave messages there when they cannot reach it, and read when this node connects to it; repeatable, at most 4"),
 			boolFlag(flagHoldMessages, "refuse direct messages (CAPABILITY_NOT_SUPPORTED, which the sender's node queues and retries) until a local API client takes them with mesh.onMessage: for an agent that serves through the local API, so nothing sent while it is away is lost"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
+			sliceFlag(flagKeepHistory, "keep the messages of topics matching `PATTERN` for others' durable subscriptions (repeatable; * keeps every family a connected peer subscribes to; a relay keeps * unless given off)"),
+			durationFlag(flagKeepAge, store.DefaultKeptRetention, "how long kept topic messages are kept"),
+			stringFlag(flagKeepBytes, strconv.Itoa(store.DefaultMaxKeptBytes), "bound on the kept topic messages, in `BYTES` (the oldest go first)"),
 			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
 		},
 		Action: r.runNode,
@@ -181,6 +189,9 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	}
 	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
 		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
+	}
+	if err := r.resolveKeep(c, s); err != nil {
+		return nil, err
 	}
 	s.presence = node.Presence{Interval: c.Duration(flagHeartbeat), PersonaType: c.String(flagPersonaType)}
 	if d := s.presence.Interval; d != 0 && (d < node.MinHeartbeatInterval || d > node.MaxHeartbeatInterval) {
@@ -294,7 +305,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 	// The bus's outbox, dead letters and history, and the lobby's
 	// registrations, live next to the identity.
 	reg := metrics.New()
-	st, err := store.Open(filepath.Join(s.dataDir, storeFileName), store.WithLogger(log.With("component", "store")), store.WithMetrics(reg.Registry))
+	st, err := store.Open(filepath.Join(s.dataDir, storeFileName), store.WithLogger(log.With("component", "store")),
+		store.WithKeptRetention(s.keepAge), store.WithMaxKeptBytes(s.keepBytes), store.WithMetrics(reg.Registry))
 	if err != nil {
 		return exitErrorf(ExitFailure, "open the message store in %s: %v (is another node using --data %s?)", s.dataDir, err, s.dataDir)
 	}
@@ -315,6 +327,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithPolicy(s.policy),
 		node.WithStore(st),
 		node.WithMailboxes(s.mailboxes...),
+		node.WithKeepHistory(s.keepHistory...),
 		node.WithLogger(log),
 	}
 	if s.relayMode {
@@ -523,4 +536,42 @@ func shutdown(n *node.Node, doors frontDoors, st *store.Store, timeout time.Dura
 	case <-ctx.Done():
 		return exitErrorf(ExitFailure, "shutdown did not finish within %s (--shutdown-timeout)", timeout)
 	}
+}
+
+// resolveKeep validates the history keeper's flags: a relay keeps every
+// family its peers subscribe to unless --keep-history says otherwise.
+func (r *runState) resolveKeep(c *ucli.Context, s *nodeSettings) error {
+	patterns := c.StringSlice(flagKeepHistory)
+	if !c.IsSet(flagKeepHistory) && s.relayMode {
+		patterns = []string{"*"}
+	}
+	for _, p := range patterns {
+		switch p = strings.TrimSpace(p); {
+		case p == "" || strings.EqualFold(p, "off"):
+		case p == "*":
+			s.keepHistory = append(s.keepHistory, p)
+		default:
+			if fam := pubsubFamily(p); fam == "" || strings.ContainsAny(fam, "*?[") {
+				return r.flagError(c, flagKeepHistory, "%q: the family, before the first ':' or '.', must be literal (e.g. 'news:*'), or use * for every family", p)
+			}
+			s.keepHistory = append(s.keepHistory, p)
+		}
+	}
+	if s.keepAge = c.Duration(flagKeepAge); s.keepAge <= 0 {
+		return r.flagError(c, flagKeepAge, "%s is not positive", s.keepAge)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(c.String(flagKeepBytes)), 10, 64)
+	if err != nil || n <= 0 {
+		return r.flagError(c, flagKeepBytes, "%q is not a positive number of bytes", c.String(flagKeepBytes))
+	}
+	s.keepBytes = n
+	return nil
+}
+
+// pubsubFamily is a topic's family: the part before the first ':' or '.'.
+func pubsubFamily(p string) string {
+	if i := strings.IndexAny(p, ":."); i >= 0 {
+		return p[:i]
+	}
+	return p
 }

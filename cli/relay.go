@@ -141,17 +141,13 @@ type frontDoors struct {
 // startDoors serves the local API on api (unless "") and, when pub.addr
 // is set, the public listener, from one server.
 // ops (may be nil) answers the local API's other paths (/metrics,
-// /healthz, /readyz); reg (may be nil) receives the bus's and the
-// lobby's figures.
+// /healthz, /readyz) but the status page's (/ui); reg (may be nil)
+// receives the bus's and the lobby's figures.
 func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler, reg prometheus.Registerer) (frontDoors, error) {
 	var d frontDoors
 	var srv *busServer
 	if api != "" {
-		var extra []rpc.Option
-		if ops != nil {
-			extra = append(extra, rpc.WithHTTPHandler(ops))
-		}
-		a, err := startAPI(n, api, log, st, reg, level, extra...)
+		a, err := startAPI(n, api, log, st, reg, level, statusPage(ops)...)
 		if err != nil {
 			return d, err
 		}

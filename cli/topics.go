@@ -17,6 +17,7 @@ import (
 
 // Flags of publish and subscribe.
 const (
+	flagDurable           = "durable"
 	flagPayload           = "payload"
 	flagIncludeAgent      = "include-agent"
 	flagExcludeAgent      = "exclude-agent"
@@ -158,9 +159,13 @@ func (r *runState) subscribeCommand() *ucli.Command {
 			"(outbound:*), or a prefix ending in ':', '-', '.', '/' or '_' (outbound:). The part before the " +
 			"first ':' or '.' must be literal. Prints each message, from any agent in the mesh, as one JSON line " +
 			"{\"topic\",\"from\",\"payload\",\"time\",\"id\"} and nothing else on stdout. Runs until SIGINT or " +
-			"SIGTERM (exit 0), or until --count messages (exit 0); exits 1 if the node goes away.",
+			"SIGTERM (exit 0), or until --count messages (exit 0); exits 1 if the node goes away. With --durable NAME " +
+			"the node remembers what NAME has seen: subscribed again under NAME, it first prints, in order, what was " +
+			"published meanwhile (fetched from history keepers such as relays), then the live messages, none twice; " +
+			"exits 1 if no keeper answers.",
 		Flags: []ucli.Flag{
 			&ucli.IntFlag{Name: flagCount, Usage: "exit after `N` messages (0: run until interrupted)", EnvVars: []string{envVar(flagCount)}},
+			stringFlag(flagDurable, "", "durable subscription `NAME`: catch up on what was missed since its last run"),
 			apiFlag(),
 		},
 		Action: r.runSubscribe,
@@ -210,7 +215,19 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 			close(done)
 		}
 	}
-	id, err := cl.Subscribe(dialCtx, pattern, handler)
+	var id string
+	if name := c.String(flagDurable); name != "" {
+		// The catch-up runs before the answer: give it the node's time.
+		subCtx, cancel := context.WithTimeout(c.Context, rpc.DurableCatchUpTimeout+localTimeout)
+		defer cancel()
+		id, err = cl.SubscribeDurable(subCtx, pattern, name, handler)
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == rpc.CodeNoPeers {
+			return exitErrorf(ExitFailure, "subscribe --durable %s: %s (is a relay, or a node with --keep-history, reachable?)", name, re.Message)
+		}
+	} else {
+		id, err = cl.Subscribe(dialCtx, pattern, handler)
+	}
 	if err != nil {
 		var pe *protocol.Error
 		var re *rpc.Error

@@ -34,10 +34,8 @@ import (
 // CAPABILITY_NOT_SUPPORTED; otherwise it is the last provider's, and the
 // agent id returned with it names that provider.
 func (n *Node) CallAny(ctx context.Context, req protocol.CallRequest) (resp *protocol.Response, agent string, err error) {
-	if m := n.cfg.Metrics; m != nil {
-		start := time.Now()
-		defer func() { m.ObserveSent(outcome(err), time.Since(start)) }()
-	}
+	start := time.Now()
+	defer func() { n.observeSent(req.Action, agent, err, start) }()
 	if strings.TrimSpace(req.To) != "" {
 		return nil, "", protocol.Errorf(protocol.CodeInvalidMessage, "CallAny chooses the provider: the target agent must be empty (use Call to name one)")
 	}

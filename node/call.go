@@ -18,10 +18,8 @@ import (
 // Code says what went wrong; a call that outlives its timeout returns
 // TIMEOUT and never hangs.
 func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protocol.Response, err error) {
-	if m := n.cfg.Metrics; m != nil {
-		start := time.Now()
-		defer func() { m.ObserveSent(outcome(err), time.Since(start)) }()
-	}
+	start := time.Now()
+	defer func() { n.observeSent(req.Action, strings.TrimSpace(req.To), err, start) }()
 	to, err := sign.ParseAgentID(req.To)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "target agent: %v", err)

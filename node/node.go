@@ -76,6 +76,7 @@ type Node struct {
 	policy    atomic.Pointer[compiledPolicy] // requester policy (nil: none)
 	guard     *guard                         // protects busy peers, trims idle inbound conns
 	anyState  *anyProviders                  // CallAny's providers: in flight, unreachable, found
+	recent    callRing                       // the last calls sent and served, for RecentCalls
 
 	mdns   mdns.Service
 	events event.Subscription

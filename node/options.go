@@ -168,6 +168,12 @@ type Config struct {
 	// sets it later): messages fetched from a mailbox as the node starts
 	// find it in place.
 	MessageHandler MessageHandler
+	// KeepHistory are the topic patterns whose messages this node keeps
+	// in Store, as received, for others' durable subscriptions to fetch
+	// ("*": every family a connected peer subscribes to). Needs Store;
+	// the store bounds what is kept (store.WithKeptRetention,
+	// store.WithMaxKeptBytes).
+	KeepHistory []string
 }
 
 // Presence configures the status heartbeats of seed 004's registry. A
@@ -270,6 +276,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Presence.Interval != 0 && !c.Topics {
 		return errors.New("node: heartbeats need topics (WithTopics(true)) or a zero interval")
+	}
+	if len(c.KeepHistory) > 0 && (c.Store == nil || !c.Topics) {
+		return errors.New("node: keeping topic history needs a store (WithStore) and topics")
 	}
 	return validateServices(c.Services)
 }
@@ -385,6 +394,12 @@ func WithMetrics(m *metrics.Metrics) Option {
 // that are away) and the dead letters of direct messages.
 func WithStore(st *store.Store) Option {
 	return func(c *Config) error { c.Store = st; return nil }
+}
+
+// WithKeepHistory makes the node a history keeper of the topics matching
+// patterns (see Config.KeepHistory). It needs WithStore.
+func WithKeepHistory(patterns ...string) Option {
+	return func(c *Config) error { c.KeepHistory = append(c.KeepHistory, patterns...); return nil }
 }
 
 // WithMessageBackoff sets SendMessage's first wait between attempts.

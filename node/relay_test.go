@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,25 @@ func TestCircuitRelay(t *testing.T) {
 		if _, err := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT); err != nil {
 			t.Errorf("a direct connection to the hidden agent exists: %s", c.RemoteMultiaddr())
 		}
+	}
+
+	// What the status page shows: the connection to the hidden agent as
+	// relayed, the one to the relay as direct, and the call each way.
+	kinds := map[string][]bool{}
+	for _, c := range caller.Conns() {
+		kinds[c.AgentID] = append(kinds[c.AgentID], c.Relayed)
+	}
+	if k := kinds[hidden.AgentID()]; len(k) == 0 || slices.Contains(k, false) {
+		t.Errorf("Conns: the hidden agent's connections relayed %v, want all relayed", k)
+	}
+	if k := kinds[relayNode.AgentID()]; len(k) == 0 || slices.Contains(k, true) {
+		t.Errorf("Conns: the relay's connections relayed %v, want all direct", k)
+	}
+	sent, served := caller.RecentCalls(), hidden.RecentCalls()
+	if len(sent) == 0 || sent[0].Direction != protocol.CallSent || sent[0].Capability != "echo" || sent[0].AgentID != hidden.AgentID() || sent[0].Outcome != "success" {
+		t.Errorf("the caller's last call: %+v", sent)
+	}
+	if len(served) == 0 || served[0].Direction != protocol.CallServed || served[0].Capability != "echo" || served[0].AgentID != caller.AgentID() || served[0].Outcome != "success" {
+		t.Errorf("the hidden agent's last call: %+v", served)
 	}
 }

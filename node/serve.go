@@ -229,7 +229,7 @@ func (ss *serverStream) serve(frame []byte) {
 		n.tasks.finish(t, res, err)
 		res, err = t.answer()
 	}
-	n.observeServed(req.Action, err, start)
+	n.observeServed(req.Action, from.agent.String(), err, start)
 	ss.reply(req.CorrelationID, res, err)
 }
 

@@ -18,6 +18,12 @@ func (n *Node) startTopics() error {
 	if n.dir != nil {
 		opts = append(opts, pubsub.WithDiscovery(n.dir.TopicDiscovery()))
 	}
+	if st := n.cfg.Store; st != nil {
+		opts = append(opts, pubsub.WithPositions(storePositions{st}))
+		if len(n.cfg.KeepHistory) > 0 {
+			opts = append(opts, pubsub.WithArchive(storeArchive{st}, n.cfg.KeepHistory...))
+		}
+	}
 	if n.cfg.Metrics != nil {
 		opts = append(opts, pubsub.WithMetrics(n.cfg.Metrics.Registry))
 	}

@@ -20,6 +20,9 @@ const (
 	// and its answer per stream, between an agent and a relay holding
 	// messages for agents that are away.
 	MailboxProtocol protocol.ID = "/meshagent/mailbox/1.0.0"
+	// StoreProtocol carries history queries to a history keeper and pages
+	// of the signed topic messages it kept back, many per stream.
+	StoreProtocol protocol.ID = "/meshagent/store/1.0.0"
 )
 
 // Features this implementation announces in hello.

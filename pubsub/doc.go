@@ -81,6 +81,67 @@
 // Each subscription has a bounded queue (WithQueueSize, default 256); when
 // it is full the newest message is dropped and counted (Dropped).
 //
+// # History keepers and the store protocol
+//
+// A node started WithArchive is a history keeper: it subscribes to the
+// patterns it keeps (or, for "*", to every family a connected peer
+// subscribes to, learnt from the peers' GossipSub subscription messages;
+// presence excepted, at most MaxKeptFamilies) and keeps each message as
+// received, signature and canonical bytes, so that a fetcher verifies it
+// end to end; broadcast filters do not apply to what it keeps. Writers
+// of their own (16, behind a queue of 4096 that drops the newest when
+// full, KeepDropped) let the store's group commit take many messages per
+// fsync. Its subscriptions are not receivers Publish counts for its own
+// node. The Archive (node's store) bounds what is kept by age and size.
+// Keepers advertise themselves in the directory under
+// "meshagent-store:<family>".
+//
+// A keeper answers protocol.StoreProtocol streams, many queries per
+// stream, each a frame holding a HistoryQuery
+//
+//	{"pattern","since","until","cursor","limit"}
+//
+// decoded strictly (ParseHistoryQuery: no unknown or repeated member, a
+// pattern Subscribe would take, RFC 3339 times, limit 0..MaxPageSize),
+// and answered with a header frame {"count","next"} followed by count
+// frames, each a kept message as signed, oldest first (envelope time,
+// then "<id> <author>"); next is the cursor of the following page, ""
+// at the end. A page holds at most MaxPageSize messages and
+// MaxPageBytes; the keeper reads at most 8192 entries of its family per
+// page, so a sparse pattern gets short pages and a cursor. A refused
+// query gets {"count":0,"error":{"code","message"}}: RATE_LIMITED past 50
+// queries a second per peer (burst 100), INVALID_MESSAGE (the stream then
+// closes), INTERNAL_ERROR. A stream idle for 30 s is closed.
+//
+// FetchHistory asks up to three keepers (connected peers that speak the
+// protocol, else those the directory names, else the first to appear
+// within WithFetchWait), and this node's own archive, for every page
+// since a time, verifies each message as the topic validator does except
+// for the replay window, applies broadcast filters, and returns the
+// union once each (by author and id), ordered by envelope time, id and
+// author, at most MaxFetch.
+//
+// # Durable subscriptions
+//
+// SubscribeDurable saves, through Positions, where a named subscription
+// is: a floor time, and the messages at or after it that were delivered.
+// The floor trails the newest message delivered by twice the replay
+// window (a live message older than the window is dropped by the
+// validator, so none can arrive behind it), and rises further when more
+// than 4096 messages would be remembered. On resume the live
+// subscription starts first and holds what arrives; the catch-up
+// fetches since the floor and delivers, in order, what is not
+// remembered; then the held live messages go out (those already
+// delivered skipped) and the rest as they come. The catch-up fetches
+// again when the held messages overflowed, the subscription's queue
+// dropped some, or the fetch was truncated (at most five rounds); and
+// once more two seconds after going live, for a message that reached a
+// keeper but not this node while its subscription was joining the
+// mesh. Positions are saved one write at a time as they change, and
+// at Cancel and Close; a process killed between saves may deliver again
+// what it delivered since the last save. The handler runs under the
+// subscription's lock, one message at a time.
+//
 // # Configuration
 //
 // New takes options (options.go): defaults, then the options in order,

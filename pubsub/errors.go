@@ -18,4 +18,14 @@ var (
 	// ErrInvalidConfig is wrapped by the error New returns for an option
 	// out of range.
 	ErrInvalidConfig = errors.New("pubsub: invalid configuration")
+	// ErrInvalidQuery is wrapped by the errors of ParseHistoryQuery, and
+	// by a fetch a keeper refused as invalid.
+	ErrInvalidQuery = errors.New("pubsub: invalid history query")
+	// ErrNoKeepers is wrapped by a history fetch that found no history
+	// keeper for its pattern, or none that answered.
+	ErrNoKeepers = errors.New("pubsub: no history keeper answered")
+	// ErrDurable is wrapped by SubscribeDurable's refusals: no store of
+	// positions, a name already in use on this node, or a name that
+	// follows another pattern.
+	ErrDurable = errors.New("pubsub: durable subscription refused")
 )

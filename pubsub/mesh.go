@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"sync"
+	"sync/atomic"
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -14,6 +15,22 @@ import (
 type meshTracer struct {
 	mu   sync.Mutex
 	mesh map[string]map[peer.ID]struct{}
+	// subscribed, when set, hears of each GossipSub topic a peer
+	// subscribes to (a keeper of every family learns them so).
+	subscribed atomic.Pointer[func(topic string)]
+}
+
+// RecvRPC passes the topics a peer subscribes to on to subscribed.
+func (t *meshTracer) RecvRPC(rpc *libp2ppubsub.RPC) {
+	fn := t.subscribed.Load()
+	if fn == nil {
+		return
+	}
+	for _, s := range rpc.GetSubscriptions() {
+		if s.GetSubscribe() {
+			(*fn)(s.GetTopicid())
+		}
+	}
 }
 
 var _ libp2ppubsub.RawTracer = (*meshTracer)(nil)
@@ -66,7 +83,6 @@ func (*meshTracer) DeliverMessage(*libp2ppubsub.Message)           {}
 func (*meshTracer) RejectMessage(*libp2ppubsub.Message, string)    {}
 func (*meshTracer) DuplicateMessage(*libp2ppubsub.Message)         {}
 func (*meshTracer) ThrottlePeer(peer.ID)                           {}
-func (*meshTracer) RecvRPC(*libp2ppubsub.RPC)                      {}
 func (*meshTracer) SendRPC(*libp2ppubsub.RPC, peer.ID)             {}
 func (*meshTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)             {}
 func (*meshTracer) UndeliverableMessage(*libp2ppubsub.Message)     {}

@@ -29,18 +29,22 @@ const (
 // one place. The options of one Publish (PublishOption) sit next to
 // Publish.
 type config struct {
-	maxSize  int
-	wait     time.Duration
-	minPeers int
-	queue    int
-	self     *Self               // nil: the signer's id alone
-	guard    *sign.ReplayGuard   // nil: a fresh one
-	disc     discovery.Discovery // nil: connected peers only
-	reg      prometheus.Registerer
+	maxSize   int
+	wait      time.Duration
+	minPeers  int
+	queue     int
+	self      *Self               // nil: the signer's id alone
+	guard     *sign.ReplayGuard   // nil: a fresh one
+	disc      discovery.Discovery // nil: connected peers only
+	archive   Archive             // nil: not a history keeper
+	keep      []string            // patterns kept; "*": every family peers use
+	pos       Positions           // nil: no durable subscriptions
+	fetchWait time.Duration
+	reg       prometheus.Registerer // nil: no metrics
 }
 
 func defaultConfig() config {
-	return config{maxSize: DefaultMaxMessageSize, wait: DefaultPublishWait, minPeers: DefaultMinPeers, queue: DefaultQueueSize}
+	return config{maxSize: DefaultMaxMessageSize, wait: DefaultPublishWait, minPeers: DefaultMinPeers, queue: DefaultQueueSize, fetchWait: DefaultPublishWait}
 }
 
 // apply applies opts in order, skipping nil ones.
@@ -68,6 +72,10 @@ func (c *config) validate() error {
 		bad = fmt.Sprintf("min peers %d is negative", c.minPeers)
 	case c.queue < 1:
 		bad = fmt.Sprintf("queue size %d is below 1", c.queue)
+	case c.fetchWait < 0:
+		bad = fmt.Sprintf("history fetch wait %v is negative", c.fetchWait)
+	case len(c.keep) > 0 && c.archive == nil:
+		bad = "patterns to keep but no archive"
 	default:
 		return nil
 	}
@@ -109,6 +117,33 @@ func WithDiscovery(d discovery.Discovery) Option {
 // WithReplayGuard shares a replay guard (default: a fresh one).
 func WithReplayGuard(g *sign.ReplayGuard) Option {
 	return func(c *config) error { c.guard = g; return nil }
+}
+
+// WithArchive makes the node a history keeper: it keeps the signed
+// messages of the topics matching patterns in a (as received, so that a
+// fetcher verifies them end to end) and answers history queries over
+// protocol.StoreProtocol. The pattern "*" keeps every family a connected
+// peer subscribes to (the presence family excepted, at most
+// MaxKeptFamilies). Each pattern's family must be literal, as for
+// Subscribe. a bounds what it keeps (age and size).
+func WithArchive(a Archive, patterns ...string) Option {
+	return func(c *config) error {
+		c.archive = a
+		c.keep = append(c.keep, patterns...)
+		return nil
+	}
+}
+
+// WithPositions lets the node run durable subscriptions
+// (SubscribeDurable), remembering their positions in p.
+func WithPositions(p Positions) Option {
+	return func(c *config) error { c.pos = p; return nil }
+}
+
+// WithFetchWait sets how long a history fetch waits for a keeper to
+// appear when none is connected (default DefaultPublishWait).
+func WithFetchWait(d time.Duration) Option {
+	return func(c *config) error { c.fetchWait = d; return nil }
 }
 
 // WithMetrics records topic messages published, delivered to local

@@ -43,8 +43,12 @@ type Message struct {
 	Envelope *protocol.Envelope
 	// Payload is the envelope's payload, as signed.
 	Payload json.RawMessage
-	// ReceivedAt is when this node read the message.
+	// ReceivedAt is when this node read the message (for a message
+	// fetched from a history keeper, when it was fetched).
 	ReceivedAt time.Time
+	// data is the message as signed (signature ‖ canonical envelope), what
+	// a history keeper keeps.
+	data []byte
 }
 
 // Topics is a GossipSub router carrying signed envelopes.
@@ -67,6 +71,10 @@ type Topics struct {
 	// added is closed, and replaced, when a local subscription is added:
 	// a waiting Publish counts it.
 	added chan struct{}
+	// durables are the durable subscriptions running, by name.
+	durables map[string]*Durable
+
+	keeper *keeper // nil unless WithArchive
 }
 
 type family struct {
@@ -144,8 +152,14 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
 	}
-	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, met: met, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{})}
+	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, met: met, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{}), durables: map[string]*Durable{}}
 	b.self.Store(cfg.self)
+	if cfg.archive != nil {
+		if err := b.startKeeper(); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
@@ -164,7 +178,16 @@ func (b *Topics) Close() error {
 	b.closed = true
 	fams := b.families
 	b.families = nil
+	durables := b.durables
+	b.durables = nil
 	b.mu.Unlock()
+	// Durable subscriptions save their positions before the router stops.
+	for _, d := range durables {
+		d.Cancel()
+	}
+	if b.keeper != nil {
+		b.keeper.close()
+	}
 	for name, f := range fams {
 		for s := range f.subs {
 			s.stop()
@@ -206,39 +229,6 @@ func (b *Topics) join(name string) (*family, error) {
 	f := &family{topic: t, subs: map[*Subscription]struct{}{}}
 	b.families[name] = f
 	return f, nil
-}
-
-// validate checks one GossipSub message of a family (see the package doc).
-func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult) {
-	if len(data) <= sign.SignatureSize || len(data) > b.cfg.maxSize {
-		return nil, libp2ppubsub.ValidationReject
-	}
-	sig, body := data[:sign.SignatureSize], data[sign.SignatureSize:]
-	// The author is named inside the signed bytes: read only that, then
-	// verify, and parse the rest only once the signature holds.
-	author, err := protocol.ClaimedSigner(body)
-	if err != nil {
-		return nil, libp2ppubsub.ValidationReject
-	}
-	e, err := protocol.Open(body, sig, author)
-	if err != nil {
-		return nil, libp2ppubsub.ValidationReject
-	}
-	if e.Type != protocol.TypeNotify || e.To == nil || !e.To.Broadcast || e.To.Topic == "" || Family(e.To.Topic) != fam {
-		return nil, libp2ppubsub.ValidationReject
-	}
-	if _, err := FilterOf(e); err != nil {
-		// A filter no receiver can read is refused here, not forwarded.
-		return nil, libp2ppubsub.ValidationReject
-	}
-	ts, err := e.Time()
-	if err != nil {
-		return nil, libp2ppubsub.ValidationReject
-	}
-	if err := b.cfg.guard.Check(string(author), e.ID, ts, now); err != nil {
-		return nil, libp2ppubsub.ValidationIgnore
-	}
-	return e, libp2ppubsub.ValidationAccept
 }
 
 // Peers returns the peers known to be subscribed to the GossipSub topic of
@@ -364,7 +354,7 @@ func (b *Topics) localSubs(f *family, topic string, filter *Filter) int {
 	defer b.mu.Unlock()
 	n := 0
 	for s := range f.subs {
-		if Match(s.pattern, topic) {
+		if !s.keeper && s.matches(topic) {
 			n++
 		}
 	}
@@ -536,109 +526,13 @@ func (b *Topics) findTopicPeers(ctx context.Context, gossipTopic string) <-chan 
 	return done
 }
 
-// Subscription delivers messages matching a pattern to a handler.
-type Subscription struct {
-	b       *Topics
-	fam     string
-	pattern string
-	handler func(Message)
-	queue   chan Message
-	done    chan struct{}
-	once    sync.Once
-	dropped atomic.Uint64
-}
-
-// Dropped returns how many messages were dropped because the queue was full.
-func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
-
-func (s *Subscription) stop() { s.once.Do(func() { close(s.done) }) }
-
-// Cancel stops the subscription. A handler call already in progress
-// finishes; no new call starts.
-func (s *Subscription) Cancel() {
-	b := s.b
-	b.mu.Lock()
-	if f := b.families[s.fam]; f != nil {
-		delete(f.subs, s)
-	}
-	b.mu.Unlock()
-	s.stop()
-}
-
-// Subscribe calls handler, in order, for each message whose topic matches
-// pattern and whose filter admits this node.
-func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
-	fam := Family(pattern)
-	if fam == "" || hasWild(fam) || !validPattern(pattern) {
-		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
-	}
+// track adds one goroutine to b.wg unless b is closed.
+func (b *Topics) track() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	f, err := b.join(fam)
-	if err != nil {
-		return nil, err
+	if b.closed {
+		return false
 	}
-	if f.sub == nil {
-		sub, err := f.topic.Subscribe()
-		if err != nil {
-			return nil, fmt.Errorf("pubsub: subscribe %s: %w", GossipPrefix+fam, err)
-		}
-		f.sub = sub
-		b.wg.Add(1)
-		go b.read(f, sub)
-	}
-	s := &Subscription{b: b, fam: fam, pattern: pattern, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
-	f.subs[s] = struct{}{}
-	close(b.added)
-	b.added = make(chan struct{})
 	b.wg.Add(1)
-	go s.run(&b.wg)
-	return s, nil
-}
-
-func (s *Subscription) run(wg *sync.WaitGroup) {
-	defer wg.Done()
-	for {
-		select {
-		case <-s.done:
-			return
-		case m := <-s.queue:
-			select {
-			case <-s.done:
-				return
-			default:
-			}
-			s.handler(m)
-		}
-	}
-}
-
-func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
-	defer b.wg.Done()
-	for {
-		m, err := sub.Next(b.ctx)
-		if err != nil {
-			return
-		}
-		e, ok := m.ValidatorData.(*protocol.Envelope)
-		if !ok || !b.admit(e) {
-			continue
-		}
-		from, _ := e.Sender()
-		msg := Message{Topic: e.To.Topic, From: from, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now()}
-		b.mu.Lock()
-		for s := range f.subs {
-			if !Match(s.pattern, msg.Topic) {
-				continue
-			}
-			select {
-			case s.queue <- msg:
-				b.met.deliver(s.fam, true)
-			default:
-				s.dropped.Add(1)
-				b.met.deliver(s.fam, false)
-			}
-		}
-		b.mu.Unlock()
-	}
+	return true
 }

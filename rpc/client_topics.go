@@ -12,8 +12,9 @@ import (
 
 // maxEarlyMessages bounds the messages kept for a subscription whose id
 // the client has not learnt yet (its first messages can overtake the
-// mesh.subscribe response).
-const maxEarlyMessages = 256
+// mesh.subscribe response). A durable subscription's whole catch-up comes
+// before its response, so the bound is a fetch's (pubsub.MaxFetch).
+const maxEarlyMessages = 100_000
 
 // orphanUnsubscribeTimeout bounds the mesh.unsubscribe a client sends for
 // a subscription whose Subscribe gave up before the server answered.
@@ -111,6 +112,19 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 // answers, Subscribe returns ctx's error and the subscription, should
 // the server make it, is cancelled when its answer arrives.
 func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(protocol.TopicMessage)) (string, error) {
+	return c.subscribe(ctx, SubscribeParams{Pattern: pattern}, handler)
+}
+
+// SubscribeDurable is Subscribe under the durable name name: the node
+// first delivers, in order, what was published since the name's last
+// subscription (fetched from history keepers), then the live messages,
+// none twice. Those caught up may reach handler before SubscribeDurable
+// returns.
+func (c *Client) SubscribeDurable(ctx context.Context, pattern, name string, handler func(protocol.TopicMessage)) (string, error) {
+	return c.subscribe(ctx, SubscribeParams{Pattern: pattern, Durable: name}, handler)
+}
+
+func (c *Client) subscribe(ctx context.Context, params SubscribeParams, handler func(protocol.TopicMessage)) (string, error) {
 	if handler == nil {
 		return "", errors.New("rpc: Subscribe: nil handler")
 	}
@@ -131,7 +145,7 @@ func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(pro
 			})
 		}
 	}}
-	if err := c.call(ctx, MethodMeshSubscribe, SubscribeParams{Pattern: pattern}, &out, hooks); err != nil {
+	if err := c.call(ctx, MethodMeshSubscribe, params, &out, hooks); err != nil {
 		if pe := ProtocolError(err); pe != nil {
 			return "", pe
 		}

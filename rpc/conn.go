@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -152,6 +153,51 @@ func (c *Conn) Notify(method string, params any) error {
 		return fmt.Errorf("rpc: encode notification %s: %w", method, err)
 	}
 	return c.enqueue(b)
+}
+
+// NotifyWait is Notify for a burst the caller can hold back: when the
+// send queue is full it waits for room (within ctx) instead of
+// disconnecting the client as a slow consumer.
+func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	if err != nil {
+		return fmt.Errorf("rpc: encode notification %s: %w", method, err)
+	}
+	switch err := c.wc.SendWait(ctx, b); {
+	case err == nil:
+		return nil
+	case errors.Is(err, wsconn.ErrClosed):
+		return ErrClosed
+	default:
+		return err
+	}
+}
+
+// roomPoll is how often waitRoom looks at the send queue.
+const roomPoll = 2 * time.Millisecond
+
+// waitRoom waits (within ctx) until the send queue has room, so that the
+// response of a handler that filled it with NotifyWait is not what cuts
+// the client off as a slow consumer. A channel cannot be waited on for
+// room without sending, so it looks every roomPoll; it runs only after a
+// burst.
+func (c *Conn) waitRoom(ctx context.Context) error {
+	for {
+		if n, capacity := c.wc.Queued(); n < capacity {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.wc.Context().Done():
+			return ErrClosed
+		case <-time.After(roomPoll):
+		}
+	}
 }
 
 // Call sends the client a request and waits for its response, which it

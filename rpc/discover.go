@@ -33,11 +33,14 @@ const (
 )
 
 // DiscoverParams are the params of mesh.discover: exactly one of
-// Capability and Keyword.
+// Capability and Keyword, and optionally a seed 004 filter the agents
+// found must pass (the server also reads its members in snake_case: see
+// filterWire).
 type DiscoverParams struct {
-	Capability string `json:"capability,omitempty"`
-	Keyword    string `json:"keyword,omitempty"`
-	TimeoutMS  int64  `json:"timeoutMs,omitempty"`
+	Capability string           `json:"capability,omitempty"`
+	Keyword    string           `json:"keyword,omitempty"`
+	Filter     *protocol.Filter `json:"filter,omitempty"`
+	TimeoutMS  int64            `json:"timeoutMs,omitempty"`
 }
 
 // ServiceFound is one entry of seed 000's SERVICES_AVAILABLE.
@@ -68,69 +71,90 @@ type DiscoveredParams struct {
 // the default.
 type discoverWire struct {
 	DiscoverParams
-	TimeoutMS *int64 `json:"timeoutMs"`
+	Filter    *filterWire `json:"filter"`
+	TimeoutMS *int64      `json:"timeoutMs"`
 }
 
 // discoverShape words mesh.discover's params errors.
 var discoverShape = paramShape{
 	method: MethodMeshDiscover,
-	object: `mesh.discover takes an object {"capability" or "keyword", "timeoutMs"}`,
-	takes:  "capability, keyword, timeoutMs",
-	member: timeoutMember(discoverTimeoutError),
+	object: `mesh.discover takes an object {"capability" or "keyword", "filter", "timeoutMs"}`,
+	takes:  "capability, filter, keyword, timeoutMs",
+	member: func(fe *protocol.FieldError) error {
+		if under(fe, "filter") {
+			return filterError()
+		}
+		return timeoutMember(discoverTimeoutError)(fe)
+	},
+}
+
+// discoverRequest is a mesh.discover request as the server runs it.
+type discoverRequest struct {
+	query     string
+	byKeyword bool
+	filter    *protocol.Filter
+	timeout   time.Duration
 }
 
 func discoverTimeoutError() error {
 	return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 1 to %d`, MaxDiscoverTimeout.Milliseconds())
 }
 
-func parseDiscoverParams(raw json.RawMessage) (query string, byKeyword bool, timeout time.Duration, err error) {
+func parseDiscoverParams(raw json.RawMessage) (discoverRequest, error) {
 	var w discoverWire
 	if err := discoverShape.decode(raw, &w); err != nil {
-		return "", false, 0, err
+		return discoverRequest{}, err
 	}
 	capability, keyword := w.Capability, w.Keyword
 	switch {
 	case capability == "" && keyword == "":
-		return "", false, 0, Errorf(CodeInvalidParams, `invalid params: "capability" or "keyword" is required`)
+		return discoverRequest{}, Errorf(CodeInvalidParams, `invalid params: "capability" or "keyword" is required`)
 	case capability != "" && keyword != "":
-		return "", false, 0, Errorf(CodeInvalidParams, `invalid params: give "capability" or "keyword", not both`)
+		return discoverRequest{}, Errorf(CodeInvalidParams, `invalid params: give "capability" or "keyword", not both`)
 	case len(capability) > protocol.MaxCapabilityNameLen || len(keyword) > protocol.MaxCapabilityNameLen:
-		return "", false, 0, Errorf(CodeInvalidParams, "invalid params: query longer than %d bytes", protocol.MaxCapabilityNameLen)
+		return discoverRequest{}, Errorf(CodeInvalidParams, "invalid params: query longer than %d bytes", protocol.MaxCapabilityNameLen)
 	}
-	timeout = DefaultDiscoverTimeout
+	filter, err := w.Filter.filter()
+	if err != nil {
+		return discoverRequest{}, err
+	}
+	req := discoverRequest{query: capability, filter: filter, timeout: DefaultDiscoverTimeout}
 	if w.TimeoutMS != nil {
 		ms := *w.TimeoutMS
 		if ms <= 0 || ms > MaxDiscoverTimeout.Milliseconds() {
-			return "", false, 0, discoverTimeoutError()
+			return discoverRequest{}, discoverTimeoutError()
 		}
-		timeout = time.Duration(ms) * time.Millisecond
+		req.timeout = time.Duration(ms) * time.Millisecond
 	}
 	if keyword != "" {
-		return keyword, true, timeout, nil
+		req.query, req.byKeyword = keyword, true
 	}
-	return capability, false, timeout, nil
+	return req, nil
 }
 
-// meshDiscover serves mesh.discover: each agent is sent as a
-// mesh.discovered notification as soon as it is confirmed, and the result
-// lists them all in seed 000's SERVICES_AVAILABLE shape.
+// meshDiscover serves mesh.discover: each agent the filter admits is sent
+// as a mesh.discovered notification as soon as it is confirmed, and the
+// result lists them all in seed 000's SERVICES_AVAILABLE shape.
 func (s *Server) meshDiscover(ctx context.Context, r *Request) (any, error) {
 	d, ok := s.mesh.(Discoverer)
 	if !ok {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no capability directory)", r.Method)
 	}
-	query, byKeyword, timeout, err := parseDiscoverParams(r.Params)
+	req, err := parseDiscoverParams(r.Params)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, req.timeout)
 	defer cancel()
-	found, err := d.Discover(ctx, query, byKeyword)
+	found, err := d.Discover(ctx, req.query, req.byKeyword)
 	if err != nil {
 		return nil, protocol.AsError(err)
 	}
-	out := ServicesAvailable{ServicesFound: []ServiceFound{}, DiscoveredForCapability: query}
+	out := ServicesAvailable{ServicesFound: []ServiceFound{}, DiscoveredForCapability: req.query}
 	for pi := range found {
+		if req.filter != nil && !admits(req.filter, pi, s.mesh.Peers()) {
+			continue
+		}
 		if !r.IsNotification() {
 			_ = r.Conn.Notify(MethodMeshDiscovered, DiscoveredParams{RequestID: r.ID, Agent: pi})
 		}

@@ -37,6 +37,10 @@
 // JSON type checked (DecodeMembers; DecodeParams for methods served from
 // other packages). A member tagged ",required" must be present and not
 // null. When several members are wrong, an unknown one is reported first.
+// A seed 004 "filter" (mesh.publish, mesh.discover) is read in
+// protocol.Filter's camelCase and in seed 004's snake_case ("persona_types",
+// "exclude_agents", "include_agents", "required_capabilities"), each
+// member in one spelling only; the mesh always carries protocol.Filter's.
 //
 // Methods served by every server:
 //
@@ -200,12 +204,23 @@
 // server or other clients. See Limits. When the server is full, the
 // oldest connection that has not initialized makes room for a new one.
 //
+// # The operator's methods
+//
+// With WithControl, for a node's loopback local API only, the server also
+// serves mesh.status, mesh.connect and mesh.logLevel and, when the Mesh
+// implements ConnLister and CallLister (*node.Node does),
+// mesh.connections (each open connection, direct or relayed) and
+// mesh.recentCalls (the node's last calls sent and served, newest first,
+// with their outcome): what a node's status page polls.
+//
 // # Browsers
 //
 // Clients that send no Origin header (programs) are always accepted.
 // Browser pages are refused unless their origin matches a pattern given
 // with WithOriginPatterns: a node's loopback API must not be drivable by
-// any web page the user opens.
+// any web page the user opens. WithLoopbackPages also admits the pages
+// the listener serves itself on a loopback address (a node's status
+// page), and no others.
 //
 // # Goroutines
 //

@@ -276,8 +276,8 @@ var localMethods = []string{
 func FuzzLocalAPI(f *testing.F) {
 	seeds := map[string][]string{
 		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`, `{"agentId":"` + fuzzAgent + `","capability":"echo","receipt":true}`, `{"capability":"echo","receipt":"yes"}`},
-		MethodMeshDiscover:    {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`},
-		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`},
+		MethodMeshDiscover:    {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"echo","filter":{"required_capabilities":["echo"]}}`},
+		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, `{"topic":"t","payload":{},"filter":{"persona_types":["qa"],"personaTypes":[]}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},
 		MethodMeshUnsubscribe: {`{"subscription":"s1"}`, `{"subscription":1}`},
 		MethodMeshConsensus:   {`{"agents":["a"],"question":"q","options":["y","n"],"threshold":0.5,"deadlineMs":1000}`, `{"agents":"a","deadlineMs":"1"}`},

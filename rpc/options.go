@@ -150,6 +150,10 @@ type Config struct {
 	// user happens to open (a same-origin check alone would not stop DNS
 	// rebinding), so browsers are refused unless configured.
 	OriginPatterns []string
+	// LoopbackPages admits the pages this server's own listener serves on
+	// a loopback address (the status page) as browser clients, besides
+	// OriginPatterns (WithLoopbackPages). Default: false.
+	LoopbackPages bool
 	// Logger receives structured logs. Default: slog.Default().
 	Logger *slog.Logger
 	// Clock tells the time: ping's timestamp, and Server.Now for the
@@ -277,6 +281,7 @@ func (c *Config) hubConfig(log *slog.Logger, initDeadline string) wsconn.Config 
 	return wsconn.Config{
 		Limits:         c.Limits.transport(),
 		OriginPatterns: c.OriginPatterns,
+		LoopbackPages:  c.LoopbackPages,
 		Logger:         log,
 		InitDeadline:   initDeadline,
 		ErrorPrefix:    "relay",

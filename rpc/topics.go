@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -48,6 +49,22 @@ type IDPublisher interface {
 	PublishID(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
 }
 
+// DurableSubscriber is implemented by a Mesh that runs durable
+// subscriptions (*node.Node is one). A server whose mesh is not one
+// refuses mesh.subscribe with "durable" (-32602).
+type DurableSubscriber interface {
+	// SubscribeDurable is Subscribe under a name whose position the mesh
+	// remembers: a later call with the name first delivers, in order,
+	// what was published since (fetched from history keepers within
+	// ctx), then the live messages, none twice. errors.Is(err,
+	// protocol.ErrNoPeers) when no keeper answered; a refused name or
+	// pattern is a *protocol.Error with INVALID_MESSAGE.
+	SubscribeDurable(ctx context.Context, pattern, name string, handler func(protocol.TopicMessage)) (cancel func(), err error)
+}
+
+// DurableCatchUpTimeout bounds the catch-up of a durable mesh.subscribe.
+const DurableCatchUpTimeout = time.Minute
+
 // Method names of mesh topics.
 const (
 	MethodMeshPublish     = "mesh.publish"
@@ -71,7 +88,8 @@ const (
 	MaxTopicLen = 1024
 )
 
-// PublishParams are the params of mesh.publish.
+// PublishParams are the params of mesh.publish. The server also reads
+// Filter's members in seed 004's snake_case (see filterWire).
 type PublishParams struct {
 	Topic     string           `json:"topic,required"`
 	Payload   json.RawMessage  `json:"payload"`
@@ -89,6 +107,10 @@ type PublishResult struct {
 // SubscribeParams are the params of mesh.subscribe.
 type SubscribeParams struct {
 	Pattern string `json:"pattern,required"`
+	// Durable names a durable subscription: it catches up on what was
+	// published while it was away before the live messages (their
+	// mesh.message notifications may come before the answer).
+	Durable string `json:"durable,omitempty"`
 }
 
 // SubscribeResult is the result of mesh.subscribe.
@@ -108,10 +130,12 @@ type MessageParams struct {
 }
 
 // publishWire is what mesh.publish reads: PublishParams, with timeoutMs a
-// pointer because an explicit 0 is an error where absence is the default.
+// pointer because an explicit 0 is an error where absence is the default,
+// and the filter in either spelling.
 type publishWire struct {
 	PublishParams
-	TimeoutMS *int64 `json:"timeoutMs"`
+	Filter    *filterWire `json:"filter"`
+	TimeoutMS *int64      `json:"timeoutMs"`
 }
 
 var (
@@ -128,7 +152,7 @@ var (
 func publishMember(fe *protocol.FieldError) error {
 	switch {
 	case under(fe, "filter"):
-		return Errorf(CodeInvalidParams, `invalid params: "filter" must be an object {"includeAgents", "excludeAgents", "personaTypes", "capabilities"} of string arrays`)
+		return filterError()
 	case under(fe, "timeoutMs"):
 		return publishTimeoutError()
 	}
@@ -152,6 +176,11 @@ func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, erro
 	if err := nonEmpty("topic", p.Topic); err != nil {
 		return p, 0, err
 	}
+	f, err := w.Filter.filter()
+	if err != nil {
+		return p, 0, err
+	}
+	p.Filter = f
 	if len(p.Payload) == 0 || p.Payload[0] != '{' {
 		return p, 0, payloadError()
 	}
@@ -232,7 +261,7 @@ func (m *meshSubs) closeAll() {
 // as mesh.message notifications without blocking the mesh: a client that
 // does not read them is disconnected as a slow consumer, which cancels its
 // subscriptions.
-func (s *Server) meshSubscribe(_ context.Context, r *Request) (any, error) {
+func (s *Server) meshSubscribe(ctx context.Context, r *Request) (any, error) {
 	pub, ok := s.mesh.(Publisher)
 	if !ok {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
@@ -245,6 +274,12 @@ func (s *Server) meshSubscribe(_ context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	pattern := p.Pattern
+	if p.Durable != "" {
+		if err := nonEmpty("durable", p.Durable); err != nil {
+			return nil, err
+		}
+		return s.meshSubscribeDurable(ctx, r, pattern, p.Durable)
+	}
 	subs := subsOf(r.Conn)
 	subs.mu.Lock()
 	defer subs.mu.Unlock()
@@ -294,4 +329,67 @@ func (s *Server) meshUnsubscribe(_ context.Context, r *Request) (any, error) {
 	}
 	cancel()
 	return true, nil
+}
+
+// meshSubscribeDurable serves mesh.subscribe with "durable". The catch-up
+// runs before the answer, without holding the connection's subscriptions,
+// and its messages go out as they are delivered.
+func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, name string) (any, error) {
+	ds, ok := s.mesh.(DurableSubscriber)
+	if !ok {
+		return nil, Errorf(CodeInvalidParams, "invalid params: this node runs no durable subscriptions")
+	}
+	subs := subsOf(r.Conn)
+	subs.mu.Lock()
+	if subs.closed {
+		subs.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if len(subs.cancel) >= MaxMeshSubscriptions {
+		subs.mu.Unlock()
+		return nil, Errorf(CodeInvalidParams, "invalid params: this connection already has %d mesh subscriptions, the most allowed; unsubscribe first", MaxMeshSubscriptions)
+	}
+	subs.next++
+	id := "s" + strconv.Itoa(subs.next)
+	subs.cancel[id] = func() {} // holds the place while catching up
+	subs.mu.Unlock()
+	conn := r.Conn
+	ctx, stop := context.WithTimeout(ctx, DurableCatchUpTimeout)
+	defer stop()
+	// The catch-up, delivered before SubscribeDurable returns, is a burst
+	// held back while the client reads; live messages after it are
+	// queued without waiting, as for any subscription.
+	var catching atomic.Bool
+	catching.Store(true)
+	cancel, err := ds.SubscribeDurable(ctx, pattern, name, func(m protocol.TopicMessage) {
+		p := MessageParams{Subscription: id, Message: m}
+		if catching.Load() {
+			_ = conn.NotifyWait(ctx, MethodMeshMessage, p)
+			return
+		}
+		_ = conn.Notify(MethodMeshMessage, p)
+	})
+	if err == nil {
+		_ = conn.waitRoom(ctx) // for the answer
+	}
+	catching.Store(false)
+	subs.mu.Lock()
+	defer subs.mu.Unlock()
+	if err != nil {
+		delete(subs.cancel, id)
+		var pe *protocol.Error
+		switch {
+		case errors.Is(err, protocol.ErrNoPeers):
+			return nil, Errorf(CodeNoPeers, "durable %q cannot catch up: %v", name, err)
+		case errors.As(err, &pe) && pe.Code == protocol.CodeInvalidMessage:
+			return nil, Errorf(CodeInvalidParams, "invalid params: %s", pe.Message)
+		}
+		return nil, protocol.AsError(err)
+	}
+	if subs.closed {
+		cancel()
+		return nil, ErrClosed
+	}
+	subs.cancel[id] = cancel
+	return SubscribeResult{Subscription: id}, nil
 }

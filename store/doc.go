@@ -79,6 +79,19 @@
 // the cap deletes the oldest records in its own transaction, and the
 // meta bucket keeps the running size so that the check costs no scan.
 //
+// # Kept messages and durable positions
+//
+// A history keeper's topic messages are kept (Keep) verbatim in bucket
+// kept, keyed stream ‖ 0x00 ‖ time ‖ key, so that Kept reads one stream
+// (a topic family) oldest first from a cursor (the hex of the last
+// time ‖ key returned) and filters topics with the caller's Match. An
+// age index (kept_age: time ‖ stream ‖ 0x00 ‖ key) lets PruneKept (run by
+// the pruner with Prune; WithKeptRetention, seven days) and the size
+// bound (WithMaxKeptBytes, 128 MiB, kept in the meta bucket like the
+// history's) delete the oldest first. Keep is idempotent on (stream,
+// time, key). Bucket durables holds each durable subscription's position
+// (SaveDurable, Durable), an opaque value its owner encodes.
+//
 // # Tokens
 //
 // The store never writes a lobby auth token, only its SHA-256: a stolen or

@@ -30,6 +30,8 @@ type config struct {
 	pruneInterval time.Duration
 	maxRecordSize int
 	maxHistory    int64
+	keptRetention time.Duration
+	maxKept       int64
 	batchDelay    time.Duration
 	soloCommits   bool // every write its own commit (benchmarks)
 	clock         func() time.Time
@@ -44,6 +46,8 @@ func defaultConfig() config {
 		pruneInterval: DefaultPruneInterval,
 		maxRecordSize: DefaultMaxRecordSize,
 		maxHistory:    DefaultMaxHistoryBytes,
+		keptRetention: DefaultKeptRetention,
+		maxKept:       DefaultMaxKeptBytes,
 		clock:         time.Now,
 		logger:        slog.Default(),
 		openTimeout:   5 * time.Second,
@@ -75,6 +79,10 @@ func (c *config) validate() error {
 		bad = fmt.Sprintf("max record size %d is not positive", c.maxRecordSize)
 	case c.maxHistory <= 0:
 		bad = fmt.Sprintf("max history bytes %d is not positive", c.maxHistory)
+	case c.keptRetention <= 0:
+		bad = fmt.Sprintf("kept retention %v is not positive", c.keptRetention)
+	case c.maxKept <= 0:
+		bad = fmt.Sprintf("max kept bytes %d is not positive", c.maxKept)
 	case c.batchDelay < 0:
 		bad = fmt.Sprintf("batch delay %v is negative", c.batchDelay)
 	case c.openTimeout <= 0:
@@ -132,6 +140,25 @@ func WithMaxRecordSize(n int) Option {
 func WithMaxHistoryBytes(n int64) Option {
 	return func(c *config) error {
 		c.maxHistory = n
+		return nil
+	}
+}
+
+// WithKeptRetention sets how long kept messages (Keep) are kept before
+// the pruner deletes them. The default is DefaultKeptRetention.
+func WithKeptRetention(d time.Duration) Option {
+	return func(c *config) error {
+		c.keptRetention = d
+		return nil
+	}
+}
+
+// WithMaxKeptBytes bounds the kept messages' size (keys and values):
+// a Keep that takes them past n deletes the oldest first. The default is
+// DefaultMaxKeptBytes.
+func WithMaxKeptBytes(n int64) Option {
+	return func(c *config) error {
+		c.maxKept = n
 		return nil
 	}
 }

@@ -31,12 +31,15 @@ const (
 	bucketIdxConv    = "hidx_conv"   // conversation ‖ 0 ‖ time ‖ id → nil
 	bucketRegs       = "registrations"
 	bucketRegTokens  = "registration_tokens" // sha256(token) → agent id
+	bucketKept       = "kept"                // stream ‖ 0 ‖ time ‖ key → kept message
+	bucketKeptAge    = "kept_age"            // time ‖ stream ‖ 0 ‖ key → kept key
+	bucketDurables   = "durables"            // durable subscription name → position
 )
 
 var allBuckets = []string{
 	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketOutboxTo, bucketOutboxQDue, bucketDLQ, bucketDLQIDs,
 	bucketHistory, bucketHistoryIDs, bucketIdxAgent, bucketIdxTopic, bucketIdxConv,
-	bucketRegs, bucketRegTokens,
+	bucketRegs, bucketRegTokens, bucketKept, bucketKeptAge, bucketDurables,
 }
 
 // schemaVersion is stored in the meta bucket; Open refuses a file written by
@@ -227,6 +230,11 @@ func (s *Store) pruner(ctx context.Context) {
 	defer t.Stop()
 	for {
 		n, err := s.Prune(ctx, s.cfg.clock())
+		if err == nil {
+			var k int
+			k, err = s.PruneKept(ctx, s.cfg.clock())
+			n += k
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.cfg.logger.Warn("store: pruning history", "err", err)

@@ -16,6 +16,7 @@ var forbidden = map[string][]string{
 	"dht":             {mod + "pubsub", mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
 	"pubsub":          {mod + "dht", mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
 	"metrics":         {mod},
+	"ui":              {mod},
 	"internal/wsconn": {mod},
 	"store":           {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
 	"node":            {mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},

@@ -96,6 +96,28 @@ func (c *Conn) Send(b []byte) error {
 	}
 }
 
+// SendWait queues an encoded message like Send, but waits for room in a
+// full queue until ctx ends (returning its error) or the connection closes
+// (ErrClosed): for a burst its sender can hold back, such as the catch-up
+// of a durable subscription.
+func (c *Conn) SendWait(ctx context.Context, b []byte) error {
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	select {
+	case c.send <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// Queued returns how many messages wait in the send queue, and its
+// capacity.
+func (c *Conn) Queued() (n, capacity int) { return len(c.send), cap(c.send) }
+
 // Go runs f on a goroutine of the connection if fewer than
 // Limits.MaxConcurrentCalls are running, and reports whether it did. Call
 // it from Handler.Frame or from a job: the connection ends only once

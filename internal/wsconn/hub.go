@@ -57,7 +57,7 @@ func NewHub(cfg Config) (*Hub, error) {
 // 429 or 503 when the admission rules refuse it (or 503 after Close).
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, newHandler func(*Conn) Handler) {
 	log := h.cfg.Logger
-	if !OriginAllowed(h.cfg.OriginPatterns, r) {
+	if !OriginAllowed(h.cfg.OriginPatterns, r) && !(h.cfg.LoopbackPages && SameLoopbackOrigin(r)) {
 		log.Debug("websocket origin refused", "remote_addr", r.RemoteAddr, "origin", r.Header.Get("Origin"))
 		http.Error(w, h.cfg.ErrorPrefix+": origin not allowed", http.StatusForbidden)
 		return

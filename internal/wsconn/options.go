@@ -93,6 +93,10 @@ type Config struct {
 	// OriginAllowed). Default: none; requests without an Origin header
 	// are always accepted.
 	OriginPatterns []string
+	// LoopbackPages admits, besides OriginPatterns, a browser page served
+	// by this very listener on a loopback address (see
+	// SameLoopbackOrigin). Default: false.
+	LoopbackPages bool
 	// Logger receives structured logs; each connection's carry "client"
 	// (its ID) and "remote_addr". Default: slog.Default().
 	Logger *slog.Logger

@@ -1,7 +1,9 @@
 package wsconn
 
 import (
+	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -39,4 +41,28 @@ func OriginAllowed(patterns []string, r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// SameLoopbackOrigin reports whether a WebSocket request comes from a
+// page served by the same listener, on a loopback address: its Origin is
+// http://HOST[:PORT] where HOST[:PORT] is the request's Host and HOST is
+// a loopback IP or "localhost". Such a page can only come from whoever
+// listens on that loopback port, that is from the server itself. A
+// same-origin check alone would not do: after DNS rebinding a hostile
+// page's origin and Host both name the attacker's domain, which is not a
+// loopback literal; and a page of another local server has another port.
+func SameLoopbackOrigin(r *http.Request) bool {
+	o, err := url.Parse(r.Header.Get("Origin"))
+	if err != nil || o.Scheme != "http" || o.Host == "" || o.Path != "" || o.User != nil {
+		return false
+	}
+	if !strings.EqualFold(o.Host, r.Host) {
+		return false
+	}
+	host := o.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

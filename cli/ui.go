@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"net/http"
+
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/ui"
+)
+
+// statusPage mounts the status page (/ui) on the local API beside ops
+// (/metrics, /healthz, /readyz; may be nil), and admits the page as a
+// browser client of the API. The page is served by the local API only,
+// never by a relay's public listener or the --metrics listener: it needs
+// the operator's methods (mesh.status, …), which only the loopback API
+// serves.
+func statusPage(ops http.Handler) []rpc.Option {
+	page := ui.Handler()
+	return []rpc.Option{
+		rpc.WithHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case ui.Owns(r.URL.Path):
+				page.ServeHTTP(w, r)
+			case ops != nil:
+				ops.ServeHTTP(w, r)
+			default:
+				http.NotFound(w, r)
+			}
+		})),
+		rpc.WithLoopbackPages(),
+	}
+}
+
+// *node.Node tells the status page its connections and recent calls.
+var (
+	_ rpc.ConnLister = (*node.Node)(nil)
+	_ rpc.CallLister = (*node.Node)(nil)
+)

@@ -1,0 +1,76 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/pubsub"
+	"github.com/meshagent/meshagent/store"
+)
+
+// SubscribeDurable is Subscribe under a durable name: the node remembers
+// in its store (WithStore) which messages the subscription delivered, and
+// a later SubscribeDurable of the name first delivers, in order (envelope
+// time, then id), what was published since, fetched from history keepers
+// (relays, and nodes started WithKeepHistory) and verified end to end,
+// then the live messages, none twice. The catch-up runs before it returns,
+// within ctx; a resume that finds no keeper fails with an error wrapping
+// protocol.ErrNoPeers and keeps the position for a later try. A name
+// follows one pattern, and may be in use once on a node at a time
+// (otherwise INVALID_MESSAGE). The returned function cancels the
+// subscription and saves its position.
+func (n *Node) SubscribeDurable(ctx context.Context, pattern, name string, handler func(protocol.TopicMessage)) (cancel func(), err error) {
+	if n.topics == nil {
+		return nil, ErrNoTopics
+	}
+	if handler == nil {
+		return nil, errors.New("node: SubscribeDurable: nil handler")
+	}
+	d, err := n.topics.SubscribeDurable(ctx, pattern, name, func(m pubsub.Message) { handler(topicMessage(m)) })
+	switch {
+	case errors.Is(err, pubsub.ErrPattern), errors.Is(err, pubsub.ErrDurable):
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	case errors.Is(err, pubsub.ErrNoKeepers):
+		return nil, errors.Join(protocol.ErrNoPeers, err)
+	case err != nil:
+		return nil, err
+	}
+	return d.Cancel, nil
+}
+
+// storeArchive keeps a history keeper's messages in the node's store,
+// one stream per topic family.
+type storeArchive struct{ st *store.Store }
+
+func (a storeArchive) Keep(ctx context.Context, m pubsub.KeptMessage) error {
+	_, err := a.st.Keep(ctx, store.KeptMessage{Stream: m.Family, Topic: m.Topic, Key: m.Key, Time: m.Time, Data: m.Data})
+	return err
+}
+
+func (a storeArchive) Page(ctx context.Context, q pubsub.ArchiveQuery) (pubsub.ArchivePage, error) {
+	p, err := a.st.Kept(ctx, store.KeptQuery{Stream: q.Family, Since: q.Since, Until: q.Until, After: q.After, Limit: q.Limit, MaxBytes: q.MaxBytes, Match: q.Match})
+	if err != nil {
+		return pubsub.ArchivePage{}, err
+	}
+	out := pubsub.ArchivePage{Next: p.Next, Messages: make([]pubsub.KeptMessage, len(p.Messages))}
+	for i, m := range p.Messages {
+		out.Messages[i] = pubsub.KeptMessage{Family: m.Stream, Topic: m.Topic, Key: m.Key, Time: m.Time, Data: m.Data}
+	}
+	return out, nil
+}
+
+// storePositions keeps durable subscriptions' positions in the store.
+type storePositions struct{ st *store.Store }
+
+func (p storePositions) SavePosition(ctx context.Context, name string, v []byte) error {
+	return p.st.SaveDurable(ctx, name, v)
+}
+
+func (p storePositions) Position(ctx context.Context, name string) ([]byte, error) {
+	v, err := p.st.Durable(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
+}

@@ -1,0 +1,229 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/internal/wait"
+)
+
+// durableReader collects what a durable subscription delivers.
+type durableReader struct {
+	mu  sync.Mutex
+	got []Message
+}
+
+func (r *durableReader) take(m Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, m)
+}
+
+func (r *durableReader) numbers() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]int, 0, len(r.got))
+	for _, m := range r.got {
+		var p struct{ N int }
+		_ = json.Unmarshal(m.Payload, &p)
+		out = append(out, p.N)
+	}
+	return out
+}
+
+func (r *durableReader) waitFor(t *testing.T, n int) {
+	t.Helper()
+	wait.For(t, 20*time.Second, func() error {
+		if got := r.numbers(); len(got) < n {
+			return fmt.Errorf("%d of %d messages", len(got), n)
+		}
+		return nil
+	})
+}
+
+// publishN publishes messages from to to-1, each once kept reports it
+// has the one before: a burst could overflow GossipSub's per-peer queues
+// (32 messages), which drop rather than wait.
+func publishN(t *testing.T, b *Topics, archive *memArchive, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := b.Publish(context.Background(), fmt.Sprintf("news:%d", i%3), json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		wait.For(t, 10*time.Second, func() error {
+			if n := archive.Len(); n <= i {
+				return fmt.Errorf("the keeper has %d of %d", n, i+1)
+			}
+			return nil
+		})
+	}
+}
+
+// TestDurableCatchUp: a keeper, a publisher, and a durable subscriber that
+// goes offline while messages are published, then comes back under its
+// name: it catches up in order, with nothing lost or doubled, then goes
+// on live.
+func TestDurableCatchUp(t *testing.T) {
+	archive := newMemArchive()
+	kh, ph := newHost(t), newHost(t)
+	keeper := newBus(t, kh, WithArchive(archive, "news:*"))
+	pub := newBus(t, ph)
+	_ = keeper
+	connect(t, ph, kh)
+	// The publisher joins the family, so that it lists the family's peers.
+	_ = collect(t, pub, "news:*")
+	positions := &memPositions{}
+
+	// Online: live messages arrive.
+	sh := newHost(t)
+	sub := newBus(t, sh, WithPositions(positions))
+	connect(t, sh, kh)
+	connect(t, sh, ph)
+	r1 := &durableReader{}
+	ctx := context.Background()
+	d, err := sub.SubscribeDurable(ctx, "news:*", "reader", r1.take)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, func() error {
+		if len(pub.Peers("news:0")) < 2 {
+			return errors.New("the publisher does not see both subscribers yet")
+		}
+		return nil
+	})
+	publishN(t, pub, archive, 0, 5)
+	r1.waitFor(t, 5)
+	d.Cancel()
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Offline: published meanwhile, and kept.
+	publishN(t, pub, archive, 5, 45)
+
+	// Back under the same name: the catch-up, then live.
+	sh2 := newHost(t)
+	sub2 := newBus(t, sh2, WithPositions(positions))
+	connect(t, sh2, kh)
+	connect(t, sh2, ph)
+	r2 := &durableReader{}
+	d2, err := sub2.SubscribeDurable(ctx, "news:*", "reader", r2.take)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Cancel()
+	if n := d2.CaughtUp(); n != 40 {
+		t.Errorf("caught up %d, want 40", n)
+	}
+	r2.mu.Lock()
+	caught := append([]Message(nil), r2.got...)
+	r2.mu.Unlock()
+	for i := 1; i < len(caught); i++ {
+		if compareMessages(caught[i-1], caught[i]) >= 0 {
+			t.Fatalf("catch-up out of order at %d", i)
+		}
+	}
+	wait.For(t, 10*time.Second, func() error {
+		if !strings.Contains(fmt.Sprint(pub.Peers("news:0")), sh2.ID().String()) {
+			return errors.New("the publisher does not see the subscriber back yet")
+		}
+		return nil
+	})
+	publishN(t, pub, archive, 45, 50)
+	r2.waitFor(t, 45)
+	// The settle fetch after going live must not deliver anything again.
+	wait.Holds(t, settleAfter+time.Second, func() error {
+		if n := len(r2.numbers()); n != 45 {
+			return fmt.Errorf("%d messages, want 45", n)
+		}
+		return nil
+	})
+	seen := map[int]bool{}
+	for _, n := range append(r1.numbers(), r2.numbers()...) {
+		if seen[n] {
+			t.Errorf("message %d delivered twice", n)
+		}
+		seen[n] = true
+	}
+	for i := range 50 {
+		if !seen[i] {
+			t.Errorf("message %d lost", i)
+		}
+	}
+}
+
+func TestDurableRefusals(t *testing.T) {
+	h := newHost(t)
+	none := newBus(t, h)
+	if _, err := none.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {}); !errors.Is(err, ErrDurable) {
+		t.Errorf("without positions: %v, want ErrDurable", err)
+	}
+	positions := &memPositions{}
+	b := newBus(t, newHost(t), WithPositions(positions), WithFetchWait(100*time.Millisecond))
+	d, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {}); !errors.Is(err, ErrDurable) {
+		t.Errorf("a name in use: %v, want ErrDurable", err)
+	}
+	d.Cancel()
+	if _, err := b.SubscribeDurable(context.Background(), "other:*", "r", func(Message) {}); !errors.Is(err, ErrDurable) {
+		t.Errorf("another pattern: %v, want ErrDurable", err)
+	}
+	if _, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {}); !errors.Is(err, ErrNoKeepers) {
+		t.Errorf("resume with no keeper: %v, want ErrNoKeepers", err)
+	}
+}
+
+func TestParseHistoryQuery(t *testing.T) {
+	good := `{"pattern":"news:*","since":"2026-01-02T03:04:05.006Z","until":"2026-01-03T00:00:00Z","cursor":"ab","limit":10}`
+	q, err := ParseHistoryQuery([]byte(good))
+	if err != nil || q.Pattern != "news:*" || q.Limit != 10 || q.Cursor != "ab" || q.Since.Nanosecond() != 6_000_000 {
+		t.Fatalf("ParseHistoryQuery(%s) = %+v, %v", good, q, err)
+	}
+	for _, bad := range []string{
+		``, `[]`, `{}`, `{"pattern":"*"}`, `{"pattern":"news:*","limit":1001}`, `{"pattern":"news:*","limit":-1}`,
+		`{"pattern":"news:*","extra":1}`, `{"pattern":"news:*","pattern":"other"}`, `{"pattern":"news:*"} {}`,
+		`{"pattern":"news:*","since":"yesterday"}`, `{"pattern":"news:*","limit":"10"}`,
+		`{"pattern":"news:*","since":"2026-01-02T00:00:00Z","until":"2026-01-01T00:00:00Z"}`,
+		`{"pattern":"news:[","limit":1}`,
+	} {
+		if _, err := ParseHistoryQuery([]byte(bad)); !errors.Is(err, ErrInvalidQuery) {
+			t.Errorf("ParseHistoryQuery(%s) = %v, want ErrInvalidQuery", bad, err)
+		}
+	}
+}
+
+func FuzzParseHistoryQuery(f *testing.F) {
+	f.Add([]byte(`{"pattern":"news:*","since":"2026-01-02T03:04:05Z","cursor":"00","limit":10}`))
+	f.Add([]byte(`{"pattern":"a","pattern":"b"}`))
+	f.Add([]byte(`{"pattern":"x.y","until":"2026-01-02T03:04:05+01:00"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		q, err := ParseHistoryQuery(raw)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidQuery) {
+				t.Fatalf("error %v does not wrap ErrInvalidQuery", err)
+			}
+			return
+		}
+		// What parses is a query a keeper can serve, and survives a
+		// round trip.
+		if q.check() != nil {
+			t.Fatalf("accepted %+v that check refuses", q)
+		}
+		again, err := ParseHistoryQuery(must(json.Marshal(q)))
+		if err != nil || again.Pattern != q.Pattern || again.Limit != q.Limit || !again.Since.Equal(q.Since) || again.Cursor != q.Cursor {
+			t.Fatalf("round trip of %+v: %+v, %v", q, again, err)
+		}
+	})
+}

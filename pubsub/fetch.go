@@ -1,0 +1,274 @@
+package pubsub
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// Bounds of a history fetch.
+const (
+	// MaxFetch bounds the messages one FetchHistory returns; a fetch that
+	// reaches it says so (FetchStats.Truncated) and a later fetch goes on
+	// from the last message's time.
+	MaxFetch = 100_000
+	// maxFetchKeepers bounds the keepers one fetch asks.
+	maxFetchKeepers = 3
+	// maxHeaderBytes bounds a page header frame.
+	maxHeaderBytes = 8192
+)
+
+// FetchStats says how a history fetch went.
+type FetchStats struct {
+	// Keepers is how many keepers answered (this node's own archive
+	// counts as one).
+	Keepers int
+	// Fetched is how many messages the keepers sent, before
+	// deduplication; Rejected how many of them failed verification.
+	Fetched, Rejected int
+	// Truncated is set when the fetch stopped at MaxFetch.
+	Truncated bool
+}
+
+// FetchHistory fetches from history keepers the messages whose topic
+// matches pattern with an envelope time at or after since, verifies each
+// as the topic validator would (signature, author, type, family; not the
+// replay window), applies broadcast filters as a subscription does, and
+// returns them once each (by author and id), ordered by envelope time,
+// then id, then author. It asks up to three keepers: connected peers that
+// speak protocol.StoreProtocol, keepers found in the directory, and this
+// node's own archive, waiting up to WithFetchWait for a remote one. It
+// fails with an error wrapping ErrNoKeepers when none answered.
+func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Time) ([]Message, FetchStats, error) {
+	var st FetchStats
+	q := HistoryQuery{Pattern: pattern, Since: since, Limit: MaxPageSize}
+	if err := q.check(); err != nil {
+		return nil, st, err
+	}
+	fam := Family(pattern)
+	keepers := b.findKeepers(ctx, fam)
+	var (
+		mu   sync.Mutex
+		got  = map[string]Message{}
+		errs []error
+	)
+	add := func(data [][]byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range data {
+			st.Fetched++
+			m, ok := b.verifyKept(fam, pattern, since, d)
+			if !ok {
+				st.Rejected++
+				continue
+			}
+			if !b.admit(m.Envelope) {
+				continue
+			}
+			got[messageKey(m.Envelope.ID, m.From)] = m
+		}
+		if len(got) >= MaxFetch {
+			st.Truncated = true
+			return false
+		}
+		return true
+	}
+	var wg sync.WaitGroup
+	for _, p := range keepers {
+		wg.Go(func() {
+			err := b.fetchFrom(ctx, p, q, add)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+				return
+			}
+			st.Keepers++
+		})
+	}
+	if b.cfg.archive != nil {
+		wg.Go(func() {
+			err := b.fetchLocal(ctx, q, add)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("own archive: %w", err))
+				return
+			}
+			st.Keepers++
+		})
+	}
+	wg.Wait()
+	if st.Keepers == 0 {
+		return nil, st, fmt.Errorf("%w for %q: %w", ErrNoKeepers, pattern, errors.Join(errs...))
+	}
+	out := make([]Message, 0, len(got))
+	for _, m := range got {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, compareMessages)
+	return out, st, nil
+}
+
+// compareMessages orders messages by envelope time, then id, then author.
+func compareMessages(a, b Message) int {
+	ta, _ := a.Envelope.Time()
+	tb, _ := b.Envelope.Time()
+	if c := ta.Compare(tb); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(a.Envelope.ID, b.Envelope.ID), cmp.Compare(a.From, b.From))
+}
+
+// verifyKept checks one kept message sent by a keeper.
+func (b *Topics) verifyKept(fam, pattern string, since time.Time, data []byte) (Message, bool) {
+	e, author, ts, ok := b.open(fam, data)
+	if !ok || !Match(pattern, e.To.Topic) || ts.Before(since) {
+		return Message{}, false
+	}
+	return Message{Topic: e.To.Topic, From: author, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now(), data: data}, true
+}
+
+// fetchFrom reads every page of q from keeper p, passing each page's
+// messages to add until it returns false.
+func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add func([][]byte) bool) error {
+	s, err := b.h.NewStream(ctx, p, protocol.StoreProtocol)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close() }()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	fr := protocol.NewFrameReader(s, max(maxHeaderBytes, b.cfg.maxSize))
+	for {
+		raw, err := json.Marshal(q)
+		if err != nil {
+			return err
+		}
+		_ = s.SetDeadline(time.Now().Add(storeIO))
+		if _, err := s.Write(protocol.AppendFrame(nil, raw)); err != nil {
+			return err
+		}
+		head, err := fr.Next()
+		if err != nil {
+			return err
+		}
+		var hdr pageHeader
+		if err := json.Unmarshal(head, &hdr); err != nil || hdr.Count < 0 || hdr.Count > MaxPageSize {
+			return fmt.Errorf("a page header that is not one: %q", truncateBytes(head, 100))
+		}
+		if hdr.Error != nil {
+			err := &queryError{Code: hdr.Error.Code, Message: hdr.Error.Message}
+			if hdr.Error.Code == codeInvalidQuery {
+				return fmt.Errorf("%w: %w", ErrInvalidQuery, err)
+			}
+			return err
+		}
+		page := make([][]byte, 0, hdr.Count)
+		for range hdr.Count {
+			d, err := fr.Next()
+			if err != nil {
+				return err
+			}
+			page = append(page, append([]byte(nil), d...))
+		}
+		if !add(page) || hdr.Next == "" {
+			return nil
+		}
+		if hdr.Next == q.Cursor {
+			return errors.New("the keeper's cursor does not move")
+		}
+		q.Cursor = hdr.Next
+	}
+}
+
+// fetchLocal reads every page of q from this node's own archive.
+func (b *Topics) fetchLocal(ctx context.Context, q HistoryQuery, add func([][]byte) bool) error {
+	for {
+		page, err := b.localPage(ctx, q)
+		if err != nil {
+			return err
+		}
+		data := make([][]byte, len(page.Messages))
+		for i, m := range page.Messages {
+			data[i] = m.Data
+		}
+		if !add(data) || page.Next == "" {
+			return nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+func truncateBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// keepersNow returns the connected peers that speak the store protocol.
+func (b *Topics) keepersNow() []peer.ID {
+	var out []peer.ID
+	for _, p := range b.h.Network().Peers() {
+		if b.h.Network().Connectedness(p) != network.Connected {
+			continue
+		}
+		if ps, err := b.h.Peerstore().SupportsProtocols(p, protocol.StoreProtocol); err == nil && len(ps) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// findKeepers returns up to maxFetchKeepers remote keepers of fam: those
+// connected, else those the directory names (connected to), else the
+// first to appear within the fetch wait. It returns none when there is
+// none (the caller may still have its own archive).
+func (b *Topics) findKeepers(ctx context.Context, fam string) []peer.ID {
+	cap3 := func(ps []peer.ID) []peer.ID { return ps[:min(len(ps), maxFetchKeepers)] }
+	if ps := b.keepersNow(); len(ps) > 0 {
+		return cap3(ps)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.fetchWait)
+	defer cancel()
+	sub, err := b.h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtPeerProtocolsUpdated)})
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = sub.Close() }()
+	if b.cfg.disc != nil {
+		if found, err := b.cfg.disc.FindPeers(ctx, storeNamespace(fam)); err == nil {
+			var wg sync.WaitGroup
+			for ai := range found {
+				if ai.ID != b.h.ID() {
+					wg.Go(func() { _ = b.h.Connect(ctx, ai) })
+				}
+			}
+			wg.Wait()
+		}
+	}
+	for {
+		if ps := b.keepersNow(); len(ps) > 0 {
+			return cap3(ps)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-b.ctx.Done():
+			return nil
+		case <-sub.Out():
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package pubsub
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// Subscription delivers messages matching a pattern to a handler.
+type Subscription struct {
+	b       *Topics
+	fam     string
+	pattern string
+	// keeper marks a history keeper's subscription: it takes every topic
+	// of its family when pattern is empty, and is not a receiver Publish
+	// counts (it keeps messages for others; it reads none).
+	keeper  bool
+	handler func(Message)
+	queue   chan Message
+	done    chan struct{}
+	once    sync.Once
+	dropped atomic.Uint64
+}
+
+// matches reports whether the subscription takes a message on topic.
+func (s *Subscription) matches(topic string) bool {
+	return s.keeper && s.pattern == "" || Match(s.pattern, topic)
+}
+
+// Dropped returns how many messages were dropped because the queue was full.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+func (s *Subscription) stop() { s.once.Do(func() { close(s.done) }) }
+
+// Cancel stops the subscription. A handler call already in progress
+// finishes; no new call starts.
+func (s *Subscription) Cancel() {
+	b := s.b
+	b.mu.Lock()
+	if f := b.families[s.fam]; f != nil {
+		delete(f.subs, s)
+	}
+	b.mu.Unlock()
+	s.stop()
+}
+
+// Subscribe calls handler, in order, for each message whose topic matches
+// pattern and whose filter admits this node.
+func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
+	fam := Family(pattern)
+	if fam == "" || hasWild(fam) || !validPattern(pattern) {
+		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
+	}
+	return b.subscribe(fam, pattern, false, handler)
+}
+
+// subscribe adds a subscription to family fam.
+func (b *Topics) subscribe(fam, pattern string, keeper bool, handler func(Message)) (*Subscription, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, err := b.join(fam)
+	if err != nil {
+		return nil, err
+	}
+	if f.sub == nil {
+		sub, err := f.topic.Subscribe()
+		if err != nil {
+			return nil, fmt.Errorf("pubsub: subscribe %s: %w", GossipPrefix+fam, err)
+		}
+		f.sub = sub
+		b.wg.Add(1)
+		go b.read(f, sub)
+	}
+	s := &Subscription{b: b, fam: fam, pattern: pattern, keeper: keeper, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
+	f.subs[s] = struct{}{}
+	close(b.added)
+	b.added = make(chan struct{})
+	b.wg.Add(1)
+	go s.run(&b.wg)
+	return s, nil
+}
+
+func (s *Subscription) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case m := <-s.queue:
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			s.handler(m)
+		}
+	}
+}
+
+func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
+	defer b.wg.Done()
+	for {
+		m, err := sub.Next(b.ctx)
+		if err != nil {
+			return
+		}
+		e, ok := m.ValidatorData.(*protocol.Envelope)
+		if !ok {
+			continue
+		}
+		// A keeper keeps what filters keep from this node's own
+		// subscribers: the filter is for the receivers who fetch it.
+		admitted := b.admit(e)
+		from, _ := e.Sender()
+		msg := Message{Topic: e.To.Topic, From: from, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now(), data: m.GetData()}
+		b.mu.Lock()
+		for s := range f.subs {
+			if !s.matches(msg.Topic) || !admitted && !s.keeper {
+				continue
+			}
+			select {
+			case s.queue <- msg:
+				if !s.keeper { // a history keeper's own subscription is no subscriber
+					b.met.deliver(s.fam, true)
+				}
+			default:
+				s.dropped.Add(1)
+				b.met.deliver(s.fam, false)
+			}
+		}
+		b.mu.Unlock()
+	}
+}

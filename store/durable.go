@@ -1,0 +1,56 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// MaxDurableSize bounds a durable subscription's saved position.
+const MaxDurableSize = 1 << 20
+
+// SaveDurable records the position of the durable subscription name (an
+// opaque value its owner encodes), replacing the one saved before, and
+// returns once it is fsync'd.
+func (s *Store) SaveDurable(ctx context.Context, name string, v []byte) error {
+	if name == "" {
+		return invalidf("empty durable name")
+	}
+	if err := checkKeyString("durable name", name); err != nil {
+		return err
+	}
+	if len(v) > MaxDurableSize {
+		return fmt.Errorf("%w: durable position of %d bytes, the limit is %d", ErrTooLarge, len(v), MaxDurableSize)
+	}
+	val := append([]byte{formatVersion}, v...)
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		return bucket(tx, bucketDurables).Put([]byte(name), val)
+	})
+	if err != nil {
+		return fmt.Errorf("store: save durable %s: %w", name, err)
+	}
+	return nil
+}
+
+// Durable returns the position saved for the durable subscription name,
+// or an error wrapping ErrNotFound.
+func (s *Store) Durable(ctx context.Context, name string) ([]byte, error) {
+	var out []byte
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		v := bucket(tx, bucketDurables).Get([]byte(name))
+		switch {
+		case v == nil:
+			return fmt.Errorf("%w: durable %s", ErrNotFound, name)
+		case len(v) == 0 || v[0] != formatVersion:
+			return &CorruptError{Bucket: bucketDurables, Key: []byte(name), Err: fmt.Errorf("unknown format version")}
+		}
+		out = bytes.Clone(v[1:])
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
