@@ -151,8 +151,10 @@
 // does not log: what it refuses it returns, and GossipSub's own scoring
 // records misbehaving peers. WithMetrics counts messages published,
 // delivered, dropped and rejected by topic family; rejections are read
-// from a GossipSub raw tracer, so they include what GossipSub refuses
-// before the validator runs (throttled, queue full).
+// from a GossipSub raw tracer, with the validator's reason (size,
+// malformed, signature, misaddressed, replay) left in the refused
+// message's ValidatorData, and include what GossipSub refuses before the
+// validator runs (throttled, queue full).
 //
 // # Peer scoring
 //

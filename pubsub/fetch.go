@@ -133,8 +133,8 @@ func compareMessages(a, b Message) int {
 
 // verifyKept checks one kept message sent by a keeper.
 func (b *Topics) verifyKept(fam, pattern string, since time.Time, data []byte) (Message, bool) {
-	e, author, ts, ok := b.open(fam, data)
-	if !ok || !Match(pattern, e.To.Topic) || ts.Before(since) {
+	e, author, ts, why := b.open(fam, data)
+	if why != "" || !Match(pattern, e.To.Topic) || ts.Before(since) {
 		return Message{}, false
 	}
 	return Message{Topic: e.To.Topic, From: author, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now(), data: data}, true

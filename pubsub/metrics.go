@@ -21,14 +21,18 @@ type topicMetrics struct {
 }
 
 // Rejection reasons, the label set of meshagent_topic_messages_rejected_total:
-// GossipSub's reasons for not accepting a message, folded into a few.
+// the validator's (validate), then GossipSub's own, folded into a few.
 const (
-	rejectInvalid   = "invalid"    // the validator rejected it: size, signature, form, addressing
-	rejectIgnored   = "ignored"    // the validator ignored it: replayed or outside the clock skew
-	rejectThrottled = "throttled"  // too many validations in flight
-	rejectQueueFull = "queue_full" // the validation queue was full
-	rejectSignature = "signature"  // a GossipSub-level signature where none is allowed
-	rejectOther     = "other"      // anything else GossipSub refuses (blacklisted, self-originated)
+	rejectSize         = "size"         // empty, or over the size limit
+	rejectMalformed    = "malformed"    // no author, not canonical, a bad timestamp or filter
+	rejectSignature    = "signature"    // the signature is not the named author's (or GossipSub's own where none is allowed)
+	rejectMisaddressed = "misaddressed" // not a broadcast notify of this topic family
+	rejectReplay       = "replay"       // (author, id) seen, or the timestamp outside the clock skew: ignored, not rejected
+	rejectInvalid      = "invalid"      // the validator rejected it for no reason of the above
+	rejectIgnored      = "ignored"      // the validator ignored it for no reason of the above
+	rejectThrottled    = "throttled"    // too many validations in flight
+	rejectQueueFull    = "queue_full"   // the validation queue was full
+	rejectOther        = "other"        // anything else GossipSub refuses (blacklisted, self-originated)
 )
 
 // newTopicMetrics registers the topic figures with reg; with a nil reg
@@ -53,7 +57,7 @@ func newTopicMetrics(reg prometheus.Registerer) (*topicMetrics, error) {
 		}, family),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshagent_topic_messages_rejected_total",
-			Help: "Topic messages GossipSub did not accept, by topic family and reason (invalid, ignored, throttled, queue_full, signature, other).",
+			Help: "Topic messages not accepted, by topic family and reason (size, malformed, signature, misaddressed, replay, invalid, ignored, throttled, queue_full, other).",
 		}, []string{"family", "reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.published, m.delivered, m.dropped, m.rejected} {
@@ -101,7 +105,12 @@ func (t rejectTracer) RejectMessage(msg *libp2ppubsub.Message, reason string) {
 	if !ok {
 		return // not a meshagent topic: not a label
 	}
-	t.m.rejected.WithLabelValues(fam, rejectReason(reason)).Inc()
+	why := rejectReason(reason)
+	// The validator leaves its reason in the message it did not accept.
+	if v, ok := msg.ValidatorData.(string); ok && v != "" && (why == rejectInvalid || why == rejectIgnored) {
+		why = v
+	}
+	t.m.rejected.WithLabelValues(fam, why).Inc()
 }
 
 func (rejectTracer) AddPeer(peer.ID, libp2pprotocol.ID)             {}

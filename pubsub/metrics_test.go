@@ -70,7 +70,7 @@ func TestMetrics(t *testing.T) {
 	}
 	m := bus.met
 	wait.For(t, 10*time.Second, func() error {
-		if got := c(m.rejected, "inbound", rejectInvalid) + c(m.rejected, "inbound", rejectIgnored); got < 2 {
+		if got := c(m.rejected, "inbound", rejectSignature) + c(m.rejected, "inbound", rejectReplay); got < 2 {
 			return fmt.Errorf("%v rejections counted, want 2", got)
 		}
 		return nil
@@ -83,8 +83,8 @@ func TestMetrics(t *testing.T) {
 		{"published", c(m.published, "inbound"), 1},
 		{"delivered", c(m.delivered, "inbound"), 3}, // the local message twice, the marker once
 		{"dropped", c(m.dropped, "inbound"), 0},
-		{"rejected invalid", c(m.rejected, "inbound", rejectInvalid), 1},
-		{"rejected ignored", c(m.rejected, "inbound", rejectIgnored), 1},
+		{"rejected: signature", c(m.rejected, "inbound", rejectSignature), 1},
+		{"rejected: replay", c(m.rejected, "inbound", rejectReplay), 1},
 	} {
 		if w.got != w.want {
 			t.Errorf("%s: %v, want %v", w.what, w.got, w.want)

@@ -213,9 +213,11 @@ func (b *Topics) join(name string) (*family, error) {
 	}
 	gt := GossipPrefix + name
 	if err := b.ps.RegisterTopicValidator(gt, func(_ context.Context, _ peer.ID, m *libp2ppubsub.Message) libp2ppubsub.ValidationResult {
-		e, res := b.validate(name, m.GetData(), time.Now())
+		e, res, why := b.validate(name, m.GetData(), time.Now())
 		if res == libp2ppubsub.ValidationAccept {
 			m.ValidatorData = e
+		} else {
+			m.ValidatorData = why // for the metrics' tracer
 		}
 		return res
 	}); err != nil {

@@ -264,10 +264,10 @@ func TestValidateReplayAndStale(t *testing.T) {
 	s := newSigner(t)
 	body, sig := sealed(t, s, "inbound:x", "once")
 	now := time.Now()
-	if _, r := b.validate("inbound", wire(sig, body), now); r != libp2ppubsub.ValidationAccept {
+	if _, r, _ := b.validate("inbound", wire(sig, body), now); r != libp2ppubsub.ValidationAccept {
 		t.Fatalf("first: %v", r)
 	}
-	if _, r := b.validate("inbound", wire(sig, body), now); r != libp2ppubsub.ValidationIgnore {
+	if _, r, _ := b.validate("inbound", wire(sig, body), now); r != libp2ppubsub.ValidationIgnore {
 		t.Fatalf("replay: %v", r)
 	}
 	e, _ := protocol.NewEnvelope(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "inbound:x"}, payload("old"))
@@ -276,7 +276,7 @@ func TestValidateReplayAndStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, r := b.validate("inbound", wire(osig, ob), now); r != libp2ppubsub.ValidationIgnore {
+	if _, r, _ := b.validate("inbound", wire(osig, ob), now); r != libp2ppubsub.ValidationIgnore {
 		t.Fatalf("stale: %v", r)
 	}
 	e, _ = protocol.NewEnvelope(protocol.TypeNotify, &protocol.Recipient{Broadcast: true, Topic: "outbound:x"}, payload("other family"))
@@ -284,7 +284,7 @@ func TestValidateReplayAndStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, r := b.validate("inbound", wire(rsig, rb), now); r != libp2ppubsub.ValidationReject {
+	if _, r, _ := b.validate("inbound", wire(rsig, rb), now); r != libp2ppubsub.ValidationReject {
 		t.Fatalf("other family: %v", r)
 	}
 }

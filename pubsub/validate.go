@@ -10,46 +10,48 @@ import (
 	"github.com/meshagent/meshagent/sign"
 )
 
-// validate checks one GossipSub message of a family (see the package doc).
-func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult) {
-	e, author, ts, ok := b.open(fam, data)
-	if !ok {
-		return nil, libp2ppubsub.ValidationReject
+// validate checks one GossipSub message of a family (see the package doc)
+// and says why it does not accept it (a reject… reason, "" when it does).
+func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult, string) {
+	e, author, ts, why := b.open(fam, data)
+	if why != "" {
+		return nil, libp2ppubsub.ValidationReject, why
 	}
 	if err := b.cfg.guard.Check(string(author), e.ID, ts, now); err != nil {
-		return nil, libp2ppubsub.ValidationIgnore
+		return nil, libp2ppubsub.ValidationIgnore, rejectReplay
 	}
-	return e, libp2ppubsub.ValidationAccept
+	return e, libp2ppubsub.ValidationAccept, ""
 }
 
 // open verifies and decodes a signed topic message of family fam, as
 // GossipSub carries it and as history keepers keep it: everything the
-// validator checks but the replay window.
-func (b *Topics) open(fam string, data []byte) (*protocol.Envelope, peer.ID, time.Time, bool) {
+// validator checks but the replay window. why is "" when the message
+// holds, else the reason it does not (a reject… reason).
+func (b *Topics) open(fam string, data []byte) (*protocol.Envelope, peer.ID, time.Time, string) {
 	if len(data) <= sign.SignatureSize || len(data) > b.cfg.maxSize {
-		return nil, "", time.Time{}, false
+		return nil, "", time.Time{}, rejectSize
 	}
 	sig, body := data[:sign.SignatureSize], data[sign.SignatureSize:]
 	// The author is named inside the signed bytes: read only that, then
 	// verify, and parse the rest only once the signature holds.
 	author, err := protocol.ClaimedSigner(body)
 	if err != nil {
-		return nil, "", time.Time{}, false
+		return nil, "", time.Time{}, rejectMalformed
 	}
 	e, err := protocol.Open(body, sig, author)
 	if err != nil {
-		return nil, "", time.Time{}, false
+		return nil, "", time.Time{}, rejectSignature
 	}
 	if e.Type != protocol.TypeNotify || e.To == nil || !e.To.Broadcast || e.To.Topic == "" || Family(e.To.Topic) != fam {
-		return nil, "", time.Time{}, false
+		return nil, "", time.Time{}, rejectMisaddressed
 	}
 	if _, err := FilterOf(e); err != nil {
 		// A filter no receiver can read is refused here, not forwarded.
-		return nil, "", time.Time{}, false
+		return nil, "", time.Time{}, rejectMalformed
 	}
 	ts, err := e.Time()
 	if err != nil {
-		return nil, "", time.Time{}, false
+		return nil, "", time.Time{}, rejectMalformed
 	}
-	return e, author, ts, true
+	return e, author, ts, ""
 }

@@ -132,11 +132,11 @@ func TestMetricsScrape(t *testing.T) {
 
 	var scrape string
 	exact := map[string]float64{
-		`meshagent_calls_served_total{capability="echo",outcome="success"}`:       2,
-		`meshagent_call_handler_seconds_count{capability="echo"}`:                 2,
-		`meshagent_topic_messages_delivered_total{family="news"}`:                 1,
-		`meshagent_topic_messages_rejected_total{family="news",reason="invalid"}`: 1,
-		`meshagent_refusals_total{reason="signature"}`:                            0,
+		`meshagent_calls_served_total{capability="echo",outcome="success"}`:         2,
+		`meshagent_call_handler_seconds_count{capability="echo"}`:                   2,
+		`meshagent_topic_messages_delivered_total{family="news"}`:                   1,
+		`meshagent_topic_messages_rejected_total{family="news",reason="signature"}`: 1,
+		`meshagent_refusals_total{reason="signature"}`:                              0,
 		"meshagent_bus_clients":                          2,
 		"meshagent_bus_subscriptions":                    1,
 		`meshagent_bus_acks_total{outcome="processed"}`:  1,
