@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestMetricsClosed(t *testing.T) {
 	if _, err := reg.Gather(); err != nil {
 		t.Fatalf("a scrape after Close: %v", err)
 	}
-	if _, err := Open(s.Path()+".2", WithMetrics(reg)); err == nil {
+	if _, err := Open(filepath.Join(t.TempDir(), "second.db"), WithMetrics(reg)); err == nil {
 		t.Fatal("a second store on the same registry was accepted")
 	}
 }
