@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
@@ -177,27 +176,17 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 	}
 }
 
-// roomPoll is how often waitRoom looks at the send queue.
-const roomPoll = 2 * time.Millisecond
-
 // waitRoom waits (within ctx) until the send queue has room, so that the
 // response of a handler that filled it with NotifyWait is not what cuts
-// the client off as a slow consumer. A channel cannot be waited on for
-// room without sending, so it looks every roomPoll; it runs only after a
-// burst.
+// the client off as a slow consumer.
 func (c *Conn) waitRoom(ctx context.Context) error {
-	for {
-		if n, capacity := c.wc.Queued(); n < capacity {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.wc.Context().Done():
+	if err := c.wc.WaitRoom(ctx); err != nil {
+		if errors.Is(err, wsconn.ErrClosed) {
 			return ErrClosed
-		case <-time.After(roomPoll):
 		}
+		return err
 	}
+	return nil
 }
 
 // Call sends the client a request and waits for its response, which it

@@ -25,7 +25,10 @@
 // Limits.SendQueue; a full queue, or a write that misses
 // Limits.WriteTimeout, disconnects the client (1008 "slow consumer"): a
 // listener never waits for a slow reader. A client that stops answering
-// pings within Limits.PingInterval is disconnected too.
+// pings within Limits.PingInterval is disconnected too. A sender that
+// can hold back (a catch-up burst) uses Conn.SendWait instead, and
+// Conn.WaitRoom before a Send that must not find the queue full: both are
+// woken by the writer as it takes messages off the queue.
 //
 // # Closing
 //

@@ -393,3 +393,70 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// WaitRoom returns once the writer takes a message off a full queue, and
+// not before; a closed connection ends it with ErrClosed.
+func TestWaitRoom(t *testing.T) {
+	th := newTestHub(t, func(c *Config) { c.Limits.SendQueue = 4 })
+	ws, c := th.dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := c.WaitRoom(ctx); err != nil {
+		t.Fatalf("WaitRoom on an empty queue: %v", err)
+	}
+	// The client does not read: the writer blocks once the socket's
+	// buffers are full, and the queue fills behind it.
+	big := make([]byte, 256<<10)
+	sent := fill(t, c, big)
+	done := make(chan error, 1)
+	go func() { done <- c.WaitRoom(ctx) }()
+	wait.Holds(t, 100*time.Millisecond, func() error {
+		select {
+		case err := <-done:
+			return fmt.Errorf("WaitRoom returned (%v) while the queue was full", err)
+		default:
+			return nil
+		}
+	})
+	ws.SetReadLimit(int64(len(big)) + 1024)
+	go func() {
+		for range sent {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	if err := wait.Receive(t, testTimeout, done, "WaitRoom's return"); err != nil {
+		t.Fatalf("WaitRoom once the client reads: %v", err)
+	}
+
+	// A full queue again, then the connection closes: ErrClosed.
+	_, c2 := th.dial(t)
+	fill(t, c2, big)
+	go func() { done <- c2.WaitRoom(ctx) }()
+	c2.Close(websocket.StatusNormalClosure, "")
+	if err := wait.Receive(t, testTimeout, done, "WaitRoom's return"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitRoom on a closing connection: %v, want ErrClosed", err)
+	}
+}
+
+// fill queues b on c until the queue stays full: a SendWait that finds no
+// room for a while means the writer is stuck on a client that does not
+// read. It returns how many messages it queued.
+func fill(t *testing.T, c *Conn, b []byte) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for sent := 0; ; sent++ {
+		try, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := c.SendWait(try, b)
+		stop()
+		switch {
+		case err == nil:
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			return sent
+		default:
+			t.Fatalf("SendWait: %v", err)
+		}
+	}
+}
