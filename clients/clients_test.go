@@ -234,36 +234,36 @@ func (l *lockedBuffer) String() string {
 // line; the node is killed when the test ends.
 func startNode(t *testing.T, bin, name string, args ...string) started {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"node", "--json", "--no-mdns", "--name", name,
+	return launch(t, bin, "node", name, args...).started
+}
+
+// nodeProc is a node (or relay) process and its start line.
+type nodeProc struct {
+	started
+	*process
+}
+
+// launch starts `meshagent COMMAND` (node or relay) on loopback and waits
+// for its start line; kill stops it with SIGKILL, and the test's end
+// kills it in any case.
+func launch(t *testing.T, bin, command, name string, args ...string) *nodeProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{command, "--json", "--no-mdns", "--name", name,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--heartbeat", "500ms"}, args...)...)
 	cmd.Env = childEnv(t)
-	var stdout, stderr lockedBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("node %s stderr:\n%s", name, stderr.String())
-		}
-	})
-	var s started
+	n := &nodeProc{process: start(t, cmd)}
 	wait.For(t, 30*time.Second, func() error {
 		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("node %s exited before starting: %v\n%s", name, err, stderr.String())
+		case err := <-n.exited:
+			n.exited <- err
+			t.Fatalf("%s %s exited before starting: %v\n%s", command, name, err, n.errOut.String())
 		default:
 		}
-		line, _, ok := strings.Cut(stdout.String(), "\n")
+		line, _, ok := strings.Cut(n.out.String(), "\n")
 		if !ok {
 			return errors.New("no start line yet")
 		}
-		return json.Unmarshal([]byte(line), &s)
+		return json.Unmarshal([]byte(line), &n.started)
 	})
-	return s
+	return n
 }
