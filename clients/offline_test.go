@@ -158,7 +158,10 @@ func TestDurableClientsOffline(t *testing.T) {
 // TestDirectMessageToDownAgent: a JS agent sends a direct message to a
 // Python agent whose node was killed; the message is queued, the
 // sender's node restarts, and when the Python agent's node and the agent
-// are back the message reaches it, once.
+// are back the message reaches it, once. The message needs a response:
+// its node, back before the agent, refuses it until the agent takes
+// direct messages again, and the sender retries (one that needs none is
+// the node's own to log).
 func TestDirectMessageToDownAgent(t *testing.T) {
 	bin := meshagent(t)
 	py, js := pythonAgent(t), jsAgent(t)

@@ -40,7 +40,7 @@ async def inbox(mesh):
 
 
 async def send(mesh, agent, subject):
-    res = await mesh.send_message(agent, {"subject": subject, "body": "from python"})
+    res = await mesh.send_message(agent, {"subject": subject, "body": "from python", "requires_response": True})
     print(json.dumps(res), flush=True)
 
 

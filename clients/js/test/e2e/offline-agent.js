@@ -32,7 +32,7 @@ const modes = {
     await mesh.closed;
   },
   async send(mesh, agent, subject) {
-    const res = await mesh.sendMessage(agent, { subject, body: 'from js' });
+    const res = await mesh.sendMessage(agent, { subject, body: 'from js', requires_response: true });
     console.log(JSON.stringify(res));
   },
   async group(mesh, topic, name, me) {
