@@ -1,6 +1,7 @@
 """An agent for the Go test of offline delivery in clients/ (real nodes).
 
-    e2e_offline_agent.py durable URL NAME       subscribe to news:* as durable NAME;
+    e2e_offline_agent.py durable URL PATTERN NAME
+                                                 subscribe to PATTERN as durable NAME;
                                                  print "subscribed", then "msg <n>" per message
     e2e_offline_agent.py inbox URL              take direct messages; print "listening",
                                                  then "message <subject>" per message
@@ -23,8 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import meshagent_client as mc  # noqa: E402
 
 
-async def durable(mesh, name):
-    await mesh.subscribe("news:*", lambda m: print(f"msg {m['payload']['n']}", flush=True), durable=name)
+async def durable(mesh, pattern, name):
+    await mesh.subscribe(pattern, lambda m: print(f"msg {m['payload']['n']}", flush=True), durable=name)
     print("subscribed", flush=True)
     await mesh.wait_closed()
 

@@ -1,6 +1,7 @@
 // An agent for the Go test of offline delivery in clients/ (real nodes).
 //
-//   node test/e2e/offline-agent.js durable URL NAME        subscribe to news:* as durable NAME;
+//   node test/e2e/offline-agent.js durable URL PATTERN NAME
+//                                                          subscribe to PATTERN as durable NAME;
 //                                                          print "subscribed", then "msg <n>" per message
 //   node test/e2e/offline-agent.js inbox URL               take direct messages; print "listening",
 //                                                          then "message <subject>" per message
@@ -18,8 +19,8 @@ import { connect } from '../../src/index.js';
 const [mode, url, ...args] = process.argv.slice(2);
 
 const modes = {
-  async durable(mesh, name) {
-    await mesh.subscribe('news:*', (m) => console.log(`msg ${m.payload.n}`), { durable: name });
+  async durable(mesh, pattern, name) {
+    await mesh.subscribe(pattern, (m) => console.log(`msg ${m.payload.n}`), { durable: name });
     console.log('subscribed');
     await mesh.closed;
   },
