@@ -97,10 +97,10 @@ export class Client extends Server {
 
   /**
    * Calls a capability; resolves the final response {correlationId, status,
-   * result, ...}. agentId names the provider (absent: the node chooses, where
-   * it supports that); onProgress(response) gets each in_progress response,
+   * result, ...}. agentId names the provider (absent: the node chooses, and
+   * the response's agentId says which); onProgress(response) gets each in_progress response,
    * in order, before this resolves; receipt asks for the provider's signed
-   * response envelope (nodes that support it); taskId names the request for
+   * response envelope (the response's receipt); taskId names the request for
    * taskStatus/taskCancel.
    */
   async call(capability, params, { agentId, timeoutMs, onProgress, receipt, taskId } = {}) {
@@ -141,7 +141,7 @@ export class Client extends Server {
    * Subscribes to mesh topics matching pattern; resolves the subscription
    * id. handler(message) gets each {topic, from, payload, time, id} in
    * order. durable names a durable subscription that catches up on what it
-   * missed (nodes with history support).
+   * missed from a history keeper (a relay, or a node with --keep-history).
    */
   async subscribe(pattern, handler, { durable } = {}) {
     this.subscribing++;
@@ -189,8 +189,7 @@ export class Client extends Server {
    * ({processed, should_retry, message, ...}), undefined or true acknowledge
    * {processed: true}, false {processed: false}; a throw makes the delivery
    * fail (the bus retries). policy is seed 001's propagation policy; group
-   * joins a queue group (each message goes to one member; nodes with queue
-   * groups).
+   * joins a queue group (each message goes to one member).
    */
   async busSubscribe(topic, handler, { policy, group, defaultHandler } = {}) {
     const p = put({ topic }, { policy, group });

@@ -103,8 +103,8 @@ class Client(Server):
                    receipt=None, task_id=None):
         """Call a capability; return the final response ``{"correlationId", "status", "result", ...}``.
 
-        agent_id names the provider (None lets the node choose one, where
-        it supports that); on_progress(response) gets each ``in_progress``
+        agent_id names the provider (None lets the node choose one, and
+        the response's "agentId" says which); on_progress(response) gets each ``in_progress``
         response, in order, before this returns; receipt asks for the
         provider's signed response envelope;
         task_id names the request for task_status and task_cancel.
@@ -156,8 +156,8 @@ class Client(Server):
 
         handler(message) gets each ``{"topic", "from", "payload", "time",
         "id"}`` in order (it may be a coroutine function). durable names a
-        durable subscription that catches up on what it missed (nodes with
-        history support).
+        durable subscription that catches up on what it missed from a
+        history keeper (a relay, or a node with --keep-history).
         """
         p = _put({"pattern": pattern}, "durable", durable)
         serial = Serial(f"subscription {pattern}")
@@ -226,7 +226,7 @@ class Client(Server):
         or True acknowledge ``{"processed": true}``, False ``{"processed":
         false}``; an exception makes the delivery fail (the bus retries).
         policy is seed 001's propagation policy; group joins a queue group
-        (each message goes to one member; nodes with queue groups).
+        (each message goes to one member).
         """
         p = _put(_put({"topic": topic}, "policy", policy), "group", group)
         if default_handler:
