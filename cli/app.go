@@ -59,6 +59,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.publishCommand(),
 		r.subscribeCommand(),
 		r.sendMessageCommand(),
+		r.busSubscribeCommand(),
 		r.historyCommand(),
 		r.dlqCommand(),
 		r.consensusCommand(),

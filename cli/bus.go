@@ -39,8 +39,9 @@ func busFlag() ucli.Flag {
 	}
 }
 
-// dialBus connects to the bus and initializes as clientID.
-func (r *runState) dialBus(ctx context.Context, c *ucli.Context) (*rpc.Client, string, error) {
+// dialBus connects to the bus and initializes as clientID, with opts
+// beside the CLI's own.
+func (r *runState) dialBus(ctx context.Context, c *ucli.Context, opts ...rpc.ClientOption) (*rpc.Client, string, error) {
 	url := strings.TrimSpace(c.String(flagBus))
 	if url == "" {
 		return nil, "", r.flagError(c, flagBus, "a bus URL is required, e.g. ws://127.0.0.1:7892/")
@@ -51,7 +52,8 @@ func (r *runState) dialBus(ctx context.Context, c *ucli.Context) (*rpc.Client, s
 		_, _ = rand.Read(b[:])
 		id = "meshagent-cli-" + hex.EncodeToString(b[:])
 	}
-	cl, err := rpc.Dial(ctx, url, rpc.WithClientID(id), rpc.WithClientInfo(rpc.ClientInfo{Name: "meshagent", Version: "cli"}))
+	opts = append([]rpc.ClientOption{rpc.WithClientID(id), rpc.WithClientInfo(rpc.ClientInfo{Name: "meshagent", Version: "cli"})}, opts...)
+	cl, err := rpc.Dial(ctx, url, opts...)
 	if err != nil {
 		if errors.Is(err, rpc.ErrNoServer) {
 			return nil, url, exitErrorf(ExitFailure, "no bus is listening at %s: start `meshagent node` or `meshagent relay`, or set --bus / MESHAGENT_BUS_URL", url)
