@@ -22,6 +22,7 @@
 //	               [--persona TYPE]... [--require-capability NAME]... [--timeout D] [--api ADDR] [--json]
 //	meshagent subscribe PATTERN [--durable NAME] [--count N] [--api ADDR]
 //	meshagent send-message --topic T --payload JSON|@FILE|- [--bus URL]
+//	meshagent bus-subscribe TOPIC [--group G] [--bus URL]
 //	meshagent history [--agent A] [--topic T] [--conversation C] [--since T|D] [--until T] [--limit N]
 //	               [--bus URL] [--json]
 //	meshagent dlq list [--topic T] [--limit N] [--bus URL] [--json] | dlq replay ID [--bus URL]
