@@ -27,6 +27,7 @@ test: ## Every test: unit, multi-node, end-to-end (race detector on)
 lint: ## gofmt, go vet, and no printing or exiting in library packages
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./cmd/meshagent
 	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node rpc bus lobby dht pubsub store 2>/dev/null | grep -v '_test.go'
 
 chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods), each bounded, printing its figures
