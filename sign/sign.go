@@ -65,12 +65,14 @@ func Verify(id peer.ID, msg, sig []byte) error {
 	return VerifyKey(pub, msg, sig)
 }
 
-// VerifyKey checks sig over msg with a raw Ed25519 public key.
+// VerifyKey checks sig over msg with a raw Ed25519 public key. It accepts
+// exactly the signatures crypto/ed25519 accepts, but keeps the key's
+// expanded form for the next message from the same key.
 func VerifyKey(pub ed25519.PublicKey, msg, sig []byte) error {
 	if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
 		return ErrInvalidSignature
 	}
-	if !ed25519.Verify(pub, msg, sig) {
+	if !verifyExpanded(pub, msg, sig) {
 		return ErrInvalidSignature
 	}
 	return nil
