@@ -1,6 +1,7 @@
 package sign_test
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -185,6 +186,10 @@ func FuzzVerifyKeyDifferential(f *testing.F) {
 		priv := ed25519.NewKeyFromSeed(pub[:ed25519.SeedSize])
 		real := priv.Public().(ed25519.PublicKey)
 		good := ed25519.Sign(priv, msg)
+		// Signer.Sign (curve25519-voi) must make crypto/ed25519's bytes.
+		if got := seedSigner(t, pub[:ed25519.SeedSize]).Sign(msg); !bytes.Equal(got, good) {
+			t.Fatalf("Signer.Sign = %x, crypto/ed25519 signs %x", got, good)
+		}
 		if !agrees(t, real, msg, good) {
 			t.Fatal("a fresh signature does not verify")
 		}
@@ -204,4 +209,30 @@ func FuzzVerifyKeyDifferential(f *testing.F) {
 			agrees(t, real, msg, sig)
 		}
 	})
+}
+
+func seedSigner(t testing.TB, seed []byte) *sign.Signer {
+	t.Helper()
+	k, err := sign.KeyFromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sign.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSignerSignMatchesCryptoEd25519(t *testing.T) {
+	msg := []byte{}
+	for i := range 64 {
+		seed := bytes.Repeat([]byte{byte(i * 37)}, ed25519.SeedSize)
+		seed[0] = byte(i)
+		want := ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg)
+		if got := seedSigner(t, seed).Sign(msg); !bytes.Equal(got, want) {
+			t.Fatalf("seed %x: Signer.Sign = %x, crypto/ed25519 signs %x", seed, got, want)
+		}
+		msg = append(msg, byte(i), '{')
+	}
 }
