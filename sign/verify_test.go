@@ -169,7 +169,11 @@ func addLE(a, b []byte) []byte {
 // signature it then malleates (S+ℓ, bit flips, R swapped for an edge
 // point): every verdict must match crypto/ed25519's.
 //
-//	go test ./sign -run '^$' -fuzz FuzzVerifyKeyDifferential -fuzztime 60s
+//	go test ./sign -run '^$' -fuzz FuzzVerifyKeyDifferential -fuzztime 60s -fuzzminimizetime 2s
+//
+// Each run costs several signatures and verifications, so minimising a new
+// input for the default 60s stalls the fuzzer; a short minimise time keeps
+// it exploring.
 func FuzzVerifyKeyDifferential(f *testing.F) {
 	keys, msgs, sigs := goldenSigned(f)
 	for i := range msgs {
