@@ -27,6 +27,7 @@ test: ## Every test: unit, multi-node, end-to-end (race detector on)
 lint: ## gofmt, go vet, and no printing or exiting in library packages
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./cmd/meshagent
 	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node rpc bus lobby dht pubsub store 2>/dev/null | grep -v '_test.go'
 
 chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods), each bounded, printing its figures
@@ -48,9 +49,9 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
 fuzz: ## Run every fuzz target for FUZZTIME (node's, rpc's, bus's and lobby's drive whole paths: serve, hello, topics, local API, bus, lobby)
-	@for pkg in sign protocol store pubsub rpc bus lobby node; do \
+	@for pkg in sign protocol store pubsub rpc bus lobby mailbox node cli; do \
 	  for f in $$($(GO) test ./$$pkg -list '^Fuzz' | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test ./$$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	    echo "== $$pkg $$f"; $(GO) test ./$$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1; \
 	  done; \
 	done
 

@@ -228,7 +228,15 @@ func (tt *taskTable) evictLocked() {
 		t := tt.m[tt.order[i]]
 		tt.bytes -= t.size
 		delete(tt.m, tt.order[i])
-		tt.order = slices.Delete(tt.order, i, i+1)
+		if i == 0 {
+			// The usual case, the oldest task done: dropping the head by
+			// reslicing keeps a full table's admit O(1) rather than a
+			// memmove of every key; append reallocates the array in time.
+			tt.order[0] = requestKey{}
+			tt.order = tt.order[1:]
+		} else {
+			tt.order = slices.Delete(tt.order, i, i+1)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
@@ -64,6 +65,15 @@ func fastMarshal(v any) (out []byte, ok bool) {
 	case *Envelope:
 		b, ok := p.appendCanonical(0)
 		return b, ok
+	case json.RawMessage:
+		// Params and results arrive as raw JSON that is usually canonical
+		// already (a peer's verified bytes, a handler's MarshalCanonical):
+		// one scan instead of an encode and a canonicalisation. A copy,
+		// as the slow path makes, so the caller may keep its bytes.
+		if len(p) == 0 || sign.CheckCanonical(p) != nil {
+			return nil, false
+		}
+		return bytes.Clone(p), true
 	}
 	return nil, false
 }

@@ -664,6 +664,8 @@ func TestMarshalCanonical(t *testing.T) {
 		{"key order by UTF-16", map[string]any{"\U0001F600": 1, "\uFB01": 2, "a": 3, "B": 4}},
 		{"nested", map[string]any{"z": []any{map[string]any{"b": nil, "a": true}}, "a": map[string]any{}}},
 		{"raw message", json.RawMessage("{ \"b\": [1, 2.50, 1E3], \"a\": \"\\u0041\" }")},
+		{"canonical raw message", json.RawMessage(`{"a":"é<>&","b":[1,2.5,null],"c":{"A":true}}`)},
+		{"canonical raw scalar", json.RawMessage(`"x"`)},
 		{"struct", Request{Action: "<&>", CorrelationID: "c", Params: json.RawMessage(`{"y":1,"x":2}`)}},
 		{"error payload", Error{Code: CodeTimeout, Message: "m", Details: json.RawMessage(`{"b":1,"a":2}`)}},
 	}
@@ -691,6 +693,23 @@ func TestMarshalCanonical(t *testing.T) {
 				t.Errorf("output has escapes that canonical JSON does not: %s", got)
 			}
 		})
+	}
+}
+
+// A canonical raw message takes a fast path: the same bytes, in a copy the
+// caller's later changes cannot reach.
+func TestMarshalCanonicalRawCopies(t *testing.T) {
+	in := json.RawMessage(`{"a":1}`)
+	out, err := MarshalCanonical(in)
+	if err != nil || string(out) != `{"a":1}` {
+		t.Fatalf("MarshalCanonical = %s, %v", out, err)
+	}
+	in[2] = 'b'
+	if string(out) != `{"a":1}` {
+		t.Fatalf("the output shares the input's bytes: %s", out)
+	}
+	if out, err := MarshalCanonical(json.RawMessage(nil)); err != nil || string(out) != "null" {
+		t.Fatalf("MarshalCanonical(empty raw) = %s, %v; want null", out, err)
 	}
 }
 

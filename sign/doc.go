@@ -31,6 +31,19 @@
 // non-canonical numbers. A receiver checks this before decoding, so no
 // lenient decoder ever sees signed material first.
 //
+// # Verification
+//
+// Verification runs curve25519-voi with each key's expanded form (a
+// precomputed table of -A) kept in a bounded LRU, since a node verifies
+// many messages from few peers and crypto/ed25519 re-expands the key every
+// time. It uses voi's crypto/ed25519-compatible rules (cofactorless, S and
+// R canonical, small-order and non-canonical A allowed), so every node
+// accepts exactly the signatures the standard library does; tests hold it
+// to crypto/ed25519 on the golden vectors, on edge-case points and by
+// differential fuzzing. Signing uses curve25519-voi too: Ed25519 signatures
+// are deterministic, so its bytes are crypto/ed25519's (the golden vectors
+// pin them), made in about half the time.
+//
 // This package is the leaf of meshagent: it imports nothing of the project
 // and no network code.
 package sign
