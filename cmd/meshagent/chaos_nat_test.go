@@ -24,6 +24,10 @@ import (
 // node's network namespace, where the node's loopback API is.
 const natConnsEnv = "MESHAGENT_NATLAB_CONNS"
 
+// natLogEnv, when set, is passed to the lab's processes as their libp2p
+// log levels (GOLOG_LOG_LEVEL), e.g. "p2p-holepunch=debug".
+const natLogEnv = "MESHAGENT_NATLAB_LOG"
+
 func init() {
 	if api := os.Getenv(natConnsEnv); api != "" {
 		os.Exit(printConns(api))
@@ -154,6 +158,9 @@ func (l *natLab) start(ns, command, name string, args ...string) *nodeProc {
 	l.t.Helper()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", l.prefix + ns, binary}, commandArgs(command, name, args...)...)...)
 	cmd.Env = env(l.t)
+	if v := os.Getenv(natLogEnv); v != "" {
+		cmd.Env = append(cmd.Env, "GOLOG_LOG_LEVEL="+v)
+	}
 	return launch(l.t, name, cmd)
 }
 
@@ -247,7 +254,12 @@ func (s *natScenario) call(t *testing.T) {
 	t.Helper()
 	wait.For(t, 20*time.Second, func() error {
 		res := s.lab.meshagent("a", "call", "--json", "--api", s.a.started.API, "--params", `{"hi":"b"}`, s.b.started.AgentID, "echo")
-		if res.code != 0 || strings.TrimSpace(res.stdout) != `{"hi":"b"}` {
+		var out struct {
+			Status string          `json:"status"`
+			Result json.RawMessage `json:"result"`
+		}
+		_ = json.Unmarshal([]byte(res.stdout), &out)
+		if res.code != 0 || out.Status != "success" || string(out.Result) != `{"hi":"b"}` {
 			return fmt.Errorf("call a→b exited %d: %s %s", res.code, res.stdout, res.stderr)
 		}
 		return nil
