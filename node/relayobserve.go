@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -18,16 +19,21 @@ const observeTimeout = 10 * time.Second
 // throwaway port: the address the relay then observes (identify) is a NAT
 // mapping nobody can punch to, and hole punching finds no public address.
 // Such a connection is closed and dialled again, from the listening
-// socket; AutoRelay renews the reservation on the new one.
+// socket, and the reservation made again at once: AutoRelay would renew
+// it only after its backoff, and peers dialling the circuit meanwhile
+// would be refused.
 func (n *Node) observeThroughRelays(relays []peer.AddrInfo) {
 	for _, r := range relays {
-		for range 2 {
+		for attempt := range 2 {
 			ctx, cancel := context.WithTimeout(n.ctx, observeTimeout)
 			err := n.host.Connect(ctx, r)
+			if err == nil && attempt > 0 {
+				_, err = client.Reserve(ctx, n.host, r)
+			}
 			cancel()
 			if err != nil {
 				if n.ctx.Err() == nil {
-					n.log.Debug("dial static relay", "relay", r.ID, "err", err)
+					n.log.Debug("static relay from the listening socket", "relay", r.ID, "err", err)
 				}
 				break
 			}
