@@ -30,7 +30,7 @@ lint: ## gofmt, go vet, and no printing or exiting in library packages
 	$(GO) vet -tags chaos ./cmd/meshagent
 	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node rpc bus lobby dht pubsub store 2>/dev/null | grep -v '_test.go'
 
-chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods), each bounded, printing its figures
+chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
 	@log=$$(mktemp); \
 	$(GO) test -tags chaos -count=1 -timeout=$(CHAOSTIMEOUT) -v -run '^TestChaos' ./cmd/meshagent >$$log 2>&1; rc=$$?; \
 	grep -E '^(chaos: |--- (FAIL|SKIP)|FAIL|ok )|pending fix' $$log; \

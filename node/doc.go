@@ -91,6 +91,15 @@
 // a call in flight, bootstrap peers, static relays and GossipSub mesh
 // peers are protected.
 //
+// A node behind NAT reserves a slot on its static relays
+// (WithStaticRelays) and is reached through them; hole punching (DCUtR)
+// then upgrades a relayed connection to a direct one where the NATs allow,
+// from the public addresses the relay observed. The host builds before it
+// listens, so AutoRelay's first connection to a relay may leave from a
+// throwaway UDP port; the node redials it from the listening socket and
+// reserves again, or the observed address would be unpunchable. A relay
+// (WithRelayService) also answers AutoNAT v1 and v2.
+//
 // Payloads from the network are decoded with every member's JSON type
 // checked (protocol.DecodePayload): a wrong type is INVALID_MESSAGE naming
 // the member, never a panic.

@@ -96,6 +96,13 @@ func newHost(cfg Config) (host.Host, error) {
 		// node must still dial and accept /p2p-circuit addresses (peers
 		// behind NAT, reached through a relay), as libp2p's default has it.
 		libp2p.EnableRelay(),
+		// DCUtR: when a peer reaches this node through a relay, both sides
+		// dial each other's observed public addresses at once, and a direct
+		// connection replaces the relayed one where the NATs allow it (QUIC
+		// through most home NATs; TCP rarely, as dials do not reuse the
+		// listen port). It needs a public address observed by a peer, so on
+		// a LAN or loopback it stays idle.
+		libp2p.EnableHolePunching(),
 		// No SO_REUSEPORT: with it a second node (or any process setting
 		// it) binds the same TCP port silently and the kernel splits
 		// incoming connections between them. QUIC's listener binds its
@@ -114,7 +121,11 @@ func newHost(cfg Config) (host.Host, error) {
 		// (reservations, circuits per peer) still bound what it carries.
 		// go-libp2p starts the service only once AutoNAT finds the host
 		// publicly reachable; a relay is deployed to be reachable, so say so.
-		opts = append(opts, libp2p.EnableRelayService(relayv2.WithInfiniteLimits()), libp2p.ForceReachabilityPublic())
+		// It also answers AutoNAT (v1 and v2): peers ask it to dial them
+		// back to learn whether they are reachable, and which of their
+		// addresses are. Every node runs the v1 client, libp2p's default.
+		opts = append(opts, libp2p.EnableRelayService(relayv2.WithInfiniteLimits()), libp2p.ForceReachabilityPublic(),
+			libp2p.EnableNATService(), libp2p.EnableAutoNATv2())
 	}
 	if len(cfg.StaticRelays) > 0 {
 		relays, err := peer.AddrInfosFromP2pAddrs(cfg.StaticRelays...)

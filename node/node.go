@@ -182,6 +182,11 @@ func New(opts ...Option) (n *Node, err error) {
 			return n, fmt.Errorf("node: start mDNS: %w", err)
 		}
 	}
+	if n.ownsHost && len(cfg.StaticRelays) > 0 {
+		// newHost checked the addresses already.
+		relays, _ := peer.AddrInfosFromP2pAddrs(cfg.StaticRelays...)
+		n.wg.Go(func() { n.observeThroughRelays(relays) })
+	}
 	var infos []peer.AddrInfo
 	if len(cfg.Bootstrap) > 0 {
 		infos, err = peer.AddrInfosFromP2pAddrs(cfg.Bootstrap...)

@@ -148,10 +148,23 @@ func startCommand(t testing.TB, command, name string, args ...string) *nodeProc 
 // startCommandEnv is startCommand with extra environment variables.
 func startCommandEnv(t testing.TB, extraEnv []string, command, name string, args ...string) *nodeProc {
 	t.Helper()
-	p := &nodeProc{name: name, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{command, "--json", "--no-mdns", "--name", name,
-		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--heartbeat", "500ms"}, args...)...)
-	p.cmd.Env = append(env(t), extraEnv...)
+	cmd := exec.Command(binary, commandArgs(command, name, args...)...)
+	cmd.Env = append(env(t), extraEnv...)
+	return launch(t, name, cmd)
+}
+
+// commandArgs are the arguments of a test's `meshagent node` or
+// `meshagent relay`: JSON start line, no mDNS, loopback API, a quick
+// heartbeat, then args.
+func commandArgs(command, name string, args ...string) []string {
+	return append([]string{command, "--json", "--no-mdns", "--name", name,
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--heartbeat", "500ms"}, args...)
+}
+
+// launch starts cmd, a node or relay process, and waits for its start line.
+func launch(t testing.TB, name string, cmd *exec.Cmd) *nodeProc {
+	t.Helper()
+	p := &nodeProc{name: name, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

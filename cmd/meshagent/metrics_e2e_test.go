@@ -46,8 +46,8 @@ func sample(scrape, series string) float64 {
 	return v
 }
 
-// figures checks a scrape against exact values and lower bounds.
-func figures(scrape string, exact, atLeast map[string]float64) error {
+// checkFigures checks a scrape against exact values and lower bounds.
+func checkFigures(scrape string, exact, atLeast map[string]float64) error {
 	var errs []error
 	for s, want := range exact {
 		if got := sample(scrape, s); got != want {
@@ -158,7 +158,7 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	if err := wait.Until(20*time.Second, func() error {
 		_, scrape = httpGet(t, "http://"+a.started.API+"/metrics")
-		return figures(scrape, exact, atLeast)
+		return checkFigures(scrape, exact, atLeast)
 	}); err != nil {
 		t.Errorf("alice's scrape: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestMetricsScrape(t *testing.T) {
 	promtoolCheck(t, scrape)
 
 	_, bs := httpGet(t, "http://"+b.started.API+"/metrics")
-	if err := figures(bs, map[string]float64{
+	if err := checkFigures(bs, map[string]float64{
 		`meshagent_calls_sent_total{outcome="success"}`:           2,
 		`meshagent_call_latency_seconds_count{outcome="success"}`: 2,
 		`meshagent_topic_messages_published_total{family="news"}`: 1,
