@@ -56,12 +56,15 @@ func (c *meshCluster) find(ctx context.Context, i int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	found := false
+	// The first confirmed provider ends the search, as for raw: the
+	// caller cancels ctx, which ends the lookup and the channel.
 	want := c.nodes[c.prov].AgentID()
 	for pi := range ch {
-		found = found || pi.AgentID == want
+		if pi.AgentID == want {
+			return true, nil
+		}
 	}
-	return found, nil
+	return false, nil
 }
 
 func (c *meshCluster) subscribe(i int, got func([]byte)) error {

@@ -102,7 +102,9 @@ func (c *rawCluster) reporter() *gossipReporter { return c.rep }
 
 func (c *rawCluster) find(ctx context.Context, i int) (bool, error) {
 	want := c.hosts[c.prov].ID()
-	for ai := range c.kads[i].FindProvidersAsync(ctx, c.key, 1) {
+	// Every provider, as the mesh's directory asks: a limit of one would
+	// stop at a cached record and time no lookup.
+	for ai := range c.kads[i].FindProvidersAsync(ctx, c.key, 0) {
 		if ai.ID == want {
 			return c.hosts[i].Connect(ctx, ai) == nil, nil
 		}
