@@ -9,6 +9,10 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 UNITS   := meshagent.service meshagent-relay.service
+# make scale: the sizes measured, where the CSV and plots go, and the bound of each waiting step.
+SCALEN    ?= 10,25
+SCALEOUT  ?= docs/scale
+SCALESTEP ?= 60s
 # make chaos runs each scenario within 3 minutes and all of them within this.
 CHAOSTIMEOUT ?= 14m
 
@@ -48,6 +52,13 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./cmd/meshagent -run '^$$' -bench Serve -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
+scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100,200), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
+	@log=$$(mktemp); \
+	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=60m -v -args -scale -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) >$$log 2>&1; rc=$$?; \
+	grep -E '(scale|cluster)_test\.go:|^(--- |FAIL|ok )' $$log; \
+	if [ $$rc -ne 0 ]; then echo "make scale failed; the end of its log:"; tail -n 100 $$log; fi; \
+	rm -f $$log; exit $$rc
+
 fuzz: ## Run every fuzz target for FUZZTIME (node's, rpc's, bus's and lobby's drive whole paths: serve, hello, topics, local API, bus, lobby)
 	@for pkg in sign protocol store pubsub rpc bus lobby mailbox node cli; do \
 	  for f in $$($(GO) test ./$$pkg -list '^Fuzz' | grep '^Fuzz'); do \
@@ -74,4 +85,4 @@ uninstall: ## Remove what install installed
 clean: ## Remove build output
 	rm -rf bin
 
-.PHONY: help build run test chaos lint bench fuzz vectors install uninstall clean
+.PHONY: help build run test chaos lint bench scale fuzz vectors install uninstall clean

@@ -44,10 +44,13 @@ var forbidden = map[string][]string{
 	// The example clients' exchange runs a real node's local API, built
 	// as a node serves it, without the command line.
 	"internal/clienttest": {mod + "cli", mod + "lobby"},
+	// The scale harness's rows and plots import nothing of the project;
+	// its measuring, which starts nodes, is in its tests.
+	"internal/scale": {mod},
 }
 
 // testHelpers are the packages only tests may import.
-var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/testlog", "internal/wait", "internal/wstest"}
+var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/scale", "internal/testlog", "internal/wait", "internal/wstest"}
 
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()

@@ -1,0 +1,284 @@
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/routing"
+
+	"github.com/meshagent/meshagent/internal/wait"
+)
+
+// cluster is N started nodes of one kind, node provider offering the
+// capability probed.
+type cluster interface {
+	size() int
+	provider() int
+	// find looks the provider up from node i and reaches it (the mesh's
+	// signed hello, a raw connect); it reports whether it was found.
+	find(ctx context.Context, i int) (bool, error)
+	// subscribe calls got with the payload of every message node i
+	// receives on the probe topic.
+	subscribe(i int, got func([]byte)) error
+	publish(ctx context.Context, from int, payload []byte) error
+	reporter() *gossipReporter
+}
+
+// params bound each step so that a run at small N fits in CI time.
+type params struct {
+	step      time.Duration // bound of each waiting step
+	lookups   int           // discovery samples from random nodes
+	rate      int           // publish rate, messages/s
+	published int           // messages published at rate
+	idle      time.Duration // idle window for CPU
+}
+
+// sparse returns, for each node i > 0, one or two random earlier nodes
+// to bootstrap from.
+func sparse(rng *rand.Rand, n int) [][]int {
+	boot := make([][]int, n)
+	for i := 1; i < n; i++ {
+		boot[i] = []int{rng.IntN(i)}
+		if i > 1 && rng.IntN(2) == 0 {
+			if j := rng.IntN(i); j != boot[i][0] {
+				boot[i] = append(boot[i], j)
+			}
+		}
+	}
+	return boot
+}
+
+// heapAndStacks returns the memory the Go runtime holds for live objects
+// and goroutine stacks, after a collection.
+func heapAndStacks() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc + ms.StackInuse
+}
+
+// cpuTime returns the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func quantile(ds []time.Duration, p int) float64 {
+	if len(ds) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return ms(s[(len(s)-1)*p/100])
+}
+
+// payload is a published message's body: a JSON object, as topics
+// require, the same bytes for both kinds.
+func payload(m string) []byte { return []byte(`{"m":"` + m + `"}`) }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// measure records c's figures; base is the memory held before c started.
+func measure(t *testing.T, rng *rand.Rand, c cluster, p params, base uint64) Row {
+	r := Row{N: c.size()}
+	r.AllDiscoverMs, r.Discovered = allDiscover(t, c, p)
+	var lat []time.Duration
+	var queried, samples int
+	for range p.lookups {
+		i := rng.IntN(c.size())
+		if i == c.provider() {
+			continue
+		}
+		d, q, ok := lookup(c, i, p.step)
+		if ok {
+			lat = append(lat, d)
+		}
+		queried += q
+		samples++
+	}
+	r.DiscoverP50Ms, r.DiscoverP99Ms = quantile(lat, 50), quantile(lat, 99)
+	if samples > 0 {
+		r.QueriedPerLookup = float64(queried) / float64(samples)
+	}
+	publishPhase(t, c, p, &r)
+	before := cpuTime()
+	start := time.Now()
+	<-time.After(p.idle) // an idle window, not a wait for a condition
+	r.IdleCPUPercent = 100 * float64(cpuTime()-before) / float64(time.Since(start)) / float64(c.size())
+	// Memory is taken idle, with the subscriptions and routing tables of
+	// a node that has discovered and published.
+	r.MemMiBPerNode = float64(int64(heapAndStacks())-int64(base)) / float64(c.size()) / (1 << 20)
+	return r
+}
+
+// allDiscover starts a finder on every node other than the provider,
+// each retrying until it finds the provider, and returns when the last
+// did, or at the step's bound.
+func allDiscover(t *testing.T, c cluster, p params) (float64, int) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.step)
+	defer cancel()
+	start := time.Now()
+	var mu sync.Mutex
+	var last time.Duration
+	found := 0
+	var wg sync.WaitGroup
+	for i := range c.size() {
+		if i == c.provider() {
+			continue
+		}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+				ok, _ := c.find(lctx, i)
+				lcancel()
+				if ok {
+					mu.Lock()
+					found++
+					last = max(last, time.Since(start))
+					mu.Unlock()
+					return
+				}
+				select { // back off before asking again, as a client would
+				case <-ctx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if found < c.size()-1 {
+		t.Logf("N=%d: %d of %d nodes discovered the provider within %s", c.size(), found, c.size()-1, p.step)
+		return math.NaN(), found
+	}
+	return ms(last), found
+}
+
+// lookup times one find from node i and counts the peers it queried.
+func lookup(c cluster, i int, bound time.Duration) (time.Duration, int, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	ctx, events := routing.RegisterForQueryEvents(ctx)
+	counted := make(chan int)
+	go func() {
+		n := 0
+		for ev := range events {
+			if ev.Type == routing.SendingQuery {
+				n++
+			}
+		}
+		counted <- n
+	}()
+	start := time.Now()
+	ok, _ := c.find(ctx, i)
+	d := time.Since(start)
+	cancel() // closes events
+	return d, <-counted, ok
+}
+
+// publishPhase subscribes every node but the publisher, warms the topic
+// until each has a message, then publishes at the paced rate and records
+// time-to-all, delivery ratio and the gossip sent.
+func publishPhase(t *testing.T, c cluster, p params, r *Row) {
+	const from = 0
+	subs := c.size() - 1
+	var mu sync.Mutex
+	warmed := map[int]bool{}
+	sent := map[int]time.Time{}
+	got := map[int]int{}
+	var lat []time.Duration
+	deliveries := 0
+	for i := range c.size() {
+		if i == from {
+			continue
+		}
+		if err := c.subscribe(i, func(data []byte) {
+			now := time.Now()
+			var m struct {
+				M string `json:"m"`
+			}
+			if json.Unmarshal(data, &m) != nil {
+				return
+			}
+			s := m.M
+			mu.Lock()
+			defer mu.Unlock()
+			if len(s) > 0 && s[0] == 'w' {
+				warmed[i] = true
+				return
+			}
+			seq, err := strconv.Atoi(s)
+			if err != nil {
+				return
+			}
+			deliveries++
+			if got[seq]++; got[seq] == subs {
+				lat = append(lat, now.Sub(sent[seq]))
+			}
+		}); err != nil {
+			t.Fatalf("N=%d: subscribe %d: %v", c.size(), i, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.step)
+	defer cancel()
+	for w := 0; ctx.Err() == nil; w++ {
+		mu.Lock()
+		ready := len(warmed)
+		mu.Unlock()
+		if ready == subs {
+			break
+		}
+		if err := c.publish(ctx, from, payload("w"+strconv.Itoa(w))); err != nil && w == 0 {
+			t.Logf("N=%d: warm-up publish: %v", c.size(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond): // the warm-up's own pace
+		}
+	}
+	if ctx.Err() != nil {
+		t.Logf("N=%d: %d of %d subscribers warmed within %s", c.size(), len(warmed), subs, p.step)
+	}
+	msgs0, bytes0 := c.reporter().sent()
+	tick := time.NewTicker(time.Second / time.Duration(p.rate))
+	for seq := range p.published {
+		<-tick.C
+		mu.Lock()
+		sent[seq] = time.Now()
+		mu.Unlock()
+		if err := c.publish(ctx, from, payload(strconv.Itoa(seq))); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Logf("N=%d: publish %d: %v", c.size(), seq, err)
+		}
+	}
+	tick.Stop()
+	done := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lat) < p.published {
+			return fmt.Errorf("%d of %d messages reached every subscriber", len(lat), p.published)
+		}
+		return nil
+	}
+	_ = wait.Until(5*time.Second, done) // stragglers get 5 s; the ratio says how many never came
+	msgs1, bytes1 := c.reporter().sent()
+	mu.Lock()
+	defer mu.Unlock()
+	r.PublishP50Ms, r.PublishP99Ms = quantile(lat, 50), quantile(lat, 99)
+	r.DeliveryRatio = float64(deliveries) / float64(p.published*subs)
+	per := float64(c.size() * p.published)
+	r.MsgsPerNodePerPub = float64(msgs1-msgs0) / per
+	r.BytesPerNodePerPub = float64(bytes1-bytes0) / per
+}

@@ -1,0 +1,78 @@
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/libp2p/go-libp2p"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// probe is the capability the provider offers and the others discover.
+const probe = "scale-probe"
+
+// probeTopic is the topic published to; subscribers use its family.
+const probeTopic, probePattern = "scale:x", "scale:*"
+
+// meshCluster is N agents with the DHT and topics on, as the product runs.
+type meshCluster struct {
+	nodes []*node.Node
+	prov  int
+	rep   *gossipReporter
+}
+
+func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
+	c := &meshCluster{prov: n - 1, rep: newGossipReporter()}
+	svc := node.Service{Capability: protocol.Capability{Name: probe, Description: "the capability the scale harness discovers"}, Handler: node.EchoHandler()}
+	for i, boot := range sparse(rng, n) {
+		opts := []node.Option{node.WithDHT(true), node.WithHostOptions(libp2p.BandwidthReporter(c.rep))}
+		var addrs []ma.Multiaddr
+		for _, j := range boot {
+			addrs = append(addrs, c.nodes[j].Addrs()...)
+		}
+		if len(addrs) > 0 {
+			opts = append(opts, node.WithBootstrap(addrs...))
+		}
+		if i == c.prov {
+			opts = append(opts, node.WithServices(svc))
+		}
+		c.nodes = append(c.nodes, meshtest.Node(t, 1000+i, opts...))
+	}
+	return c
+}
+
+func (c *meshCluster) size() int                 { return len(c.nodes) }
+func (c *meshCluster) provider() int             { return c.prov }
+func (c *meshCluster) reporter() *gossipReporter { return c.rep }
+
+func (c *meshCluster) find(ctx context.Context, i int) (bool, error) {
+	ch, err := c.nodes[i].Discover(ctx, probe, false)
+	if err != nil {
+		return false, err
+	}
+	// The first confirmed provider ends the search, as for raw: the
+	// caller cancels ctx, which ends the lookup and the channel.
+	want := c.nodes[c.prov].AgentID()
+	for pi := range ch {
+		if pi.AgentID == want {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (c *meshCluster) subscribe(i int, got func([]byte)) error {
+	_, err := c.nodes[i].Subscribe(probePattern, func(m protocol.TopicMessage) { got(m.Payload) })
+	return err
+}
+
+func (c *meshCluster) publish(ctx context.Context, from int, payload []byte) error {
+	_, err := c.nodes[from].Publish(ctx, probeTopic, json.RawMessage(payload), nil)
+	return err
+}

@@ -1,0 +1,73 @@
+package scale
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// figure is one plot: a Row field against N.
+type figure struct {
+	file, title, unit string
+	value             func(Row) float64
+}
+
+var figures = []figure{
+	{"all-discover.png", "Time until every node discovers the capability", "ms", func(r Row) float64 { return r.AllDiscoverMs }},
+	{"discover-p50.png", "Discovery p50 (lookup + hello/connect)", "ms", func(r Row) float64 { return r.DiscoverP50Ms }},
+	{"discover-p99.png", "Discovery p99 (lookup + hello/connect)", "ms", func(r Row) float64 { return r.DiscoverP99Ms }},
+	{"queried.png", "Peers queried per DHT lookup", "peers", func(r Row) float64 { return r.QueriedPerLookup }},
+	{"publish-p50.png", "Publish to all subscribers p50 at 20 msgs/s", "ms", func(r Row) float64 { return r.PublishP50Ms }},
+	{"publish-p99.png", "Publish to all subscribers p99 at 20 msgs/s", "ms", func(r Row) float64 { return r.PublishP99Ms }},
+	{"delivery.png", "Delivery ratio", "ratio", func(r Row) float64 { return r.DeliveryRatio }},
+	{"msgs-per-node.png", "GossipSub RPCs sent per node per published message", "RPCs", func(r Row) float64 { return r.MsgsPerNodePerPub }},
+	{"bytes-per-node.png", "GossipSub bytes sent per node per published message", "bytes", func(r Row) float64 { return r.BytesPerNodePerPub }},
+	{"idle-cpu.png", "Idle CPU per node", "% of one core", func(r Row) float64 { return r.IdleCPUPercent }},
+	{"memory.png", "Memory per node (heap + stacks)", "MiB", func(r Row) float64 { return r.MemMiBPerNode }},
+}
+
+// kindColors keeps each kind's colour the same on every plot.
+var kindColors = map[string]color.Color{
+	KindMesh: color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	KindRaw:  color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+}
+
+// Plot writes one PNG per figure into dir: each figure against N, one
+// line per kind. Figures that are NaN (not measured) are left out.
+func Plot(dir string, rows []Row) error {
+	for _, f := range figures {
+		p := plot.New()
+		p.Title.Text = f.title
+		p.X.Label.Text = "nodes (N)"
+		p.Y.Label.Text = f.unit
+		p.Legend.Top = true
+		p.Legend.Left = true
+		for _, kind := range []string{KindMesh, KindRaw} {
+			var pts plotter.XYs
+			for _, r := range rows {
+				if v := f.value(r); r.Kind == kind && !math.IsNaN(v) && !math.IsInf(v, 0) {
+					pts = append(pts, plotter.XY{X: float64(r.N), Y: v})
+				}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			line, dots, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return fmt.Errorf("scale: plot %s: %w", f.file, err)
+			}
+			line.Color, dots.Color = kindColors[kind], kindColors[kind]
+			p.Add(line, dots)
+			p.Legend.Add(kind, line, dots)
+		}
+		if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, f.file)); err != nil {
+			return fmt.Errorf("scale: plot %s: %w", f.file, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package scale
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// Kinds of a Row: the mesh's own stack, and the raw libp2p baseline.
+const (
+	KindMesh = "mesh"
+	KindRaw  = "raw"
+)
+
+// Row holds one kind's figures at one size. Durations are in milliseconds.
+type Row struct {
+	Kind string
+	N    int
+	// AllDiscoverMs is the time from the last node's start until every
+	// node has found the capability's provider (NaN when some did not
+	// within the step's bound); Discovered counts those that did.
+	AllDiscoverMs float64
+	Discovered    int
+	// Discovery of the provider from random nodes: a lookup and, for the
+	// mesh, the signed hello that confirms it (a connect for raw).
+	DiscoverP50Ms, DiscoverP99Ms float64
+	// QueriedPerLookup is the mean number of peers a lookup queried.
+	QueriedPerLookup float64
+	// Time from publish until every subscriber has the message, at the
+	// paced rate, over the messages that reached every subscriber.
+	PublishP50Ms, PublishP99Ms float64
+	// DeliveryRatio is deliveries over messages × subscribers.
+	DeliveryRatio float64
+	// RPCs (stream writes) and bytes sent on the GossipSub protocols per
+	// node per published message, heartbeats and gossip included.
+	MsgsPerNodePerPub, BytesPerNodePerPub float64
+	// Idle CPU (percent of one core) and memory (heap and stacks, MiB)
+	// per node.
+	IdleCPUPercent, MemMiBPerNode float64
+}
+
+// header names Row's fields in CSV order.
+var header = []string{"kind", "n", "all_discover_ms", "discovered", "discover_p50_ms", "discover_p99_ms",
+	"queried_per_lookup", "publish_p50_ms", "publish_p99_ms", "delivery_ratio",
+	"msgs_per_node_per_pub", "bytes_per_node_per_pub", "idle_cpu_percent", "mem_mib_per_node"}
+
+func (r Row) values() []float64 {
+	return []float64{r.AllDiscoverMs, float64(r.Discovered), r.DiscoverP50Ms, r.DiscoverP99Ms,
+		r.QueriedPerLookup, r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio,
+		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode}
+}
+
+// WriteCSV writes rows with a header line.
+func WriteCSV(w io.Writer, rows []Row) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(header); err != nil {
+		return fmt.Errorf("scale: csv: %w", err)
+	}
+	for _, r := range rows {
+		rec := []string{r.Kind, strconv.Itoa(r.N)}
+		for _, v := range r.values() {
+			rec = append(rec, strconv.FormatFloat(v, 'g', 6, 64))
+		}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("scale: csv: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("scale: csv: %w", err)
+	}
+	return nil
+}

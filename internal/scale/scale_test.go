@@ -1,0 +1,70 @@
+package scale
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	run     = flag.Bool("scale", false, "run the scale harness (make scale)")
+	sizes   = flag.String("scale.n", "10,25", "comma-separated numbers of nodes")
+	out     = flag.String("scale.out", "../../docs/scale", "directory for scale.csv and the plots")
+	step    = flag.Duration("scale.step", 60*time.Second, "bound of each waiting step")
+	lookups = flag.Int("scale.lookups", 40, "discovery samples from random nodes")
+	pubs    = flag.Int("scale.published", 100, "messages published at 20 messages/s")
+	idle    = flag.Duration("scale.idle", 5*time.Second, "idle window for CPU")
+	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
+)
+
+// TestScale is the harness's entry: for each size it measures the mesh,
+// closes it, then measures the raw baseline, and writes the CSV and plots.
+func TestScale(t *testing.T) {
+	if !*run {
+		t.Skip("the scale harness runs with -scale (make scale)")
+	}
+	p := params{step: *step, lookups: *lookups, rate: 20, published: *pubs, idle: *idle}
+	var rows []Row
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 3 {
+			t.Fatalf("-scale.n: %q is not a size of at least 3", f)
+		}
+		for _, kind := range []string{KindMesh, KindRaw} {
+			t.Run(fmt.Sprintf("N=%d/%s", n, kind), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(*seed, uint64(n)))
+				base := heapAndStacks()
+				var c cluster
+				if kind == KindMesh {
+					c = startMesh(t, rng, n)
+				} else {
+					c = startRaw(t, rng, n, p.step)
+				}
+				start := time.Now()
+				r := measure(t, rng, c, p, base)
+				r.Kind = kind
+				t.Logf("%s N=%d in %s: %+v", kind, n, time.Since(start).Round(time.Second), r)
+				rows = append(rows, r)
+			})
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(*out + "/scale.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := WriteCSV(f, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := Plot(*out, rows); err != nil {
+		t.Fatal(err)
+	}
+}
