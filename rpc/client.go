@@ -430,7 +430,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ho
 		}
 		c.mu.Unlock()
 	}()
-	b, err := marshal(outRequest{JSONRPC: "2.0", ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: p})
+	b, err := encodeRequest(strconv.FormatInt(id, 10), method, p)
 	if err != nil {
 		return fmt.Errorf("rpc: encode %s: %w", method, err)
 	}
@@ -476,7 +476,7 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return err
 	}
-	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	b, err := encodeRequest("", method, p)
 	if err != nil {
 		return fmt.Errorf("rpc: encode %s: %w", method, err)
 	}
