@@ -55,6 +55,15 @@ const (
 	benchDeadline = 30 * time.Second // bound on any one round trip
 )
 
+// The bus's targets against nats-server in the same run: p50 and p99 at
+// most these multiples of nats-server's, throughput at least this
+// fraction of it.
+const (
+	targetP50        = 1.5
+	targetP99        = 2.0
+	targetThroughput = 0.5
+)
+
 // roundTrip sends message i and returns when all subscribers' answers are in.
 type roundTrip func(ctx context.Context, sender, i int) error
 
@@ -164,8 +173,8 @@ func BenchmarkBusRoundTrip(b *testing.B) {
 	}
 	bus := results["bus+store"]
 	if n, ok := results["nats-server"]; ok {
-		fmt.Fprintf(&tbl, "bus+store / nats-server: p50 %.2f×, p99 %.2f×, throughput %.2f×\n",
-			float64(bus.p50)/float64(n.p50), float64(bus.p99)/float64(n.p99), bus.perSec/n.perSec)
+		fmt.Fprintf(&tbl, "bus+store / nats-server: p50 %.2f× (target ≤ %.1f×), p99 %.2f× (target ≤ %.1f×), throughput %.2f× (target ≥ %.1f×)\n",
+			float64(bus.p50)/float64(n.p50), targetP50, float64(bus.p99)/float64(n.p99), targetP99, bus.perSec/n.perSec, targetThroughput)
 		b.ReportMetric(float64(n.p50.Microseconds()), "nats-p50-µs")
 		b.ReportMetric(n.perSec, "nats-msgs/s")
 	}
