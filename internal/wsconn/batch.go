@@ -6,21 +6,23 @@ import (
 	"time"
 )
 
-// maxBatch bounds the bytes a batchConn holds back: past it, what is held
+// maxBatch bounds the bytes a BatchConn holds back: past it, what is held
 // goes out at once, so a burst of large messages costs a write per
 // maxBatch bytes rather than memory.
 const maxBatch = 64 << 10
 
-// batchConn is the hijacked connection under the WebSocket library. The
-// library flushes once per frame, which is one write system call per
-// message; while the writer drains a burst from the send queue it holds
-// those flushes back, and release sends them in one write. Every frame
-// stays a frame of its own on the wire: only the system calls are fewer.
+// BatchConn is a connection under a WebSocket library, which flushes
+// once per frame: one write system call per message. While a writer
+// sends a burst it calls Hold, which keeps those flushes back, and
+// Release sends them in one write. Every frame stays a frame of its own on
+// the wire: only the system calls are fewer. A Hub puts one under each
+// connection it accepts; a client can put one under its dialled
+// connection.
 //
 // Writes from other goroutines (a pong from the read loop, a ping from
 // the pinger) that arrive while writes are held join the batch, in the
-// order the library wrote them.
-type batchConn struct {
+// order the library wrote them. Writes outside Hold go straight through.
+type BatchConn struct {
 	net.Conn
 
 	mu      sync.Mutex
@@ -28,8 +30,8 @@ type batchConn struct {
 	buf     []byte
 }
 
-// Write sends p, or keeps it for release while writes are held.
-func (c *batchConn) Write(p []byte) (int, error) {
+// Write sends p, or keeps it for Release while writes are held.
+func (c *BatchConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.holding {
@@ -44,16 +46,16 @@ func (c *batchConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// hold keeps writes back until release.
-func (c *batchConn) hold() {
+// Hold keeps writes back until Release.
+func (c *BatchConn) Hold() {
 	c.mu.Lock()
 	c.holding = true
 	c.mu.Unlock()
 }
 
-// release sends what was held back in one write, which must finish by
+// Release sends what was held back in one write, which must finish by
 // deadline, and lets later writes through.
-func (c *batchConn) release(deadline time.Time) error {
+func (c *BatchConn) Release(deadline time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.holding = false
@@ -71,7 +73,7 @@ func (c *batchConn) release(deadline time.Time) error {
 
 // flushLocked writes out what is held. A large buffer is not kept for
 // the next burst: an idle connection should not pin it.
-func (c *batchConn) flushLocked() error {
+func (c *BatchConn) flushLocked() error {
 	_, err := c.Conn.Write(c.buf)
 	if cap(c.buf) > maxBatch {
 		c.buf = nil

@@ -25,7 +25,7 @@ type Conn struct {
 	limits  Limits
 	ws      *websocket.Conn
 	netConn net.Conn   // the hijacked connection, to force a stuck close
-	batch   *batchConn // over netConn: the writer's bursts go out in one write
+	batch   *BatchConn // over netConn: the writer's bursts go out in one write
 	handler Handler
 	ticket  *ticket // guarded by hub.mu
 
@@ -289,7 +289,7 @@ func (c *Conn) writeLoop() {
 
 // writeBurst writes b and whatever else is queued by now (up to a
 // queue's worth), each as a message of its own but in as few system calls
-// as the batchConn allows, all within one WriteTimeout. A burst is what
+// as the BatchConn allows, all within one WriteTimeout. A burst is what
 // many subscribers' deliveries or a client's many answers look like; one
 // write each would cost a system call per message.
 func (c *Conn) writeBurst(b []byte) error {
@@ -299,7 +299,7 @@ func (c *Conn) writeBurst(b []byte) error {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	if c.batch != nil {
-		c.batch.hold()
+		c.batch.Hold()
 	}
 	err := c.ws.Write(ctx, websocket.MessageText, b)
 	for n := len(c.send); err == nil && n > 0; n-- {
@@ -311,7 +311,7 @@ func (c *Conn) writeBurst(b []byte) error {
 		}
 	}
 	if c.batch != nil {
-		if rerr := c.batch.release(deadline); err == nil {
+		if rerr := c.batch.Release(deadline); err == nil {
 			err = rerr
 		}
 	}

@@ -156,12 +156,12 @@ func (h *Hub) Close(reason string) {
 
 // hijackRecorder keeps the raw connection the WebSocket library takes
 // over, so that a closing handshake with a client that does not answer
-// can be cut short, and gives the library a batchConn over it, so that
+// can be cut short, and gives the library a BatchConn over it, so that
 // the writer can send a burst of messages in one write.
 type hijackRecorder struct {
 	http.ResponseWriter
 	conn  net.Conn
-	batch *batchConn
+	batch *BatchConn
 }
 
 func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -170,7 +170,7 @@ func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return conn, rw, err
 	}
 	h.conn = conn
-	h.batch = &batchConn{Conn: conn}
+	h.batch = &BatchConn{Conn: conn}
 	if err := rw.Writer.Flush(); err != nil {
 		return conn, rw, err
 	}
