@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -302,6 +303,11 @@ func (c *Conn) writeBurst(b []byte) error {
 		c.batch.Hold()
 	}
 	err := c.ws.Write(ctx, websocket.MessageText, b)
+	if len(c.send) == 0 {
+		// The writer woke for one message; its senders are often about
+		// to queue more (a fan-out, many answers). Let them run first.
+		runtime.Gosched()
+	}
 	for n := len(c.send); err == nil && n > 0; n-- {
 		select {
 		case b = <-c.send:
