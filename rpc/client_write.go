@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -49,6 +50,9 @@ func (c *Client) write(ctx context.Context, b []byte) error {
 	if !w.writing {
 		w.writing = true
 		w.mu.Unlock()
+		// The answers to requests served at once are often about to be
+		// queued too: let them join this burst.
+		runtime.Gosched()
 		c.writeQueued()
 		return <-q.done
 	}
