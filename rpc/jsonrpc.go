@@ -93,8 +93,11 @@ func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *r
 
 // decodeObject decodes one element. raw is valid JSON.
 func decodeObject(raw []byte) item {
-	var f map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &f) != nil {
+	if len(raw) == 0 || raw[0] != '{' {
+		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
+	}
+	f, ok := objectFields(raw)
+	if !ok && json.Unmarshal(raw, &f) != nil {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
 	}
 	id, hasID := f["id"]
