@@ -1,8 +1,10 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -63,6 +65,7 @@ func (a attempt) ack() Ack {
 // cannot stop propagation, so its deliveries go out at once.
 func (b *Bus) pass(ctx context.Context, msg store.Message, subs []*subscription) ([]attempt, bool) {
 	atts := make([]attempt, len(subs))
+	params := processParams(msg)
 	for i := 0; i < len(subs); {
 		j := i + 1
 		for subs[i].propagation == PropagationContinueAll && j < len(subs) && subs[j].propagation == PropagationContinueAll {
@@ -71,13 +74,13 @@ func (b *Bus) pass(ctx context.Context, msg store.Message, subs []*subscription)
 		if j-i > 1 {
 			var wg sync.WaitGroup
 			for k := i; k < j; k++ {
-				wg.Go(func() { atts[k] = b.deliver(ctx, subs[k], msg) })
+				wg.Go(func() { atts[k] = b.deliver(ctx, subs[k], msg, params) })
 			}
 			wg.Wait()
 			i = j
 			continue
 		}
-		atts[i] = b.deliver(ctx, subs[i], msg)
+		atts[i] = b.deliver(ctx, subs[i], msg, params)
 		if a := atts[i]; a.err == nil && a.sub.propagation.stops(a.pr) {
 			return atts[:i+1], true
 		}
@@ -86,16 +89,31 @@ func (b *Bus) pass(ctx context.Context, msg store.Message, subs []*subscription)
 	return atts, false
 }
 
-// deliver sends one message to one subscription's client: processMessage,
-// or sendMessage for a client that does not know processMessage. A queue
-// group's entry delivers to one of its members.
-func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message) attempt {
+// processParams is msg as processMessage's (and a legacy sendMessage's)
+// params, encoded once for every subscriber it goes to. Should msg not
+// encode, it is the ProcessParams themselves, and each delivery fails
+// with the encoding's error as it would have.
+func processParams(msg store.Message) any {
+	params := ProcessParams{Topic: msg.Topic, Payload: msg.Payload}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as rpc encodes params: payloads pass through as written
+	if err := enc.Encode(params); err != nil {
+		return params
+	}
+	return rpc.Encoded(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+// deliver sends one message, whose params processParams has made, to one
+// subscription's client: processMessage, or sendMessage for a client
+// that does not know processMessage. A queue group's entry delivers to
+// one of its members.
+func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message, params any) attempt {
 	if s.members != nil {
-		return b.deliverToGroup(ctx, s, msg)
+		return b.deliverToGroup(ctx, s, msg, params)
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
-	params := ProcessParams{Topic: msg.Topic, Payload: msg.Payload}
 	s.client.mu.Lock()
 	legacy := s.client.legacy
 	s.client.mu.Unlock()

@@ -135,7 +135,7 @@ func groupOf(m store.Message) (groupMeta, bool) {
 // entry is entry. The attempt names the member, and the group (via) so
 // that a retry goes to the group again, thus to another member when this
 // one has left.
-func (b *Bus) deliverToGroup(ctx context.Context, entry *subscription, msg store.Message) attempt {
+func (b *Bus) deliverToGroup(ctx context.Context, entry *subscription, msg store.Message, params any) attempt {
 	g := entry.members
 	gm, _ := groupOf(msg)
 	m := g.pick(gm.Avoid)
@@ -143,7 +143,7 @@ func (b *Bus) deliverToGroup(ctx context.Context, entry *subscription, msg store
 		return attempt{sub: entry, via: g, err: errNoMember}
 	}
 	defer m.inflight.Add(-1)
-	a := b.deliver(ctx, m, msg)
+	a := b.deliver(ctx, m, msg, params)
 	a.via = g
 	return a
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/wsconn"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -30,7 +31,7 @@ type Client struct {
 	ws     *websocket.Conn
 	ctx    context.Context // ends on Close or when the connection is lost
 	cancel context.CancelFunc
-	wsem   chan struct{} // one writer at a time, acquired honouring the caller's ctx
+	writer clientWriter
 	reqs   chan struct{} // bounds server-initiated requests served at once
 	wg     sync.WaitGroup
 
@@ -91,12 +92,11 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		}
 	}
 	url = NormalizeURL(url)
+	var batch *wsconn.BatchConn
 	dopts := &websocket.DialOptions{
 		HTTPHeader:      cfg.HTTPHeader,
 		CompressionMode: websocket.CompressionDisabled,
-	}
-	if cfg.TLSConfig != nil {
-		dopts.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.TLSConfig}}
+		HTTPClient:      &http.Client{Transport: batchingTransport(cfg.TLSConfig, &batch)},
 	}
 	ws, _, err := websocket.Dial(ctx, url, dopts)
 	if err != nil {
@@ -113,10 +113,10 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		ws:      ws,
 		ctx:     cctx,
 		cancel:  cancel,
-		wsem:    make(chan struct{}, 1),
 		reqs:    make(chan struct{}, maxClientRequests),
 		pending: make(map[int64]*pendingCall),
 	}
+	c.writer.batch = batch
 	c.wg.Go(c.readLoop)
 	if cfg.NoInitialize {
 		return c, nil
@@ -377,27 +377,6 @@ func (c *Client) send(r *response) {
 	_ = c.write(c.ctx, b)
 }
 
-// write sends one message. The caller's ctx bounds the wait for the
-// writer slot only: a write cancelled half way would drop the connection,
-// so the write itself is bounded by WriteTimeout.
-func (c *Client) write(ctx context.Context, b []byte) error {
-	select {
-	case c.wsem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.ctx.Done():
-		return c.Err()
-	}
-	defer func() { <-c.wsem }()
-	wctx, cancel := context.WithTimeout(context.Background(), c.cfg.WriteTimeout)
-	defer cancel()
-	if err := c.ws.Write(wctx, websocket.MessageText, b); err != nil {
-		c.fail(err)
-		return c.Err()
-	}
-	return nil
-}
-
 // Call invokes method with params (nil for none; otherwise anything that
 // encodes to a JSON object or array) and decodes the result into result
 // (if non-nil). An error response is returned as an *Error. If ctx
@@ -430,7 +409,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ho
 		}
 		c.mu.Unlock()
 	}()
-	b, err := marshal(outRequest{JSONRPC: "2.0", ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: p})
+	b, err := encodeRequest(strconv.FormatInt(id, 10), method, p)
 	if err != nil {
 		return fmt.Errorf("rpc: encode %s: %w", method, err)
 	}
@@ -476,7 +455,7 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return err
 	}
-	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	b, err := encodeRequest("", method, p)
 	if err != nil {
 		return fmt.Errorf("rpc: encode %s: %w", method, err)
 	}

@@ -147,7 +147,7 @@ func (c *Conn) Notify(method string, params any) error {
 	if err != nil {
 		return err
 	}
-	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	b, err := encodeRequest("", method, p)
 	if err != nil {
 		return fmt.Errorf("rpc: encode notification %s: %w", method, err)
 	}
@@ -162,7 +162,7 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 	if err != nil {
 		return err
 	}
-	b, err := marshal(outRequest{JSONRPC: "2.0", Method: method, Params: p})
+	b, err := encodeRequest("", method, p)
 	if err != nil {
 		return fmt.Errorf("rpc: encode notification %s: %w", method, err)
 	}
@@ -231,7 +231,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		delete(c.pending, id)
 		c.mu.Unlock()
 	}()
-	b, err := marshal(outRequest{JSONRPC: "2.0", ID: json.RawMessage(id), Method: method, Params: p})
+	b, err := encodeRequest(id, method, p)
 	if err != nil {
 		return fmt.Errorf("rpc: encode request %s: %w", method, err)
 	}

@@ -47,13 +47,15 @@ type response struct {
 	Error   *Error          `json:"error,omitempty"`
 }
 
-// outRequest is an outgoing request (with ID) or notification.
-type outRequest struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
-}
+// Encoded is params already encoded as compact JSON (an object or an
+// array), sent as it is by Conn.Call and Conn.Notify: one message going
+// to many clients is encoded once. The caller vouches for it; nothing
+// checks it again.
+type Encoded []byte
+
+// MarshalJSON returns e itself, so that Encoded inside other values
+// encodes as the JSON it holds.
+func (e Encoded) MarshalJSON() ([]byte, error) { return e, nil }
 
 var nullID = json.RawMessage("null")
 
@@ -91,8 +93,11 @@ func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *r
 
 // decodeObject decodes one element. raw is valid JSON.
 func decodeObject(raw []byte) item {
-	var f map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &f) != nil {
+	if len(raw) == 0 || raw[0] != '{' {
+		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
+	}
+	f, ok := objectFields(raw)
+	if !ok && json.Unmarshal(raw, &f) != nil {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
 	}
 	id, hasID := f["id"]
@@ -200,11 +205,55 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// encodeRequest is a request (a notification when id is empty) as
+// marshal would encode an outRequest, built in one pass: params is
+// already compact JSON, and the envelope around it is fixed.
+func encodeRequest(id, method string, params json.RawMessage) ([]byte, error) {
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"method":"","params":}`)+len(id)+len(method)+len(params))
+	b = append(b, `{"jsonrpc":"2.0",`...)
+	if id != "" {
+		b = append(b, `"id":`...)
+		b = append(b, id...)
+		b = append(b, ',')
+	}
+	b = append(b, `"method":`...)
+	if plainString(method) {
+		b = append(b, '"')
+		b = append(b, method...)
+		b = append(b, '"')
+	} else {
+		m, err := marshal(method)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, m...)
+	}
+	if len(params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}'), nil
+}
+
+// plainString reports whether s encodes as itself between quotes:
+// printable ASCII without a quote or a backslash.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // marshalParams encodes params for a request or notification: nil stays
 // absent; anything else must encode to an object or an array.
 func marshalParams(params any) (json.RawMessage, error) {
 	if params == nil {
 		return nil, nil
+	}
+	if e, ok := params.(Encoded); ok {
+		return json.RawMessage(e), nil
 	}
 	b, err := marshal(params)
 	if err != nil {

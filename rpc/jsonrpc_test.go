@@ -129,3 +129,43 @@ func mustMarshal(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// outRequest is what encodeRequest builds by hand, as encoding/json
+// would encode it.
+type outRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+func TestEncodeRequestAsMarshal(t *testing.T) {
+	for _, id := range []string{"", "1", "12345678901"} {
+		for _, method := range []string{"processMessage", "", "a\"b", "x\\y", "tab\there", "<&>", "é", "\u2028", "\x7f"} {
+			for _, params := range []json.RawMessage{nil, json.RawMessage(`{"topic":"t","payload":{"a":[1,2]}}`), json.RawMessage(`[]`)} {
+				want, err := marshal(outRequest{JSONRPC: "2.0", ID: json.RawMessage(id), Method: method, Params: params})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := encodeRequest(id, method, params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != string(want) {
+					t.Errorf("encodeRequest(%q, %q, %s) = %s, want %s", id, method, params, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestEncodedParamsSentAsIs(t *testing.T) {
+	p, err := marshalParams(Encoded(`{"a":1}`))
+	if err != nil || string(p) != `{"a":1}` {
+		t.Fatalf("marshalParams(Encoded) = %s, %v", p, err)
+	}
+	b, err := marshal(map[string]any{"params": Encoded(`{"a":1}`)})
+	if err != nil || string(b) != `{"params":{"a":1}}` {
+		t.Fatalf("marshal of a value holding Encoded = %s, %v", b, err)
+	}
+}

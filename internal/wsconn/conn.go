@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -23,7 +25,8 @@ type Conn struct {
 	log     *slog.Logger
 	limits  Limits
 	ws      *websocket.Conn
-	netConn net.Conn // the hijacked connection, to force a stuck close
+	netConn net.Conn   // the hijacked connection, to force a stuck close
+	batch   *BatchConn // over netConn: the writer's bursts go out in one write
 	handler Handler
 	ticket  *ticket // guarded by hub.mu
 
@@ -316,15 +319,11 @@ func (c *Conn) writeLoop() {
 			return
 		case b := <-c.send:
 			c.madeRoom()
-			// Not c.ctx: a write cancelled half way drops the connection;
-			// let it finish (or time out) instead.
-			ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, b)
-			timedOut := ctx.Err() != nil
-			cancel()
-			if err != nil {
-				if timedOut && c.shut(websocket.StatusPolicyViolation, "slow consumer: write timeout", true, false) {
-					c.log.Warn("slow client disconnected", "reason", "write timeout", "timeout", c.limits.WriteTimeout)
+			if err := c.writeBurst(b); err != nil {
+				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+					if c.shut(websocket.StatusPolicyViolation, "slow consumer: write timeout", true, false) {
+						c.log.Warn("slow client disconnected", "reason", "write timeout", "timeout", c.limits.WriteTimeout)
+					}
 				} else if c.shut(websocket.StatusInternalError, "write failed", true, false) {
 					c.log.Debug("client write failed", "err", err)
 				}
@@ -332,6 +331,46 @@ func (c *Conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// writeBurst writes b and whatever else is queued by now (up to a
+// queue's worth), each as a message of its own but in as few system calls
+// as the BatchConn allows, all within one WriteTimeout. A burst is what
+// many subscribers' deliveries or a client's many answers look like; one
+// write each would cost a system call per message.
+func (c *Conn) writeBurst(b []byte) error {
+	// Not c.ctx: a write cancelled half way drops the connection; let it
+	// finish (or time out) instead.
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	if c.batch != nil {
+		c.batch.Hold()
+	}
+	err := c.ws.Write(ctx, websocket.MessageText, b)
+	if len(c.send) == 0 {
+		// The writer woke for one message; its senders are often about
+		// to queue more (a fan-out, many answers). Let them run first.
+		runtime.Gosched()
+	}
+	for n := len(c.send); err == nil && n > 0; n-- {
+		select {
+		case b = <-c.send:
+			c.madeRoom()
+			err = c.ws.Write(ctx, websocket.MessageText, b)
+		default:
+			n = 0
+		}
+	}
+	if c.batch != nil {
+		if rerr := c.batch.Release(deadline); err == nil {
+			err = rerr
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	return err
 }
 
 // drain writes what is still queued when an orderly close begins (a

@@ -30,6 +30,17 @@
 // Conn.WaitRoom before a Send that must not find the queue full: both are
 // woken by the writer as it takes messages off the queue.
 //
+// # Bursts
+//
+// The WebSocket library flushes each message with a write system call of
+// its own. The writer, woken by a message, yields once so that the rest
+// of a burst (a fan-out to many subscribers, many answers) can queue, then
+// writes everything queued by then under a BatchConn, which holds the
+// flushes back and sends the burst in one system call. Each message is
+// still a WebSocket message of its own, so clients see no difference. A
+// client (package rpc's) can put a BatchConn under its dialled
+// connection for its own bursts.
+//
 // # Closing
 //
 // An orderly close (Conn.Close, Hub.Close, an eviction, the init

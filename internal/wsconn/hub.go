@@ -80,7 +80,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, newHandler func(*Con
 		return
 	}
 	ws.SetReadLimit(h.cfg.Limits.MaxMessageBytes)
-	c.ws, c.netConn = ws, rec.conn
+	c.ws, c.netConn, c.batch = ws, rec.conn, rec.batch
 	c.handler = newHandler(c)
 	c.log.Debug("client connected")
 	// If Close ran during the upgrade, c is already closing: serve starts
@@ -156,16 +156,26 @@ func (h *Hub) Close(reason string) {
 
 // hijackRecorder keeps the raw connection the WebSocket library takes
 // over, so that a closing handshake with a client that does not answer
-// can be cut short.
+// can be cut short, and gives the library a BatchConn over it, so that
+// the writer can send a burst of messages in one write.
 type hijackRecorder struct {
 	http.ResponseWriter
-	conn net.Conn
+	conn  net.Conn
+	batch *BatchConn
 }
 
 func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return conn, rw, err
+	}
 	h.conn = conn
-	return conn, rw, err
+	h.batch = &BatchConn{Conn: conn}
+	if err := rw.Writer.Flush(); err != nil {
+		return conn, rw, err
+	}
+	rw.Writer.Reset(h.batch)
+	return h.batch, rw, nil
 }
 
 func (h *hijackRecorder) Unwrap() http.ResponseWriter { return h.ResponseWriter }
