@@ -3,12 +3,11 @@ package clients_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,30 +152,7 @@ func (e *serveEnv) directMessage(t *testing.T, by string) {
 // waitOffered waits until B sees A's hello offer capability (or not).
 func (e *serveEnv) waitOffered(t *testing.T, capability string, offered bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
-	defer cancel()
-	cl, err := rpc.Dial(ctx, e.b.API)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	wait.For(t, serveWait, func() error {
-		peers, err := cl.Peers(ctx)
-		if err != nil {
-			return err
-		}
-		for _, p := range peers {
-			if p.AgentID != e.a.AgentID {
-				continue
-			}
-			has := slices.ContainsFunc(p.Capabilities, func(c protocol.Capability) bool { return c.Name == capability })
-			if has != offered {
-				return fmt.Errorf("B sees A offer %s: %v, want %v", capability, has, offered)
-			}
-			return nil
-		}
-		return errors.New("B does not know A yet")
-	})
+	waitOffers(t, e.b.API, e.a.AgentID, capability, offered)
 }
 
 // cli runs a meshagent command to completion.
@@ -199,6 +175,7 @@ type process struct {
 	out    *lockedBuffer
 	errOut *lockedBuffer
 	exited chan error
+	in     io.WriteCloser // its standard input, when started by startAgent
 }
 
 func (p *process) String() string { return p.out.String() }

@@ -10,6 +10,13 @@
 // answered {"summary": <its first 10 characters>, "by": "js"}. It takes
 // direct messages too, printing "message <subject>" for each and
 // answering {"ack": <subject>, "by": "js"}.
+//
+// It calls other agents through its own node too: each line
+// "call CAPABILITY [AGENT_ID]" read on standard input is a mesh.call with
+// the params {"text": "hello from js"} (without agentId when AGENT_ID is
+// absent), printed as "called CAPABILITY AGENT_ID|any {"agentId",
+// "result"}" or "call failed CAPABILITY AGENT_ID|any <error>".
+import { createInterface } from 'node:readline';
 import { connect } from '../../src/index.js';
 
 const [url, name] = process.argv.slice(2);
@@ -38,4 +45,16 @@ await mesh.onMessage((message) => {
   return { ack: message.subject, by: 'js' };
 });
 console.log('serving');
+
+createInterface({ input: process.stdin }).on('line', async (line) => {
+  const [word, capability, agentId] = line.split(/\s+/).filter(Boolean);
+  if (word !== 'call' || !capability) return;
+  const target = agentId ?? 'any';
+  try {
+    const res = await mesh.call(capability, { text: 'hello from js' }, { agentId });
+    console.log(`called ${capability} ${target} ${JSON.stringify({ agentId: res.agentId, result: res.result })}`);
+  } catch (err) {
+    console.log(`call failed ${capability} ${target} ${err}`);
+  }
+});
 await mesh.closed;
