@@ -316,38 +316,51 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 	if err := checkTime("prune cutoff", cutoff); err != nil {
 		return 0, err
 	}
-	end := timeKey(cutoff)
-	const chunk = 512
+	total, err := s.pruneBefore(ctx, timeKey(cutoff), func(tx *bolt.Tx, end []byte, limit int) (int, error) {
+		hist, ids := bucket(tx, bucketHistory), bucket(tx, bucketHistoryIDs)
+		c := hist.Cursor()
+		var keys, vals [][]byte
+		for k, v := c.First(); k != nil && len(keys) < limit && bytes.Compare(k, end) < 0; k, v = c.Next() {
+			keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
+		}
+		size, _, err := historySize(tx)
+		if err != nil {
+			return 0, err
+		}
+		for i, k := range keys {
+			n, err := s.deleteHistory(tx, hist, ids, k, vals[i])
+			if err != nil {
+				return 0, err
+			}
+			size -= n
+		}
+		return len(keys), setHistorySize(tx, size)
+	})
+	if err != nil {
+		return total, fmt.Errorf("store: prune: %w", err)
+	}
+	return total, nil
+}
+
+// pruneBefore runs del in transactions of at most pruneChunk deletions
+// each, so that pruning never holds the writer for long, until a
+// transaction deletes fewer than that; del deletes up to limit entries
+// keyed before end (the cutoff's timeKey) and says how many.
+func (s *Store) pruneBefore(ctx context.Context, end []byte, del func(tx *bolt.Tx, end []byte, limit int) (int, error)) (int, error) {
+	const pruneChunk = 512
 	total := 0
 	for {
 		n := 0
 		err := s.update(ctx, func(tx *bolt.Tx) error {
-			n = 0
-			hist, ids := bucket(tx, bucketHistory), bucket(tx, bucketHistoryIDs)
-			c := hist.Cursor()
-			var keys, vals [][]byte
-			for k, v := c.First(); k != nil && n < chunk && bytes.Compare(k, end) < 0; k, v = c.Next() {
-				keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
-				n++
-			}
-			size, _, err := historySize(tx)
-			if err != nil {
-				return err
-			}
-			for i, k := range keys {
-				n, err := s.deleteHistory(tx, hist, ids, k, vals[i])
-				if err != nil {
-					return err
-				}
-				size -= n
-			}
-			return setHistorySize(tx, size)
+			var err error
+			n, err = del(tx, end, pruneChunk)
+			return err
 		})
 		if err != nil {
-			return total, fmt.Errorf("store: prune: %w", err)
+			return total, err
 		}
 		total += n
-		if n < chunk {
+		if n < pruneChunk {
 			return total, nil
 		}
 	}

@@ -183,36 +183,25 @@ func (s *Store) PruneKept(ctx context.Context, now time.Time) (int, error) {
 	if err := checkTime("prune cutoff", cutoff); err != nil {
 		return 0, err
 	}
-	end := timeKey(cutoff)
-	const chunk = 512
-	total := 0
-	for {
-		n := 0
-		err := s.update(ctx, func(tx *bolt.Tx) error {
-			n = 0
-			size, err := keptSize(tx)
-			if err != nil {
-				return err
-			}
-			var aks, pks [][]byte
-			c := bucket(tx, bucketKeptAge).Cursor()
-			for k, pk := c.First(); k != nil && len(aks) < chunk && bytes.Compare(k, end) < 0; k, pk = c.Next() {
-				aks, pks = append(aks, bytes.Clone(k)), append(pks, bytes.Clone(pk))
-			}
-			for i := range aks {
-				size -= deleteKept(tx, aks[i], pks[i])
-			}
-			n = len(aks)
-			return setKeptSize(tx, size)
-		})
+	total, err := s.pruneBefore(ctx, timeKey(cutoff), func(tx *bolt.Tx, end []byte, limit int) (int, error) {
+		size, err := keptSize(tx)
 		if err != nil {
-			return total, fmt.Errorf("store: prune kept: %w", err)
+			return 0, err
 		}
-		total += n
-		if n < chunk {
-			return total, nil
+		var aks, pks [][]byte
+		c := bucket(tx, bucketKeptAge).Cursor()
+		for k, pk := c.First(); k != nil && len(aks) < limit && bytes.Compare(k, end) < 0; k, pk = c.Next() {
+			aks, pks = append(aks, bytes.Clone(k)), append(pks, bytes.Clone(pk))
 		}
+		for i := range aks {
+			size -= deleteKept(tx, aks[i], pks[i])
+		}
+		return len(aks), setKeptSize(tx, size)
+	})
+	if err != nil {
+		return total, fmt.Errorf("store: prune kept: %w", err)
 	}
+	return total, nil
 }
 
 // Kept returns a page of the kept messages of q.Stream matching q, oldest
