@@ -200,7 +200,7 @@ func (ss *serverStream) serve(frame []byte) {
 	var t *task
 	if n.services.runsAsTask(req.Action) {
 		var run bool
-		ctx, t, run, err = n.tasks.admit(ctx, from, req)
+		ctx, t, run, err = n.tasks.admit(ctx, from, from.stringWith(ss.remStr), req)
 		if err != nil {
 			ss.reply(req.CorrelationID, nil, err)
 			return
@@ -229,7 +229,7 @@ func (ss *serverStream) serve(frame []byte) {
 		n.tasks.finish(t, res, err)
 		res, err = t.answer()
 	}
-	n.observeServed(req.Action, from.agent.String(), err, start)
+	n.observeServed(req.Action, ss.remStr, err, start) // from.agent is ss.remote
 	ss.reply(req.CorrelationID, res, err)
 }
 
