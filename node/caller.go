@@ -84,7 +84,7 @@ func (cl *caller) openConn(ctx context.Context, p peer.ID) (*reqConn, error) {
 		}
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "cannot reach agent %s: %v", p, err)
 	}
-	c := &reqConn{cl: cl, peer: p, s: s, w: newFrameWriter(s, cl.ioTimeout), pending: make(map[string]*pendingCall)}
+	c := &reqConn{cl: cl, peer: p, s: s, pending: make(map[string]*pendingCall)}
 	cl.mu.Lock()
 	if cl.closed {
 		cl.mu.Unlock()
@@ -137,7 +137,8 @@ type reqConn struct {
 	cl   *caller
 	peer peer.ID
 	s    network.Stream
-	w    *frameWriter
+
+	wmu sync.Mutex // serialises frame writes
 
 	mu      sync.Mutex
 	pending map[string]*pendingCall
@@ -209,7 +210,7 @@ func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, pr
 		c.mu.Unlock()
 		close(pc.gone)
 	}()
-	if err := c.w.write(frame); err != nil {
+	if err := c.write(frame); err != nil {
 		// A failed write leaves at most part of the frame with the
 		// provider, which cannot read it as a request.
 		c.close(err)
@@ -300,6 +301,14 @@ func finalResult(resp *protocol.Response, frame []byte, pc *pendingCall) callRes
 		}
 	}
 	return r
+}
+
+func (c *reqConn) write(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.s.SetWriteDeadline(time.Now().Add(c.cl.ioTimeout))
+	_, err := c.s.Write(frame)
+	return err
 }
 
 // close fails every pending call with err and forgets the stream; the next

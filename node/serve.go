@@ -21,9 +21,10 @@ type serverStream struct {
 	s      network.Stream
 	remote peer.ID
 	remStr string // remote.String(), computed once per stream
-	w      *frameWriter
+	wmu    sync.Mutex
 	slots  chan struct{} // per-stream in-flight bound
 	wg     sync.WaitGroup
+	broken bool // set once a write fails; guarded by wmu
 }
 
 // inboundStreams is the request streams being served, under its own lock,
@@ -84,7 +85,7 @@ func (n *Node) handleRequestStream(s network.Stream) {
 	defer n.inbound.remove(s)
 
 	remote := s.Conn().RemotePeer()
-	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), w: newFrameWriter(s, n.cfg.Limits.IOTimeout), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
+	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
 	lim := n.cfg.Limits
 	fr := protocol.NewFrameReader(s, lim.MaxFrameSize)
 	for {
@@ -266,8 +267,15 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 		ss.n.log.Error("seal response", "remote_peer", ss.remote, "err", err)
 		return err
 	}
-	if err := ss.w.write(frame); err != nil {
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	if ss.broken {
+		return io.ErrClosedPipe
+	}
+	_ = ss.s.SetWriteDeadline(time.Now().Add(ss.n.cfg.Limits.IOTimeout))
+	if _, err := ss.s.Write(frame); err != nil {
 		// A requester that stops reading is cut off, not waited for.
+		ss.broken = true
 		_ = ss.s.Reset()
 		return err
 	}
