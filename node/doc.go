@@ -36,6 +36,10 @@
 // All exported methods are safe for concurrent use. Requests to one peer
 // share a single long-lived stream, multiplexed by correlation id; writes on
 // it are serialised and reads are done by one reader goroutine per stream.
+// While several calls wait on a stream, the reader only routes each answer,
+// unverified, by its correlation id to the waiting call, whose own goroutine
+// verifies it before parsing it, so that verification runs on every core; a
+// lone call's answer is verified by the reader, which is already running.
 // Handlers run on their own goroutines, bounded by Limits.MaxConcurrent; when
 // the bound is reached the reader stops reading, which back-pressures the
 // caller through the stream's flow control rather than dropping requests.
