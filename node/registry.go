@@ -207,6 +207,10 @@ func (n *Node) Offer(source string, ss []Service) error {
 // peer that speaks hello that the services changed.
 func (n *Node) announceServices() {
 	n.log.Info("capabilities changed", "capabilities", n.capabilityNames())
+	if n.mailboxes != nil {
+		// What a mailbox kept for want of a handler can come now.
+		n.mailboxes.wake()
+	}
 	if n.dir != nil {
 		n.dir.Advertise(n.Capabilities())
 	}

@@ -1,0 +1,146 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/rpctest"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+)
+
+// mbBusRelay is the key index of the relay whose bus sends in these tests.
+const mbBusRelay = 64
+
+// runLog counts the runs of a capability's handler per request id.
+type runLog struct {
+	mu   sync.Mutex
+	runs map[string]int // request id -> runs
+	text []string
+}
+
+func (l *runLog) service(name string) node.Service {
+	return node.Service{Capability: protocol.Capability{Name: name}, Handler: node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
+		var p struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(c.Request.Params, &p)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.runs == nil {
+			l.runs = map[string]int{}
+		}
+		l.runs[c.Request.CorrelationID]++
+		l.text = append(l.text, p.Text)
+		return json.RawMessage(`{"summary":"done"}`), nil
+	})}
+}
+
+// got returns the texts handled, in order, and the runs per request id.
+func (l *runLog) got() (string, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.text, ","), fmt.Sprint(l.runs)
+}
+
+// TestMailboxTakesBusMessageFromRelayThatWentDown: agent B names relay M
+// as its mailbox, serves "summarize", and goes offline; a bus client on
+// relay R sends to agent:<B> {"type":"summarize",…}: the ack says queued,
+// R deposits the call at M and its outbox lets go of it; R goes down for
+// good; B comes back, fetches from M and its handler runs the request
+// exactly once.
+func TestMailboxTakesBusMessageFromRelayThatWentDown(t *testing.T) {
+	m, mst := mailboxRelay(t)
+	rst := openStore(t, filepath.Join(t.TempDir(), "r.db"))
+	r := meshtest.Node(t, mbBusRelay, node.WithStore(rst))
+	b := agentWithMailboxGone(t, m, r)
+
+	api := rpctest.Start(t, r, rpctest.WithBus())
+	cl := rpctest.DialClient(t, api.URL, rpc.WithClientID("sender"))
+	var res bus.SendResult
+	if err := cl.Call(meshtest.Context(t, 20*time.Second), bus.MethodSendMessage,
+		map[string]any{"topic": "agent:" + b.String(), "payload": map[string]any{"type": "summarize", "text": "while you were out"}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Success || len(res.Acks) != 1 || !res.Acks[0].Queued || res.Acks[0].Processed {
+		t.Fatalf("send result %+v, want one queued ack", res)
+	}
+	if n := heldFor(t, mst, b); n != 1 {
+		t.Fatalf("the mailbox holds %d, want the call", n)
+	}
+	if n := queuedFor(t, rst, b.String()); n != 0 {
+		t.Fatalf("R's outbox still holds %d messages handed over", n)
+	}
+	if err := api.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var log runLog
+	meshtest.Node(t, mbAgent, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "agent2.db"))),
+		node.WithMailboxes(m.Addrs()[0]), node.WithServices(log.service("summarize")))
+	want := fmt.Sprintf("map[%s:1]", res.MessageID)
+	wait.For(t, 20*time.Second, func() error {
+		if text, runs := log.got(); text != "while you were out" || runs != want {
+			return fmt.Errorf("handled %q, runs %s; want the message once under %s", text, runs, res.MessageID)
+		}
+		if n := heldFor(t, mst, b); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+	wait.Holds(t, 500*time.Millisecond, func() error {
+		if text, runs := log.got(); text != "while you were out" || runs != want {
+			return fmt.Errorf("handled %q, runs %s; want it once", text, runs)
+		}
+		return nil
+	})
+}
+
+// TestMailboxCallAlsoSentDirectlyRunsOnce: a forwarded call that reaches
+// its agent directly and again through its mailbox (a sender that
+// deposited it and then delivered it itself, say after a crash before it
+// forgot the entry) runs once: both carry the outbox entry's id as their
+// request id, and the agent's task table knows it.
+func TestMailboxCallAlsoSentDirectlyRunsOnce(t *testing.T) {
+	m, mst := mailboxRelay(t)
+	ast := openStore(t, filepath.Join(t.TempDir(), "sender.db"))
+	a := meshtest.Node(t, mbSender, node.WithStore(ast))
+	var log runLog
+	b := meshtest.Node(t, mbAgent, node.WithMailboxes(m.Addrs()[0]), node.WithServices(log.service("summarize")),
+		node.WithOutboxRetry(200*time.Millisecond))
+	meshtest.Connect(t, a, b)
+	ctx := meshtest.Context(t, 20*time.Second)
+	params := json.RawMessage(`{"text":"twice sent","type":"summarize"}`)
+	if _, err := a.Call(ctx, protocol.CallRequest{To: b.AgentID(), Action: "summarize", Params: params, CorrelationID: "bus-1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Forward deposits at once in the mailbox B names.
+	if _, err := a.Forward(ctx, "bus-1", b.AgentID(), "summarize", params); err != nil {
+		t.Fatal(err)
+	}
+	if n := queuedFor(t, ast, b.AgentID()); n != 0 {
+		t.Fatalf("A's outbox holds %d, want the call handed over to the mailbox", n)
+	}
+	wait.For(t, 20*time.Second, func() error {
+		if n := heldFor(t, mst, b.ID()); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+	if text, runs := log.got(); text != "twice sent" || runs != "map[bus-1:1]" {
+		t.Fatalf("handled %q, runs %s; want the call once", text, runs)
+	}
+}
