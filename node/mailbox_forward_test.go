@@ -144,3 +144,49 @@ func TestMailboxCallAlsoSentDirectlyRunsOnce(t *testing.T) {
 		t.Fatalf("handled %q, runs %s; want the call once", text, runs)
 	}
 }
+
+// TestMailboxCallWaitsForItsHandler: a forwarded call fetched before the
+// agent's program attached its handler stays in the mailbox, and runs
+// once when the handler comes (the refusal for want of one is not what a
+// later fetch gets); a call the agent's ACL refuses is dropped from the
+// mailbox without running.
+func TestMailboxCallWaitsForItsHandler(t *testing.T) {
+	m, mst := mailboxRelay(t)
+	a := meshtest.Node(t, mbSender, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "sender.db"))))
+	b := agentWithMailboxGone(t, m, a)
+	ctx := meshtest.Context(t, 20*time.Second)
+	for _, c := range []struct{ id, action, text string }{{"call-1", "summarize", "later"}, {"call-2", "secret", "never"}} {
+		if _, err := a.Forward(ctx, c.id, b.String(), c.action, json.RawMessage(`{"text":"`+c.text+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := heldFor(t, mst, b); n != 2 {
+		t.Fatalf("the mailbox holds %d, want both calls", n)
+	}
+
+	var log runLog
+	secret := log.service("secret")
+	secret.Capability.AuthorizedRequesterIDs = []string{meshtest.ID(t, mbRelay).String()}
+	back := meshtest.Node(t, mbAgent, node.WithMailboxes(m.Addrs()[0]), node.WithServices(secret))
+	wait.For(t, 20*time.Second, func() error {
+		if n := heldFor(t, mst, b); n != 1 {
+			return fmt.Errorf("the mailbox holds %d, want the call without a handler", n)
+		}
+		return nil
+	})
+	if text, runs := log.got(); text != "" {
+		t.Fatalf("handled %q (runs %s) before the handler was attached, or despite the ACL", text, runs)
+	}
+	if err := back.SetServices([]node.Service{secret, log.service("summarize")}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 20*time.Second, func() error {
+		if text, runs := log.got(); text != "later" || runs != "map[call-1:1]" {
+			return fmt.Errorf("handled %q, runs %s; want call-1 once", text, runs)
+		}
+		if n := heldFor(t, mst, b); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+}
