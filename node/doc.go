@@ -148,9 +148,10 @@
 // to one, when its services or message handler change, and every
 // WithOutboxRetry, verifies each envelope itself (signature, addressed to
 // it, within the TTL), runs it as a live request of its sender (ACL,
-// policy, schemas; once per request id, below) and acknowledges it. A
-// request refused by those checks is dropped, logged and acknowledged; one
-// that found no handler yet (CAPABILITY_NOT_SUPPORTED) stays for the next
+// policy with its size and rate limits, schemas; once per request id,
+// below) and acknowledges it. A request refused by those checks is
+// dropped, logged and acknowledged; one that found no handler yet
+// (CAPABILITY_NOT_SUPPORTED) or came past a rate limit stays for the next
 // read, and so does a direct message whose handler failed (its sender
 // would have retried it); a call whose handler ran and failed is
 // acknowledged: it ran.

@@ -33,12 +33,13 @@ import (
 // OutboxRetry as a safety net (a sender that lost its way to the agent
 // while it was online deposits too), verifies each envelope itself
 // (signature, addressed to it, within the TTL), runs it as it runs a live
-// request (run: ACL, policy, schemas; once per requester and request id,
-// as the outbox's direct attempts use the same id; agent.message
-// deduplicated by message id), and acknowledges it. A request that found
-// no handler yet (its program has not attached it) stays in the mailbox
-// for the next fetch; so does a direct message whose handler failed, as
-// its sender would have retried it. The answer has nobody waiting for it
+// request (the policy's limits, then run: ACL, policy, schemas; once per
+// requester and request id, as the outbox's direct attempts use the same
+// id; agent.message deduplicated by message id), and acknowledges it. A
+// request that found no handler yet (its program has not attached it) or
+// came past a rate limit stays in the mailbox for the next fetch; so does
+// a direct message whose handler failed, as its sender would have retried
+// it. The answer has nobody waiting for it
 // and is logged. The mailboxes of other agents are kept apart from their
 // hellos: a hello is forgotten when the agent is long gone, which is when
 // its mailboxes matter.
@@ -348,8 +349,8 @@ func (n *Node) drainMailbox(r peer.AddrInfo) error {
 // a live request of its sender. It reports whether the envelope is done
 // with: run, or refused for good (it will never verify, or the ACL, the
 // policy or a schema refuses it); not when no handler is attached for it
-// yet, nor when a direct message's handler failed, so that the next fetch
-// brings it again.
+// yet, past a rate limit of the policy, nor when a direct message's
+// handler failed, so that the next fetch brings it again.
 func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 	e, req, err := mailbox.Open(it.Envelope, n.id)
 	if err != nil {
@@ -369,16 +370,35 @@ func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 		n.log.Warn("mailbox envelope rejected", "mailbox", relay, "remote_peer", from, "err", "sent "+e.Timestamp+", outside the message TTL")
 		return true
 	}
-	var res json.RawMessage
-	who, err := n.requesterOf(e, from, len(it.Envelope))
-	if err == nil {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
-		// Nobody streams this request's progress: the handler's is kept
-		// in its task only.
-		res, err = n.run(ctx, who, req, relay, func(json.RawMessage) error { return nil })
-		cancel()
-	}
 	lg := n.log.With("mailbox", relay, "remote_peer", from, "action", req.Action, "correlation_id", req.CorrelationID)
+	// The policy's limits, as for a request frame from the sender: a
+	// request too large never will be taken; one past a rate waits for
+	// the next fetch.
+	size := len(it.Envelope)
+	rule := n.policy.Load().rule(from)
+	if err := rule.admitSize(size); err != nil {
+		n.refused(metrics.RefusedPolicy)
+		lg.Warn("mailbox request refused", "err", err)
+		return true
+	}
+	who, err := n.requesterOf(e, from, size)
+	if err == nil {
+		err = rule.admitRate(from)
+	}
+	if err != nil {
+		n.refused(metrics.RefusedPolicy)
+		if protocol.CodeOf(err) == protocol.CodeRateLimited {
+			lg.Info("mailbox request left for later", "err", err)
+			return false
+		}
+		lg.Warn("mailbox request refused", "err", err)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
+	// Nobody streams this request's progress: the handler's is kept in
+	// its task only.
+	res, err := n.run(ctx, who, req, relay, func(json.RawMessage) error { return nil })
+	cancel()
 	switch {
 	case err == nil:
 		// The answer has nobody waiting for it: its sender heard "queued".
@@ -388,7 +408,8 @@ func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 		lg.Warn("mailbox request refused", "err", err)
 		return true
 	case protocol.CodeOf(err) == protocol.CodeCapabilityNotSupported, errors.Is(err, ErrClosed), n.ctx.Err() != nil:
-		lg.Info("mailbox request left for later: no handler for it yet", "err", err)
+		// It did not start: no handler for it yet, or the node is closing.
+		lg.Info("mailbox request left for later", "err", err)
 		return false
 	case req.Action == protocol.MessageCapability:
 		// A direct message's failure is not remembered (receiveMessage):

@@ -17,6 +17,7 @@ import (
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
 )
 
 // mbBusRelay is the key index of the relay whose bus sends in these tests.
@@ -80,6 +81,9 @@ func TestMailboxTakesBusMessageFromRelayThatWentDown(t *testing.T) {
 	}
 	if n := queuedFor(t, rst, b.String()); n != 0 {
 		t.Fatalf("R's outbox still holds %d messages handed over", n)
+	}
+	if dls, err := rst.DeadLetters(context.Background(), store.DLQFilter{}); err != nil || len(dls) != 0 {
+		t.Fatalf("R's dead letters %+v %v, want none for a message handed over", dls, err)
 	}
 	if err := api.Close(); err != nil {
 		t.Fatal(err)
