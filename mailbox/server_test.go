@@ -191,3 +191,20 @@ func TestItemsExpire(t *testing.T) {
 		return nil
 	})
 }
+
+// TestServerDeposit: the relay's own node deposits without a stream,
+// under the same checks: its own envelope is kept, another's refused.
+func TestServerDeposit(t *testing.T) {
+	r, srv, _ := relay(t)
+	a, _ := agent(t, r)
+	b, bc := agent(t, r)
+	if err := srv.Deposit(r.ID(), b.ID(), call(t, r, b.ID(), "summarize", "own-1", json.RawMessage(`{"text":"hi"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Deposit(r.ID(), b.ID(), call(t, a, b.ID(), "summarize", "a-1", json.RawMessage(`{"text":"hi"}`))); !errors.Is(err, mailbox.ErrRefused) {
+		t.Fatalf("another's envelope: %v, want ErrRefused", err)
+	}
+	if p, err := bc.Fetch(ctx(t), r.ID(), "", 0); err != nil || len(p.Items) != 1 {
+		t.Fatalf("fetch %+v %v, want the relay's own call", p, err)
+	}
+}

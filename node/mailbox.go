@@ -241,10 +241,7 @@ func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 	}
 	var errs []error
 	for _, r := range relays {
-		n.host.Peerstore().AddAddrs(r.ID, r.Addrs, peerstore.TempAddrTTL)
-		dctx, cancel := context.WithTimeout(ctx, depositTimeout)
-		err := n.mailboxes.client.Deposit(dctx, r.ID, to, doc)
-		cancel()
+		err := n.deposit(ctx, r, to, doc)
 		if err == nil {
 			if err := n.outbox.st.Delivered(context.WithoutCancel(ctx), m.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				n.log.Warn("outbox not updated", "id", m.ID, "err", err)
@@ -258,6 +255,26 @@ func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 	err = errors.Join(errs...)
 	n.log.Warn("message kept in the outbox: no mailbox took it", "remote_peer", to, "message_id", m.ID, "err", err)
 	return "", err
+}
+
+// errNotAMailbox marks an agent that names this node as its mailbox when
+// it serves none.
+var errNotAMailbox = errors.New("this node serves no mailboxes")
+
+// deposit leaves doc, a signed request for agent to, in its mailbox on
+// relay r: over the mailbox protocol, or straight into the service when r
+// is this node (a relay sending to an agent that names it).
+func (n *Node) deposit(ctx context.Context, r peer.AddrInfo, to peer.ID, doc json.RawMessage) error {
+	if r.ID == n.id {
+		if n.mailboxes.server == nil {
+			return errNotAMailbox
+		}
+		return n.mailboxes.server.Deposit(n.id, to, doc)
+	}
+	n.host.Peerstore().AddAddrs(r.ID, r.Addrs, peerstore.TempAddrTTL)
+	ctx, cancel := context.WithTimeout(ctx, depositTimeout)
+	defer cancel()
+	return n.mailboxes.client.Deposit(ctx, r.ID, to, doc)
 }
 
 // tryHandOver hands an outbox entry found away over to a mailbox when its

@@ -194,3 +194,39 @@ func TestMailboxCallWaitsForItsHandler(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMailboxOnTheSendingRelay: agent B names relay R itself as its
+// mailbox; a bus message to agent:<B> sent on R while B is away goes into
+// R's own mailbox service (no stream to itself) and leaves R's outbox; B
+// comes back, fetches it from R and runs it once.
+func TestMailboxOnTheSendingRelay(t *testing.T) {
+	r, rst := mailboxRelay(t)
+	b := agentWithMailboxGone(t, r, r)
+
+	api := rpctest.Start(t, r, rpctest.WithBus())
+	cl := rpctest.DialClient(t, api.URL, rpc.WithClientID("sender"))
+	var res bus.SendResult
+	if err := cl.Call(meshtest.Context(t, 20*time.Second), bus.MethodSendMessage,
+		map[string]any{"topic": "agent:" + b.String(), "payload": map[string]any{"type": "summarize", "text": "on the relay"}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Acks) != 1 || !res.Acks[0].Queued {
+		t.Fatalf("send result %+v, want one queued ack", res)
+	}
+	if n, held := queuedFor(t, rst, b.String()), heldFor(t, rst, b); n != 0 || held != 1 {
+		t.Fatalf("R's outbox holds %d and its mailbox %d, want 0 and 1", n, held)
+	}
+
+	var log runLog
+	meshtest.Node(t, mbAgent, node.WithMailboxes(r.Addrs()[0]), node.WithServices(log.service("summarize")))
+	want := fmt.Sprintf("map[%s:1]", res.MessageID)
+	wait.For(t, 20*time.Second, func() error {
+		if text, runs := log.got(); text != "on the relay" || runs != want {
+			return fmt.Errorf("handled %q, runs %s; want the message once", text, runs)
+		}
+		if n := heldFor(t, rst, b); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+}
