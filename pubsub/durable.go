@@ -221,6 +221,10 @@ func (d *Durable) pump() {
 	}
 	settle := time.NewTimer(settleAfter)
 	defer settle.Stop()
+	// retry paces fetches for lost messages after one failed.
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	retrying := false
 	for {
 		d.mu.Lock()
 		batch := d.pending
@@ -233,16 +237,25 @@ func (d *Durable) pump() {
 		if !d.deliverAll(batch, false) {
 			return
 		}
-		if lost {
+		if lost && !retrying {
 			if _, ok := d.fetch(); !ok {
 				return
 			}
-			continue
+			d.mu.Lock()
+			failed := d.gap
+			d.mu.Unlock()
+			if !failed {
+				continue
+			}
+			retrying = true
+			retry.Reset(settleAfter)
 		}
 		select {
 		case <-d.done:
 			return
 		case <-d.wake:
+		case <-retry.C:
+			retrying = false
 		case <-settle.C:
 			// What reached keepers but not this node while its
 			// subscription joined the mesh comes late, once.
@@ -255,10 +268,12 @@ func (d *Durable) pump() {
 
 // fetch fetches what was published since the floor and delivers it. It
 // reports whether the fetch was truncated, and false when the pump must
-// stop. A fetch that fails is left for the next loss or resume.
+// stop. When a fetch for lost live messages fails, the loss stays
+// recorded and the next pass fetches again.
 func (d *Durable) fetch() (truncated, ok bool) {
 	d.mu.Lock()
 	since := d.pos.floor
+	lost := d.gap || d.inner.Dropped() != d.drops
 	d.gap = false
 	d.drops = d.inner.Dropped()
 	d.mu.Unlock()
@@ -266,6 +281,10 @@ func (d *Durable) fetch() (truncated, ok bool) {
 	msgs, st, err := d.b.FetchHistory(ctx, d.pos.pattern, since)
 	cancel()
 	if err != nil {
+		// What was lost stays to fetch: the next pass tries again.
+		d.mu.Lock()
+		d.gap = d.gap || lost
+		d.mu.Unlock()
 		return false, d.ctx.Err() == nil
 	}
 	return st.Truncated, d.deliverAll(msgs, true)
