@@ -201,10 +201,10 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 		writeErr error
 	)
 	// Messages arrive on the client's reader goroutine, in order. A
-	// durable message is answered when print returns: nil once it is
+	// durable message is answered when show returns: nil once it is
 	// written, an error (not processed: the node keeps it for the next
 	// run) when it is not.
-	print := func(m protocol.TopicMessage) error {
+	show := func(m protocol.TopicMessage) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if writeErr != nil || count > 0 && printed >= count {
@@ -227,13 +227,13 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 		// it the node's time.
 		subCtx, cancel := context.WithTimeout(c.Context, rpc.DurableCatchUpTimeout+localTimeout)
 		defer cancel()
-		id, err = cl.SubscribeDurable(subCtx, pattern, name, print)
+		id, err = cl.SubscribeDurable(subCtx, pattern, name, show)
 		var re *rpc.Error
 		if errors.As(err, &re) && re.Code == rpc.CodeNoPeers {
 			return exitErrorf(ExitFailure, "subscribe --durable %s: %s (is a relay, or a node with --keep-history, reachable?)", name, re.Message)
 		}
 	} else {
-		id, err = cl.Subscribe(dialCtx, pattern, func(m protocol.TopicMessage) { _ = print(m) })
+		id, err = cl.Subscribe(dialCtx, pattern, func(m protocol.TopicMessage) { _ = show(m) })
 	}
 	if err != nil {
 		var pe *protocol.Error

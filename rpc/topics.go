@@ -66,7 +66,8 @@ type DurableSubscriber interface {
 	SubscribeDurable(ctx context.Context, pattern, name string, handler func(context.Context, protocol.TopicMessage) error) (cancel func(), err error)
 }
 
-// DurableCatchUpTimeout bounds the catch-up of a durable mesh.subscribe.
+// DurableCatchUpTimeout bounds the first fetch of a durable mesh.subscribe,
+// made before its answer (the messages follow, each answered by the client).
 const DurableCatchUpTimeout = time.Minute
 
 // Method names of mesh topics.
