@@ -288,3 +288,72 @@ func TestDurableRefused(t *testing.T) {
 		return nil
 	})
 }
+
+// TestDurableSlowHandler: live messages that arrive while the handler
+// holds one wait for it, in order, none lost; the handler's ctx ends at
+// Cancel.
+func TestDurableSlowHandler(t *testing.T) {
+	archive := newMemArchive()
+	kh, ph, sh := newHost(t), newHost(t), newHost(t)
+	_ = newBus(t, kh, WithArchive(archive, "news:*"))
+	pub := newBus(t, ph)
+	connect(t, ph, kh)
+	_ = collect(t, pub, "news:*")
+	sub := newBus(t, sh, WithPositions(&memPositions{}), WithQueueSize(2))
+	connect(t, sh, kh)
+	connect(t, sh, ph)
+	r := &durableReader{}
+	holding, release := make(chan struct{}), make(chan struct{})
+	d, err := sub.SubscribeDurable(context.Background(), "news:*", "reader", func(ctx context.Context, m Message) error {
+		if len(r.numbers()) == 0 {
+			close(holding)
+			<-release
+		}
+		return r.take(ctx, m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, func() error {
+		if len(pub.Peers("news:0")) < 2 {
+			return errors.New("the publisher does not see both subscribers yet")
+		}
+		return nil
+	})
+	publishN(t, pub, archive, 0, 1)
+	closed(t, holding)
+	publishN(t, pub, archive, 1, 10)
+	close(release)
+	r.waitFor(t, 10)
+	if got := fmt.Sprint(r.numbers()); got != "[0 1 2 3 4 5 6 7 8 9]" {
+		t.Errorf("took %s, want 0 to 9 in order", got)
+	}
+
+	// A handler waiting on its ctx returns when the subscription ends.
+	blocked := make(chan struct{})
+	d.Cancel()
+	d2, err := sub.SubscribeDurable(context.Background(), "news:*", "reader", func(ctx context.Context, m Message) error {
+		close(blocked)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, pub, archive, 10, 11)
+	closed(t, blocked)
+	d2.Cancel()
+}
+
+// closed waits for ch to be closed.
+func closed(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	wait.For(t, 10*time.Second, func() error {
+		select {
+		case <-ch:
+			return nil
+		default:
+			return errors.New("not yet")
+		}
+	})
+}
