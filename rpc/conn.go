@@ -176,19 +176,6 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 	}
 }
 
-// waitRoom waits (within ctx) until the send queue has room, so that the
-// response of a handler that filled it with NotifyWait is not what cuts
-// the client off as a slow consumer.
-func (c *Conn) waitRoom(ctx context.Context) error {
-	if err := c.wc.WaitRoom(ctx); err != nil {
-		if errors.Is(err, wsconn.ErrClosed) {
-			return ErrClosed
-		}
-		return err
-	}
-	return nil
-}
-
 // Call sends the client a request and waits for its response, which it
 // decodes into result (if non-nil). An error response is returned as an
 // *Error. Call returns ctx's error if ctx ends first, and ErrClosed if
