@@ -157,6 +157,21 @@ type pendingCall struct {
 	// final is an outcome decided elsewhere: the stream failed, or the
 	// reader (or another call) verified a frame the hint did not route here.
 	final chan callResult // buffered 1
+	// routed: a frame went to frames; guarded by reqConn.mu.
+	routed bool
+	// progressMu keeps progress callbacks one at a time, even for a frame
+	// another call verified because its hint named the wrong call.
+	progressMu sync.Mutex
+}
+
+// report passes an in-progress response to the call's callback.
+func (pc *pendingCall) report(resp *protocol.Response) {
+	if pc.progress == nil {
+		return
+	}
+	pc.progressMu.Lock()
+	defer pc.progressMu.Unlock()
+	pc.progress(resp)
 }
 
 // routedFrames is how many routed frames may wait for a call's goroutine
@@ -280,9 +295,7 @@ func (c *reqConn) accept(frame []byte, corrID string, pc *pendingCall) (callResu
 	case rerr != nil:
 		return callResult{err: rerr, remote: true}, true
 	case resp.Status == protocol.StatusInProgress:
-		if pc.progress != nil {
-			pc.progress(resp)
-		}
+		pc.report(resp)
 		return callResult{}, false
 	default:
 		return finalResult(resp, frame, pc), true
@@ -383,15 +396,17 @@ func (c *reqConn) route(frame []byte) *pendingCall {
 		return nil
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	pc := c.pending[id]
-	alone := len(c.pending) == 1
-	c.mu.Unlock()
-	if alone {
+	if pc == nil || len(c.pending) == 1 && !pc.routed {
 		// Nothing to verify in parallel with: the reader, already
 		// running, verifies (handing the frame over first measured
 		// ~20% slower for a lone call's latency).
 		return nil
 	}
+	// Once one of its frames went to the call, all the rest do, so that
+	// its progress callbacks run one at a time and in order.
+	pc.routed = true
 	return pc
 }
 
@@ -412,9 +427,7 @@ func (c *reqConn) dispatch(resp *protocol.Response, rerr error, frame []byte) {
 	case rerr != nil:
 		pc.final <- callResult{err: rerr, remote: true}
 	case resp.Status == protocol.StatusInProgress:
-		if pc.progress != nil {
-			pc.progress(resp)
-		}
+		pc.report(resp)
 	default:
 		pc.final <- finalResult(resp, frame, pc)
 	}
