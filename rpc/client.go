@@ -370,11 +370,7 @@ func (c *Client) serveRequest(m *message) {
 // send writes a response to a server request; failures end the
 // connection, which the read loop reports.
 func (c *Client) send(r *response) {
-	b, err := marshal(r)
-	if err != nil {
-		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
-	}
-	_ = c.write(c.ctx, b)
+	_ = c.write(c.ctx, encodeResponse(r))
 }
 
 // Call invokes method with params (nil for none; otherwise anything that

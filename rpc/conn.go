@@ -393,11 +393,7 @@ func (c *Conn) invoke(h HandlerFunc, req *Request) (res any, err error) {
 }
 
 func (c *Conn) reply(r *response) {
-	b, err := marshal(r)
-	if err != nil {
-		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
-	}
-	_ = c.enqueue(b)
+	_ = c.enqueue(encodeResponse(r))
 }
 
 // batchReply collects a batch's responses and sends them as one array

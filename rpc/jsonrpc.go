@@ -193,6 +193,26 @@ func resultResponse(id json.RawMessage, result any) *response {
 	return &response{JSONRPC: "2.0", ID: id, Result: b}
 }
 
+// encodeResponse is r on the wire. A result (compact JSON, as
+// resultResponse makes it) is framed in one pass, byte for byte what
+// marshal would write; an error goes through marshal, and one that does
+// not encode becomes an internal error.
+func encodeResponse(r *response) []byte {
+	if r.Error == nil && len(r.Result) > 0 && len(r.ID) > 0 && r.JSONRPC == "2.0" {
+		b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(r.ID)+len(r.Result))
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		b = append(b, r.ID...)
+		b = append(b, `,"result":`...)
+		b = append(b, r.Result...)
+		return append(b, '}')
+	}
+	b, err := marshal(r)
+	if err != nil {
+		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
+	}
+	return b
+}
+
 // marshal encodes v without HTML escaping, so payloads pass through as
 // their senders wrote them.
 func marshal(v any) ([]byte, error) {
