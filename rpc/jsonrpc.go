@@ -294,6 +294,12 @@ func (m *message) decodeResult(method string, result any) error {
 	if m.Error != nil {
 		return m.Error
 	}
+	if raw, ok := result.(*json.RawMessage); ok && raw != nil {
+		// What json.Unmarshal would store, without validating again what
+		// the frame's decoding has validated.
+		*raw = append((*raw)[:0], m.Result...)
+		return nil
+	}
 	if result != nil {
 		if err := json.Unmarshal(m.Result, result); err != nil {
 			return fmt.Errorf("rpc: decode result of %s: %w", method, err)
