@@ -96,11 +96,11 @@ func decodeObject(raw []byte) item {
 	if len(raw) == 0 || raw[0] != '{' {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
 	}
-	f, ok := objectFields(raw)
-	if !ok && json.Unmarshal(raw, &f) != nil {
+	f, ok := objectEnvelope(raw)
+	if !ok {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
 	}
-	id, hasID := f["id"]
+	id, hasID := f.id, f.hasID
 	if hasID && !validID(id) {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`))}
 	}
@@ -108,26 +108,25 @@ func decodeObject(raw []byte) item {
 	if hasID {
 		replyID = id
 	}
-	methodRaw, hasMethod := f["method"]
-	result, hasResult := f["result"]
-	errRaw, hasError := f["error"]
+	methodRaw, hasMethod := f.method, f.hasMethod
+	result, hasResult := f.result, f.hasResult
+	errRaw, hasError := f.err, f.hasError
 	if !hasMethod && (hasResult || hasError) {
-		return decodeResponse(f["jsonrpc"], id, result, hasResult, errRaw, hasError)
+		return decodeResponse(f.version, id, result, hasResult, errRaw, hasError)
 	}
-	var version string
-	if v, ok := f["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != "2.0" {
+	if version, err := jsonString(f.version); !f.hasVersion || err != nil || version != "2.0" {
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))}
 	}
-	var method string
+	method, merr := jsonString(methodRaw)
 	switch {
 	case !hasMethod:
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" is required`))}
-	case json.Unmarshal(methodRaw, &method) != nil || method == "":
+	case merr != nil || method == "":
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" must be a non-empty string`))}
 	case hasResult || hasError:
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: a request has no "result" or "error"`))}
 	}
-	params := f["params"]
+	params := f.params
 	if isNull(params) {
 		params = nil // null is read as absent
 	}
