@@ -208,8 +208,9 @@ func (c *Client) fail(cause error) {
 }
 
 func (c *Client) readLoop() {
+	var r wsconn.Reader
 	for {
-		_, frame, err := c.ws.Read(context.Background())
+		_, frame, err := r.Read(context.Background(), c.ws)
 		if err != nil {
 			c.fail(err)
 			_ = c.ws.CloseNow()

@@ -253,11 +253,12 @@ func (c *Conn) serve() {
 	c.mu.Lock()
 	c.initTimer = time.AfterFunc(c.limits.InitTimeout, c.initExpired)
 	c.mu.Unlock()
+	var r Reader
 	for {
 		// Not c.ctx: cancelling a read context makes the library drop the
 		// connection at once. The writer closes the connection instead,
 		// which ends this read.
-		_, frame, err := c.ws.Read(context.Background())
+		_, frame, err := r.Read(context.Background(), c.ws)
 		if err != nil {
 			c.readFailed(err)
 			break
