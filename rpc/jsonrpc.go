@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -212,16 +213,38 @@ func encodeResponse(r *response) []byte {
 	return b
 }
 
+// encoder is an Encoder over its own buffer, kept in encoders between
+// uses: every message encoded would otherwise allocate both and grow the
+// buffer to its size.
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+// maxKeptEncoder bounds the buffer of an encoder put back for reuse.
+const maxKeptEncoder = 64 << 10
+
 // marshal encodes v without HTML escaping, so payloads pass through as
 // their senders wrote them.
 func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+	e := encoders.Get().(*encoder)
+	e.buf.Reset()
+	err := e.enc.Encode(v)
+	var out []byte
+	if err == nil {
+		out = bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")))
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	if e.buf.Cap() <= maxKeptEncoder {
+		encoders.Put(e)
+	}
+	return out, err
 }
 
 // encodeRequest is a request (a notification when id is empty) as
