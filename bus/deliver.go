@@ -116,24 +116,27 @@ type starter interface {
 func (b *Bus) deliverAll(ctx context.Context, subs []*subscription, atts []attempt, msg store.Message, params any) {
 	dctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
-	pending := make([]*rpc.PendingCall, len(subs))
-	methods := make([]string, len(subs))
+	type started struct {
+		pc     *rpc.PendingCall
+		method string
+	}
+	pending := make([]started, len(subs))
 	var wg sync.WaitGroup
 	for k, s := range subs {
 		if st, ok := s.conn.(starter); ok && s.members == nil {
-			methods[k] = s.client.method()
-			if pc, ok := st.TryStart(methods[k], params); ok {
-				pending[k] = pc
+			method := s.client.method()
+			if pc, ok := st.TryStart(method, params); ok {
+				pending[k] = started{pc, method}
 				continue
 			}
 		}
 		wg.Go(func() { atts[k] = b.deliver(ctx, s, msg, params) })
 	}
-	for k, pc := range pending {
-		if pc != nil {
+	for k, p := range pending {
+		if p.pc != nil {
 			var raw json.RawMessage
-			err := pc.Wait(dctx, &raw)
-			atts[k] = b.answered(dctx, subs[k], methods[k], params, raw, err)
+			err := p.pc.Wait(dctx, &raw)
+			atts[k] = b.answered(dctx, subs[k], p.method, params, raw, err)
 		}
 	}
 	wg.Wait()
@@ -188,8 +191,9 @@ func (b *Bus) answered(ctx context.Context, s *subscription, method string, para
 // published back, and never go to a default handler (every node would
 // spawn one).
 func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (SendResult, error) {
-	res := SendResult{MessageID: msg.ID, Acks: []Ack{}}
 	subs := b.subs.route(msg.Topic)
+	// One ack per subscriber, and one from the mesh or a default handler.
+	res := SendResult{MessageID: msg.ID, Acks: make([]Ack, 0, len(subs)+1)}
 	if local && len(subs) == 0 {
 		if ack, ok := b.toMeshAgent(ctx, msg); ok {
 			res.Acks = append(res.Acks, ack)
