@@ -70,8 +70,9 @@
 // A first delivery goes, in order: to a mesh agent when the topic is
 // agent:<mesh agent id> and no local client subscribes to it (the
 // payload's "type" names the capability; when the agent is away and the
-// Mesh is a Forwarder, the message waits in the mesh's outbox and the ack
-// says queued); to local subscribers; to the
+// Mesh is a Forwarder, the message waits in the mesh's outbox, or in a
+// mailbox the agent names, and the ack says queued); to local
+// subscribers; to the
 // mesh's topic peers when the Mesh is an rpc.Publisher (in the background when
 // there are local subscribers, otherwise its ack routes the message); and
 // to a default handler when nothing else took it. The ack of a mesh

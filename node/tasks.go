@@ -284,10 +284,33 @@ func (tt *taskTable) finish(t *task, res json.RawMessage, err error) {
 	t.mu.Unlock()
 	tt.mu.Lock()
 	if tt.m[t.key] == t {
-		tt.bytes += size
-		tt.evictLocked()
+		if notStarted(state, err) {
+			// Nothing here served the capability: the request never
+			// started, and a repeat once a handler is attached (an agent
+			// whose program reconnects, a message waiting in an outbox or
+			// a mailbox) must run it, not get this refusal again.
+			tt.forgetLocked(t.key)
+		} else {
+			tt.bytes += size
+			tt.evictLocked()
+		}
 	}
 	tt.mu.Unlock()
+}
+
+// notStarted reports whether a task that ended in state with err was
+// refused for want of a handler before anything ran.
+func notStarted(state protocol.TaskState, err error) bool {
+	return state == protocol.TaskValidating && protocol.CodeOf(err) == protocol.CodeCapabilityNotSupported
+}
+
+// forgetLocked drops the task of key from the table; its size was never
+// counted in tt.bytes.
+func (tt *taskTable) forgetLocked(key requestKey) {
+	delete(tt.m, key)
+	if i := slices.Index(tt.order, key); i >= 0 {
+		tt.order = slices.Delete(tt.order, i, i+1)
+	}
 }
 
 // taskRequest serves task.status and task.cancel for the requester of a

@@ -117,6 +117,7 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		pending: make(map[int64]*pendingCall),
 	}
 	c.writer.batch = batch
+	c.topics.answer = c.answer
 	c.wg.Go(c.readLoop)
 	if cfg.NoInitialize {
 		return c, nil
@@ -278,13 +279,17 @@ func (c *Client) handleItem(it item) {
 			return
 		}
 		if m.Method == MethodMeshMessage {
-			c.topics.deliver(m.Params)
+			c.topics.deliver(m.Params, nil)
 			return
 		}
 		if c.cfg.OnNotification != nil {
 			c.cfg.OnNotification(m.Method, m.Params)
 		}
 	case kindRequest:
+		if m.Method == MethodMeshMessage {
+			c.topics.deliver(m.Params, m.ID)
+			return
+		}
 		c.serveRequest(m)
 	}
 }
@@ -366,6 +371,16 @@ func (c *Client) serveRequest(m *message) {
 		}
 		c.send(resultResponse(m.ID, res))
 	})
+}
+
+// answer sends the response to a server request: {} for nil, else the
+// error.
+func (c *Client) answer(id json.RawMessage, err error) {
+	if err != nil {
+		c.send(errorResponse(id, toRPCError(err)))
+		return
+	}
+	c.send(resultResponse(id, struct{}{}))
 }
 
 // send writes a response to a server request; failures end the

@@ -175,19 +175,6 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 	}
 }
 
-// waitRoom waits (within ctx) until the send queue has room, so that the
-// response of a handler that filled it with NotifyWait is not what cuts
-// the client off as a slow consumer.
-func (c *Conn) waitRoom(ctx context.Context) error {
-	if err := c.wc.WaitRoom(ctx); err != nil {
-		if errors.Is(err, wsconn.ErrClosed) {
-			return ErrClosed
-		}
-		return err
-	}
-	return nil
-}
-
 // enqueue hands an encoded message to the writer without blocking; a
 // full queue disconnects the client.
 func (c *Conn) enqueue(b []byte) error {
