@@ -109,7 +109,13 @@
 // and the mesh subscriptions each have a lock, and neither is held while
 // calling a client, the mesh or the store. Deliveries run on the request's
 // goroutine (sendMessage), on a goroutine of the bus (mesh messages,
-// retries), and on one goroutine per subscriber of a continueAll run.
+// retries). A continueAll run sends its requests from that goroutine,
+// which then collects the answers (rpc.Conn.TryStart): a fan-out costs
+// no goroutine per subscriber. Only a delivery that cannot start so (to a
+// queue group, or to a connection whose request slots are all taken, for
+// which Call waits) runs on a goroutine of its own. A subscriber's answer
+// is read in one walk of its JSON, with encoding/json only for what that
+// walk does not read exactly as encoding/json would.
 //
 // # Lifecycle
 //

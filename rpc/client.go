@@ -209,8 +209,9 @@ func (c *Client) fail(cause error) {
 }
 
 func (c *Client) readLoop() {
+	var r wsconn.Reader
 	for {
-		_, frame, err := c.ws.Read(context.Background())
+		_, frame, err := r.Read(context.Background(), c.ws)
 		if err != nil {
 			c.fail(err)
 			_ = c.ws.CloseNow()
@@ -385,11 +386,7 @@ func (c *Client) answer(id json.RawMessage, err error) {
 // send writes a response to a server request; failures end the
 // connection, which the read loop reports.
 func (c *Client) send(r *response) {
-	b, err := marshal(r)
-	if err != nil {
-		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
-	}
-	_ = c.write(c.ctx, b)
+	_ = c.write(c.ctx, encodeResponse(r))
 }
 
 // Call invokes method with params (nil for none; otherwise anything that
