@@ -153,28 +153,6 @@ func (c *Conn) Notify(method string, params any) error {
 	return c.enqueue(b)
 }
 
-// NotifyWait is Notify for a burst the caller can hold back: when the
-// send queue is full it waits for room (within ctx) instead of
-// disconnecting the client as a slow consumer.
-func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error {
-	p, err := marshalParams(params)
-	if err != nil {
-		return err
-	}
-	b, err := encodeRequest("", method, p)
-	if err != nil {
-		return fmt.Errorf("rpc: encode notification %s: %w", method, err)
-	}
-	switch err := c.wc.SendWait(ctx, b); {
-	case err == nil:
-		return nil
-	case errors.Is(err, wsconn.ErrClosed):
-		return ErrClosed
-	default:
-		return err
-	}
-}
-
 // enqueue hands an encoded message to the writer without blocking; a
 // full queue disconnects the client.
 func (c *Conn) enqueue(b []byte) error {

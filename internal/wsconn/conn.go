@@ -35,9 +35,7 @@ type Conn struct {
 	send   chan []byte
 	jobs   chan struct{} // one per job running (Go)
 
-	roomMu sync.Mutex
-	room   chan struct{} // closed by the writer when it takes a message; nil when no one waits
-	wg     sync.WaitGroup
+	wg sync.WaitGroup
 
 	mu          sync.Mutex
 	closing     bool
@@ -102,68 +100,9 @@ func (c *Conn) Send(b []byte) error {
 	}
 }
 
-// SendWait queues an encoded message like Send, but waits for room in a
-// full queue until ctx ends (returning its error) or the connection closes
-// (ErrClosed): for a burst its sender can hold back, such as the catch-up
-// of a durable subscription.
-func (c *Conn) SendWait(ctx context.Context, b []byte) error {
-	if c.ctx.Err() != nil {
-		return ErrClosed
-	}
-	select {
-	case c.send <- b:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.ctx.Done():
-		return ErrClosed
-	}
-}
-
 // Queued returns how many messages wait in the send queue, and its
 // capacity.
 func (c *Conn) Queued() (n, capacity int) { return len(c.send), cap(c.send) }
-
-// WaitRoom waits until the send queue has room for one more message, so
-// that a Send after a burst of SendWait does not disconnect the client as
-// a slow consumer. It returns ctx's error if ctx ends first and ErrClosed
-// if the connection closes. The writer wakes it when it takes a message
-// off the queue: it does not poll.
-func (c *Conn) WaitRoom(ctx context.Context) error {
-	for {
-		c.roomMu.Lock()
-		if len(c.send) < cap(c.send) {
-			c.roomMu.Unlock()
-			return nil
-		}
-		// The check and the channel are made under roomMu, and the writer
-		// closes the channel under roomMu after its receive: a message
-		// taken after the check cannot be missed.
-		if c.room == nil {
-			c.room = make(chan struct{})
-		}
-		room := c.room
-		c.roomMu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.ctx.Done():
-			return ErrClosed
-		}
-	}
-}
-
-// madeRoom wakes the callers of WaitRoom, if any; the writer calls it
-// after each message it takes off the queue.
-func (c *Conn) madeRoom() {
-	c.roomMu.Lock()
-	if c.room != nil {
-		close(c.room)
-		c.room = nil
-	}
-	c.roomMu.Unlock()
-}
 
 // Go runs f on a goroutine of the connection if fewer than
 // Limits.MaxConcurrentCalls are running, and reports whether it did. Call
@@ -319,7 +258,6 @@ func (c *Conn) writeLoop() {
 			c.drain()
 			return
 		case b := <-c.send:
-			c.madeRoom()
 			if err := c.writeBurst(b); err != nil {
 				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 					if c.shut(websocket.StatusPolicyViolation, "slow consumer: write timeout", true, false) {
@@ -362,7 +300,6 @@ func (c *Conn) writeBurst(b []byte) error {
 	for n := len(c.send); err == nil && n > 0; n-- {
 		select {
 		case b = <-c.send:
-			c.madeRoom()
 			err = c.ws.Write(ctx, websocket.MessageText, b)
 		default:
 			n = 0

@@ -26,9 +26,8 @@
 // Limits.WriteTimeout, disconnects the client (1008 "slow consumer"): a
 // listener never waits for a slow reader. A client that stops answering
 // pings within Limits.PingInterval is disconnected too. A sender that
-// can hold back (a catch-up burst) uses Conn.SendWait instead, and
-// Conn.WaitRoom before a Send that must not find the queue full: both are
-// woken by the writer as it takes messages off the queue.
+// must hold back instead (a durable subscription's catch-up) waits for
+// the client's answer to each message rather than for room in the queue.
 //
 // # Bursts
 //
