@@ -2,8 +2,6 @@ package bus
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -277,10 +275,10 @@ func (b *Bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	return res, nil
 }
 
+// newMessageID is store.NewID: time-ordered ids keep the history's id
+// index appending at its right edge.
 func newMessageID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return store.NewID()
 }
 
 // conversationOf reads a conversation id from a payload: its
