@@ -59,19 +59,20 @@ func (s *Store) Record(ctx context.Context, m Message) error {
 		return err
 	}
 	pk := concat(nanoKey(r.Time), []byte(m.ID))
+	id := pk[8:] // bbolt keeps keys until the commit: pk is never reused
 	err = s.update(ctx, func(tx *bolt.Tx) error {
-		ids := bucket(tx, bucketHistoryIDs)
-		if ids.Get([]byte(m.ID)) != nil {
+		ids := appendBucket(tx, bucketHistoryIDs)
+		if ids.Get(id) != nil {
 			return nil
 		}
-		if err := bucket(tx, bucketHistory).Put(pk, v); err != nil {
+		if err := appendBucket(tx, bucketHistory).Put(pk, v); err != nil {
 			return err
 		}
-		if err := ids.Put([]byte(m.ID), pk); err != nil {
+		if err := ids.Put(id, pk); err != nil {
 			return err
 		}
 		if err := forIndexes(r, pk, func(b string, key []byte) error {
-			return bucket(tx, b).Put(key, nil)
+			return appendBucket(tx, b).Put(key, nil)
 		}); err != nil {
 			return err
 		}
@@ -83,24 +84,47 @@ func (s *Store) Record(ctx context.Context, m Message) error {
 	return nil
 }
 
+// appendFill is the fill percent of buckets that grow at their right edge
+// (or at the right edge of each indexed value's range): their keys start
+// with a time or a time-ordered id, so a page that splits is not written
+// into again and is best left nearly full. Not 1.0: records written by
+// concurrent senders arrive a little out of time order.
+const appendFill = 0.9
+
+// appendBucket is bucket(tx, name) for a bucket that grows in key order.
+func appendBucket(tx *bolt.Tx, name string) *bolt.Bucket {
+	b := bucket(tx, name)
+	b.FillPercent = appendFill
+	return b
+}
+
 // forIndexes calls fn with each index bucket and key of history record r
 // stored at primary key pk.
 func forIndexes(r msgRecord, pk []byte, fn func(bucket string, key []byte) error) error {
-	if err := fn(bucketIdxTopic, indexKey(r.Topic, pk)); err != nil {
+	return forIndexValues(r, func(b, value string) error {
+		return fn(b, indexKey(value, pk))
+	})
+}
+
+// forIndexValues calls fn with each index bucket and indexed value of
+// history record r: its topic, its From and To agents (To once when it is
+// From), and its conversation.
+func forIndexValues(r msgRecord, fn func(bucket, value string) error) error {
+	if err := fn(bucketIdxTopic, r.Topic); err != nil {
 		return err
 	}
 	if r.From != "" {
-		if err := fn(bucketIdxAgent, indexKey(r.From, pk)); err != nil {
+		if err := fn(bucketIdxAgent, r.From); err != nil {
 			return err
 		}
 	}
 	if r.To != "" && r.To != r.From {
-		if err := fn(bucketIdxAgent, indexKey(r.To, pk)); err != nil {
+		if err := fn(bucketIdxAgent, r.To); err != nil {
 			return err
 		}
 	}
 	if r.ConversationID != "" {
-		if err := fn(bucketIdxConv, indexKey(r.ConversationID, pk)); err != nil {
+		if err := fn(bucketIdxConv, r.ConversationID); err != nil {
 			return err
 		}
 	}
@@ -396,8 +420,8 @@ func (s *Store) deleteHistory(tx *bolt.Tx, hist, ids *bolt.Bucket, k, v []byte) 
 // WithMaxHistoryBytes: its key and value, its id entry, its index keys.
 func historyBytesOf(r msgRecord, pk, v []byte) int64 {
 	n := int64(len(pk) + len(v) + len(pk) - 8 + len(pk))
-	_ = forIndexes(r, pk, func(_ string, key []byte) error {
-		n += int64(len(key))
+	_ = forIndexValues(r, func(_, value string) error {
+		n += int64(len(value) + 1 + len(pk)) // the length of its indexKey
 		return nil
 	})
 	return n
