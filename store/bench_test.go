@@ -123,12 +123,12 @@ func (s *Store) recordAll(ms []Message) error {
 	})
 }
 
-// BenchmarkRecord measures fsync'd history appends as the bus makes them:
-// 32 writers recording messages under a few topics and agents, each write
-// sharing group commits. "time-ordered" ids are NewID's (the bus's);
-// "random" ids are 128 random bits, which land all over the id index.
-// It reports records per second and the process CPU per record, which
-// holds better than throughput on a loaded machine.
+// BenchmarkRecord measures fsync'd history appends: 32 writers, each
+// recording one message at a time under a few topics and agents, their
+// writes sharing group commits. "time-ordered" ids are NewID's (the bus's);
+// "random" ids are 128 random bits, which land all over the id index. It
+// reports records per second and the process CPU per record, which holds
+// better than throughput on a loaded machine.
 //
 //	go test ./store -run '^$' -bench Record -benchtime 20000x
 func BenchmarkRecord(b *testing.B) {
@@ -150,7 +150,7 @@ func benchRecord(b *testing.B, newID func() string) {
 	defer s.Close()
 	var n atomic.Int64
 	b.ReportAllocs()
-	b.SetParallelism(16) // 32 writers on 2 cores, as the bus's historyWriters
+	b.SetParallelism(16) // 32 writers on 2 cores
 	cpu := processCPU()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {

@@ -49,18 +49,63 @@ type HistoryQuery struct {
 // message delivered more than once is recorded once. A missing ID and Time
 // are filled in on a copy.
 func (s *Store) Record(ctx context.Context, m Message) error {
-	if err := s.prepare(&m); err != nil {
+	put, id, err := s.recordPut(m)
+	if err != nil {
 		return err
+	}
+	if err := s.update(ctx, put); err != nil {
+		return fmt.Errorf("store: record %s: %w", id, err)
+	}
+	return nil
+}
+
+// RecordAll records each of ms as Record does, all in one transaction, and
+// returns after it is fsync'd: a writer with many messages at hand pays for
+// one write instead of one each. A message that Record would refuse is
+// left out and its error joined into the result; the others are recorded.
+func (s *Store) RecordAll(ctx context.Context, ms []Message) error {
+	var errs []error
+	puts := make([]func(*bolt.Tx) error, 0, len(ms))
+	for _, m := range ms {
+		put, _, err := s.recordPut(m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store: record %s: %w", m.ID, err))
+			continue
+		}
+		puts = append(puts, put)
+	}
+	if len(puts) > 0 {
+		err := s.update(ctx, func(tx *bolt.Tx) error {
+			for _, put := range puts {
+				if err := put(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store: record %d messages: %w", len(puts), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recordPut validates and encodes m (on a copy) and returns the write that
+// adds it to the history in a transaction, and its id (filled in if m had
+// none).
+func (s *Store) recordPut(m Message) (func(*bolt.Tx) error, string, error) {
+	if err := s.prepare(&m); err != nil {
+		return nil, "", err
 	}
 	m.NextAttempt = time.Time{}
 	r := toRecord(m)
 	v, err := encode(r)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	pk := concat(nanoKey(r.Time), []byte(m.ID))
 	id := pk[8:] // bbolt keeps keys until the commit: pk is never reused
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
 		ids := appendBucket(tx, bucketHistoryIDs)
 		if ids.Get(id) != nil {
 			return nil
@@ -77,11 +122,7 @@ func (s *Store) Record(ctx context.Context, m Message) error {
 			return err
 		}
 		return s.capHistory(tx, pk, historyBytesOf(r, pk, v))
-	})
-	if err != nil {
-		return fmt.Errorf("store: record %s: %w", m.ID, err)
-	}
-	return nil
+	}, m.ID, nil
 }
 
 // appendFill is the fill percent of buckets that grow at their right edge

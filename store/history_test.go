@@ -234,6 +234,45 @@ func TestRecordIdempotent(t *testing.T) {
 	}
 }
 
+// TestRecordAll: one call records a batch as Record would each message:
+// a duplicate (in the batch or already recorded) keeps the first entry, an
+// invalid message is left out with its error, and the rest is recorded.
+func TestRecordAll(t *testing.T) {
+	s, _ := open(t)
+	at := func(id string, min int) Message {
+		m := msg(id, "inbound:chat")
+		m.Time = t0.Add(time.Duration(min) * time.Minute)
+		return m
+	}
+	if err := s.Record(ctx, at("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	bad := at("bad", 1)
+	bad.Payload = json.RawMessage(`{`)
+	dup := at("b", 3)
+	dup.Payload = json.RawMessage(`"changed"`)
+	err := s.RecordAll(ctx, []Message{at("a", 5), at("b", 2), bad, dup, at("c", 4)})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bad") {
+		t.Fatalf("RecordAll error %v, want the invalid message's", err)
+	}
+	got, err := s.History(ctx, HistoryQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"c", "b", "a"}; !slices.Equal(ids(got), want) {
+		t.Fatalf("history %v, want %v", ids(got), want)
+	}
+	if string(got[1].Payload) != `{"text":"hi"}` || !got[2].Time.Equal(t0) {
+		t.Errorf("history %+v, want the first recording of each id", got)
+	}
+	if n := countKeys(t, s, bucketIdxTopic); n != 3 {
+		t.Errorf("topic index has %d entries, want 3", n)
+	}
+	if err := s.RecordAll(ctx, nil); err != nil {
+		t.Errorf("RecordAll(nil) = %v", err)
+	}
+}
+
 // TestHistoryUsesIndexes checks that a query by agent, topic or
 // conversation reads only its index's records: a corrupt record of another
 // agent, topic and conversation breaks a full scan but not those queries.
