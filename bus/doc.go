@@ -100,8 +100,10 @@
 // subscribes again, up to MessageTTL from when it was sent, then is a dead
 // letter that says so. A local message nothing takes is a dead letter at
 // once. Every message is written to history by background writers, so
-// that no sendMessage waits for a history commit; Close writes what they
-// had queued.
+// that no sendMessage waits for a history commit; each writes what queued
+// up while it was writing in one transaction (store.RecordAll), and Close
+// writes what they had queued. Message ids are store.NewID's: 32 hex
+// digits, time-ordered, so the history's id index grows at its right edge.
 //
 // # Concurrency
 //

@@ -71,6 +71,15 @@
 // so that byte order is time order, and must lie in the years 1678-2262
 // (time.Time.UnixNano's range).
 //
+// Every history key starts with a time or, in history_ids, an id, and
+// NewID's ids start with the time they were made: records arrive in about
+// time order, so each bucket grows at its right edge (the indexes at the
+// right edge of each value's range) and a commit rewrites a few pages
+// there rather than one page per record scattered through the tree. Those
+// buckets split pages at 90% full (bbolt's default is half), since a
+// split page is not written into again. RecordAll writes many records in
+// one transaction, for a writer that has a batch at hand.
+//
 // Prune deletes history older than the retention (WithRetention, seven
 // days by default, as seed 004 asks) with its index entries, in bounded
 // transactions; a pruner goroutine owned by the Store runs it every
