@@ -125,7 +125,7 @@ func (s *Store) recordAll(ms []Message) error {
 
 // BenchmarkRecord measures fsync'd history appends: 32 writers, each
 // recording one message at a time under a few topics and agents, their
-// writes sharing group commits. "time-ordered" ids are NewID's (the bus's);
+// writes sharing group commits (and 4 writers recording batches). "time-ordered" ids are NewID's (the bus's);
 // "random" ids are 128 random bits, which land all over the id index. It
 // reports records per second and the process CPU per record, which holds
 // better than throughput on a loaded machine.
@@ -137,11 +137,16 @@ func BenchmarkRecord(b *testing.B) {
 		_, _ = rand.Read(id[:])
 		return hex.EncodeToString(id[:])
 	}
-	b.Run("ids=time-ordered", func(b *testing.B) { benchRecord(b, NewID) })
-	b.Run("ids=random", func(b *testing.B) { benchRecord(b, random) })
+	b.Run("ids=time-ordered", func(b *testing.B) { benchRecord(b, NewID, 16, 1) })
+	b.Run("ids=random", func(b *testing.B) { benchRecord(b, random, 16, 1) })
+	// As the bus writes history: 4 writers, each recording a batch at a
+	// time with RecordAll.
+	b.Run("ids=time-ordered/RecordAll-64", func(b *testing.B) { benchRecord(b, NewID, 2, 64) })
 }
 
-func benchRecord(b *testing.B, newID func() string) {
+// benchRecord runs p writers per GOMAXPROCS, each recording batch
+// messages per call (Record when batch is 1, else RecordAll).
+func benchRecord(b *testing.B, newID func() string, p, batch int) {
 	payload := json.RawMessage(`{"type":"plaintext_message","text":"message 12345"}`)
 	s, err := Open(filepath.Join(b.TempDir(), "bench.db"), WithPruneInterval(0))
 	if err != nil {
@@ -150,17 +155,33 @@ func benchRecord(b *testing.B, newID func() string) {
 	defer s.Close()
 	var n atomic.Int64
 	b.ReportAllocs()
-	b.SetParallelism(16) // 32 writers on 2 cores
+	b.SetParallelism(p)
 	cpu := processCPU()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
+		ms := make([]Message, 0, batch)
+		flush := func() bool {
+			var err error
+			if batch == 1 {
+				err = s.Record(ctx, ms[0])
+			} else {
+				err = s.RecordAll(ctx, ms)
+			}
+			ms = ms[:0]
+			if err != nil {
+				b.Error(err)
+			}
+			return err == nil
+		}
 		for pb.Next() {
 			i := n.Add(1)
-			m := Message{ID: newID(), Topic: fmt.Sprint("bench:", i%4), From: fmt.Sprint("sender-", i%8), Payload: payload}
-			if err := s.Record(ctx, m); err != nil {
-				b.Error(err)
+			ms = append(ms, Message{ID: newID(), Topic: fmt.Sprint("bench:", i%4), From: fmt.Sprint("sender-", i%8), Payload: payload})
+			if len(ms) == batch && !flush() {
 				return
 			}
+		}
+		if len(ms) > 0 {
+			flush()
 		}
 	})
 	elapsed := time.Since(start)
