@@ -14,8 +14,10 @@ import (
 
 // kindTracer splits the GossipSub RPCs a cluster sends by what they
 // carry: messages by topic (a node's own, flood-published, and forwarded
-// ones alike), IHAVE, IWANT, GRAFT, PRUNE and subscriptions. The gossip
-// reporter counts stream writes; this says which kind grows with N.
+// ones alike), IHAVE, IWANT, GRAFT, PRUNE and subscriptions; and what the
+// router refused or dropped (rejected messages by reason, RPCs dropped on
+// a full peer queue). The gossip reporter counts stream writes; this says
+// which kind grows with N.
 type kindTracer struct {
 	mu     sync.Mutex
 	counts map[string]int64
@@ -46,6 +48,12 @@ func (t *kindTracer) SendRPC(rpc *libp2ppubsub.RPC, _ peer.ID) {
 	t.counts["rpc"]++
 }
 
+func (t *kindTracer) add(k string) {
+	t.mu.Lock()
+	t.counts[k]++
+	t.mu.Unlock()
+}
+
 // take returns the counts so far and starts afresh.
 func (t *kindTracer) take() map[string]int64 {
 	t.mu.Lock()
@@ -64,21 +72,21 @@ func split(c map[string]int64, per float64) string {
 	return b.String()
 }
 
-func (*kindTracer) AddPeer(peer.ID, protocol.ID)                {}
-func (*kindTracer) RemovePeer(peer.ID)                          {}
-func (*kindTracer) Join(string)                                 {}
-func (*kindTracer) Leave(string)                                {}
-func (*kindTracer) Graft(peer.ID, string)                       {}
-func (*kindTracer) Prune(peer.ID, string)                       {}
-func (*kindTracer) ValidateMessage(*libp2ppubsub.Message)       {}
-func (*kindTracer) DeliverMessage(*libp2ppubsub.Message)        {}
-func (*kindTracer) RejectMessage(*libp2ppubsub.Message, string) {}
-func (*kindTracer) DuplicateMessage(*libp2ppubsub.Message)      {}
-func (*kindTracer) ThrottlePeer(peer.ID)                        {}
-func (*kindTracer) RecvRPC(*libp2ppubsub.RPC)                   {}
-func (*kindTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)          {}
-func (*kindTracer) UndeliverableMessage(*libp2ppubsub.Message)  {}
-func (*kindTracer) OnNewOutboundStream(peer.ID, protocol.ID)    {}
-func (*kindTracer) OnClosedOutboundStream(peer.ID)              {}
+func (*kindTracer) AddPeer(peer.ID, protocol.ID)                        {}
+func (*kindTracer) RemovePeer(peer.ID)                                  {}
+func (*kindTracer) Join(string)                                         {}
+func (*kindTracer) Leave(string)                                        {}
+func (*kindTracer) Graft(peer.ID, string)                               {}
+func (*kindTracer) Prune(peer.ID, string)                               {}
+func (*kindTracer) ValidateMessage(*libp2ppubsub.Message)               {}
+func (*kindTracer) DeliverMessage(*libp2ppubsub.Message)                {}
+func (t *kindTracer) RejectMessage(_ *libp2ppubsub.Message, why string) { t.add("reject " + why) }
+func (*kindTracer) DuplicateMessage(*libp2ppubsub.Message)              {}
+func (t *kindTracer) ThrottlePeer(peer.ID)                              { t.add("throttled") }
+func (*kindTracer) RecvRPC(*libp2ppubsub.RPC)                           {}
+func (t *kindTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)                { t.add("dropped rpc") }
+func (t *kindTracer) UndeliverableMessage(*libp2ppubsub.Message)        { t.add("undeliverable") }
+func (*kindTracer) OnNewOutboundStream(peer.ID, protocol.ID)            {}
+func (*kindTracer) OnClosedOutboundStream(peer.ID)                      {}
 
 var _ libp2ppubsub.RawTracer = (*kindTracer)(nil)
