@@ -41,12 +41,13 @@ chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malfo
 	if [ $$rc -ne 0 ]; then echo "make chaos failed; the end of its log:"; tail -n 200 $$log; fi; \
 	rm -f $$log; exit $$rc
 
-bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, a local API client serving vs the built-in echo, directory vs raw kad-dht, topics vs raw GossipSub, durable catch-up from a keeper, bus vs nats-server, idle client memory, canonical JSON vs jcs)
+bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, a local API client serving vs the built-in echo, directory vs raw kad-dht, topics vs raw GossipSub, durable catch-up from a keeper and to an answering client, bus vs nats-server, idle client memory, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
 	$(GO) test ./node -run '^$$' -bench CallAny -count 3
 	$(GO) test ./dht -run '^$$' -bench FindProviders -benchtime 200x
 	$(GO) test ./pubsub -run '^$$' -bench Fanout -benchtime 1x
 	$(GO) test ./pubsub -run '^$$' -bench Catchup -benchtime 5x -count 3
+	$(GO) test ./rpc -run '^$$' -bench DurableDelivery -benchtime 5x -count 3
 	$(GO) test ./bus -run '^$$' -bench BusRoundTrip -benchtime 1x
 	$(GO) test ./bus -run '^$$' -bench IdleClients -benchtime 1x
 	$(GO) test ./cmd/meshagent -run '^$$' -bench Serve -benchtime 1x

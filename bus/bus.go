@@ -55,8 +55,9 @@ type Mesh interface {
 
 // Forwarder is a Mesh with a store-and-forward outbox (*node.Node with a
 // store is one): an agent:<id> message to an agent that is away is queued
-// there, on disk before Forward returns, and delivered when the agent is
-// back, instead of a negative ack.
+// there, on disk before Forward returns (or handed to a mailbox the agent
+// names, which keeps it for the agent even when this node is gone), and
+// delivered when the agent is back, instead of a negative ack.
 type Forwarder interface {
 	// Forward queues a call of action with params to agent to under id
 	// and returns when the outbox gives up on it.

@@ -424,6 +424,39 @@ func TestBusBaseProtocolClient(t *testing.T) {
 	}
 }
 
+// TestBusBaseProtocolClientInFanOut: in a continueAll fan-out, a client
+// that does not know processMessage is asked again with sendMessage, and
+// gets sendMessage from then on, beside one that knows it.
+func TestBusBaseProtocolClientInFanOut(t *testing.T) {
+	_, url := busServer(t, fakemesh.New(), nil)
+	old := newPeer(t, url, "old", func(d delivery) (any, error) {
+		if d.method == "processMessage" {
+			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found")
+		}
+		return map[string]any{"success": true}, nil
+	})
+	old.subscribe(t, map[string]any{"topic": "inbound:*", "policy": "continueAll"})
+	cur := newPeer(t, url, "new", nil)
+	cur.subscribe(t, map[string]any{"topic": "inbound:x", "policy": "continueAll"})
+	sender := newPeer(t, url, "sender", nil)
+	for _, text := range []string{"one", "two"} {
+		if got := ackIDs(sender.send(t, "inbound:x", text)); got != "new=true old=true" {
+			t.Errorf("acks %q", got)
+		}
+	}
+	for p, want := range map[*peer]string{old: "processMessage,sendMessage,sendMessage", cur: "processMessage,processMessage"} {
+		p.mu.Lock()
+		var methods []string
+		for _, d := range p.got {
+			methods = append(methods, d.method)
+		}
+		p.mu.Unlock()
+		if got := strings.Join(methods, ","); got != want {
+			t.Errorf("%s got %s, want %s", p.id, got, want)
+		}
+	}
+}
+
 // TestBusSlowSubscriber: a subscriber that never answers holds only the
 // messages sent to it.
 func TestBusSlowSubscriber(t *testing.T) {

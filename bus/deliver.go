@@ -72,11 +72,7 @@ func (b *Bus) pass(ctx context.Context, msg store.Message, subs []*subscription)
 			j++
 		}
 		if j-i > 1 {
-			var wg sync.WaitGroup
-			for k := i; k < j; k++ {
-				wg.Go(func() { atts[k] = b.deliver(ctx, subs[k], msg, params) })
-			}
-			wg.Wait()
+			b.deliverAll(ctx, subs[i:j], atts[i:j], msg, params)
 			i = j
 			continue
 		}
@@ -104,6 +100,48 @@ func processParams(msg store.Message) any {
 	return rpc.Encoded(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
+// starter is a connection that can have a request out without a
+// goroutine waiting on it (*rpc.Conn is one).
+type starter interface {
+	TryStart(method string, params any) (*rpc.PendingCall, bool)
+}
+
+// deliverAll delivers a message to a run of continueAll subscriptions at
+// once and puts each attempt in atts, in order. The requests go out from
+// this goroutine, which then collects the answers: a fan-out costs no
+// goroutine per subscriber. A delivery that cannot start so (to a queue
+// group, or on a connection whose request slots are all taken, where Call
+// waits for one) runs as deliver on a goroutine of its own. All share one
+// DeliveryTimeout, as they start together.
+func (b *Bus) deliverAll(ctx context.Context, subs []*subscription, atts []attempt, msg store.Message, params any) {
+	dctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
+	defer cancel()
+	type started struct {
+		pc     *rpc.PendingCall
+		method string
+	}
+	pending := make([]started, len(subs))
+	var wg sync.WaitGroup
+	for k, s := range subs {
+		if st, ok := s.conn.(starter); ok && s.members == nil {
+			method := s.client.method()
+			if pc, ok := st.TryStart(method, params); ok {
+				pending[k] = started{pc, method}
+				continue
+			}
+		}
+		wg.Go(func() { atts[k] = b.deliver(ctx, s, msg, params) })
+	}
+	for k, p := range pending {
+		if p.pc != nil {
+			var raw json.RawMessage
+			err := p.pc.Wait(dctx, &raw)
+			atts[k] = b.answered(dctx, subs[k], p.method, params, raw, err)
+		}
+	}
+	wg.Wait()
+}
+
 // deliver sends one message, whose params processParams has made, to one
 // subscription's client: processMessage, or sendMessage for a client
 // that does not know processMessage. A queue group's entry delivers to
@@ -114,22 +152,27 @@ func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message, p
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
-	s.client.mu.Lock()
-	legacy := s.client.legacy
-	s.client.mu.Unlock()
-	method := MethodProcessMessage
-	if legacy {
-		method = MethodSendMessage
-	}
-	var pr ProcessResult
-	err := s.conn.Call(ctx, method, params, &pr)
+	method := s.client.method()
+	var raw json.RawMessage
+	err := s.conn.Call(ctx, method, params, &raw)
+	return b.answered(ctx, s, method, params, raw, err)
+}
+
+// answered makes the attempt of a delivery by method from its answer,
+// raw, or its failure, err. A client that does not know processMessage
+// is asked again with sendMessage (within ctx), and from then on always.
+func (b *Bus) answered(ctx context.Context, s *subscription, method string, params any, raw json.RawMessage, err error) attempt {
 	var re *rpc.Error
-	if !legacy && errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
+	if method == MethodProcessMessage && errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
 		s.client.mu.Lock()
 		s.client.legacy = true
 		s.client.mu.Unlock()
-		pr = ProcessResult{}
-		err = s.conn.Call(ctx, MethodSendMessage, params, &pr)
+		method, raw = MethodSendMessage, nil
+		err = s.conn.Call(ctx, method, params, &raw)
+	}
+	var pr ProcessResult
+	if err == nil {
+		err = decodeProcessResult(method, raw, &pr)
 	}
 	if err != nil {
 		return b.met.acked(attempt{sub: s, err: fmt.Errorf("delivery to %s failed: %w", s.client.id, err)})
@@ -148,8 +191,9 @@ func (b *Bus) deliver(ctx context.Context, s *subscription, msg store.Message, p
 // published back, and never go to a default handler (every node would
 // spawn one).
 func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (SendResult, error) {
-	res := SendResult{MessageID: msg.ID, Acks: []Ack{}}
 	subs := b.subs.route(msg.Topic)
+	// One ack per subscriber, and one from the mesh or a default handler.
+	res := SendResult{MessageID: msg.ID, Acks: make([]Ack, 0, len(subs)+1)}
 	if local && len(subs) == 0 {
 		if ack, ok := b.toMeshAgent(ctx, msg); ok {
 			res.Acks = append(res.Acks, ack)

@@ -70,8 +70,9 @@
 // A first delivery goes, in order: to a mesh agent when the topic is
 // agent:<mesh agent id> and no local client subscribes to it (the
 // payload's "type" names the capability; when the agent is away and the
-// Mesh is a Forwarder, the message waits in the mesh's outbox and the ack
-// says queued); to local subscribers; to the
+// Mesh is a Forwarder, the message waits in the mesh's outbox, or in a
+// mailbox the agent names, and the ack says queued); to local
+// subscribers; to the
 // mesh's topic peers when the Mesh is an rpc.Publisher (in the background when
 // there are local subscribers, otherwise its ack routes the message); and
 // to a default handler when nothing else took it. The ack of a mesh
@@ -108,7 +109,13 @@
 // and the mesh subscriptions each have a lock, and neither is held while
 // calling a client, the mesh or the store. Deliveries run on the request's
 // goroutine (sendMessage), on a goroutine of the bus (mesh messages,
-// retries), and on one goroutine per subscriber of a continueAll run.
+// retries). A continueAll run sends its requests from that goroutine,
+// which then collects the answers (rpc.Conn.TryStart): a fan-out costs
+// no goroutine per subscriber. Only a delivery that cannot start so (to a
+// queue group, or to a connection whose request slots are all taken, for
+// which Call waits) runs on a goroutine of its own. A subscriber's answer
+// is read in one walk of its JSON, with encoding/json only for what that
+// walk does not read exactly as encoding/json would.
 //
 // # Lifecycle
 //

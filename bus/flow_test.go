@@ -231,3 +231,35 @@ func work() {
 	var buf [64 << 10]byte
 	_ = sha256.Sum256(buf[:])
 }
+
+// Under a flood to continueAll subscribers, a delivery that finds all of
+// its subscriber's request slots taken waits for one (on a goroutine of
+// its own) while the others of the fan-out go out at once: every send is
+// acked by both, processed.
+func TestFanOutWaitsForSlotsUnderFlood(t *testing.T) {
+	url := flowServer(t, flowLimits())
+	var got atomic.Int64
+	for i, pattern := range []string{"fan:*", "fan:?"} {
+		p := newPeer(t, url, fmt.Sprintf("sub-%d", i), func(delivery) (any, error) {
+			got.Add(1)
+			work()
+			return map[string]any{"processed": true}, nil
+		})
+		p.subscribe(t, map[string]any{"topic": pattern, "policy": "continueAll"})
+	}
+	results, errs := flood(t, url, "fan:1", map[string]any{"text": "x"}, flowSenders/4)
+	bad := 0
+	for i := range results {
+		if errs[i] != nil || ackIDs(results[i]) != "sub-1=true sub-0=true" {
+			if bad++; bad <= 5 {
+				t.Errorf("send %d: %+v %v", i, results[i], errs[i])
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d sends failed", bad, len(results))
+	}
+	if n := got.Load(); n != 2*int64(len(results)) {
+		t.Fatalf("subscribers processed %d of %d deliveries", n, 2*len(results))
+	}
+}

@@ -28,6 +28,17 @@ type client struct {
 	legacy bool
 }
 
+// method is what the bus delivers to the client with: processMessage, or
+// sendMessage once the client has shown it does not know processMessage.
+func (c *client) method() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.legacy {
+		return MethodSendMessage
+	}
+	return MethodProcessMessage
+}
+
 type clientKey struct{}
 
 // initializedClient returns the connection's bus state and client id, or

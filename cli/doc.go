@@ -98,8 +98,11 @@
 // With --durable NAME it first prints what was published since NAME's
 // last run, fetched from history keepers (a node with --keep-history; a
 // relay keeps every family its peers subscribe to unless given
-// --keep-history off), in order and none twice, then the live messages;
-// it exits 1 when no keeper answers. Keepers keep messages for
+// --keep-history off), in order, then the live messages; it answers the
+// node for each message once its line is written, and the node moves
+// NAME on only then, so a run killed just after printing a message may
+// see it printed again (same id) by the next run, and none is lost; it
+// exits 1 when no keeper answers. Keepers keep messages for
 // --keep-history-age (7 days) within --keep-history-bytes (128 MiB),
 // the oldest going first.
 //

@@ -23,6 +23,11 @@ const (
 // errHelpShown ends a run after help was printed on request.
 var errHelpShown = errors.New("help shown")
 
+// errNotPrinted answers a durable subscription's message that subscribe
+// did not print (past --count, or after a write error): the node keeps
+// it for the next run.
+var errNotPrinted = errors.New("subscribe: message not printed")
+
 // exitCodes maps each AgentProtocol error code to its exit status.
 var exitCodes = map[protocol.Code]int{
 	protocol.CodeInvalidMessage:         3,

@@ -99,7 +99,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities and --policy for changes; 0 reloads only on SIGHUP"),
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
-			sliceFlag(flagMailbox, "mailbox relay `MULTIADDR` (ending in /p2p/<id>; a `meshagent relay`) that holds direct messages for this agent while it is offline: announced to other agents, which leave messages there when they cannot reach it, and read when this node connects to it; repeatable, at most 4"),
+			sliceFlag(flagMailbox, "mailbox relay `MULTIADDR` (ending in /p2p/<id>; a `meshagent relay`) that holds direct messages and agent:<id> bus messages for this agent while it is offline: announced to other agents, which leave messages there when they cannot reach it, and read when this node connects to it; repeatable, at most 4"),
 			boolFlag(flagHoldMessages, "refuse direct messages (CAPABILITY_NOT_SUPPORTED, which the sender's node queues and retries) until a local API client takes them with mesh.onMessage: for an agent that serves through the local API, so nothing sent while it is away is lost"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
 			sliceFlag(flagKeepHistory, "keep the messages of topics matching `PATTERN` for others' durable subscriptions (repeatable; * keeps every family a connected peer subscribes to; a relay keeps * unless given off)"),

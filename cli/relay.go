@@ -111,7 +111,7 @@ func (r *runState) relayCommand() *ucli.Command {
 			"(JSON-RPC 2.0 over WebSocket at path /) and seed 000's lobby (path /lobby) on --ws for " +
 			"clients anywhere, bridged into the mesh, and a libp2p circuit relay (v2) so that agents " +
 			"that cannot be dialled are reached through it (they start with --relay <this node's address>). " +
-			"It keeps direct messages for agents that name it as their mailbox (--mailbox <this node's address>) " +
+			"It keeps direct messages and agent:<id> bus messages for agents that name it as their mailbox (--mailbox <this node's address>) " +
 			"while they are offline, within bounds per agent and in all, for up to seven days. " +
 			"With --api the local API serves the same bus. On --ws an anonymous client may initialize, ping, " +
 			"subscribe, unsubscribe and sendMessage; bus.history, bus.deadLetters, bus.replay, mesh.* and calls to " +

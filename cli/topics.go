@@ -161,8 +161,9 @@ func (r *runState) subscribeCommand() *ucli.Command {
 			"{\"topic\",\"from\",\"payload\",\"time\",\"id\"} and nothing else on stdout. Runs until SIGINT or " +
 			"SIGTERM (exit 0), or until --count messages (exit 0); exits 1 if the node goes away. With --durable NAME " +
 			"the node remembers what NAME has seen: subscribed again under NAME, it first prints, in order, what was " +
-			"published meanwhile (fetched from history keepers such as relays), then the live messages, none twice; " +
-			"exits 1 if no keeper answers.",
+			"published meanwhile (fetched from history keepers such as relays), then the live messages; " +
+			"each message counts as seen once its line is written, so one printed just before the process was killed " +
+			"may be printed again (same \"id\") by the next run, and none is lost; exits 1 if no keeper answers.",
 		Flags: []ucli.Flag{
 			&ucli.IntFlag{Name: flagCount, Usage: "exit after `N` messages (0: run until interrupted)", EnvVars: []string{envVar(flagCount)}},
 			stringFlag(flagDurable, "", "durable subscription `NAME`: catch up on what was missed since its last run"),
@@ -199,34 +200,40 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 		printed  int
 		writeErr error
 	)
-	// Messages arrive on the client's reader goroutine, in order.
-	handler := func(m protocol.TopicMessage) {
+	// Messages arrive on the client's reader goroutine, in order. A
+	// durable message is answered when show returns: nil once it is
+	// written, an error (not processed: the node keeps it for the next
+	// run) when it is not.
+	show := func(m protocol.TopicMessage) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if writeErr != nil || count > 0 && printed >= count {
-			return
+			return errNotPrinted
 		}
 		if writeErr = writeJSONLine(r.stdout, m); writeErr != nil {
 			close(done)
-			return
+			return writeErr
 		}
 		printed++
 		if count > 0 && printed == count {
 			close(done)
 		}
+		return nil
 	}
 	var id string
-	if name := c.String(flagDurable); name != "" {
-		// The catch-up runs before the answer: give it the node's time.
+	name := c.String(flagDurable)
+	if name != "" {
+		// The first fetch of the catch-up runs before the answer: give
+		// it the node's time.
 		subCtx, cancel := context.WithTimeout(c.Context, rpc.DurableCatchUpTimeout+localTimeout)
 		defer cancel()
-		id, err = cl.SubscribeDurable(subCtx, pattern, name, handler)
+		id, err = cl.SubscribeDurable(subCtx, pattern, name, show)
 		var re *rpc.Error
 		if errors.As(err, &re) && re.Code == rpc.CodeNoPeers {
 			return exitErrorf(ExitFailure, "subscribe --durable %s: %s (is a relay, or a node with --keep-history, reachable?)", name, re.Message)
 		}
 	} else {
-		id, err = cl.Subscribe(dialCtx, pattern, handler)
+		id, err = cl.Subscribe(dialCtx, pattern, func(m protocol.TopicMessage) { _ = show(m) })
 	}
 	if err != nil {
 		var pe *protocol.Error
@@ -242,6 +249,14 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 	log.newLogger(r.stderr).Info("subscribed", "pattern", pattern, "subscription", id, "api", addr)
 	select {
 	case <-done:
+		if name != "" {
+			// The answer to the last message printed is written by the
+			// reader goroutine before it reads this ping's answer: the
+			// node has it before the connection closes.
+			pingCtx, cancel := context.WithTimeout(c.Context, localTimeout)
+			_ = cl.Call(pingCtx, rpc.MethodPing, nil, nil)
+			cancel()
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if writeErr != nil {

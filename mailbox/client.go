@@ -23,10 +23,9 @@ type Client struct {
 	IOTimeout time.Duration
 }
 
-// Deposit leaves envelope (a signed agent.message request to agent to, in
-// its embedded JSON form) in to's mailbox on relay. A full mailbox
-// returns an error matching ErrFull; one the relay will never take,
-// ErrRefused.
+// Deposit leaves envelope (a signed request to agent to, in its embedded
+// JSON form) in to's mailbox on relay. A full mailbox returns an error
+// matching ErrFull; one the relay will never take, ErrRefused.
 func (c *Client) Deposit(ctx context.Context, relay, to peer.ID, envelope json.RawMessage) error {
 	_, err := c.do(ctx, relay, &Request{Op: OpDeposit, To: to.String(), Envelope: envelope})
 	return err

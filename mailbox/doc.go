@@ -1,15 +1,26 @@
-// Package mailbox holds direct messages for agents that are away, on
-// relays, so that two agents never online at the same time can still
-// talk.
+// Package mailbox holds requests for agents that are away, on relays, so
+// that two agents never online at the same time can still talk.
 //
 // An agent names its mailboxes (relays, as multiaddrs ending in
 // /p2p/<relay id>) in its signed hello. A sender that cannot reach the
 // agent deposits there the request envelope it would have sent, signed
-// end to end; the agent, when it connects to the relay again, fetches what
-// waits for it, verifies each envelope itself and acknowledges it, which
-// deletes it. The relay is trusted to keep messages, never to speak for
-// anyone: it cannot forge or alter an envelope without the recipient
-// noticing.
+// end to end: a direct message (agent.message) or any call its node
+// forwards for it, such as a bus message to agent:<id>. The agent, when
+// it connects to the relay again, fetches what waits for it, verifies
+// each envelope itself, runs it as it would a live request and
+// acknowledges it, which deletes it. The relay is trusted to keep
+// messages, never to speak for anyone: it cannot forge or alter an
+// envelope without the recipient noticing.
+//
+// # What a mailbox holds
+//
+// Any signed request addressed to its agent, whatever its capability:
+// the relay cannot know the agent's ACLs, policy or schemas, and does not
+// try. The recipient applies them to a fetched request exactly as to a
+// live one; a request they refuse is dropped (and acknowledged, so that
+// it is not fetched again) and logged. A mailbox holds no responses: the
+// recipient's answer to a fetched request has nobody waiting for it (the
+// sender was told "queued" long ago) and is logged there, not returned.
 //
 // # Protocol
 //
@@ -21,8 +32,8 @@
 //	{"op":"fetch","after":"<cursor>","limit":N}
 //	{"op":"ack","ids":["<item id>",…]}
 //
-// A deposit must come from the envelope's signer, be a signed
-// agent.message request addressed to "to", and be no older than the
+// A deposit must come from the envelope's signer, be a signed request
+// addressed to "to", at most MaxEnvelopeBytes, and be no older than the
 // mailbox's TTL: the relay verifies all of it before it stores a byte. A
 // fetch returns the items held for the authenticated remote peer, and
 // only for it, in deposit order, a page at a time, with a cursor for the

@@ -11,11 +11,14 @@ import (
 
 // Open verifies an envelope as a mailbox holds it, in its embedded JSON
 // form: its signature by the agent it names as sender, that it is a
-// request of protocol.MessageCapability (a direct message), and that it
-// is addressed to to. The relay checks it on deposit and the recipient
-// again on fetch: the recipient trusts no relay. It returns the envelope
-// and its decoded request. Freshness (the envelope's time) is the
-// caller's to judge: a mailbox holds envelopes for days.
+// request (of any capability: a direct message, agent.message, or a call
+// forwarded for its sender, such as a bus message to agent:<id>), and
+// that it is addressed to to. The relay checks it on deposit and the
+// recipient again on fetch: the recipient trusts no relay. It returns the
+// envelope and its decoded request. Freshness (the envelope's time) is
+// the caller's to judge: a mailbox holds envelopes for days. Whether the
+// sender may call the capability is the recipient's to decide, as for a
+// live request: the relay knows nothing of its ACLs and policy.
 func Open(doc []byte, to peer.ID) (*protocol.Envelope, *protocol.Request, error) {
 	e, _, err := protocol.OpenJSON(doc)
 	if err != nil {
@@ -33,9 +36,6 @@ func Open(doc []byte, to peer.ID) (*protocol.Envelope, *protocol.Request, error)
 	req, err := protocol.DecodeRequest(e)
 	if err != nil {
 		return nil, nil, err
-	}
-	if req.Action != protocol.MessageCapability {
-		return nil, nil, protocol.Errorf(protocol.CodeInvalidMessage, "a mailbox holds %s requests, not %.64s", protocol.MessageCapability, req.Action)
 	}
 	return e, req, nil
 }

@@ -16,8 +16,8 @@ import (
 // panics nor accepts a request outside the wire limits, a request it
 // accepts survives a round trip through encoding/json, and a deposit it
 // accepts is opened (verified) without panicking. The corpus starts from
-// deposits signed with a test key, so that mutations reach the envelope
-// checks.
+// deposits signed with a test key, a direct message and a forwarded call
+// of another capability, so that mutations reach the envelope checks.
 func FuzzParseRequest(f *testing.F) {
 	h := p2ptest.Host(f)
 	seed := make([]byte, 32)
@@ -27,8 +27,13 @@ func FuzzParseRequest(f *testing.F) {
 	}
 	to, _ := peer.IDFromPrivateKey(k)
 	env := message(f, h, to, "m1")
+	forwarded := call(f, h, to, "summarize", "c1", json.RawMessage(`{"text":"hi","type":"summarize"}`))
+	if _, _, err := mailbox.Open(forwarded, to); err != nil {
+		f.Fatalf("the forwarded call of the corpus does not open: %v", err)
+	}
 	for _, r := range []mailbox.Request{
 		{Op: mailbox.OpDeposit, To: to.String(), Envelope: env},
+		{Op: mailbox.OpDeposit, To: to.String(), Envelope: forwarded},
 		{Op: mailbox.OpFetch, After: "12", Limit: 10},
 		{Op: mailbox.OpAck, IDs: []string{fmt.Sprintf("%s/%s/m1", to, h.ID())}},
 	} {

@@ -56,13 +56,26 @@ func message(t testing.TB, h host.Host, to peer.ID, messageID string) json.RawMe
 
 func messageAt(t testing.TB, h host.Host, to peer.ID, messageID string, at time.Time) json.RawMessage {
 	t.Helper()
+	params, _ := json.Marshal(protocol.AgentMessage{MessageID: messageID, Subject: "hi", Body: "while you were away", Priority: protocol.PriorityNormal})
+	return sealed(t, h, to, protocol.TypeRequest, &protocol.Request{Action: protocol.MessageCapability, CorrelationID: messageID, Params: params}, at)
+}
+
+// call is a signed request of action from h's agent to to, as an outbox
+// forwards a call (a bus message to agent:<id>), in its embedded JSON form.
+func call(t testing.TB, h host.Host, to peer.ID, action, id string, params json.RawMessage) json.RawMessage {
+	t.Helper()
+	return sealed(t, h, to, protocol.TypeRequest, &protocol.Request{Action: action, CorrelationID: id, Params: params}, time.Now())
+}
+
+// sealed is an envelope of typ with payload, from h's agent to to, dated
+// at, in its embedded JSON form.
+func sealed(t testing.TB, h host.Host, to peer.ID, typ protocol.MessageType, payload any, at time.Time) json.RawMessage {
+	t.Helper()
 	s, err := sign.NewSigner(h.Peerstore().PrivKey(h.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	params, _ := json.Marshal(protocol.AgentMessage{MessageID: messageID, Subject: "hi", Body: "while you were away", Priority: protocol.PriorityNormal})
-	e, err := protocol.NewEnvelope(protocol.TypeRequest, &protocol.Recipient{AgentID: to.String()},
-		&protocol.Request{Action: protocol.MessageCapability, CorrelationID: messageID, Params: params})
+	e, err := protocol.NewEnvelope(typ, &protocol.Recipient{AgentID: to.String()}, payload)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,19 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// Deposit stores envelope for agent to as if from, its signer, had
+// deposited it over the protocol, with the same checks: the relay's own
+// node leaves its requests in the mailboxes it serves without a stream to
+// itself. Its errors match ErrFull, ErrRefused or ErrFailed as a
+// Client's do.
+func (s *Server) Deposit(from, to peer.ID, envelope json.RawMessage) error {
+	req := &Request{Op: OpDeposit, To: to.String(), Envelope: envelope}
+	if err := req.check(); err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	return s.deposit(from, req)
+}
+
 // handle serves one request stream.
 func (s *Server) handle(st network.Stream) {
 	s.mu.RLock()

@@ -2,6 +2,7 @@ package mailbox_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/mailbox"
+	"github.com/meshagent/meshagent/protocol"
 )
 
 // TestDepositFetchAck: a deposit is fetched by its recipient only,
@@ -53,8 +55,34 @@ func TestDepositFetchAck(t *testing.T) {
 	}
 }
 
-// TestDepositRefused: the relay stores only envelopes that verify, signed
-// by the depositor, addressed to the named agent, and recent.
+// TestDepositForwardedCall: a mailbox holds any signed request for its
+// agent, not only direct messages: a call its sender forwards (a bus
+// message to agent:<id>, capability "summarize") is kept and fetched
+// byte for byte, and opens as that request.
+func TestDepositForwardedCall(t *testing.T) {
+	r, _, _ := relay(t)
+	a, ac := agent(t, r)
+	b, bc := agent(t, r)
+	env := call(t, a, b.ID(), "summarize", "bus-1", json.RawMessage(`{"text":"while you were away","type":"summarize"}`))
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), env); err != nil {
+		t.Fatal(err)
+	}
+	p, err := bc.Fetch(ctx(t), r.ID(), "", 0)
+	if err != nil || len(p.Items) != 1 || !bytes.Equal(p.Items[0].Envelope, env) {
+		t.Fatalf("fetch %+v %v, want the call as deposited", p, err)
+	}
+	e, req, err := mailbox.Open(p.Items[0].Envelope, b.ID())
+	if err != nil || req.Action != "summarize" || req.CorrelationID != "bus-1" {
+		t.Fatalf("open %+v %v", req, err)
+	}
+	if from, _ := e.Sender(); from != a.ID() {
+		t.Fatalf("sender %s, want %s", from, a.ID())
+	}
+}
+
+// TestDepositRefused: the relay stores only request envelopes that
+// verify, signed by the depositor, addressed to the named agent, and
+// recent.
 func TestDepositRefused(t *testing.T) {
 	r, _, _ := relay(t)
 	a, ac := agent(t, r)
@@ -70,6 +98,10 @@ func TestDepositRefused(t *testing.T) {
 		},
 		"from the future": func() error {
 			return ac.Deposit(ctx(t), r.ID(), b.ID(), messageAt(t, a, b.ID(), "m5", time.Now().Add(time.Hour)))
+		},
+		"not a request": func() error {
+			return ac.Deposit(ctx(t), r.ID(), b.ID(), sealed(t, a, b.ID(), protocol.TypeResponse,
+				&protocol.Response{CorrelationID: "m6", Status: protocol.StatusSuccess, Result: json.RawMessage(`{}`)}, time.Now()))
 		},
 	} {
 		if err := try(); !errors.Is(err, mailbox.ErrRefused) {
@@ -158,4 +190,21 @@ func TestItemsExpire(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestServerDeposit: the relay's own node deposits without a stream,
+// under the same checks: its own envelope is kept, another's refused.
+func TestServerDeposit(t *testing.T) {
+	r, srv, _ := relay(t)
+	a, _ := agent(t, r)
+	b, bc := agent(t, r)
+	if err := srv.Deposit(r.ID(), b.ID(), call(t, r, b.ID(), "summarize", "own-1", json.RawMessage(`{"text":"hi"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Deposit(r.ID(), b.ID(), call(t, a, b.ID(), "summarize", "a-1", json.RawMessage(`{"text":"hi"}`))); !errors.Is(err, mailbox.ErrRefused) {
+		t.Fatalf("another's envelope: %v, want ErrRefused", err)
+	}
+	if p, err := bc.Fetch(ctx(t), r.ID(), "", 0); err != nil || len(p.Items) != 1 {
+		t.Fatalf("fetch %+v %v, want the relay's own call", p, err)
+	}
 }

@@ -27,8 +27,8 @@ const (
 
 // Wire limits.
 const (
-	// MaxEnvelopeBytes bounds a deposited envelope. A direct message
-	// larger than this stays in its sender's outbox.
+	// MaxEnvelopeBytes bounds a deposited envelope. A request larger
+	// than this stays in its sender's outbox.
 	MaxEnvelopeBytes = 256 << 10
 	// MaxPage bounds the items of a fetched page and the ids of an ack.
 	MaxPage = 100

@@ -36,6 +36,10 @@
 // All exported methods are safe for concurrent use. Requests to one peer
 // share a single long-lived stream, multiplexed by correlation id; writes on
 // it are serialised and reads are done by one reader goroutine per stream.
+// While several calls wait on a stream, the reader only routes each answer,
+// unverified, by its correlation id to the waiting call, whose own goroutine
+// verifies it before parsing it, so that verification runs on every core; a
+// lone call's answer is verified by the reader, which is already running.
 // Handlers run on their own goroutines, bounded by Limits.MaxConcurrent; when
 // the bound is reached the reader stops reading, which back-pressures the
 // caller through the stream's flow control rather than dropping requests.
@@ -124,30 +128,49 @@
 // restarted node resumes the queue from the store. The outbox is bounded
 // (WithOutboxBounds: 1000 messages per agent, 64 MiB in all); past the
 // bound a send fails with ErrOutboxFull and nothing is queued. The
-// receiver drops a message id it processed recently, so a delivery
-// repeated after a lost answer is not processed twice.
+// receiver drops a message id it processed recently, and every attempt
+// at a forwarded call carries the entry's id as its request id, which the
+// provider's task table runs once: a delivery repeated after a lost
+// answer is not processed twice. A request refused for want of a handler
+// is not remembered there, so the attempt after the handler attached runs
+// it.
 //
 // # Mailboxes
 //
 // An agent may name mailbox relays (WithMailboxes) in its signed hello
 // and heartbeats (heard mesh-wide; the capability directory keeps
 // provider records per capability, with no per-agent record to extend);
-// a relay serves them with WithMailboxService (package mailbox). A
-// direct message queued for an agent away that names mailboxes is
-// deposited at once, as the signed agent.message request it would have
-// been, in the first mailbox that takes it, and leaves the outbox
-// (QueuedError.Mailbox); a full mailbox (QueuedError.MailboxErr matches
-// mailbox.ErrFull) or none reachable leaves it in the outbox, whose
-// passes try the mailboxes again (the entry keeps the mailboxes known
-// when it was queued, for a node that restarts). The agent reads its mailboxes at start,
-// on each connection to one and every WithOutboxRetry, verifies each
-// envelope itself (signature, addressed to it, within the TTL), runs it
-// through execute as agent.message (policy, deduplication) and
-// acknowledges it; one its handler could not take yet stays for the next
-// read. Senders remember other agents' mailboxes apart from their hellos,
-// which are forgotten when the agents have long been gone. Only direct
-// messages go to mailboxes: a bus message to agent:<id> (Forward) waits
-// in the outbox.
+// a relay serves them with WithMailboxService (package mailbox). A direct
+// message, or a call handed to Forward (a bus message to agent:<id>),
+// queued for an agent away that names mailboxes is deposited at once, as
+// the signed request it would have been, in the first mailbox that takes
+// it, and leaves the outbox (QueuedError.Mailbox); a full mailbox
+// (QueuedError.MailboxErr matches mailbox.ErrFull) or none reachable
+// leaves it in the outbox, whose passes try the mailboxes again (the
+// entry keeps the mailboxes known when it was queued, for a node that
+// restarts). The agent reads its mailboxes at start, on each connection
+// to one, when its services or message handler change, and every
+// WithOutboxRetry, verifies each envelope itself (signature, addressed to
+// it, within the TTL), runs it as a live request of its sender (ACL,
+// policy with its size and rate limits, schemas; once per request id,
+// below) and acknowledges it. A request refused by those checks is
+// dropped, logged and acknowledged; one that found no handler yet
+// (CAPABILITY_NOT_SUPPORTED) or came past a rate limit stays for the next
+// read, and so does a direct message whose handler failed (its sender
+// would have retried it); a call whose handler ran and failed is
+// acknowledged: it ran.
+//
+// Delivery through a mailbox is at least once, execution once as far as
+// the agent remembers: an envelope stays in the mailbox until the agent
+// acknowledges it after running it, and the outbox's direct attempts and
+// the mailbox copy of an entry carry the entry's id as request id, so a
+// request that arrives both ways, or is fetched again after a lost ack,
+// is answered from the provider's task table (direct messages: by message
+// id) instead of running again. That memory is in-process and bounded: an
+// agent that restarts between running a request and acknowledging it
+// runs it again. Nobody waits for the answer to a mailbox request (its
+// sender heard "queued"): the agent logs it, as the sender's outbox logs
+// the answers of the calls it forwards.
 //
 // # Parts and their locks
 //

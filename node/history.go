@@ -10,24 +10,33 @@ import (
 )
 
 // SubscribeDurable is Subscribe under a durable name: the node remembers
-// in its store (WithStore) which messages the subscription delivered, and
-// a later SubscribeDurable of the name first delivers, in order (envelope
-// time, then id), what was published since, fetched from history keepers
+// in its store (WithStore) which messages the handler took, and a later
+// SubscribeDurable of the name first delivers, in order (envelope time,
+// then id), what was published since, fetched from history keepers
 // (relays, and nodes started WithKeepHistory) and verified end to end,
-// then the live messages, none twice. The catch-up runs before it returns,
-// within ctx; a resume that finds no keeper fails with an error wrapping
-// protocol.ErrNoPeers and keeps the position for a later try. A name
-// follows one pattern, and may be in use once on a node at a time
-// (otherwise INVALID_MESSAGE). The returned function cancels the
-// subscription and saves its position.
-func (n *Node) SubscribeDurable(ctx context.Context, pattern, name string, handler func(protocol.TopicMessage)) (cancel func(), err error) {
+// then the live messages. handler is called one message at a time, in
+// order, on the subscription's goroutine; a message counts as taken only
+// when it returns nil. An error stops the subscription (nothing more is
+// delivered) and the next SubscribeDurable of the name delivers that
+// message again first. Delivery is at least once: a message is delivered
+// again only when its handler did not return nil or the node stopped
+// before saving the position after it. The first fetch of a resume runs
+// before SubscribeDurable returns, within ctx; a resume that finds no
+// keeper fails with an error wrapping protocol.ErrNoPeers and keeps the
+// position for a later try. A name follows one pattern, and may be in
+// use once on a node at a time (otherwise INVALID_MESSAGE). The returned
+// function cancels the subscription (ending the ctx handler gets) and
+// saves its position.
+func (n *Node) SubscribeDurable(ctx context.Context, pattern, name string, handler func(context.Context, protocol.TopicMessage) error) (cancel func(), err error) {
 	if n.topics == nil {
 		return nil, ErrNoTopics
 	}
 	if handler == nil {
 		return nil, errors.New("node: SubscribeDurable: nil handler")
 	}
-	d, err := n.topics.SubscribeDurable(ctx, pattern, name, func(m pubsub.Message) { handler(topicMessage(m)) })
+	d, err := n.topics.SubscribeDurable(ctx, pattern, name, func(ctx context.Context, m pubsub.Message) error {
+		return handler(ctx, topicMessage(m))
+	})
 	switch {
 	case errors.Is(err, pubsub.ErrPattern), errors.Is(err, pubsub.ErrDurable):
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)

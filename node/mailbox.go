@@ -20,23 +20,29 @@ import (
 )
 
 // Mailboxes: an agent names relays (WithMailboxes) in its signed hello.
-// A sender whose direct message finds the agent away queues it in its
-// outbox as always, and at once (not after more attempts: the agent may
-// never be online with it again) deposits the signed agent.message
-// request it would have sent in one of those mailboxes; once one took it,
-// the outbox entry is handed over (deleted), so that the sender's retries
-// do not deliver it a second time. A mailbox that is full, or a relay out
-// of reach, leaves the message in the outbox, and a later pass tries the
-// mailboxes again. The agent fetches from its mailboxes when it starts,
-// whenever it connects to one of them, and every OutboxRetry as a safety
-// net (a sender that lost its way to the agent while it was online
-// deposits too), verifies each envelope itself (signature, addressed to
-// it, within the TTL), runs it through the agent.message path (policy,
-// deduplication by message id), and acknowledges it. A message its
-// handler could not take yet stays in the mailbox for the next fetch.
-// The mailboxes of other agents are kept apart from their hellos: a hello
-// is forgotten when the agent is long gone, which is when its mailboxes
-// matter.
+// A sender whose direct message, or forwarded call (Forward: a bus
+// message to agent:<id>), finds the agent away queues it in its outbox as
+// always, and at once (not after more attempts: the agent may never be
+// online with it again) deposits the signed request it would have sent
+// in one of those mailboxes; once one took it, the outbox entry is handed
+// over (deleted), so that the sender's retries do not deliver it a second
+// time. A mailbox that is full, or a relay out of reach, leaves the
+// message in the outbox, and a later pass tries the mailboxes again. The
+// agent fetches from its mailboxes when it starts, whenever it connects
+// to one of them, when its services or message handler change, and every
+// OutboxRetry as a safety net (a sender that lost its way to the agent
+// while it was online deposits too), verifies each envelope itself
+// (signature, addressed to it, within the TTL), runs it as it runs a live
+// request (the policy's limits, then run: ACL, policy, schemas; once per
+// requester and request id, as the outbox's direct attempts use the same
+// id; agent.message deduplicated by message id), and acknowledges it. A
+// request that found no handler yet (its program has not attached it) or
+// came past a rate limit stays in the mailbox for the next fetch; so does
+// a direct message whose handler failed, as its sender would have retried
+// it. The answer has nobody waiting for it
+// and is logged. The mailboxes of other agents are kept apart from their
+// hellos: a hello is forgotten when the agent is long gone, which is when
+// its mailboxes matter.
 
 // Mailbox pacing.
 const (
@@ -202,21 +208,23 @@ func parseMailboxes(self peer.ID, addrs []string) []peer.AddrInfo {
 // errNoMailbox marks an agent that announced no mailbox.
 var errNoMailbox = errors.New("agent names no mailbox")
 
-// handOver deposits the direct message m (an outbox entry of
-// agent.message) in a mailbox of its recipient and, once one took it,
+// handOver deposits the outbox entry m (a direct message or a forwarded
+// call: its metadata names the capability) in a mailbox of its recipient,
+// as the signed request it would have sent, and, once one took it,
 // deletes the entry from the outbox. It returns the relay that took it.
 func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 	to, err := peer.Decode(m.To)
 	if err != nil {
 		return "", err
 	}
+	var meta outboxMeta
+	if err := json.Unmarshal(m.Metadata, &meta); err != nil || meta.Action == "" {
+		return "", protocol.Errorf(protocol.CodeInvalidMessage, "outbox entry without an action")
+	}
 	relays := n.mailboxesOf(to)
 	if len(relays) == 0 {
 		// Known when it was queued, before a restart of this node.
-		var meta outboxMeta
-		if json.Unmarshal(m.Metadata, &meta) == nil {
-			relays = parseMailboxes(to, meta.Mailboxes)
-		}
+		relays = parseMailboxes(to, meta.Mailboxes)
 	}
 	if len(relays) == 0 {
 		return "", errNoMailbox
@@ -225,22 +233,21 @@ func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 	if err != nil {
 		return "", err
 	}
-	doc, err := n.sealJSON(protocol.TypeRequest, m.To, &protocol.Request{Action: protocol.MessageCapability, CorrelationID: m.ID, Params: params})
+	// The request id is the outbox entry's, as in the outbox's own
+	// attempts: the recipient runs it once however it gets there.
+	doc, err := n.sealJSON(protocol.TypeRequest, m.To, &protocol.Request{Action: meta.Action, CorrelationID: outboxRequestID(m.ID), Params: params})
 	if err != nil {
 		return "", err
 	}
 	var errs []error
 	for _, r := range relays {
-		n.host.Peerstore().AddAddrs(r.ID, r.Addrs, peerstore.TempAddrTTL)
-		dctx, cancel := context.WithTimeout(ctx, depositTimeout)
-		err := n.mailboxes.client.Deposit(dctx, r.ID, to, doc)
-		cancel()
+		err := n.deposit(ctx, r, to, doc)
 		if err == nil {
 			if err := n.outbox.st.Delivered(context.WithoutCancel(ctx), m.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				n.log.Warn("outbox not updated", "id", m.ID, "err", err)
 			}
 			n.forgetIfEmpty(m.To)
-			n.log.Info("message handed over to a mailbox", "remote_peer", to, "message_id", m.ID, "mailbox", r.ID)
+			n.log.Info("message handed over to a mailbox", "remote_peer", to, "message_id", m.ID, "action", meta.Action, "mailbox", r.ID)
 			return r.ID, nil
 		}
 		errs = append(errs, fmt.Errorf("mailbox %s: %w", r.ID, err))
@@ -250,12 +257,31 @@ func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 	return "", err
 }
 
-// tryHandOver hands an outbox entry found away over to a mailbox when it
-// is a direct message and its agent names one, and reports whether one
-// took it.
+// errNotAMailbox marks an agent that names this node as its mailbox when
+// it serves none.
+var errNotAMailbox = errors.New("this node serves no mailboxes")
+
+// deposit leaves doc, a signed request for agent to, in its mailbox on
+// relay r: over the mailbox protocol, or straight into the service when r
+// is this node (a relay sending to an agent that names it).
+func (n *Node) deposit(ctx context.Context, r peer.AddrInfo, to peer.ID, doc json.RawMessage) error {
+	if r.ID == n.id {
+		if n.mailboxes.server == nil {
+			return errNotAMailbox
+		}
+		return n.mailboxes.server.Deposit(n.id, to, doc)
+	}
+	n.host.Peerstore().AddAddrs(r.ID, r.Addrs, peerstore.TempAddrTTL)
+	ctx, cancel := context.WithTimeout(ctx, depositTimeout)
+	defer cancel()
+	return n.mailboxes.client.Deposit(ctx, r.ID, to, doc)
+}
+
+// tryHandOver hands an outbox entry found away over to a mailbox when its
+// agent names one, and reports whether one took it.
 func (n *Node) tryHandOver(m store.Message) bool {
 	var meta outboxMeta
-	if json.Unmarshal(m.Metadata, &meta) != nil || meta.Action != protocol.MessageCapability {
+	if json.Unmarshal(m.Metadata, &meta) != nil {
 		return false
 	}
 	if p, err := peer.Decode(m.To); err != nil || (len(n.mailboxesOf(p)) == 0 && len(meta.Mailboxes) == 0) {
@@ -337,10 +363,11 @@ func (n *Node) drainMailbox(r peer.AddrInfo) error {
 }
 
 // takeFromMailbox verifies one envelope fetched from relay and runs it as
-// a direct message. It reports whether the envelope is done with:
-// processed, or refused for good (it will never verify, or the policy
-// refuses its sender); not when the handler failed or is not attached
-// yet, so that the next fetch brings it again.
+// a live request of its sender. It reports whether the envelope is done
+// with: run, or refused for good (it will never verify, or the ACL, the
+// policy or a schema refuses it); not when no handler is attached for it
+// yet, past a rate limit of the policy, nor when a direct message's
+// handler failed, so that the next fetch brings it again.
 func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 	e, req, err := mailbox.Open(it.Envelope, n.id)
 	if err != nil {
@@ -360,21 +387,55 @@ func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 		n.log.Warn("mailbox envelope rejected", "mailbox", relay, "remote_peer", from, "err", "sent "+e.Timestamp+", outside the message TTL")
 		return true
 	}
-	who, err := n.requesterOf(e, from, len(it.Envelope))
-	if err == nil {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
-		_, err = n.execute(ctx, who, req, nil)
-		cancel()
+	lg := n.log.With("mailbox", relay, "remote_peer", from, "action", req.Action, "correlation_id", req.CorrelationID)
+	// The policy's limits, as for a request frame from the sender: a
+	// request too large never will be taken; one past a rate waits for
+	// the next fetch.
+	size := len(it.Envelope)
+	rule := n.policy.Load().rule(from)
+	if err := rule.admitSize(size); err != nil {
+		n.refused(metrics.RefusedPolicy)
+		lg.Warn("mailbox request refused", "err", err)
+		return true
 	}
+	who, err := n.requesterOf(e, from, size)
+	if err == nil {
+		err = rule.admitRate(from)
+	}
+	if err != nil {
+		n.refused(metrics.RefusedPolicy)
+		if protocol.CodeOf(err) == protocol.CodeRateLimited {
+			lg.Info("mailbox request left for later", "err", err)
+			return false
+		}
+		lg.Warn("mailbox request refused", "err", err)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
+	// Nobody streams this request's progress: the handler's is kept in
+	// its task only.
+	res, err := n.run(ctx, who, who.agent.String(), req, relay, func(json.RawMessage) error { return nil })
+	cancel()
 	switch {
 	case err == nil:
-		n.log.Debug("message taken from a mailbox", "mailbox", relay, "remote_peer", from, "correlation_id", req.CorrelationID)
+		// The answer has nobody waiting for it: its sender heard "queued".
+		lg.Info("request taken from a mailbox", "response", compact(res))
 		return true
 	case refused(err):
-		n.log.Warn("mailbox message refused", "mailbox", relay, "remote_peer", from, "err", err)
+		lg.Warn("mailbox request refused", "err", err)
 		return true
-	default:
-		n.log.Info("mailbox message left for later", "mailbox", relay, "remote_peer", from, "err", err)
+	case protocol.CodeOf(err) == protocol.CodeCapabilityNotSupported, errors.Is(err, ErrClosed), n.ctx.Err() != nil:
+		// It did not start: no handler for it yet, or the node is closing.
+		lg.Info("mailbox request left for later", "err", err)
 		return false
+	case req.Action == protocol.MessageCapability:
+		// A direct message's failure is not remembered (receiveMessage):
+		// its sender would retry it, and so does the next fetch.
+		lg.Info("mailbox message left for later", "err", err)
+		return false
+	default:
+		// The handler ran and failed: it ran once, as the request asks.
+		lg.Warn("request taken from a mailbox failed", "err", err)
+		return true
 	}
 }

@@ -124,19 +124,12 @@ var messageMeta = json.RawMessage(`{"action":"` + protocol.MessageCapability + `
 // queueMessage puts a direct message whose attempt found its agent away in
 // the outbox, and returns the *QueuedError that says so.
 func (n *Node) queueMessage(ctx context.Context, to, id string, params json.RawMessage, cause error) error {
-	// Queued even when the caller gives up now: it is told either way.
-	expires, err := n.enqueue(context.WithoutCancel(ctx), store.Message{ID: id, Topic: "agent:" + to, To: to, Payload: params}, protocol.MessageCapability, cause.Error())
+	q, err := n.queue(ctx, store.Message{ID: id, Topic: "agent:" + to, To: to, Payload: params}, protocol.MessageCapability, cause.Error())
 	if err != nil {
 		return errors.Join(cause, err)
 	}
-	n.log.Info("message queued: agent away", "remote_peer", to, "message_id", id, "until", expires, "err", cause)
-	qe := &QueuedError{MessageID: id, To: to, Expires: expires, Cause: cause}
-	if p, err := peer.Decode(to); err == nil && len(n.mailboxesOf(p)) > 0 {
-		// The agent may never be online with this node again: its mailbox
-		// takes the message now.
-		qe.Mailbox, qe.MailboxErr = n.handOver(context.WithoutCancel(ctx), store.Message{ID: id, To: to, Payload: params, Metadata: messageMeta})
-	}
-	return qe
+	n.log.Info("message queued: agent away", "remote_peer", to, "message_id", id, "until", q.Expires, "err", cause)
+	return &QueuedError{MessageID: id, To: to, Expires: q.Expires, Cause: cause, Mailbox: q.Mailbox, MailboxErr: q.MailboxErr}
 }
 
 // inflight is one message id being processed or recently processed.

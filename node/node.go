@@ -168,13 +168,15 @@ func New(opts ...Option) (n *Node, err error) {
 	n.host.SetStreamHandler(protocol.HelloProtocol, n.handleHello)
 	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
 	n.wg.Go(n.identifyLoop)
+	// The mailbox service before the outbox, whose first pass may hand
+	// messages over to it (an agent that names this relay).
+	if err := n.startMailboxes(); err != nil {
+		return n, err
+	}
 	if cfg.Store != nil {
 		if err := n.startOutbox(); err != nil {
 			return n, err
 		}
-	}
-	if err := n.startMailboxes(); err != nil {
-		return n, err
 	}
 	if cfg.MDNS {
 		n.mdns = mdns.NewMdnsService(n.host, MDNSServiceName, mdnsNotifee{n})

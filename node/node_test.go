@@ -225,6 +225,52 @@ func TestInProgress(t *testing.T) {
 	}
 }
 
+// Concurrent calls on one stream each get their own progress, in order,
+// and their own final answer and receipt: with other calls pending, a
+// call's goroutine verifies the frames the stream's reader routes to it.
+func TestInProgressConcurrent(t *testing.T) {
+	h := node.HandlerFunc(func(ctx context.Context, c *node.Call) (json.RawMessage, error) {
+		for i := 1; i <= 3; i++ {
+			if err := c.Progress(json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))); err != nil {
+				return nil, err
+			}
+		}
+		return c.Request.Params, nil
+	})
+	p := meshtest.Node(t, 2, node.WithServices(node.Service{Capability: protocol.Capability{Name: "long"}, Handler: h}))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	const n = 32
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var steps []string
+			var receipt json.RawMessage
+			params := fmt.Sprintf(`{"i":%d}`, i)
+			resp, err := a.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{
+				To: p.AgentID(), Action: "long", Params: json.RawMessage(params),
+				Progress: func(r *protocol.Response) { steps = append(steps, string(r.Result)) },
+				Signed:   func(sj json.RawMessage) { receipt = sj },
+			})
+			switch {
+			case err != nil:
+			case string(resp.Result) != params:
+				err = fmt.Errorf("call %d got %s", i, resp.Result)
+			case strings.Join(steps, ",") != `{"step":1},{"step":2},{"step":3}`:
+				err = fmt.Errorf("call %d progress %v", i, steps)
+			case !strings.Contains(string(receipt), params):
+				err = fmt.Errorf("call %d receipt %s", i, receipt)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 func TestRateLimited(t *testing.T) {
 	lim := node.DefaultLimits()
 	lim.RequestsPerSecond, lim.Burst = 0.001, 3

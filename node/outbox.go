@@ -61,8 +61,8 @@ const (
 // payload is the params of.
 type outboxMeta struct {
 	Action string `json:"action"`
-	// Mailboxes are the recipient's mailboxes known when a direct message
-	// was queued, so that a restarted node can still hand it over.
+	// Mailboxes are the recipient's mailboxes known when the message was
+	// queued, so that a restarted node can still hand it over.
 	Mailboxes []string `json:"mailboxes,omitempty"`
 }
 
@@ -144,12 +144,15 @@ func (n *Node) seen(p peer.ID, addrs ...string) {
 
 // Forward queues a call of action, with params, to agent to in the node's
 // outbox under id (made up when empty), on disk before it returns, and
-// returns when it expires. The outbox delivers it when the agent is seen
-// again and dead-letters it (topic agent:<id>) past the TTL or on a
-// refusal. A node without a store returns ErrNoStore; a full outbox,
-// ErrOutboxFull. The bus forwards agent:<id> messages to an agent that is
-// away through it. The response, when one comes, is logged and dropped:
-// nobody waits for it.
+// returns when it expires. When the agent names mailboxes, the call is
+// deposited in one of them at once, as the signed request it would have
+// been, and leaves the outbox (as SendMessage's direct messages do);
+// otherwise, or when no mailbox takes it, the outbox delivers it when the
+// agent is seen again and dead-letters it (topic agent:<id>) past the TTL
+// or on a refusal. A node without a store returns ErrNoStore; a full
+// outbox, ErrOutboxFull. The bus forwards agent:<id> messages to an agent
+// that is away through it. The response, when one comes, is logged and
+// dropped: nobody waits for it.
 func (n *Node) Forward(ctx context.Context, id, to, action string, params json.RawMessage) (time.Time, error) {
 	pid, err := sign.ParseAgentID(to)
 	if err != nil {
@@ -161,7 +164,49 @@ func (n *Node) Forward(ctx context.Context, id, to, action string, params json.R
 	if id == "" {
 		id = protocol.NewID()
 	}
-	return n.enqueue(ctx, store.Message{ID: id, Topic: "agent:" + pid.String(), To: pid.String(), Payload: params}, action, "")
+	q, err := n.queue(ctx, store.Message{ID: id, Topic: "agent:" + pid.String(), To: pid.String(), Payload: params}, action, "")
+	if err != nil {
+		return time.Time{}, err
+	}
+	return q.Expires, nil
+}
+
+// queued is where queue left a message: in the outbox until Expires, or,
+// when Mailbox is set, handed over to the recipient's mailbox on that
+// relay. MailboxErr says why no mailbox the recipient names took it.
+type queued struct {
+	Expires    time.Time
+	Mailbox    peer.ID
+	MailboxErr error
+}
+
+// queue puts m in the outbox (see enqueue) and, when its agent names
+// mailboxes, hands it over to one at once: the agent may never be online
+// with this node again. Queued even when the caller gives up now: it is
+// told either way.
+func (n *Node) queue(ctx context.Context, m store.Message, action, lastErr string) (queued, error) {
+	ctx = context.WithoutCancel(ctx)
+	expires, err := n.enqueue(ctx, m, action, lastErr)
+	if err != nil {
+		return queued{}, err
+	}
+	q := queued{Expires: expires}
+	if p, err := peer.Decode(m.To); err == nil && len(n.mailboxesOf(p)) > 0 {
+		m.Metadata, _ = json.Marshal(outboxMeta{Action: action})
+		q.Mailbox, q.MailboxErr = n.handOver(ctx, m)
+	}
+	return q, nil
+}
+
+// outboxRequestID is the request id of an outbox entry's attempts and of
+// its mailbox copy: the entry's id, so that the recipient runs it once
+// however many ways it arrives (see taskTable.admit), unless the id cannot
+// be one.
+func outboxRequestID(id string) string {
+	if id == "" || len(id) > protocol.MaxIDLen {
+		return ""
+	}
+	return id
 }
 
 // enqueue puts m (its ID, Topic, To and Payload set) in the outbox, due
@@ -172,7 +217,7 @@ func (n *Node) enqueue(ctx context.Context, m store.Message, action, lastErr str
 		return time.Time{}, ErrNoStore
 	}
 	om := outboxMeta{Action: action}
-	if p, err := peer.Decode(m.To); err == nil && action == protocol.MessageCapability {
+	if p, err := peer.Decode(m.To); err == nil {
 		om.Mailboxes = mailboxAddrs(n.mailboxesOf(p))
 	}
 	meta, err := json.Marshal(om)
@@ -313,7 +358,7 @@ func (n *Node) forwardOne(m store.Message) error {
 	if err := json.Unmarshal(m.Metadata, &meta); err != nil || meta.Action == "" {
 		return protocol.Errorf(protocol.CodeInvalidMessage, "outbox entry without an action")
 	}
-	resp, err := n.Call(n.ctx, protocol.CallRequest{To: m.To, Action: meta.Action, Params: m.Payload})
+	resp, err := n.Call(n.ctx, protocol.CallRequest{To: m.To, Action: meta.Action, Params: m.Payload, CorrelationID: outboxRequestID(m.ID)})
 	if err == nil {
 		n.log.Debug("outbox: delivered", "remote_peer", m.To, "id", m.ID, "action", meta.Action, "status", resp.Status, "response", compact(resp.Result))
 		return nil

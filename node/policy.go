@@ -348,13 +348,23 @@ func (cp *compiledPolicy) admitClient(r requester, size int) error {
 // admitFrame applies a rule's size and rate limits to a request frame,
 // before its signature is verified.
 func (r *policyRule) admitFrame(from peer.ID, size int) error {
-	if r == nil {
-		return nil
+	if err := r.admitSize(size); err != nil {
+		return err
 	}
-	if r.maxBytes > 0 && size > r.maxBytes {
+	return r.admitRate(from)
+}
+
+// admitSize applies a rule's size limit to a request of size bytes.
+func (r *policyRule) admitSize(size int) error {
+	if r != nil && r.maxBytes > 0 && size > r.maxBytes {
 		return protocol.Errorf(protocol.CodeRateLimited, "request of %d bytes exceeds max_request_size %s of policy %s", size, r.sizeText, r.name)
 	}
-	if r.limiter != nil && !r.limiter.allow(from) {
+	return nil
+}
+
+// admitRate applies a rule's rate limit to one more request from from.
+func (r *policyRule) admitRate(from peer.ID) error {
+	if r != nil && r.limiter != nil && !r.limiter.allow(from) {
 		return protocol.Errorf(protocol.CodeRateLimited, "rate_limit %s of policy %s exceeded by %s", r.rate, r.name, from)
 	}
 	return nil

@@ -120,7 +120,9 @@ func (r *registry) lookup(action string) *service {
 
 // runsAsTask reports whether a request for action is kept in the task
 // table: every action but the built-ins', including unknown ones, whose
-// refusal a retry then gets from the table.
+// repeat while the first is answered waits for that answer; the refusal
+// itself is not kept (taskTable.finish), so that a repeat once a handler
+// is attached runs.
 func (r *registry) runsAsTask(action string) bool {
 	if b := r.builtins[action]; b != nil {
 		return b.task
@@ -207,6 +209,10 @@ func (n *Node) Offer(source string, ss []Service) error {
 // peer that speaks hello that the services changed.
 func (n *Node) announceServices() {
 	n.log.Info("capabilities changed", "capabilities", n.capabilityNames())
+	if n.mailboxes != nil {
+		// What a mailbox kept for want of a handler can come now.
+		n.mailboxes.wake()
+	}
 	if n.dir != nil {
 		n.dir.Advertise(n.Capabilities())
 	}

@@ -20,11 +20,15 @@ type requester struct {
 
 // String is the requester as ACL and policy entries name it: the agent
 // id, or "<agent id>/<client>".
-func (r requester) String() string {
+func (r requester) String() string { return r.stringWith(r.agent.String()) }
+
+// stringWith is String given the agent id's string, which a stream
+// already holds, so that no request pays to encode it again.
+func (r requester) stringWith(agent string) string {
 	if r.client == "" {
-		return r.agent.String()
+		return agent
 	}
-	return r.agent.String() + "/" + r.client
+	return agent + "/" + r.client
 }
 
 // requesterEntry is one parsed entry of authorized_requester_ids or of a

@@ -196,24 +196,38 @@ func (ss *serverStream) serve(frame []byte) {
 	sendProgress := func(res json.RawMessage) error {
 		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
 	}
+	res, err := n.run(ctx, from, ss.remStr, req, ss, sendProgress)
+	ss.reply(req.CorrelationID, res, err)
+}
+
+// run executes a verified request as its provider and returns its final
+// answer: the request of a stream (serve), or one fetched from a mailbox.
+// A request that runs as a task runs once per requester and request id:
+// a repeat waits for the first one's answer (see taskTable.admit).
+// sendProgress takes the task's progress for receiver, a key naming
+// where it goes (a stream sends each progress once, however many times
+// it sent the request). agent is from.agent.String(), which a stream
+// holds already, so that a request does not pay to encode it again.
+func (n *Node) run(ctx context.Context, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error) (json.RawMessage, error) {
 	progress := sendProgress
 	var t *task
 	if n.services.runsAsTask(req.Action) {
-		var run bool
-		ctx, t, run, err = n.tasks.admit(ctx, from, req)
+		var (
+			run bool
+			err error
+		)
+		ctx, t, run, err = n.tasks.admit(ctx, from, from.stringWith(agent), req)
 		if err != nil {
-			ss.reply(req.CorrelationID, nil, err)
-			return
+			return nil, err
 		}
-		// This stream receives the task's progress from now on, whichever
+		// This receiver gets the task's progress from now on, whichever
 		// request of it runs the handler.
-		defer t.attach(ss, sendProgress)()
+		defer t.attach(receiver, sendProgress)()
 		if !run {
 			// The requester sent this request before (a retry after a lost
 			// answer): it runs once, and this request gets its answer.
-			n.log.Debug("repeated request answered from its task", "remote_peer", ss.remote, "requester", from, "correlation_id", req.CorrelationID)
-			ss.awaitTask(ctx, t, req.CorrelationID)
-			return
+			n.log.Debug("repeated request answered from its task", "requester", from, "correlation_id", req.CorrelationID)
+			return awaitTask(ctx, t, req.CorrelationID)
 		}
 		progress = t.progress
 	}
@@ -229,24 +243,22 @@ func (ss *serverStream) serve(frame []byte) {
 		n.tasks.finish(t, res, err)
 		res, err = t.answer()
 	}
-	n.observeServed(req.Action, from.agent.String(), err, start)
-	ss.reply(req.CorrelationID, res, err)
+	n.observeServed(req.Action, agent, err, start)
+	return res, err
 }
 
-// awaitTask answers a repeated request with its task's answer once the
-// task finishes.
-func (ss *serverStream) awaitTask(ctx context.Context, t *task, corrID string) {
+// awaitTask returns the answer of a repeated request's task once the task
+// finishes.
+func awaitTask(ctx context.Context, t *task, corrID string) (json.RawMessage, error) {
 	select {
 	case <-t.done:
-		res, err := t.answer()
-		ss.reply(corrID, res, err)
+		return t.answer()
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			ss.reply(corrID, nil, protocol.Errorf(protocol.CodeTimeout,
-				"request %s is still running here (it runs once); send it again with the same id for its answer, or ask for its task status", corrID))
-		} else {
-			ss.reply(corrID, nil, ErrClosed)
+			return nil, protocol.Errorf(protocol.CodeTimeout,
+				"request %s is still running here (it runs once); send it again with the same id for its answer, or ask for its task status", corrID)
 		}
+		return nil, ErrClosed
 	}
 }
 

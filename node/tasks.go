@@ -187,14 +187,14 @@ func requestDigest(req *protocol.Request) [sha256.Size]byte {
 }
 
 // admit finds or starts the task of a request from a verified
-// requester. When the requester already sent a request with this id (and
+// requester (fromStr is from.String()). When the requester already sent a request with this id (and
 // the table still holds it), it returns that task and run false: the
 // caller waits for its answer and must not run the request again. A
 // different request under an id already used is refused. Otherwise it
 // records a new task, about to be checked and run, and returns it with
 // run true and the context its handler runs under (cancelled by
 // task.cancel).
-func (tt *taskTable) admit(ctx context.Context, from requester, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
+func (tt *taskTable) admit(ctx context.Context, from requester, fromStr string, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
 	key := requestKey{from: from, id: req.CorrelationID}
 	digest := requestDigest(req)
 	tt.mu.Lock()
@@ -208,7 +208,7 @@ func (tt *taskTable) admit(ctx context.Context, from requester, req *protocol.Re
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}),
-		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: from.String(), Capability: req.Action}}
+		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action}}
 	t.set(protocol.TaskValidating, "")
 	tt.m[key] = t
 	tt.order = append(tt.order, key)
@@ -284,10 +284,33 @@ func (tt *taskTable) finish(t *task, res json.RawMessage, err error) {
 	t.mu.Unlock()
 	tt.mu.Lock()
 	if tt.m[t.key] == t {
-		tt.bytes += size
-		tt.evictLocked()
+		if notStarted(state, err) {
+			// Nothing here served the capability: the request never
+			// started, and a repeat once a handler is attached (an agent
+			// whose program reconnects, a message waiting in an outbox or
+			// a mailbox) must run it, not get this refusal again.
+			tt.forgetLocked(t.key)
+		} else {
+			tt.bytes += size
+			tt.evictLocked()
+		}
 	}
 	tt.mu.Unlock()
+}
+
+// notStarted reports whether a task that ended in state with err was
+// refused for want of a handler before anything ran.
+func notStarted(state protocol.TaskState, err error) bool {
+	return state == protocol.TaskValidating && protocol.CodeOf(err) == protocol.CodeCapabilityNotSupported
+}
+
+// forgetLocked drops the task of key from the table; its size was never
+// counted in tt.bytes.
+func (tt *taskTable) forgetLocked(key requestKey) {
+	delete(tt.m, key)
+	if i := slices.Index(tt.order, key); i >= 0 {
+		tt.order = slices.Delete(tt.order, i, i+1)
+	}
 }
 
 // taskRequest serves task.status and task.cancel for the requester of a

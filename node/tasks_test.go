@@ -141,3 +141,30 @@ func TestTasks(t *testing.T) {
 		}
 	})
 }
+
+// TestTaskRefusedForWantOfHandlerRunsOnRetry: a request refused because
+// nothing serves its capability never started; a retry under the same id
+// once the capability is served runs it (an outbox's later attempt), and
+// a retry after that gets the recorded answer without running again.
+func TestTaskRefusedForWantOfHandlerRunsOnRetry(t *testing.T) {
+	var log runLog
+	p := meshtest.Node(t, 140)
+	c := meshtest.Node(t, 141)
+	meshtest.Connect(t, c, p)
+	ctx := meshtest.Context(t, 20*time.Second)
+	req := protocol.CallRequest{To: p.AgentID(), Action: "summarize", Params: json.RawMessage(`{"text":"later"}`), CorrelationID: "retry-1"}
+	if _, err := c.Call(ctx, req); protocol.CodeOf(err) != protocol.CodeCapabilityNotSupported {
+		t.Fatalf("before the handler: %v, want CAPABILITY_NOT_SUPPORTED", err)
+	}
+	if err := p.SetServices([]node.Service{log.service("summarize")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := c.Call(ctx, req); err != nil {
+			t.Fatalf("retry %d: %v", i+1, err)
+		}
+	}
+	if text, runs := log.got(); text != "later" || runs != "map[retry-1:1]" {
+		t.Fatalf("handled %q, runs %s; want the request once", text, runs)
+	}
+}

@@ -228,7 +228,7 @@ func (e *Envelope) Sender() (peer.ID, error) {
 // returns the canonical bytes and the signature. The envelope's Signature
 // field is cleared; use SignedJSON for the embedded form.
 func Seal(s *sign.Signer, e *Envelope) (body, sig []byte, err error) {
-	e.From.AgentID = s.ID().String()
+	e.From.AgentID = s.IDString()
 	e.Signature = ""
 	if err := e.Validate(); err != nil {
 		return nil, nil, err
@@ -247,7 +247,7 @@ const frameHeadroom = binary.MaxVarintLen64 + sign.SignatureSize
 // stream frame, uvarint(len) ‖ signature ‖ canonical bytes, built in one
 // buffer.
 func SealFrame(s *sign.Signer, e *Envelope) ([]byte, error) {
-	e.From.AgentID = s.ID().String()
+	e.From.AgentID = s.IDString()
 	e.Signature = ""
 	if err := e.Validate(); err != nil {
 		return nil, err

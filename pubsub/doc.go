@@ -130,23 +130,39 @@
 // # Durable subscriptions
 //
 // SubscribeDurable saves, through Positions, where a named subscription
-// is: a floor time, and the messages at or after it that were delivered.
-// The floor trails the newest message delivered by twice the replay
+// is: a floor time, and the messages at or after it that its handler
+// took. The floor trails the newest message taken by twice the replay
 // window (a live message older than the window is dropped by the
 // validator, so none can arrive behind it), and rises further when more
-// than 4096 messages would be remembered. On resume the live
-// subscription starts first and holds what arrives; the catch-up
-// fetches since the floor and delivers, in order, what is not
-// remembered; then the held live messages go out (those already
-// delivered skipped) and the rest as they come. The catch-up fetches
-// again when the held messages overflowed, the subscription's queue
-// dropped some, or the fetch was truncated (at most five rounds); and
-// once more two seconds after going live, for a message that reached a
-// keeper but not this node while its subscription was joining the
-// mesh. Positions are saved one write at a time as they change, and
-// at Cancel and Close; a process killed between saves may deliver again
-// what it delivered since the last save. The handler runs under the
-// subscription's lock, one message at a time.
+// than 4096 messages would be remembered.
+//
+// The handler (DurableHandler) is called one message at a time, in
+// order, on the subscription's own goroutine, and may block: a message
+// counts as taken only when it returns nil, and only then does the
+// position move past it. An error means the message was not processed:
+// the subscription stops delivering (Halted), so that nothing after it
+// is taken out of order, and the next SubscribeDurable of the name
+// delivers it first. The handler's ctx ends at Cancel, which waits for
+// the handler to return before the last save.
+//
+// On resume the live subscription starts first and its messages are
+// held; SubscribeDurable fetches since the floor (the only step that may
+// fail it) and returns; the subscription's goroutine then delivers, in
+// order, what was fetched and not remembered, then the held live
+// messages sorted by envelope time (those already taken skipped), then
+// the live ones as they come. Live messages never wait for the handler:
+// they are held, at most 65536, and when more come, or the
+// subscription's queue dropped some, or a fetch was truncated, the
+// goroutine fetches again since the floor once the handler has caught
+// up (at most five rounds for the first catch-up), and once more two
+// seconds after the first catch-up, for a message that reached a keeper
+// but not this node while its subscription was joining the mesh.
+//
+// Positions are saved one write at a time as they change, and at Cancel
+// and Close. Delivery is at least once, in order: a message is delivered
+// again (same id and author) only when its handler did not return nil
+// (a process killed mid-handler), or when the process stopped before
+// the save after it completed.
 //
 // # Configuration
 //

@@ -2,13 +2,10 @@ package pubsub
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Bounds of durable subscriptions.
@@ -31,139 +28,58 @@ const (
 	saveTimeout = 5 * time.Second
 )
 
-// seenKey identifies a delivered message.
-type seenKey struct {
-	ID   string
-	From peer.ID
-}
-
-// position is where a durable subscription is: every message with an
-// envelope time before floor is behind it, and of those at or after
-// floor, exactly the ones in seen were delivered.
-type position struct {
-	pattern string
-	floor   time.Time
-	seen    map[seenKey]time.Time
-	latest  time.Time
-}
-
-type savedPosition struct {
-	Pattern string      `json:"pattern"`
-	Floor   int64       `json:"floor"`
-	Seen    []savedSeen `json:"seen"`
-}
-
-type savedSeen struct {
-	ID   string `json:"id"`
-	From string `json:"from"`
-	Time int64  `json:"t"`
-}
-
-func decodePosition(raw []byte) (*position, error) {
-	var sp savedPosition
-	if err := json.Unmarshal(raw, &sp); err != nil {
-		return nil, err
-	}
-	p := &position{pattern: sp.Pattern, floor: time.Unix(0, sp.Floor), seen: make(map[seenKey]time.Time, len(sp.Seen))}
-	for _, s := range sp.Seen {
-		from, err := peer.Decode(s.From)
-		if err != nil {
-			return nil, err
-		}
-		t := time.Unix(0, s.Time)
-		p.seen[seenKey{s.ID, from}] = t
-		if t.After(p.latest) {
-			p.latest = t
-		}
-	}
-	return p, nil
-}
-
-func (p *position) encode() ([]byte, error) {
-	sp := savedPosition{Pattern: p.pattern, Floor: p.floor.UnixNano(), Seen: make([]savedSeen, 0, len(p.seen))}
-	for k, t := range p.seen {
-		sp.Seen = append(sp.Seen, savedSeen{ID: k.ID, From: k.From.String(), Time: t.UnixNano()})
-	}
-	return json.Marshal(sp)
-}
-
-// delivered reports whether m is behind the position.
-func (p *position) delivered(k seenKey, t time.Time) bool {
-	if t.Before(p.floor) {
-		return true
-	}
-	_, ok := p.seen[k]
-	return ok
-}
-
-// add records a delivered message, then raises the floor to lookback
-// before the latest time delivered, and further if seen outgrows maxSeen,
-// dropping what falls behind it.
-func (p *position) add(k seenKey, t time.Time, lookback time.Duration) {
-	if t.Before(p.floor) {
-		return // delivered live, older than the floor: nothing to remember
-	}
-	p.seen[k] = t
-	if t.After(p.latest) {
-		p.latest = t
-	}
-	floor := p.latest.Add(-lookback)
-	if len(p.seen) > 2*maxSeen {
-		times := make([]time.Time, 0, len(p.seen))
-		for _, t := range p.seen {
-			times = append(times, t)
-		}
-		slices.SortFunc(times, func(a, b time.Time) int { return b.Compare(a) })
-		if t := times[maxSeen-1]; t.After(floor) {
-			floor = t
-		}
-	}
-	if !floor.After(p.floor) {
-		return
-	}
-	p.floor = floor
-	for k, t := range p.seen {
-		if t.Before(floor) {
-			delete(p.seen, k)
-		}
-	}
-}
+// DurableHandler processes a message of a durable subscription. It is
+// called one message at a time, in order, and the message counts as
+// delivered (its position advances) only when it returns nil. An error
+// means the message was not processed: the subscription then delivers
+// nothing more, and a later SubscribeDurable of its name delivers that
+// message again, then the rest. ctx ends when the subscription is
+// cancelled; a handler waiting on something else must stop then.
+type DurableHandler func(ctx context.Context, m Message) error
 
 // Durable is a durable subscription (SubscribeDurable).
 type Durable struct {
 	b        *Topics
 	name     string
-	handler  func(Message)
+	handler  DurableHandler
 	lookback time.Duration
+	ctx      context.Context // the handler's: ends at Cancel
+	stop     context.CancelFunc
 
-	mu       sync.Mutex // serialises deliveries and guards what follows
-	pos      *position
-	catching bool
-	pending  []Message
-	gap      bool // pending overflowed
-	inner    *Subscription
-	caught   int
-	started  bool
+	mu      sync.Mutex // guards what follows
+	pos     *position
+	fetched []Message // the first catch-up's, not yet delivered
+	again   bool      // the first catch-up was truncated: fetch again
+	pending []Message // live messages not yet delivered
+	gap     bool      // pending overflowed: fetch again
+	drops   uint64    // the live subscription's drops already fetched for
+	inner   *Subscription
+	caught  int
+	halted  error // the handler's error: nothing more is delivered
+	started bool  // pump and run were started
 
+	wake     chan struct{}
 	dirty    chan struct{}
 	done     chan struct{}
-	stopped  chan struct{}
+	pumped   chan struct{} // closed when pump returns
+	stopped  chan struct{} // closed when run returns
 	stopOnce sync.Once
 }
 
 // SubscribeDurable is Subscribe under a name that outlives the
-// subscription: the position reached (which messages were delivered) is
-// saved in the node's Positions, and a later SubscribeDurable of the same
-// name first fetches what was published since from history keepers
-// (FetchHistory) and delivers it, in order (envelope time, then id), then
-// the live messages, none twice and none lost across the switch. The
-// first subscription of a name starts from now. A name follows one
-// pattern; another pattern under it is refused, and so is a name in use on
-// this node. The catch-up runs before SubscribeDurable returns, within
-// ctx; when it finds no keeper the subscription is refused (wrapping
-// ErrNoKeepers) and its position kept for a later try. See the package
-// doc, Durable subscriptions.
-func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, handler func(Message)) (*Durable, error) {
+// subscription: the position reached (which messages the handler took)
+// is saved in the node's Positions, and a later SubscribeDurable of the
+// same name first delivers what was published since, fetched from
+// history keepers (FetchHistory), in order (envelope time, then id), then
+// the live messages, none lost across the switch. The first
+// subscription of a name starts from now. A name follows one pattern;
+// another pattern under it is refused, and so is a name in use on this
+// node. The first fetch of a resume runs before SubscribeDurable returns,
+// within ctx; when it finds no keeper the subscription is refused
+// (wrapping ErrNoKeepers) and its position kept for a later try. The
+// handler is called after SubscribeDurable returns, on a goroutine of the
+// subscription's own. See the package doc, Durable subscriptions.
+func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, handler DurableHandler) (*Durable, error) {
 	fam := Family(pattern)
 	switch {
 	case b.cfg.pos == nil:
@@ -172,9 +88,13 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 		return nil, fmt.Errorf("%w: a name of 1 to %d bytes is required", ErrDurable, MaxDurableName)
 	case fam == "" || hasWild(fam) || !validPattern(pattern):
 		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
+	case handler == nil:
+		return nil, fmt.Errorf("%w: a handler is required", ErrDurable)
 	}
-	d := &Durable{b: b, name: name, handler: handler, lookback: 2 * b.cfg.guard.Window(), catching: true,
-		dirty: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	d := &Durable{b: b, name: name, handler: handler, lookback: 2 * b.cfg.guard.Window(),
+		wake: make(chan struct{}, 1), dirty: make(chan struct{}, 1), done: make(chan struct{}),
+		pumped: make(chan struct{}), stopped: make(chan struct{})}
+	d.ctx, d.stop = context.WithCancel(b.ctx)
 	b.mu.Lock()
 	switch {
 	case b.closed:
@@ -189,6 +109,7 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	ok := false
 	defer func() {
 		if !ok {
+			d.stop()
 			b.mu.Lock()
 			if b.durables[name] == d {
 				delete(b.durables, name)
@@ -221,15 +142,16 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	d.inner = inner
 	d.mu.Unlock()
 	if resume {
-		if err := d.catchUp(ctx, true); err != nil {
+		msgs, st, err := b.FetchHistory(ctx, pattern, d.pos.floor)
+		if err != nil {
 			inner.Cancel()
-			return nil, err
+			return nil, fmt.Errorf("pubsub: durable %q cannot catch up: %w", name, err)
 		}
+		d.mu.Lock()
+		d.fetched, d.again = msgs, st.Truncated
+		d.mu.Unlock()
 	}
-	d.mu.Lock()
-	d.goLive()
-	d.mu.Unlock()
-	if !b.track() {
+	if !b.track(2) {
 		inner.Cancel()
 		return nil, ErrClosed
 	}
@@ -238,94 +160,182 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	d.started = true
 	d.mu.Unlock()
 	d.markDirty()
+	go d.pump()
 	go d.run()
 	return d, nil
 }
 
-// CaughtUp returns how many messages the catch-up delivered.
+// CaughtUp returns how many fetched messages were delivered.
 func (d *Durable) CaughtUp() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.caught
 }
 
-// catchUp fetches what was published since the floor and delivers it,
-// again while live messages overflowed the pending queue or the fetch was
-// truncated. With must set, a fetch that finds no keeper is an error.
-func (d *Durable) catchUp(ctx context.Context, must bool) error {
-	for round := 0; ; round++ {
-		d.mu.Lock()
-		since := d.pos.floor
-		d.mu.Unlock()
-		// Live messages the subscription's queue dropped meanwhile (its
-		// handler waits while the catch-up delivers) are fetched again.
-		drops := d.inner.Dropped()
-		msgs, st, err := d.b.FetchHistory(ctx, d.pos.pattern, since)
-		if err != nil {
-			if must {
-				return fmt.Errorf("pubsub: durable %q cannot catch up: %w", d.name, err)
-			}
-			return nil
-		}
-		d.mu.Lock()
-		for _, m := range msgs {
-			if d.deliver(m, true) {
-				d.caught++
-			}
-		}
-		again := d.gap || st.Truncated || d.inner.Dropped() != drops
-		d.gap = false
-		d.mu.Unlock()
-		if !again || round == maxRounds-1 {
-			return nil
-		}
-		must = false
-	}
-}
-
-// goLive delivers the live messages held during the catch-up; d.mu held.
-func (d *Durable) goLive() {
-	slices.SortStableFunc(d.pending, compareMessages)
-	for _, m := range d.pending {
-		d.deliver(m, false)
-	}
-	d.pending, d.catching = nil, false
-}
-
-// live takes a message of the live subscription.
-func (d *Durable) live(m Message) {
+// Halted returns the handler's error that stopped the subscription, or
+// nil.
+func (d *Durable) Halted() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.catching {
-		if len(d.pending) >= maxPending {
-			d.gap = true
-			return
-		}
-		d.pending = append(d.pending, m)
-		return
-	}
-	d.deliver(m, false)
+	return d.halted
 }
 
-// deliver hands m to the handler unless it was delivered; d.mu held. A
-// fetched message older than the floor is behind the position; a live
-// one is delivered (the topic validator has already dropped repeats).
+// live takes a message of the live subscription, without waiting for
+// the handler: a handler slower than the topic gets the surplus by a
+// fetch instead (pending overflowed).
+func (d *Durable) live(m Message) {
+	d.mu.Lock()
+	switch {
+	case d.halted != nil:
+	case len(d.pending) >= maxPending:
+		d.gap = true
+	default:
+		d.pending = append(d.pending, m)
+	}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump delivers, one message at a time: the first catch-up's messages,
+// then the live ones, fetching again whenever live messages were lost
+// on the way (pending overflowed, the subscription's queue dropped some)
+// and once settleAfter after the first catch-up.
+func (d *Durable) pump() {
+	defer d.b.wg.Done()
+	defer close(d.pumped)
+	d.mu.Lock()
+	fetched, again := d.fetched, d.again
+	d.fetched = nil
+	d.mu.Unlock()
+	if !d.deliverAll(fetched, true) {
+		return
+	}
+	for round := 1; again && round < maxRounds; round++ {
+		var ok bool
+		if again, ok = d.fetch(); !ok {
+			return
+		}
+	}
+	settle := time.NewTimer(settleAfter)
+	defer settle.Stop()
+	// retry paces fetches for lost messages after one failed.
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	retrying := false
+	for {
+		d.mu.Lock()
+		batch := d.pending
+		d.pending = nil
+		lost := d.gap || d.inner.Dropped() != d.drops
+		d.mu.Unlock()
+		// Held messages go out in envelope order; those a fetch
+		// delivered meanwhile are skipped.
+		slices.SortStableFunc(batch, compareMessages)
+		if !d.deliverAll(batch, false) {
+			return
+		}
+		if lost && !retrying {
+			if _, ok := d.fetch(); !ok {
+				return
+			}
+			d.mu.Lock()
+			failed := d.gap
+			d.mu.Unlock()
+			if !failed {
+				continue
+			}
+			retrying = true
+			retry.Reset(settleAfter)
+		}
+		select {
+		case <-d.done:
+			return
+		case <-d.wake:
+		case <-retry.C:
+			retrying = false
+		case <-settle.C:
+			// What reached keepers but not this node while its
+			// subscription joined the mesh comes late, once.
+			if _, ok := d.fetch(); !ok {
+				return
+			}
+		}
+	}
+}
+
+// fetch fetches what was published since the floor and delivers it. It
+// reports whether the fetch was truncated, and false when the pump must
+// stop. When a fetch for lost live messages fails, the loss stays
+// recorded and the next pass fetches again.
+func (d *Durable) fetch() (truncated, ok bool) {
+	d.mu.Lock()
+	since := d.pos.floor
+	lost := d.gap || d.inner.Dropped() != d.drops
+	d.gap = false
+	d.drops = d.inner.Dropped()
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(d.ctx, settleAfter+d.b.cfg.fetchWait)
+	msgs, st, err := d.b.FetchHistory(ctx, d.pos.pattern, since)
+	cancel()
+	if err != nil {
+		// What was lost stays to fetch: the next pass tries again.
+		d.mu.Lock()
+		d.gap = d.gap || lost
+		d.mu.Unlock()
+		return false, d.ctx.Err() == nil
+	}
+	return st.Truncated, d.deliverAll(msgs, true)
+}
+
+// deliverAll delivers msgs in order and reports false once the
+// subscription is cancelled or halted.
+func (d *Durable) deliverAll(msgs []Message, fetched bool) bool {
+	for _, m := range msgs {
+		if !d.deliver(m, fetched) {
+			return false
+		}
+	}
+	return d.ctx.Err() == nil
+}
+
+// deliver hands m to the handler unless it is behind the position, and
+// records it once the handler took it. A fetched message older than the
+// floor is behind; a live one is delivered (the topic validator has
+// already dropped repeats). It reports false once the subscription is
+// cancelled or halted.
 func (d *Durable) deliver(m Message, fetched bool) bool {
 	ts, err := m.Envelope.Time()
 	if err != nil {
-		return false
+		return true
 	}
 	k := seenKey{m.Envelope.ID, m.From}
-	if _, seen := d.pos.seen[k]; seen || fetched && ts.Before(d.pos.floor) {
+	d.mu.Lock()
+	behind := d.pos.delivered(k, ts) && (fetched || !ts.Before(d.pos.floor))
+	d.mu.Unlock()
+	if behind {
+		return true
+	}
+	if d.ctx.Err() != nil {
 		return false
 	}
-	select {
-	case <-d.done:
+	if err := d.handler(d.ctx, m); err != nil {
+		if d.ctx.Err() == nil {
+			d.mu.Lock()
+			d.halted = err
+			d.pending, d.gap = nil, false
+			d.mu.Unlock()
+		}
 		return false
-	default:
 	}
-	d.handler(m)
+	d.mu.Lock()
 	d.pos.add(k, ts, d.lookback)
+	if fetched {
+		d.caught++
+	}
+	d.mu.Unlock()
 	d.markDirty()
 	return true
 }
@@ -338,33 +348,19 @@ func (d *Durable) markDirty() {
 }
 
 // run saves the position whenever it changed, one save at a time (so a
-// burst of messages costs a few writes), and fetches once more
-// settleAfter after going live.
+// burst of messages costs a few writes), and a last time once the pump
+// has stopped.
 func (d *Durable) run() {
 	defer d.b.wg.Done()
 	defer close(d.stopped)
-	settle := time.NewTimer(settleAfter)
-	defer settle.Stop()
 	for {
 		select {
 		case <-d.done:
+			<-d.pumped
 			d.save(context.Background())
 			return
 		case <-d.dirty:
 			d.save(d.b.ctx)
-		case <-settle.C:
-			// Live delivery goes on meanwhile; what this finds was
-			// missed live and comes late, once.
-			ctx, cancel := context.WithTimeout(d.b.ctx, settleAfter+d.b.cfg.fetchWait)
-			go func() { // ends with ctx, which cancel ends below
-				select {
-				case <-d.done:
-					cancel()
-				case <-ctx.Done():
-				}
-			}()
-			_ = d.catchUp(ctx, false)
-			cancel()
 		}
 	}
 }
@@ -381,12 +377,14 @@ func (d *Durable) save(ctx context.Context) {
 	_ = d.b.cfg.pos.SavePosition(ctx, d.name, raw)
 }
 
-// Cancel stops the subscription and saves its position; a later
-// SubscribeDurable of its name goes on from there.
+// Cancel stops the subscription, ending the handler's ctx, and saves its
+// position once the handler has returned; a later SubscribeDurable of
+// its name goes on from there.
 func (d *Durable) Cancel() {
 	d.stopOnce.Do(func() {
-		d.mu.Lock()
 		close(d.done)
+		d.stop()
+		d.mu.Lock()
 		inner, started := d.inner, d.started
 		d.mu.Unlock()
 		if inner != nil {

@@ -19,10 +19,11 @@ type durableReader struct {
 	got []Message
 }
 
-func (r *durableReader) take(m Message) {
+func (r *durableReader) take(_ context.Context, m Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, m)
+	return nil
 }
 
 func (r *durableReader) numbers() []int {
@@ -121,6 +122,7 @@ func TestDurableCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d2.Cancel()
+	r2.waitFor(t, 40)
 	if n := d2.CaughtUp(); n != 40 {
 		t.Errorf("caught up %d, want 40", n)
 	}
@@ -164,23 +166,23 @@ func TestDurableCatchUp(t *testing.T) {
 func TestDurableRefusals(t *testing.T) {
 	h := newHost(t)
 	none := newBus(t, h)
-	if _, err := none.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {}); !errors.Is(err, ErrDurable) {
+	if _, err := none.SubscribeDurable(context.Background(), "news:*", "r", func(context.Context, Message) error { return nil }); !errors.Is(err, ErrDurable) {
 		t.Errorf("without positions: %v, want ErrDurable", err)
 	}
 	positions := &memPositions{}
 	b := newBus(t, newHost(t), WithPositions(positions), WithFetchWait(100*time.Millisecond))
-	d, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {})
+	d, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(context.Context, Message) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {}); !errors.Is(err, ErrDurable) {
+	if _, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(context.Context, Message) error { return nil }); !errors.Is(err, ErrDurable) {
 		t.Errorf("a name in use: %v, want ErrDurable", err)
 	}
 	d.Cancel()
-	if _, err := b.SubscribeDurable(context.Background(), "other:*", "r", func(Message) {}); !errors.Is(err, ErrDurable) {
+	if _, err := b.SubscribeDurable(context.Background(), "other:*", "r", func(context.Context, Message) error { return nil }); !errors.Is(err, ErrDurable) {
 		t.Errorf("another pattern: %v, want ErrDurable", err)
 	}
-	if _, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(Message) {}); !errors.Is(err, ErrNoKeepers) {
+	if _, err := b.SubscribeDurable(context.Background(), "news:*", "r", func(context.Context, Message) error { return nil }); !errors.Is(err, ErrNoKeepers) {
 		t.Errorf("resume with no keeper: %v, want ErrNoKeepers", err)
 	}
 }
@@ -224,6 +226,134 @@ func FuzzParseHistoryQuery(f *testing.F) {
 		again, err := ParseHistoryQuery(must(json.Marshal(q)))
 		if err != nil || again.Pattern != q.Pattern || again.Limit != q.Limit || !again.Since.Equal(q.Since) || again.Cursor != q.Cursor {
 			t.Fatalf("round trip of %+v: %+v, %v", q, again, err)
+		}
+	})
+}
+
+// TestDurableRefused: a handler that refuses a message stops the
+// subscription there; the next subscription of the name gets that
+// message again, then the rest, in order, and nothing it took before.
+func TestDurableRefused(t *testing.T) {
+	archive := newMemArchive()
+	kh, ph, sh := newHost(t), newHost(t), newHost(t)
+	_ = newBus(t, kh, WithArchive(archive, "news:*"))
+	pub := newBus(t, ph)
+	connect(t, ph, kh)
+	_ = collect(t, pub, "news:*")
+	sub := newBus(t, sh, WithPositions(&memPositions{}))
+	connect(t, sh, kh)
+	connect(t, sh, ph)
+	r1 := &durableReader{}
+	refusal := errors.New("not now")
+	d, err := sub.SubscribeDurable(context.Background(), "news:*", "reader", func(ctx context.Context, m Message) error {
+		var p struct{ N int }
+		_ = json.Unmarshal(m.Payload, &p)
+		if p.N == 2 {
+			return refusal
+		}
+		return r1.take(ctx, m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, func() error {
+		if len(pub.Peers("news:0")) < 2 {
+			return errors.New("the publisher does not see both subscribers yet")
+		}
+		return nil
+	})
+	publishN(t, pub, archive, 0, 6)
+	wait.For(t, 10*time.Second, func() error {
+		if !errors.Is(d.Halted(), refusal) {
+			return errors.New("not halted yet")
+		}
+		return nil
+	})
+	if got := fmt.Sprint(r1.numbers()); got != "[0 1]" {
+		t.Fatalf("before the refusal: %s, want [0 1]", got)
+	}
+	d.Cancel()
+
+	r2 := &durableReader{}
+	d2, err := sub.SubscribeDurable(context.Background(), "news:*", "reader", r2.take)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Cancel()
+	r2.waitFor(t, 4)
+	wait.Holds(t, time.Second, func() error {
+		if got := fmt.Sprint(r2.numbers()); got != "[2 3 4 5]" {
+			return fmt.Errorf("after the refusal: %s, want [2 3 4 5]", got)
+		}
+		return nil
+	})
+}
+
+// TestDurableSlowHandler: live messages that arrive while the handler
+// holds one wait for it, in order, none lost; the handler's ctx ends at
+// Cancel.
+func TestDurableSlowHandler(t *testing.T) {
+	archive := newMemArchive()
+	kh, ph, sh := newHost(t), newHost(t), newHost(t)
+	_ = newBus(t, kh, WithArchive(archive, "news:*"))
+	pub := newBus(t, ph)
+	connect(t, ph, kh)
+	_ = collect(t, pub, "news:*")
+	sub := newBus(t, sh, WithPositions(&memPositions{}), WithQueueSize(2))
+	connect(t, sh, kh)
+	connect(t, sh, ph)
+	r := &durableReader{}
+	holding, release := make(chan struct{}), make(chan struct{})
+	d, err := sub.SubscribeDurable(context.Background(), "news:*", "reader", func(ctx context.Context, m Message) error {
+		if len(r.numbers()) == 0 {
+			close(holding)
+			<-release
+		}
+		return r.take(ctx, m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, func() error {
+		if len(pub.Peers("news:0")) < 2 {
+			return errors.New("the publisher does not see both subscribers yet")
+		}
+		return nil
+	})
+	publishN(t, pub, archive, 0, 1)
+	closed(t, holding)
+	publishN(t, pub, archive, 1, 10)
+	close(release)
+	r.waitFor(t, 10)
+	if got := fmt.Sprint(r.numbers()); got != "[0 1 2 3 4 5 6 7 8 9]" {
+		t.Errorf("took %s, want 0 to 9 in order", got)
+	}
+
+	// A handler waiting on its ctx returns when the subscription ends.
+	blocked := make(chan struct{})
+	d.Cancel()
+	d2, err := sub.SubscribeDurable(context.Background(), "news:*", "reader", func(ctx context.Context, m Message) error {
+		close(blocked)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, pub, archive, 10, 11)
+	closed(t, blocked)
+	d2.Cancel()
+}
+
+// closed waits for ch to be closed.
+func closed(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	wait.For(t, 10*time.Second, func() error {
+		select {
+		case <-ch:
+			return nil
+		default:
+			return errors.New("not yet")
 		}
 	})
 }

@@ -128,7 +128,7 @@ func (k *keeper) advertise(fam string) {
 	k.families[fam] = true
 	k.mu.Unlock()
 	disc := k.b.cfg.disc
-	if disc == nil || !k.b.track() {
+	if disc == nil || !k.b.track(1) {
 		return
 	}
 	go func() {
@@ -206,7 +206,7 @@ func (k *keeper) allow(p peer.ID) bool {
 // peer closes it, sends an invalid query, or stays idle.
 func (k *keeper) serve(s network.Stream) {
 	k.mu.Lock()
-	if k.streams == nil || !k.b.track() {
+	if k.streams == nil || !k.b.track(1) {
 		k.mu.Unlock()
 		_ = s.Reset()
 		return

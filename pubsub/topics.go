@@ -546,13 +546,13 @@ func (b *Topics) findTopicPeers(ctx context.Context, gossipTopic string) <-chan 
 	return done
 }
 
-// track adds one goroutine to b.wg unless b is closed.
-func (b *Topics) track() bool {
+// track adds n goroutines to b.wg unless b is closed.
+func (b *Topics) track(n int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return false
 	}
-	b.wg.Add(1)
+	b.wg.Add(n)
 	return true
 }

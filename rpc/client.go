@@ -117,6 +117,7 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		pending: make(map[int64]*pendingCall),
 	}
 	c.writer.batch = batch
+	c.topics.answer = c.answer
 	c.wg.Go(c.readLoop)
 	if cfg.NoInitialize {
 		return c, nil
@@ -208,8 +209,9 @@ func (c *Client) fail(cause error) {
 }
 
 func (c *Client) readLoop() {
+	var r wsconn.Reader
 	for {
-		_, frame, err := c.ws.Read(context.Background())
+		_, frame, err := r.Read(context.Background(), c.ws)
 		if err != nil {
 			c.fail(err)
 			_ = c.ws.CloseNow()
@@ -277,13 +279,17 @@ func (c *Client) handleItem(it item) {
 			return
 		}
 		if m.Method == MethodMeshMessage {
-			c.topics.deliver(m.Params)
+			c.topics.deliver(m.Params, nil)
 			return
 		}
 		if c.cfg.OnNotification != nil {
 			c.cfg.OnNotification(m.Method, m.Params)
 		}
 	case kindRequest:
+		if m.Method == MethodMeshMessage {
+			c.topics.deliver(m.Params, m.ID)
+			return
+		}
 		c.serveRequest(m)
 	}
 }
@@ -367,14 +373,20 @@ func (c *Client) serveRequest(m *message) {
 	})
 }
 
+// answer sends the response to a server request: {} for nil, else the
+// error.
+func (c *Client) answer(id json.RawMessage, err error) {
+	if err != nil {
+		c.send(errorResponse(id, toRPCError(err)))
+		return
+	}
+	c.send(resultResponse(id, struct{}{}))
+}
+
 // send writes a response to a server request; failures end the
 // connection, which the read loop reports.
 func (c *Client) send(r *response) {
-	b, err := marshal(r)
-	if err != nil {
-		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
-	}
-	_ = c.write(c.ctx, b)
+	_ = c.write(c.ctx, encodeResponse(r))
 }
 
 // Call invokes method with params (nil for none; otherwise anything that

@@ -20,54 +20,102 @@ const maxEarlyMessages = 100_000
 // a subscription whose Subscribe gave up before the server answered.
 const orphanUnsubscribeTimeout = 10 * time.Second
 
-// topicRouter hands mesh.message notifications to subscription handlers.
-// It is used only on the client's read goroutine, which keeps each
-// subscription's messages in order without a lock.
+// topicRouter hands mesh.message notifications and requests to
+// subscription handlers. It is used only on the client's read goroutine,
+// which keeps each subscription's messages in order without a lock.
 type topicRouter struct {
-	handlers map[string]func(protocol.TopicMessage)
+	handlers map[string]topicHandler
 	// early holds messages for ids not (yet) known: the server may send a
 	// subscription's first message before the response that names it.
-	early map[string][]protocol.TopicMessage
+	early map[string][]earlyMessage
 	// gone holds the ids unsubscribed: a message the server queued just
 	// before the subscription ended is dropped, not kept as early.
 	gone map[string]struct{}
+	// answer sends the response to a durable subscription's message.
+	answer func(id json.RawMessage, err error)
 }
 
-func (r *topicRouter) deliver(params json.RawMessage) {
+// topicHandler is a subscription's handler: plain for notifications,
+// acked for a durable subscription's requests.
+type topicHandler struct {
+	plain func(protocol.TopicMessage)
+	acked func(protocol.TopicMessage) error
+}
+
+// earlyMessage is a message kept for a subscription not yet known, with
+// its request id when it must be answered.
+type earlyMessage struct {
+	msg   protocol.TopicMessage
+	reqID json.RawMessage
+}
+
+// errNotSubscribed answers a durable message whose subscription this
+// client no longer has: the node keeps it for the next subscription.
+var errNotSubscribed = Errorf(CodeInvalidParams, "no such subscription on this client")
+
+// deliver takes the params of mesh.message; reqID is nil for a
+// notification, and the request's id for a durable subscription's
+// message, which is answered once its handler returns.
+func (r *topicRouter) deliver(params json.RawMessage, reqID json.RawMessage) {
 	var p MessageParams
 	if json.Unmarshal(params, &p) != nil || p.Subscription == "" {
+		if reqID != nil {
+			r.answer(reqID, Errorf(CodeInvalidParams, "invalid params: mesh.message needs a subscription and a message"))
+		}
 		return
 	}
-	if h := r.handlers[p.Subscription]; h != nil {
-		h(p.Message)
+	if h, ok := r.handlers[p.Subscription]; ok {
+		r.call(h, earlyMessage{p.Message, reqID})
 		return
 	}
-	if _, ok := r.gone[p.Subscription]; ok {
+	_, gone := r.gone[p.Subscription]
+	if !gone && len(r.early[p.Subscription]) < maxEarlyMessages {
+		if r.early == nil {
+			r.early = map[string][]earlyMessage{}
+		}
+		r.early[p.Subscription] = append(r.early[p.Subscription], earlyMessage{p.Message, reqID})
 		return
 	}
-	if r.early == nil {
-		r.early = map[string][]protocol.TopicMessage{}
+	if reqID != nil {
+		r.answer(reqID, errNotSubscribed)
 	}
-	if len(r.early[p.Subscription]) < maxEarlyMessages {
-		r.early[p.Subscription] = append(r.early[p.Subscription], p.Message)
+}
+
+// call runs h on m and answers m if it is a request.
+func (r *topicRouter) call(h topicHandler, m earlyMessage) {
+	var err error
+	switch {
+	case h.acked != nil:
+		err = h.acked(m.msg)
+	case h.plain != nil:
+		h.plain(m.msg)
+	}
+	if m.reqID != nil {
+		r.answer(m.reqID, err)
 	}
 }
 
 // add registers a handler and hands it the messages that came first.
-func (r *topicRouter) add(id string, h func(protocol.TopicMessage)) {
+func (r *topicRouter) add(id string, h topicHandler) {
 	if r.handlers == nil {
-		r.handlers = map[string]func(protocol.TopicMessage){}
+		r.handlers = map[string]topicHandler{}
 	}
 	r.handlers[id] = h
 	for _, m := range r.early[id] {
-		h(m)
+		r.call(h, m)
 	}
 	delete(r.early, id)
 }
 
-// remove forgets a handler once the server has ended its subscription.
+// remove forgets a handler once the server has ended its subscription;
+// the requests kept for it are answered as not processed.
 func (r *topicRouter) remove(id string) {
 	delete(r.handlers, id)
+	for _, m := range r.early[id] {
+		if m.reqID != nil {
+			r.answer(m.reqID, errNotSubscribed)
+		}
+	}
 	delete(r.early, id)
 	if r.gone == nil {
 		r.gone = map[string]struct{}{}
@@ -112,20 +160,36 @@ func (c *Client) Publish(ctx context.Context, topic string, payload json.RawMess
 // answers, Subscribe returns ctx's error and the subscription, should
 // the server make it, is cancelled when its answer arrives.
 func (c *Client) Subscribe(ctx context.Context, pattern string, handler func(protocol.TopicMessage)) (string, error) {
-	return c.subscribe(ctx, SubscribeParams{Pattern: pattern}, handler)
+	if handler == nil {
+		return "", errors.New("rpc: Subscribe: nil handler")
+	}
+	return c.subscribe(ctx, SubscribeParams{Pattern: pattern}, topicHandler{plain: handler})
 }
 
 // SubscribeDurable is Subscribe under the durable name name: the node
 // first delivers, in order, what was published since the name's last
-// subscription (fetched from history keepers), then the live messages,
-// none twice. Those caught up may reach handler before SubscribeDurable
-// returns.
-func (c *Client) SubscribeDurable(ctx context.Context, pattern, name string, handler func(protocol.TopicMessage)) (string, error) {
-	return c.subscribe(ctx, SubscribeParams{Pattern: pattern, Durable: name}, handler)
+// subscription (fetched from history keepers), then the live messages.
+// Each message is a mesh.message request the client answers when
+// handler returns: nil tells the node the message was processed, and
+// its position moves past it; an error (sent as the error answer, a
+// *protocol.Error keeping its code) tells it the message was not, and
+// the node delivers nothing more on this subscription until it is
+// unsubscribed and subscribed again, which starts with that message.
+// The node sends the next message only after the answer. Delivery is at
+// least once: a message comes again, under the same id (message.ID and
+// From), when its answer did not reach the node (this process or the
+// connection ended first) or the node stopped before saving its
+// position; handler can skip a repeat by that id. handler runs on the
+// client's read goroutine, as for Subscribe.
+func (c *Client) SubscribeDurable(ctx context.Context, pattern, name string, handler func(protocol.TopicMessage) error) (string, error) {
+	if handler == nil {
+		return "", errors.New("rpc: SubscribeDurable: nil handler")
+	}
+	return c.subscribe(ctx, SubscribeParams{Pattern: pattern, Durable: name}, topicHandler{acked: handler})
 }
 
-func (c *Client) subscribe(ctx context.Context, params SubscribeParams, handler func(protocol.TopicMessage)) (string, error) {
-	if handler == nil {
+func (c *Client) subscribe(ctx context.Context, params SubscribeParams, handler topicHandler) (string, error) {
+	if handler.plain == nil && handler.acked == nil {
 		return "", errors.New("rpc: Subscribe: nil handler")
 	}
 	var out SubscribeResult

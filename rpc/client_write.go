@@ -110,12 +110,17 @@ func (c *Client) writeBurst(burst []*queuedWrite) error {
 	if c.ctx.Err() != nil {
 		return c.Err()
 	}
-	wctx, cancel := context.WithTimeout(context.Background(), c.cfg.WriteTimeout)
-	defer cancel()
-	deadline, _ := wctx.Deadline()
+	// Under a BatchConn the connection's write deadline bounds the burst,
+	// and the library needs no context of its own (a timer per message).
+	deadline := time.Now().Add(c.cfg.WriteTimeout)
+	wctx := context.Background()
 	b := c.writer.batch
 	if b != nil {
-		b.Hold()
+		b.Hold(deadline)
+	} else {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(wctx, deadline)
+		defer cancel()
 	}
 	var err error
 	for _, q := range burst {
@@ -124,7 +129,7 @@ func (c *Client) writeBurst(burst []*queuedWrite) error {
 		}
 	}
 	if b != nil {
-		if rerr := b.Release(deadline); err == nil {
+		if rerr := b.Release(); err == nil {
 			err = rerr
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -176,78 +175,6 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 	}
 }
 
-// waitRoom waits (within ctx) until the send queue has room, so that the
-// response of a handler that filled it with NotifyWait is not what cuts
-// the client off as a slow consumer.
-func (c *Conn) waitRoom(ctx context.Context) error {
-	if err := c.wc.WaitRoom(ctx); err != nil {
-		if errors.Is(err, wsconn.ErrClosed) {
-			return ErrClosed
-		}
-		return err
-	}
-	return nil
-}
-
-// Call sends the client a request and waits for its response, which it
-// decodes into result (if non-nil). An error response is returned as an
-// *Error. Call returns ctx's error if ctx ends first, and ErrClosed if
-// the connection closes. With Limits.MaxPendingCalls requests already
-// awaiting answers on this connection, Call first waits (within ctx) for
-// one of them to end. Call it from a handler or any goroutine except
-// an AfterClose hook.
-func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
-	p, err := marshalParams(params)
-	if err != nil {
-		return err
-	}
-	// Back-pressure: at most MaxPendingCalls requests of ours await this
-	// client's answers; the next one waits here for a slot, so a client
-	// that reads slows its senders down instead of overrunning its send
-	// queue.
-	select {
-	case c.calls <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("rpc: %s: waiting for a free slot (%d requests already awaiting answers): %w", method, cap(c.calls), ctx.Err())
-	case <-c.wc.Context().Done():
-		return ErrClosed
-	}
-	defer func() { <-c.calls }()
-	c.mu.Lock()
-	if c.wc.Context().Err() != nil {
-		c.mu.Unlock()
-		return ErrClosed
-	}
-	c.nextID++
-	id := strconv.FormatInt(c.nextID, 10)
-	ch := make(chan *message, 1)
-	if c.pending == nil {
-		c.pending = make(map[string]chan *message)
-	}
-	c.pending[id] = ch
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.pending, id)
-		c.mu.Unlock()
-	}()
-	b, err := encodeRequest(id, method, p)
-	if err != nil {
-		return fmt.Errorf("rpc: encode request %s: %w", method, err)
-	}
-	if err := c.enqueue(b); err != nil {
-		return err
-	}
-	select {
-	case m := <-ch:
-		return m.decodeResult(method, result)
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.wc.Context().Done():
-		return ErrClosed
-	}
-}
-
 // enqueue hands an encoded message to the writer without blocking; a
 // full queue disconnects the client.
 func (c *Conn) enqueue(b []byte) error {
@@ -393,11 +320,7 @@ func (c *Conn) invoke(h HandlerFunc, req *Request) (res any, err error) {
 }
 
 func (c *Conn) reply(r *response) {
-	b, err := marshal(r)
-	if err != nil {
-		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
-	}
-	_ = c.enqueue(b)
+	_ = c.enqueue(encodeResponse(r))
 }
 
 // batchReply collects a batch's responses and sends them as one array

@@ -172,8 +172,7 @@
 // default handler is back after the grace once none is left.
 //
 // The node's message to the client is mesh.agentMessage because
-// mesh.message already names the topic-message notification of
-// mesh.subscribe. The node processes each (sender, message id) once, so a
+// mesh.message already names the topic messages of mesh.subscribe. The node processes each (sender, message id) once, so a
 // duplicate gets the first answer without reaching the client again.
 // mesh.sendMessage uses the node's at-least-once delivery (retries, then
 // the dead-letter queue); "queued": true is reserved for store and
@@ -182,6 +181,38 @@
 //
 // A public listener's clients are refused these methods: what they
 // served would be offered as the relay's own, which is the lobby's job.
+//
+// # Topics and durable subscriptions
+//
+// With a Mesh that is a Publisher (*node.Node is one), mesh.publish
+// sends on a topic and mesh.subscribe {"pattern"} subscribes: each
+// message then reaches the client as a mesh.message notification
+// {"subscription", "message": {"topic", "from", "payload", "time",
+// "id"}}, queued without waiting (a client that stops reading is
+// disconnected as a slow consumer). Subscriptions end with the
+// connection.
+//
+// mesh.subscribe {"pattern", "durable": NAME} (a DurableSubscriber mesh)
+// is acknowledged by the client instead. Each message is a mesh.message
+// request with the same params, one at a time, in order: the node sends
+// the next only once the client has answered, and moves NAME's position
+// past a message only on its answer. The answer is any result ({} by
+// convention) when the client has processed the message. A JSON-RPC
+// error answer means it has not: the subscription then delivers nothing
+// more, and mesh.unsubscribe followed by mesh.subscribe under NAME
+// delivers that message first, then the rest. A message left
+// unanswered when the connection ends (the client crashed, was killed,
+// or disconnected) comes again, first, on the next subscription of
+// NAME. The guarantee is at least once, in order, across a SIGKILL of
+// the client or of the node: a message is delivered again only if its
+// answer, or the save of the position after it (a write to the node's
+// store, made one at a time as answers come), did not happen; the
+// repeat carries the same message id and from, by which a client can
+// skip it. The node's wait for an answer lasts as long as the connection
+// and the subscription; a stuck client holds up only its own
+// subscription. The first message may arrive before the answer to
+// mesh.subscribe; the clients hold it until they know the subscription
+// id.
 //
 // # Hooks
 //

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,72 +15,221 @@ import (
 	"github.com/meshagent/meshagent/rpc"
 )
 
-// durableMesh is topicMesh with durable subscriptions: the name "taken"
-// is refused, "nokeeper" finds no keeper, any other name catches up on
-// catchUp messages before it returns, then goes on live.
+// durableMesh is topicMesh with durable subscriptions modelled as the
+// node runs them: a log of every message published on "news:*" (add),
+// and per name the index of the first message its handler has not taken.
+// A subscription delivers from there, one message at a time after
+// SubscribeDurable returned, advances when the handler returns nil, and
+// stops at an error. The name "taken" is refused, "nokeeper" finds no
+// keeper.
 type durableMesh struct {
 	*topicMesh
-	catchUp int
+	mu    sync.Mutex
+	log   []protocol.TopicMessage
+	next  map[string]int
+	inUse map[string]bool
+	added chan struct{} // closed and replaced by add
 }
 
-func (m *durableMesh) SubscribeDurable(_ context.Context, pattern, name string, handler func(protocol.TopicMessage)) (func(), error) {
+func newDurableMesh() *durableMesh {
+	return &durableMesh{topicMesh: newTopicMesh(), next: map[string]int{}, inUse: map[string]bool{}, added: make(chan struct{})}
+}
+
+// add appends messages {"n":from} to {"n":to-1} to the log.
+func (m *durableMesh) add(from, to int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n := from; n < to; n++ {
+		m.log = append(m.log, protocol.TopicMessage{Topic: "news:1", From: "publisher", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), Time: time.Unix(1700000000, 0).UTC(), ID: fmt.Sprint(n)})
+	}
+	close(m.added)
+	m.added = make(chan struct{})
+}
+
+func (m *durableMesh) SubscribeDurable(_ context.Context, _, name string, handler func(context.Context, protocol.TopicMessage) error) (func(), error) {
 	switch name {
 	case "taken":
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "durable %q is in use on this node", name)
 	case "nokeeper":
 		return nil, fmt.Errorf("%w: no history keeper answered", protocol.ErrNoPeers)
 	}
-	for i := range m.catchUp {
-		handler(protocol.TopicMessage{Topic: "news:1", From: "publisher", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Time: time.Unix(1700000000, 0).UTC(), ID: fmt.Sprint(i)})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inUse[name] {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "durable %q is in use on this node", name)
 	}
-	return m.Subscribe(pattern, handler)
+	m.inUse[name] = true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			m.mu.Lock()
+			i, added := m.next[name], m.added
+			if i == len(m.log) {
+				m.mu.Unlock()
+				select {
+				case <-added:
+					continue
+				case <-ctx.Done():
+					return
+				}
+			}
+			msg := m.log[i]
+			m.mu.Unlock()
+			if handler(ctx, msg) != nil {
+				return
+			}
+			m.mu.Lock()
+			m.next[name] = i + 1
+			m.mu.Unlock()
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		m.mu.Lock()
+		delete(m.inUse, name)
+		m.mu.Unlock()
+	}, nil
+}
+
+// durableReader records what a client's durable handler took.
+type durableReader struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (r *durableReader) take(m protocol.TopicMessage) int {
+	var p struct{ N int }
+	_ = json.Unmarshal(m.Payload, &p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, p.N)
+	return p.N
+}
+
+func (r *durableReader) numbers() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+func (r *durableReader) waitFor(t *testing.T, want []int) {
+	t.Helper()
+	wait.For(t, testTimeout, func() error {
+		if got := r.numbers(); !slices.Equal(got, want) {
+			return fmt.Errorf("took %v, want %v", got, want)
+		}
+		return nil
+	})
 }
 
 // TestDurableSubscribe: a catch-up far longer than the send queue
-// reaches a Go client whole and in order before its answer, without the
-// client being cut off as a slow consumer, then live messages follow.
+// reaches a Go client whole and in order, each message a request the
+// client answers, without the client being cut off as a slow consumer,
+// then live messages follow.
 func TestDurableSubscribe(t *testing.T) {
 	l := rpc.DefaultLimits()
 	l.SendQueue = 4
-	mesh := &durableMesh{topicMesh: newTopicMesh(), catchUp: 600}
+	mesh := newDurableMesh()
+	mesh.add(0, 600)
 	url := serveMesh(t, mesh, mesh.Mesh, rpc.WithLimits(l)).url
 	c := dialClient(t, url)
-	var got []int
-	done := make(chan struct{})
-	handler := func(m protocol.TopicMessage) {
-		var p struct{ N int }
-		_ = json.Unmarshal(m.Payload, &p)
-		got = append(got, p.N)
-		if len(got) == 601 {
-			close(done)
-		}
-	}
-	if _, err := c.SubscribeDurable(ctxT(t), "news:*", "reader", handler); err != nil {
+	r := &durableReader{}
+	if _, err := c.SubscribeDurable(ctxT(t), "news:*", "reader", func(m protocol.TopicMessage) error {
+		r.take(m)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	pub := dialClient(t, url)
-	if _, err := pub.Publish(ctxT(t), "news:2", json.RawMessage(`{"n":600}`), nil, 0); err != nil {
-		t.Fatal(err)
+	mesh.add(600, 601)
+	want := make([]int, 601)
+	for i := range want {
+		want[i] = i
 	}
-	wait.For(t, testTimeout, func() error {
-		select {
-		case <-done:
-			return nil
-		default:
-			return errors.New("not all 601 messages yet")
-		}
-	})
-	for i, n := range got {
-		if n != i {
-			t.Fatalf("message %d is %d: out of order or lost", i, n)
-		}
-	}
+	r.waitFor(t, want)
 
 	for name, code := range map[string]int{"taken": rpc.CodeInvalidParams, "nokeeper": rpc.CodeNoPeers} {
-		_, err := c.SubscribeDurable(ctxT(t), "news:*", name, func(protocol.TopicMessage) {})
+		_, err := c.SubscribeDurable(ctxT(t), "news:*", name, func(protocol.TopicMessage) error { return nil })
 		var re *rpc.Error
 		if !errors.As(err, &re) || re.Code != code {
 			t.Errorf("durable %q: %v, want code %d", name, err, code)
 		}
 	}
+}
+
+// TestDurableAnswered: a message counts as delivered only once the
+// client answers it. A client that disconnects with message 3
+// unanswered gets 3 again on its next subscription of the name, then
+// the rest in order; what it answered never comes twice. An error answer
+// stops the subscription; subscribed again, the refused message comes
+// first.
+func TestDurableAnswered(t *testing.T) {
+	mesh := newDurableMesh()
+	mesh.add(0, 5)
+	ts := serveMesh(t, mesh, mesh.Mesh)
+	answered := &durableReader{}
+
+	// The first client answers 0, 1 and 2, and goes away while it holds 3.
+	a := dialClient(t, ts.url)
+	holding, release := make(chan struct{}), make(chan struct{})
+	if _, err := a.SubscribeDurable(ctxT(t), "news:*", "reader", func(m protocol.TopicMessage) error {
+		if m.ID == "3" {
+			close(holding)
+			<-release
+			return nil // too late: the connection is gone
+		}
+		answered.take(m)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, testTimeout, func() error {
+		select {
+		case <-holding:
+			return nil
+		default:
+			return fmt.Errorf("message 3 not received yet; took %v", answered.numbers())
+		}
+	})
+	closed := make(chan struct{})
+	go func() { defer close(closed); _ = a.Close() }()
+	waitFor(t, "the first client to go", func() bool { return ts.srv.Clients() == 0 })
+	close(release)
+	<-closed
+	answered.waitFor(t, []int{0, 1, 2})
+
+	// The second client starts at 3; it refuses 5, after which nothing
+	// more comes, however much is published.
+	b := dialClient(t, ts.url)
+	refuse := protocol.Errorf(protocol.CodeInternalError, "cannot take 5 now")
+	id, err := b.SubscribeDurable(ctxT(t), "news:*", "reader", func(m protocol.TopicMessage) error {
+		if m.ID == "5" {
+			return refuse
+		}
+		answered.take(m)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh.add(5, 8)
+	answered.waitFor(t, []int{0, 1, 2, 3, 4})
+	wait.Holds(t, 300*time.Millisecond, func() error {
+		if got := answered.numbers(); len(got) != 5 {
+			return fmt.Errorf("took %v after refusing 5", got)
+		}
+		return nil
+	})
+	if err := b.Unsubscribe(ctxT(t), id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.SubscribeDurable(ctxT(t), "news:*", "reader", func(m protocol.TopicMessage) error {
+		answered.take(m)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	answered.waitFor(t, []int{0, 1, 2, 3, 4, 5, 6, 7})
 }

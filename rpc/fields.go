@@ -1,109 +1,85 @@
 package rpc
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"unicode/utf8"
 
-// objectFields splits raw, a valid JSON object, into its members as
-// json.Unmarshal into a map[string]json.RawMessage would (a repeated key:
-// the last one wins), in one pass and without copying the values. It
-// reports false, and leaves the work to encoding/json, for a key that
-// has an escape or a byte beyond ASCII, whose decoding it does not
-// repeat.
-func objectFields(raw []byte) (map[string]json.RawMessage, bool) {
-	f := make(map[string]json.RawMessage, 4)
-	i := skipSpace(raw, 1)
-	if i < len(raw) && raw[i] == '}' {
-		return f, true
-	}
-	for i < len(raw) {
-		if raw[i] != '"' {
-			return nil, false
-		}
-		k := i + 1
-		for k < len(raw) && raw[k] != '"' {
-			if raw[k] == '\\' || raw[k] >= 0x80 {
-				return nil, false
-			}
-			k++
-		}
-		key := string(raw[i+1 : k])
-		i = skipSpace(raw, k+1)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, false
-		}
-		i = skipSpace(raw, i+1)
-		end, ok := valueEnd(raw, i)
-		if !ok {
-			return nil, false
-		}
-		f[key] = raw[i:end:end]
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return nil, false
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return f, true
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
+	"github.com/meshagent/meshagent/internal/jsonobj"
+)
+
+// envelope is the members of a JSON-RPC object the codec looks at, as
+// written (nil when absent), and which of them were present.
+type envelope struct {
+	version, id, method, params, result, err json.RawMessage
+
+	hasVersion, hasID, hasMethod, hasResult, hasError bool
 }
 
-// skipSpace returns the index of the first byte at or after i that is
-// not JSON white space.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
+// set records member k; a repeated member replaces the earlier one, as
+// encoding/json does.
+func (e *envelope) set(k string, v json.RawMessage) {
+	switch k {
+	case "jsonrpc":
+		e.version, e.hasVersion = v, true
+	case "id":
+		e.id, e.hasID = v, true
+	case "method":
+		e.method, e.hasMethod = v, true
+	case "params":
+		e.params = v
+	case "result":
+		e.result, e.hasResult = v, true
+	case "error":
+		e.err, e.hasError = v, true
 	}
-	return i
 }
 
-// valueEnd returns the index just past the valid JSON value starting at
-// i.
-func valueEnd(b []byte, i int) (int, bool) {
-	depth := 0
-	for i < len(b) {
-		switch c := b[i]; c {
-		case '"':
-			i++
-			for i < len(b) && b[i] != '"' {
-				if b[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			if i >= len(b) {
-				return 0, false
-			}
-			i++
-		case '{', '[':
-			depth++
-			i++
-		case '}', ']':
-			if depth == 0 {
-				return i, true
-			}
-			depth--
-			i++
-		case ',':
-			if depth == 0 {
-				return i, true
-			}
-			i++
-		case ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i, true
-			}
-			i++
-		default:
-			i++
-		}
-		if depth == 0 && i > 0 && (b[i-1] == '"' || b[i-1] == '}' || b[i-1] == ']') {
-			return i, true
+// objectEnvelope reads raw, a valid JSON object, as json.Unmarshal into a
+// map[string]json.RawMessage would (a repeated key: the last one wins),
+// in one pass and without copying the values: the walk of jsonobj, or
+// encoding/json for a key that the walk does not take as written. It
+// reports false when raw is not an object.
+func objectEnvelope(raw []byte) (envelope, bool) {
+	var e envelope
+	if jsonobj.Members(raw, func(k, v []byte) { e.set(string(k), v) }) {
+		return e, true
+	}
+	var f map[string]json.RawMessage
+	if json.Unmarshal(raw, &f) != nil || f == nil {
+		return envelope{}, false
+	}
+	e = envelope{}
+	for k, v := range f {
+		e.set(k, v)
+	}
+	return e, true
+}
+
+// plainJSONString returns the string raw encodes when it is written
+// without escapes, of valid UTF-8: what json.Unmarshal would make of it
+// without its pass. ok is false for anything else.
+func plainJSONString(raw []byte) (s string, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' || c < 0x20 || c == '"' {
+			return "", false
 		}
 	}
-	return i, depth == 0
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
+}
+
+// jsonString decodes raw as a JSON string, in one step when it is plain.
+func jsonString(raw []byte) (string, error) {
+	if s, ok := plainJSONString(raw); ok {
+		return s, nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
 }

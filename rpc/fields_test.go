@@ -1,18 +1,17 @@
 package rpc
 
 import (
-	"bytes"
 	"encoding/json"
-	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
 
-// FuzzObjectFields checks objectFields against encoding/json on every
-// valid JSON object: the same members, byte for byte, or a refusal.
-func FuzzObjectFields(f *testing.F) {
+// FuzzObjectEnvelope checks objectEnvelope against encoding/json on every
+// valid JSON object: the same members, byte for byte.
+func FuzzObjectEnvelope(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	for _, file := range files {
 		src, err := os.ReadFile(file)
@@ -25,7 +24,7 @@ func FuzzObjectFields(f *testing.F) {
 			}
 		}
 	}
-	for _, s := range []string{`{}`, ` { } `, `{"a":1,"a":2}`, `{"a" : [1,{"b":"}\"]"}] , "c":true,"d":null,"e":-1.5e3}`, `{"\u0069d":1}`, `{"é":1}`, `{"a":"\\"}`, `{"a":{}}`, `{"a":[]}`} {
+	for _, s := range []string{`{}`, ` { } `, `{"a":1,"a":2}`, `{"a" : [1,{"b":"}\"]"}] , "c":true,"d":null,"e":-1.5e3}`, `{"\u0069d":1}`, `{"é":1}`, `{"a":"\\"}`, `{"a":{}}`, `{"a":[]}`, `{"jsonrpc":"2\u002e0","method":"a\"b","id":"\u00e9"}`, `{"method":"é","id":"\ud800"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -33,16 +32,41 @@ func FuzzObjectFields(f *testing.F) {
 		if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 			return
 		}
-		got, ok := objectFields(raw)
+		got, ok := objectEnvelope(raw)
 		if !ok {
-			return
+			t.Fatalf("objectEnvelope(%s) refused a valid object", raw)
 		}
-		var want map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &want); err != nil {
+		var f map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &f); err != nil {
 			t.Fatal(err)
 		}
-		if !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
-			t.Fatalf("objectFields(%s) = %q, want %q", raw, got, want)
+		var want envelope
+		for k, v := range f {
+			want.set(k, v)
+		}
+		if !reflect.DeepEqual(normal(got), normal(want)) {
+			t.Fatalf("objectEnvelope(%s) = %+v, want %+v", raw, got, want)
+		}
+		for _, v := range []json.RawMessage{got.version, got.method, got.id} {
+			if len(v) == 0 {
+				continue
+			}
+			var s string
+			wantErr := json.Unmarshal(v, &s)
+			if gs, err := jsonString(v); (err == nil) != (wantErr == nil) || gs != s {
+				t.Fatalf("jsonString(%s) = %q, %v; json.Unmarshal: %q, %v", v, gs, err, s, wantErr)
+			}
 		}
 	})
+}
+
+// normal makes an envelope's members comparable: the same bytes, whether
+// a slice of the frame or a copy.
+func normal(e envelope) envelope {
+	for _, v := range []*json.RawMessage{&e.version, &e.id, &e.method, &e.params, &e.result, &e.err} {
+		if *v != nil {
+			*v = append(json.RawMessage{}, *v...)
+		}
+	}
+	return e
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -96,11 +97,11 @@ func decodeObject(raw []byte) item {
 	if len(raw) == 0 || raw[0] != '{' {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
 	}
-	f, ok := objectFields(raw)
-	if !ok && json.Unmarshal(raw, &f) != nil {
+	f, ok := objectEnvelope(raw)
+	if !ok {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
 	}
-	id, hasID := f["id"]
+	id, hasID := f.id, f.hasID
 	if hasID && !validID(id) {
 		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`))}
 	}
@@ -108,26 +109,25 @@ func decodeObject(raw []byte) item {
 	if hasID {
 		replyID = id
 	}
-	methodRaw, hasMethod := f["method"]
-	result, hasResult := f["result"]
-	errRaw, hasError := f["error"]
+	methodRaw, hasMethod := f.method, f.hasMethod
+	result, hasResult := f.result, f.hasResult
+	errRaw, hasError := f.err, f.hasError
 	if !hasMethod && (hasResult || hasError) {
-		return decodeResponse(f["jsonrpc"], id, result, hasResult, errRaw, hasError)
+		return decodeResponse(f.version, id, result, hasResult, errRaw, hasError)
 	}
-	var version string
-	if v, ok := f["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != "2.0" {
+	if version, err := jsonString(f.version); !f.hasVersion || err != nil || version != "2.0" {
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))}
 	}
-	var method string
+	method, merr := jsonString(methodRaw)
 	switch {
 	case !hasMethod:
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" is required`))}
-	case json.Unmarshal(methodRaw, &method) != nil || method == "":
+	case merr != nil || method == "":
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" must be a non-empty string`))}
 	case hasResult || hasError:
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: a request has no "result" or "error"`))}
 	}
-	params := f["params"]
+	params := f.params
 	if isNull(params) {
 		params = nil // null is read as absent
 	}
@@ -193,16 +193,58 @@ func resultResponse(id json.RawMessage, result any) *response {
 	return &response{JSONRPC: "2.0", ID: id, Result: b}
 }
 
+// encodeResponse is r on the wire. A result (compact JSON, as
+// resultResponse makes it) is framed in one pass, byte for byte what
+// marshal would write; an error goes through marshal, and one that does
+// not encode becomes an internal error.
+func encodeResponse(r *response) []byte {
+	if r.Error == nil && len(r.Result) > 0 && len(r.ID) > 0 && r.JSONRPC == "2.0" {
+		b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(r.ID)+len(r.Result))
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		b = append(b, r.ID...)
+		b = append(b, `,"result":`...)
+		b = append(b, r.Result...)
+		return append(b, '}')
+	}
+	b, err := marshal(r)
+	if err != nil {
+		b, _ = marshal(errorResponse(r.ID, Errorf(CodeInternalError, "internal error: encode response")))
+	}
+	return b
+}
+
+// encoder is an Encoder over its own buffer, kept in encoders between
+// uses: every message encoded would otherwise allocate both and grow the
+// buffer to its size.
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+// maxKeptEncoder bounds the buffer of an encoder put back for reuse.
+const maxKeptEncoder = 64 << 10
+
 // marshal encodes v without HTML escaping, so payloads pass through as
 // their senders wrote them.
 func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+	e := encoders.Get().(*encoder)
+	e.buf.Reset()
+	err := e.enc.Encode(v)
+	var out []byte
+	if err == nil {
+		out = bytes.Clone(bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")))
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	if e.buf.Cap() <= maxKeptEncoder {
+		encoders.Put(e)
+	}
+	return out, err
 }
 
 // encodeRequest is a request (a notification when id is empty) as
@@ -273,6 +315,12 @@ func marshalParams(params any) (json.RawMessage, error) {
 func (m *message) decodeResult(method string, result any) error {
 	if m.Error != nil {
 		return m.Error
+	}
+	if raw, ok := result.(*json.RawMessage); ok && raw != nil {
+		// What json.Unmarshal would store, without validating again what
+		// the frame's decoding has validated.
+		*raw = append((*raw)[:0], m.Result...)
+		return nil
 	}
 	if result != nil {
 		if err := json.Unmarshal(m.Result, result); err != nil {

@@ -169,3 +169,27 @@ func TestEncodedParamsSentAsIs(t *testing.T) {
 		t.Fatalf("marshal of a value holding Encoded = %s, %v", b, err)
 	}
 }
+
+// TestEncodeResponseAsMarshal checks the one-pass framing of a result
+// against what marshal writes, for ids and results of every shape.
+func TestEncodeResponseAsMarshal(t *testing.T) {
+	ids := []string{`1`, `-7`, `1.5e3`, `"a"`, `"x\"y"`, `"<&>"`, `"\u2028 ü"`, `null`}
+	results := []any{true, nil, 0, "<b>&\u2028", map[string]any{"processed": true}, json.RawMessage(`{ "a" : [1, 2] }`), Encoded(`{"a":1}`), []int{}}
+	for _, id := range ids {
+		for _, res := range results {
+			r := resultResponse(json.RawMessage(id), res)
+			want, err := marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := encodeResponse(r); string(got) != string(want) {
+				t.Errorf("encodeResponse(%s, %v) = %s, want %s", id, res, got, want)
+			}
+		}
+		r := errorResponse(json.RawMessage(id), Errorf(CodeInvalidParams, "bad <params>"))
+		want, _ := marshal(r)
+		if got := encodeResponse(r); string(got) != string(want) {
+			t.Errorf("encodeResponse of an error = %s, want %s", got, want)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -55,14 +54,20 @@ type IDPublisher interface {
 type DurableSubscriber interface {
 	// SubscribeDurable is Subscribe under a name whose position the mesh
 	// remembers: a later call with the name first delivers, in order,
-	// what was published since (fetched from history keepers within
-	// ctx), then the live messages, none twice. errors.Is(err,
+	// what was published since (fetched from history keepers, the first
+	// fetch within ctx), then the live messages. handler is called one
+	// message at a time and may block; a message counts as delivered
+	// only when it returns nil, and an error stops the subscription so
+	// that the next one of the name starts with that message. handler's
+	// ctx ends when the subscription is cancelled. handler is first
+	// called after SubscribeDurable has returned. errors.Is(err,
 	// protocol.ErrNoPeers) when no keeper answered; a refused name or
 	// pattern is a *protocol.Error with INVALID_MESSAGE.
-	SubscribeDurable(ctx context.Context, pattern, name string, handler func(protocol.TopicMessage)) (cancel func(), err error)
+	SubscribeDurable(ctx context.Context, pattern, name string, handler func(context.Context, protocol.TopicMessage) error) (cancel func(), err error)
 }
 
-// DurableCatchUpTimeout bounds the catch-up of a durable mesh.subscribe.
+// DurableCatchUpTimeout bounds the first fetch of a durable mesh.subscribe,
+// made before its answer (the messages follow, each answered by the client).
 const DurableCatchUpTimeout = time.Minute
 
 // Method names of mesh topics.
@@ -70,8 +75,9 @@ const (
 	MethodMeshPublish     = "mesh.publish"
 	MethodMeshSubscribe   = "mesh.subscribe"
 	MethodMeshUnsubscribe = "mesh.unsubscribe"
-	// MethodMeshMessage is the notification carrying each message of a
-	// mesh.subscribe subscription.
+	// MethodMeshMessage carries each message of a mesh.subscribe
+	// subscription: a notification, or for a durable subscription a
+	// request the client answers once it has processed the message.
 	MethodMeshMessage = "mesh.message"
 )
 
@@ -108,8 +114,9 @@ type PublishResult struct {
 type SubscribeParams struct {
 	Pattern string `json:"pattern,required"`
 	// Durable names a durable subscription: it catches up on what was
-	// published while it was away before the live messages (their
-	// mesh.message notifications may come before the answer).
+	// published while it was away before the live messages, each a
+	// mesh.message request the client answers (the first may come
+	// before the answer to mesh.subscribe).
 	Durable string `json:"durable,omitempty"`
 }
 
@@ -123,7 +130,8 @@ type UnsubscribeParams struct {
 	Subscription string `json:"subscription,required"`
 }
 
-// MessageParams are the params of a mesh.message notification.
+// MessageParams are the params of mesh.message (a notification, or a
+// request for a durable subscription).
 type MessageParams struct {
 	Subscription string                `json:"subscription"`
 	Message      protocol.TopicMessage `json:"message"`
@@ -331,9 +339,13 @@ func (s *Server) meshUnsubscribe(_ context.Context, r *Request) (any, error) {
 	return true, nil
 }
 
-// meshSubscribeDurable serves mesh.subscribe with "durable". The catch-up
-// runs before the answer, without holding the connection's subscriptions,
-// and its messages go out as they are delivered.
+// meshSubscribeDurable serves mesh.subscribe with "durable". Each message
+// goes to the client as a mesh.message request, one at a time, and the
+// subscription's position advances only when the client answers it: a
+// message the client did not answer is delivered again on the next
+// subscription of the name. The wait for an answer lasts as long as the
+// connection and the subscription (mesh.unsubscribe ends it); a stuck
+// client holds up only this subscription. An error answer stops it.
 func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, name string) (any, error) {
 	ds, ok := s.mesh.(DurableSubscriber)
 	if !ok {
@@ -356,23 +368,23 @@ func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, 
 	conn := r.Conn
 	ctx, stop := context.WithTimeout(ctx, DurableCatchUpTimeout)
 	defer stop()
-	// The catch-up, delivered before SubscribeDurable returns, is a burst
-	// held back while the client reads; live messages after it are
-	// queued without waiting, as for any subscription.
-	var catching atomic.Bool
-	catching.Store(true)
-	cancel, err := ds.SubscribeDurable(ctx, pattern, name, func(m protocol.TopicMessage) {
-		p := MessageParams{Subscription: id, Message: m}
-		if catching.Load() {
-			_ = conn.NotifyWait(ctx, MethodMeshMessage, p)
-			return
+	// Messages wait for the answer to be on its way, so that a client
+	// mostly learns the subscription's id before its first message.
+	ready := make(chan struct{})
+	defer close(ready)
+	cancel, err := ds.SubscribeDurable(ctx, pattern, name, func(ctx context.Context, m protocol.TopicMessage) error {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		_ = conn.Notify(MethodMeshMessage, p)
+		err := conn.Call(ctx, MethodMeshMessage, MessageParams{Subscription: id, Message: m}, nil)
+		var re *Error
+		if errors.As(err, &re) {
+			conn.log.Info("durable subscription stopped: the client did not process a message", "subscription", id, "durable", name, "message_id", m.ID, "error", re.Message)
+		}
+		return err
 	})
-	if err == nil {
-		_ = conn.waitRoom(ctx) // for the answer
-	}
-	catching.Store(false)
 	subs.mu.Lock()
 	defer subs.mu.Unlock()
 	if err != nil {

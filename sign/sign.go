@@ -22,6 +22,7 @@ const SignatureField = "signature"
 type Signer struct {
 	priv   ed25519.PrivateKey
 	id     peer.ID
+	idStr  string // id.String(), a base58 encoding every sealed message would repeat
 	pubB64 string
 }
 
@@ -42,12 +43,16 @@ func NewSigner(k crypto.PrivKey) (*Signer, error) {
 	return &Signer{
 		priv:   priv,
 		id:     id,
+		idStr:  id.String(),
 		pubB64: base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)),
 	}, nil
 }
 
 // ID returns the signer's agent id.
 func (s *Signer) ID() peer.ID { return s.id }
+
+// IDString returns ID().String(), encoded once when the Signer was made.
+func (s *Signer) IDString() string { return s.idStr }
 
 // PublicKeyBase64 returns the signer's public key in seed 002's form.
 func (s *Signer) PublicKeyBase64() string { return s.pubB64 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +35,13 @@ type durableSubscriber struct {
 
 func startDurable(t *testing.T, api, name string, count int) *durableSubscriber {
 	t.Helper()
-	cmd := exec.Command(binary, "subscribe", "news:*", "--durable", name, "--count", fmt.Sprint(count), "--api", api)
+	return startSubscribe(t, api, "--durable", name, "--count", fmt.Sprint(count))
+}
+
+// startSubscribe starts `meshagent subscribe news:* ARGS...`.
+func startSubscribe(t *testing.T, api string, args ...string) *durableSubscriber {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"subscribe", "news:*", "--api", api}, args...)...)
 	cmd.Env = env(t)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -214,5 +221,142 @@ func TestDurableSubscribeAcrossRestart(t *testing.T) {
 		if !seen[i] {
 			t.Errorf("message %d lost", i)
 		}
+	}
+}
+
+// until returns the messages printed up to and including {"n":last}.
+func (s *durableSubscriber) until(t *testing.T, last int) []int {
+	t.Helper()
+	var out []int
+	for len(out) == 0 || out[len(out)-1] != last {
+		out = append(out, payloadN(t, s.take(t, 1)[0]))
+	}
+	return out
+}
+
+// kill SIGKILLs the process and returns what else it printed.
+func (s *durableSubscriber) kill(t *testing.T) []int {
+	t.Helper()
+	_ = s.cmd.Process.Kill()
+	return s.rest(t)
+}
+
+// rest waits for the process to exit and returns what else it printed.
+func (s *durableSubscriber) rest(t *testing.T) []int {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("subscribe did not exit")
+	}
+	var out []int
+	for {
+		select {
+		case m := <-s.lines:
+			out = append(out, payloadN(t, m))
+		default:
+			return out
+		}
+	}
+}
+
+// publishSeen publishes messages from to to-1, each once s printed the
+// one before: live, one message in flight at a time.
+func publishSeen(t *testing.T, api string, s *durableSubscriber, from, to int) []int {
+	t.Helper()
+	var out []int
+	for i := from; i < to; i++ {
+		publishNews(t, api, i, i+1)
+		out = append(out, s.until(t, i)...)
+	}
+	return out
+}
+
+// TestDurableSubscribeKilled: `subscribe --durable` prints a message,
+// then answers it, and the node moves the name's position only on the
+// answer. A subscribe process SIGKILLed after printing message 3, with
+// message 4 sent to it but not printed, and a subscriber node SIGKILLed
+// just after its subscribe printed message 12 lose nothing: each next
+// run prints, in order, from the message in flight at the kill (again,
+// if its answer or the position save after it did not happen) or the
+// one after it.
+func TestDurableSubscribeKilled(t *testing.T) {
+	dir := t.TempDir()
+	relay := startCommand(t, "relay", "keeper", "--data", filepath.Join(dir, "relay"), "--ws", "127.0.0.1:0", "--api", "127.0.0.1:0")
+	boot := relay.started.Addrs[0]
+	pub := startNode(t, "publisher", "--data", filepath.Join(dir, "pub"), "--bootstrap", boot)
+	subData := filepath.Join(dir, "sub")
+	sub := startNode(t, "subscriber", "--data", subData, "--bootstrap", boot)
+	kept := keptCount(t, boot)
+	keptAll := func(n int) {
+		wait.For(t, 30*time.Second, func() error {
+			k, err := kept()
+			if err == nil && k < n {
+				err = fmt.Errorf("the keeper has %d of %d", k, n)
+			}
+			return err
+		})
+	}
+
+	// Run 1: live, stopped once it printed 3, and SIGKILLed once its
+	// node has 4 (another subscriber there printed it): the node sent
+	// run 1 message 4, which it never printed.
+	run1 := startDurable(t, sub.started.API, "reader", 0)
+	got1 := publishSeen(t, pub.started.API, run1, 0, 4)
+	plain := startSubscribe(t, sub.started.API)
+	if err := run1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	publishNews(t, pub.started.API, 4, 5)
+	plain.until(t, 4)
+	got1 = append(got1, run1.kill(t)...)
+	plain.kill(t)
+
+	// Run 2: catches up on what was published while nobody read, goes
+	// on live; its node is SIGKILLed once it printed 12.
+	publishNews(t, pub.started.API, 5, 10)
+	keptAll(10)
+	run2 := startDurable(t, sub.started.API, "reader", 0)
+	got2 := run2.until(t, 9)
+	got2 = append(got2, publishSeen(t, pub.started.API, run2, 10, 13)...)
+	_ = sub.cmd.Process.Kill()
+	<-sub.exited
+	got2 = append(got2, run2.rest(t)...)
+
+	// Run 3, on the node started again on the same data: the catch-up
+	// of what was published while the node was down, then live.
+	publishNews(t, pub.started.API, 13, 18)
+	keptAll(18)
+	sub = startNode(t, "subscriber", "--data", subData, "--bootstrap", boot)
+	run3 := startDurable(t, sub.started.API, "reader", 0)
+	got3 := run3.until(t, 17)
+	got3 = append(got3, publishSeen(t, pub.started.API, run3, 18, 20)...)
+	got3 = append(got3, run3.kill(t)...)
+
+	runs := [][]int{got1, got2, got3}
+	t.Logf("printed by each run: %v", runs)
+	for r, got := range runs {
+		for i := 1; i < len(got); i++ {
+			if got[i] != got[i-1]+1 {
+				t.Errorf("run %d printed %v: out of order, a message lost or doubled", r+1, got)
+				break
+			}
+		}
+	}
+	if len(got1) == 0 || got1[0] != 0 {
+		t.Fatalf("run 1 printed %v, want from 0", got1)
+	}
+	// A run starts with the message in flight when the one before was
+	// killed, or the next.
+	for r := 1; r < len(runs); r++ {
+		prev, got := runs[r-1], runs[r]
+		last := prev[len(prev)-1]
+		if len(got) == 0 || got[0] != last && got[0] != last+1 {
+			t.Errorf("run %d printed %v after run %d ended with %d: want it to start at %d or %d", r+1, got, r, last, last, last+1)
+		}
+	}
+	if last := got3[len(got3)-1]; last != 19 {
+		t.Errorf("the last run ended with %d, want 19", last)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -79,6 +80,76 @@ func TestMailboxE2E(t *testing.T) {
 	wait.Holds(t, time.Second, func() error {
 		if n := strings.Count(b.stderr.String(), "message_id=mbx-e2e-1"); n != 1 {
 			return fmt.Errorf("B logged the message %d times", n)
+		}
+		return nil
+	})
+}
+
+// TestMailboxBusE2E: a bus message to agent:<id> reaches its agent
+// through the agent's mailbox after the relay that took it is gone. B
+// names relay M as its mailbox, serves "note" and is killed; `meshagent
+// send-message --topic agent:<B>` through relay S is acknowledged as
+// queued and S deposits the call at M; S is killed (SIGKILL) before B
+// returns; B comes back, fetches the call from M and handles it once.
+func TestMailboxBusE2E(t *testing.T) {
+	dir := t.TempDir()
+	got := filepath.Join(dir, "received.jsonl")
+	caps := filepath.Join(dir, "caps.json")
+	writeFile(t, caps, `[{"name": "note", "description": "keeps a note",
+		"handler": {"exec": ["sh", "-c", "tee -a '`+got+`'; echo >> '`+got+`'"], "timeout": "10s"}}]`)
+	m := startCommand(t, "relay", "mailbox", "--data", filepath.Join(dir, "m"), "--ws", "127.0.0.1:0")
+	mbox := m.started.Addrs[0]
+	s := startCommand(t, "relay", "sender-relay", "--data", filepath.Join(dir, "s"), "--ws", "127.0.0.1:0")
+	keyB := filepath.Join(dir, "b.key")
+	bArgs := []string{"--key", keyB, "--data", filepath.Join(dir, "b"), "--mailbox", mbox, "--capabilities", caps}
+	b := startNode(t, "b", append(bArgs, "--bootstrap", s.started.Addrs[0])...)
+	idB := b.started.AgentID
+	wait.For(t, 30*time.Second, func() error {
+		if !s.logged("msg=hello", "remote_peer="+idB) {
+			return errors.New("S has no hello from B")
+		}
+		return nil
+	})
+
+	b.signal(t, syscall.SIGKILL)
+	<-b.exited
+	wait.For(t, 30*time.Second, func() error {
+		// Until S sees B gone: a send while the dead connection lingers
+		// is not queued.
+		res := meshagent(t, "send-message", "--bus", "ws://"+s.started.API+"/", "--topic", "agent:"+idB,
+			"--payload", `{"type":"note","text":"while you were out"}`)
+		if res.code != 0 || !strings.Contains(res.stdout, `"queued":true`) {
+			return fmt.Errorf("send-message exit %d:\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+		}
+		return nil
+	})
+	wait.For(t, 30*time.Second, func() error {
+		if !s.logged("message handed over to a mailbox", "mailbox="+m.started.AgentID) {
+			return errors.New("S has not handed the message over to B's mailbox")
+		}
+		return nil
+	})
+	s.signal(t, syscall.SIGKILL)
+	<-s.exited
+
+	startNode(t, "b", bArgs...)
+	wait.For(t, 30*time.Second, func() error {
+		b, err := os.ReadFile(got)
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(string(b), "while you were out"); n != 1 {
+			return fmt.Errorf("B has handled the message %d times", n)
+		}
+		return nil
+	})
+	wait.Holds(t, time.Second, func() error {
+		b, err := os.ReadFile(got)
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(string(b), "while you were out"); n != 1 {
+			return fmt.Errorf("B has handled the message %d times", n)
 		}
 		return nil
 	})

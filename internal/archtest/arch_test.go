@@ -47,6 +47,9 @@ var forbidden = map[string][]string{
 	// The scale harness's rows and plots import nothing of the project;
 	// its measuring, which starts nodes, is in its tests.
 	"internal/scale": {mod},
+	// The JSON object walker under rpc's frames and the bus's answers
+	// imports nothing of the project.
+	"internal/jsonobj": {mod},
 }
 
 // testHelpers are the packages only tests may import.

@@ -253,11 +253,12 @@ func (c *Conn) serve() {
 	c.mu.Lock()
 	c.initTimer = time.AfterFunc(c.limits.InitTimeout, c.initExpired)
 	c.mu.Unlock()
+	var r Reader
 	for {
 		// Not c.ctx: cancelling a read context makes the library drop the
 		// connection at once. The writer closes the connection instead,
 		// which ends this read.
-		_, frame, err := c.ws.Read(context.Background())
+		_, frame, err := r.Read(context.Background(), c.ws)
 		if err != nil {
 			c.readFailed(err)
 			break
@@ -340,12 +341,17 @@ func (c *Conn) writeLoop() {
 // write each would cost a system call per message.
 func (c *Conn) writeBurst(b []byte) error {
 	// Not c.ctx: a write cancelled half way drops the connection; let it
-	// finish (or time out) instead.
-	ctx, cancel := context.WithTimeout(context.Background(), c.limits.WriteTimeout)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
+	// finish (or time out) instead. Under a BatchConn the connection's
+	// write deadline bounds the burst, and the library needs no context
+	// of its own (which would cost a timer per message).
+	deadline := time.Now().Add(c.limits.WriteTimeout)
+	ctx := context.Background()
 	if c.batch != nil {
-		c.batch.Hold()
+		c.batch.Hold(deadline)
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
 	err := c.ws.Write(ctx, websocket.MessageText, b)
 	if len(c.send) == 0 {
@@ -363,11 +369,11 @@ func (c *Conn) writeBurst(b []byte) error {
 		}
 	}
 	if c.batch != nil {
-		if rerr := c.batch.Release(deadline); err == nil {
+		if rerr := c.batch.Release(); err == nil {
 			err = rerr
 		}
 	}
-	if err != nil && ctx.Err() != nil {
+	if err != nil && (ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)) {
 		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	return err

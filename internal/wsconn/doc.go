@@ -39,7 +39,10 @@
 // flushes back and sends the burst in one system call. Each message is
 // still a WebSocket message of its own, so clients see no difference. A
 // client (package rpc's) can put a BatchConn under its dialled
-// connection for its own bursts.
+// connection for its own bursts. A burst is bounded by the connection's
+// write deadline, set once for it, rather than by a context handed to the
+// library, which would arm a timer for every message. A Reader reads the
+// messages through a buffer kept between them.
 //
 // # Closing
 //

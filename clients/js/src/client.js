@@ -12,6 +12,13 @@ export const VERSION = '0.1.0';
 /** How many messages are held for subscriptions whose mesh.subscribe answer has not arrived yet. */
 const MAX_EARLY = 4096;
 
+/** A promise with its resolve function. */
+function deferred() {
+  let resolve;
+  const promise = new Promise((r) => { resolve = r; });
+  return { promise, resolve };
+}
+
 /** Copies the members of extra whose value is neither undefined nor null onto obj. */
 function put(obj, extra) {
   for (const [k, v] of Object.entries(extra)) if (v !== undefined && v !== null) obj[k] = v;
@@ -59,6 +66,7 @@ export class Client extends Server {
     this.subscribing = 0; // mesh.subscribe calls waiting for their answer
     this.early = new Map(); // subscription id -> messages that came before its answer
     this.earlyCount = 0;
+    this.answered = deferred(); // resolved (then replaced) as each mesh.subscribe call ends
     this.busSubs = []; // {topic, handler, dflt}, oldest first
     const route = (map, key) => (p) => {
       const entry = map.get(p?.requestId ?? p?.subscription);
@@ -75,6 +83,7 @@ export class Client extends Server {
       this.early.get(p?.subscription).push(p.message);
       return undefined;
     });
+    rpc.onRequest('mesh.message', (p) => this.durableMessage(p ?? {}));
     for (const m of ['processMessage', 'sendMessage']) rpc.onRequest(m, (p) => this.delivery(p ?? {})); // seed 001 delivers with either
   }
 
@@ -140,21 +149,34 @@ export class Client extends Server {
   /**
    * Subscribes to mesh topics matching pattern; resolves the subscription
    * id. handler(message) gets each {topic, from, payload, time, id} in
-   * order. durable names a durable subscription that catches up on what it
-   * missed from a history keeper (a relay, or a node with --keep-history).
+   * order (an async handler is awaited). durable names a durable
+   * subscription that catches up on what it missed from a history keeper
+   * (a relay, or a node with --keep-history). A durable subscription's
+   * messages come one at a time, each answered to the node when handler
+   * settles: the node moves the name's position past a message only then,
+   * and sends the next after the answer. If handler throws (or rejects),
+   * the answer is an error (a MeshError keeps its code), the message
+   * counts as not processed, and the node delivers nothing more on this
+   * subscription: unsubscribe, then subscribe again under the same name,
+   * which starts with that message. Delivery is at least once: a message
+   * whose answer did not reach the node (the process or the connection
+   * ended first, or the node stopped before saving the position) comes
+   * again with the same id and from.
    */
   async subscribe(pattern, handler, { durable } = {}) {
     this.subscribing++;
     let res;
     try {
       res = await this.rpc.call('mesh.subscribe', put({ pattern }, { durable }));
+      this.subs.set(res.subscription, [new Serial(`subscription ${pattern}`, this.rpc.logger), handler]);
     } finally {
       this.subscribing--;
+      // Durable messages that came before the answer wait for it.
+      this.answered.resolve();
+      this.answered = deferred();
     }
-    const serial = new Serial(`subscription ${pattern}`, this.rpc.logger);
-    this.subs.set(res.subscription, [serial, handler]);
-    // Messages the node sent before its answer (a durable catch-up starts
-    // at once) were held back for this id.
+    const [serial] = this.subs.get(res.subscription);
+    // Messages the node sent before its answer were held back for this id.
     const early = this.early.get(res.subscription) ?? [];
     this.early.delete(res.subscription);
     this.earlyCount -= early.length;
@@ -164,6 +186,15 @@ export class Client extends Server {
     }
     for (const m of early) serial.put(handler, m);
     return res.subscription;
+  }
+
+  /** A durable subscription's message (mesh.message request): answered once its handler settled. */
+  async durableMessage(p) {
+    while (!this.subs.has(p.subscription) && this.subscribing) await this.answered.promise;
+    const entry = this.subs.get(p.subscription);
+    if (!entry) throw new RPCError(INVALID_PARAMS, `no subscription ${JSON.stringify(p.subscription)} on this client`);
+    await entry[1](p.message);
+    return {};
   }
 
   /** Ends a subscription made with subscribe. */

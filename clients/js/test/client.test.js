@@ -99,10 +99,10 @@ describe('client', () => {
     const got = [];
     let done;
     const all = new Promise((resolve) => { done = resolve; });
-    const sub = client.subscribe('news:*', async (m) => { got.push(m.payload.n); if (got.length === 4) done(); }, { durable: 'reader' });
+    const sub = client.subscribe('news:*', async (m) => { got.push(m.payload.n); if (got.length === 4) done(); });
     const req = await node.next('mesh.subscribe');
-    assert.deepEqual(req.params, { pattern: 'news:*', durable: 'reader' });
-    // A catch-up message may come before the answer naming its subscription.
+    assert.deepEqual(req.params, { pattern: 'news:*' });
+    // A message may come before the answer naming its subscription.
     node.notify('mesh.message', { subscription: 's7', message: { topic: 'news:a', payload: { n: 0 } } });
     node.reply(req, { subscription: 's7' });
     assert.equal(await sub, 's7');
@@ -115,6 +115,39 @@ describe('client', () => {
     assert.deepEqual(ureq.params, { subscription: 's7' });
     node.reply(ureq, true);
     await uns;
+  });
+
+  it('answers durable subscription messages once the handler settled', async () => {
+    const got = [];
+    const handler = async (m) => {
+      const { n } = m.payload;
+      if (n === 1) await new Promise((resolve) => { setTimeout(resolve, 50); }); // a slow handler
+      if (n === 2) throw new MeshError('INTERNAL_ERROR', 'cannot take 2 now');
+      if (n === 3) throw new Error('broken');
+      got.push(n);
+    };
+    const sub = client.subscribe('news:*', handler, { durable: 'reader' });
+    const req = await node.next('mesh.subscribe');
+    assert.deepEqual(req.params, { pattern: 'news:*', durable: 'reader' });
+    // The first message may come before the answer naming its
+    // subscription: it is answered once the handler took it.
+    let id = node.request('mesh.message', { subscription: 's7', message: { id: 'm0', payload: { n: 0 } } });
+    node.reply(req, { subscription: 's7' });
+    assert.equal(await sub, 's7');
+    assert.deepEqual((await node.answer(id)).result, {});
+    assert.deepEqual(got, [0]);
+    // An async handler is awaited before the answer.
+    id = node.request('mesh.message', { subscription: 's7', message: { id: 'm1', payload: { n: 1 } } });
+    assert.deepEqual((await node.answer(id)).result, {});
+    assert.deepEqual(got, [0, 1]);
+    // A handler that throws answers an error: not processed.
+    id = node.request('mesh.message', { subscription: 's7', message: { id: 'm2', payload: { n: 2 } } });
+    assert.equal((await node.answer(id)).error.data.code, 'INTERNAL_ERROR');
+    id = node.request('mesh.message', { subscription: 's7', message: { id: 'm3', payload: { n: 3 } } });
+    assert.match((await node.answer(id)).error.message, /broken/);
+    id = node.request('mesh.message', { subscription: 's8', message: { id: 'm4', payload: { n: 4 } } });
+    assert.equal((await node.answer(id)).error.code, -32602);
+    assert.deepEqual(got, [0, 1]);
   });
 
   it('answers processMessage from the bus handler', async () => {

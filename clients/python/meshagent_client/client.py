@@ -1,4 +1,5 @@
 """The client of a node's local API: calls, discovery, topics, the bus."""
+import asyncio
 import os
 import uuid
 
@@ -59,10 +60,12 @@ class Client(Server):
         self._subs = {}  # mesh subscription id -> Serial, handler
         self._subscribing = 0  # mesh.subscribe calls waiting for their answer
         self._early = {}  # subscription id -> messages that came before its answer
+        self._answered = asyncio.Event()  # set (then replaced) as each mesh.subscribe call ends
         self._bus_subs = []  # (topic pattern, handler, is default handler), oldest first
         rpc.on_notification("mesh.progress", self._on_progress)
         rpc.on_notification("mesh.discovered", self._on_discovered)
         rpc.on_notification("mesh.message", self._on_message)
+        rpc.on_request("mesh.message", self._on_durable_message)
         for method in ("processMessage", "sendMessage"):  # seed 001 delivers with either
             rpc.on_request(method, self._on_delivery)
         Server.__init__(self, rpc)
@@ -155,21 +158,35 @@ class Client(Server):
         """Subscribe to mesh topics matching pattern; return the subscription id.
 
         handler(message) gets each ``{"topic", "from", "payload", "time",
-        "id"}`` in order (it may be a coroutine function). durable names a
-        durable subscription that catches up on what it missed from a
-        history keeper (a relay, or a node with --keep-history).
+        "id"}`` in order (it may be a coroutine function, which is
+        awaited). durable names a durable subscription that catches up on
+        what it missed from a history keeper (a relay, or a node with
+        --keep-history). A durable subscription's messages come one at a
+        time, each answered to the node when handler returns: the node
+        moves the name's position past a message only then, and the next
+        message comes after the answer. If handler raises, the answer is
+        an error (a MeshError keeps its code), the message counts as not
+        processed, and the node delivers nothing more on this
+        subscription: unsubscribe, then subscribe again under the same
+        name, which starts with that message. Delivery is at least once: a
+        message whose answer did not reach the node (the process or the
+        connection ended first, or the node stopped before saving the
+        position) comes again with the same ``id`` and ``from``.
         """
         p = _put({"pattern": pattern}, "durable", durable)
         serial = Serial(f"subscription {pattern}")
         self._subscribing += 1
         try:
             res = await self.rpc.call("mesh.subscribe", p)
+            sid = res["subscription"]
+            self._subs[sid] = (serial, handler)
         finally:
             self._subscribing -= 1
-        sid = res["subscription"]
-        self._subs[sid] = (serial, handler)
-        # Messages the node sent before its answer (a durable catch-up
-        # starts at once) were held back for this id.
+            # Durable messages that came before the answer wait for it.
+            self._answered.set()
+            self._answered = asyncio.Event()
+        # Messages the node sent before its answer were held back for
+        # this id.
         early = self._early.pop(sid, [])
         if not self._subscribing:
             self._early.clear()
@@ -215,6 +232,17 @@ class Client(Server):
             entry[0].put(entry[1], params.get("message"))
         elif self._subscribing and sum(map(len, self._early.values())) < MAX_EARLY:
             self._early.setdefault(sid, []).append(params.get("message"))
+
+    async def _on_durable_message(self, params):
+        """A durable subscription's message: answered once handler returned."""
+        sid = (params or {}).get("subscription")
+        while sid not in self._subs and self._subscribing:
+            await self._answered.wait()
+        entry = self._subs.get(sid)
+        if entry is None:
+            raise RPCError(INVALID_PARAMS, f"no subscription {sid!r} on this client")
+        await maybe_await(entry[1](params.get("message")))
+        return {}
 
     # The seed 001 bus.
 

@@ -102,10 +102,10 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
             got.append(m["payload"]["n"])
             if len(got) == 4:
                 done.set()
-        sub = self.go(self.client.subscribe("news:*", handler, durable="reader"))
+        sub = self.go(self.client.subscribe("news:*", handler))
         req = await self.node.next("mesh.subscribe")
-        self.assertEqual(req["params"], {"pattern": "news:*", "durable": "reader"})
-        # A catch-up message may come before the answer naming its subscription.
+        self.assertEqual(req["params"], {"pattern": "news:*"})
+        # A message may come before the answer naming its subscription.
         await self.node.notify("mesh.message", {"subscription": "s7", "message": {"topic": "news:a", "payload": {"n": 0}}})
         await self.node.reply(req, {"subscription": "s7"})
         self.assertEqual(await sub, "s7")
@@ -119,6 +119,44 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(req["params"], {"subscription": "s7"})
         await self.node.reply(req, True)
         await uns
+
+    async def test_durable_messages_are_answered(self):
+        got, release = [], asyncio.Event()
+
+        async def handler(m):
+            n = m["payload"]["n"]
+            if n == 1:
+                await release.wait()
+            if n == 2:
+                raise mc.MeshError("INTERNAL_ERROR", "cannot take 2 now")
+            if n == 3:
+                raise ValueError("broken")
+            got.append(n)
+        sub = self.go(self.client.subscribe("news:*", handler, durable="reader"))
+        req = await self.node.next("mesh.subscribe")
+        self.assertEqual(req["params"], {"pattern": "news:*", "durable": "reader"})
+        # The first message may come before the answer naming its
+        # subscription: it is answered once the handler took it.
+        rid = await self.node.request("mesh.message", {"subscription": "s7", "message": {"id": "m0", "payload": {"n": 0}}})
+        await self.node.reply(req, {"subscription": "s7"})
+        self.assertEqual(await sub, "s7")
+        self.assertEqual((await self.node.answer(rid))["result"], {})
+        self.assertEqual(got, [0])
+        # An async handler is awaited before the answer.
+        rid = await self.node.request("mesh.message", {"subscription": "s7", "message": {"id": "m1", "payload": {"n": 1}}})
+        with self.assertRaises(asyncio.TimeoutError):
+            await self.node.answer(rid, timeout=0.2)
+        release.set()
+        self.assertEqual((await self.node.answer(rid))["result"], {})
+        self.assertEqual(got, [0, 1])
+        # A handler that raises answers an error: not processed.
+        rid = await self.node.request("mesh.message", {"subscription": "s7", "message": {"id": "m2", "payload": {"n": 2}}})
+        self.assertEqual((await self.node.answer(rid))["error"]["data"]["code"], "INTERNAL_ERROR")
+        rid = await self.node.request("mesh.message", {"subscription": "s7", "message": {"id": "m3", "payload": {"n": 3}}})
+        self.assertIn("broken", (await self.node.answer(rid))["error"]["message"])
+        rid = await self.node.request("mesh.message", {"subscription": "s8", "message": {"id": "m4", "payload": {"n": 4}}})
+        self.assertEqual((await self.node.answer(rid))["error"]["code"], -32602)
+        self.assertEqual(got, [0, 1])
 
     async def test_bus_subscribe_and_process_message(self):
         def handler(topic, payload):
