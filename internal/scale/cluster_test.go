@@ -257,6 +257,7 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	}
 	msgs0, bytes0 := c.reporter().sent()
 	c.kinds().take()
+	window := time.Now()
 	stopProfile := startProfile(t, c)
 	tick := time.NewTicker(time.Second / time.Duration(p.rate))
 	for seq := range p.published {
@@ -288,7 +289,7 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	per := float64(c.size() * p.published)
 	r.MsgsPerNodePerPub = float64(msgs1-msgs0) / per
 	r.BytesPerNodePerPub = float64(bytes1-bytes0) / per
-	t.Logf("N=%d: GossipSub sent per node per published message:%s", c.size(), split(kinds, per))
+	t.Logf("N=%d: GossipSub sent per node per published message, in %s:%s", c.size(), time.Since(window).Round(time.Millisecond), split(kinds, per))
 }
 
 // startProfile profiles the CPU until the returned function is called,

@@ -21,14 +21,23 @@ import (
 type kindTracer struct {
 	mu     sync.Mutex
 	counts map[string]int64
+	// seen holds the messages sent so far (their first 64 bytes, the
+	// envelope's signature for the mesh), to count distinct ones.
+	seen map[string]bool
 }
 
-func newKindTracer() *kindTracer { return &kindTracer{counts: map[string]int64{}} }
+func newKindTracer() *kindTracer {
+	return &kindTracer{counts: map[string]int64{}, seen: map[string]bool{}}
+}
 
 func (t *kindTracer) SendRPC(rpc *libp2ppubsub.RPC, _ peer.ID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, m := range rpc.GetPublish() {
+		if d := m.GetData(); len(d) >= 64 && !t.seen[string(d[:64])] {
+			t.seen[string(d[:64])] = true
+			t.counts["distinct "+m.GetTopic()]++
+		}
 		t.counts["msg "+m.GetTopic()]++
 		t.counts["msg bytes "+m.GetTopic()] += int64(len(m.GetData()))
 	}
@@ -60,6 +69,7 @@ func (t *kindTracer) take() map[string]int64 {
 	defer t.mu.Unlock()
 	c := t.counts
 	t.counts = map[string]int64{}
+	t.seen = map[string]bool{}
 	return c
 }
 
