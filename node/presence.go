@@ -26,6 +26,9 @@ import (
 type presence struct {
 	// kick asks the presence loop for a heartbeat now.
 	kick chan struct{}
+	// heardNew tells the presence loop that a connected agent's first
+	// heartbeat arrived (see presenceLoop).
+	heardNew chan struct{}
 	// busy is this agent's declared agent_busy (SetBusy).
 	busy atomic.Bool
 
@@ -34,14 +37,20 @@ type presence struct {
 }
 
 func newPresence() *presence {
-	return &presence{kick: make(chan struct{}, 1), m: map[peer.ID]*presenceState{}}
+	return &presence{kick: make(chan struct{}, 1), heardNew: make(chan struct{}, 1), m: map[peer.ID]*presenceState{}}
 }
 
-// record keeps p's latest heartbeat, forgetting the oldest one when full.
-func (pr *presence) record(p peer.ID, s *presenceState) {
+// record keeps p's latest heartbeat, forgetting the oldest one when
+// full, and reports whether it is the first heard from p.
+func (pr *presence) record(p peer.ID, s *presenceState) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if _, ok := pr.m[p]; !ok && len(pr.m) >= maxKnownPeers {
+	prev, known := pr.m[p]
+	s.first = s.at
+	if known {
+		s.first = prev.first
+	}
+	if !known && len(pr.m) >= maxKnownPeers {
 		var oldest peer.ID
 		var at time.Time
 		for id, ps := range pr.m {
@@ -52,6 +61,16 @@ func (pr *presence) record(p peer.ID, s *presenceState) {
 		delete(pr.m, oldest)
 	}
 	pr.m[p] = s
+	return !known
+}
+
+// heardSince reports whether p's heartbeats have been heard since before
+// t (and are still held).
+func (pr *presence) heardSince(p peer.ID, t time.Time) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	ps, ok := pr.m[p]
+	return ok && ps.first.Before(t)
 }
 
 // sweep forgets the heartbeats past DropAfter and returns their agents.
@@ -94,6 +113,7 @@ func (pr *presence) snapshot() map[peer.ID]presenceState {
 type presenceState struct {
 	hb       protocol.Heartbeat
 	at       time.Time     // when it arrived
+	first    time.Time     // when the first of the agent's heartbeats held arrived
 	interval time.Duration // the sender's interval, clamped
 }
 
@@ -149,9 +169,17 @@ func (n *Node) kickPresence() {
 }
 
 // presenceLoop sends heartbeats (when enabled) and forgets agents whose
-// heartbeats stopped long ago. It also sends one as soon as a new agent
-// joins the presence topic, so that a newcomer sees this agent's status
-// at once rather than an interval later.
+// heartbeats stopped long ago. It also sends one soon after a newcomer
+// connects, so that the newcomer sees this agent's status at once rather
+// than an interval later. A newcomer is a connected agent on the presence
+// topic that this agent has not heard from for longer than an interval:
+// it is seen either as a new topic peer or by its first heartbeat,
+// whichever comes first. An agent heard from for longer is not one: it
+// has had this agent's heartbeats through the mesh, and answering every
+// new connection between agents that know each other made every agent
+// send a heartbeat, to the whole mesh, for each connection the mesh
+// formed. Newcomer heartbeats go out
+// at most once per newcomerQuiet, one for all newcomers in that time.
 func (n *Node) presenceLoop() {
 	every := n.cfg.Presence.Interval
 	if every == 0 {
@@ -162,19 +190,36 @@ func (n *Node) presenceLoop() {
 	joins := time.NewTicker(newcomerCheck)
 	defer joins.Stop()
 	topic := protocol.PresenceTopic(n.idStr)
-	topicPeers := len(n.topics.Peers(topic))
+	topicPeers := map[peer.ID]bool{}
+	for _, p := range n.topics.Peers(topic) {
+		topicPeers[p] = true
+	}
+	var (
+		newcomer bool      // a newcomer is waiting for a heartbeat
+		answered time.Time // when the last newcomer heartbeat went out
+	)
 	n.sendHeartbeat()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-joins.C:
-			now := len(n.topics.Peers(topic))
-			grew := now > topicPeers
+			now := map[peer.ID]bool{}
+			for _, p := range n.topics.Peers(topic) {
+				now[p] = true
+				if !topicPeers[p] && !n.presence.heardSince(p, n.cfg.Now().Add(-every)) {
+					newcomer = true
+				}
+			}
 			topicPeers = now
-			if !grew {
+			if !newcomer || time.Since(answered) < newcomerQuiet {
 				continue
 			}
+			newcomer = false
+			answered = time.Now()
+		case <-n.presence.heardNew:
+			newcomer = true // answered at the next check
+			continue
 		case <-t.C:
 			n.sweepPresence()
 		case <-n.presence.kick:
@@ -183,8 +228,12 @@ func (n *Node) presenceLoop() {
 	}
 }
 
-// newcomerCheck is how often presence looks for new agents on its topic.
-const newcomerCheck = 250 * time.Millisecond
+// newcomerCheck is how often presence looks for new agents on its topic;
+// newcomerQuiet spaces the heartbeats sent for newcomers.
+const (
+	newcomerCheck = 250 * time.Millisecond
+	newcomerQuiet = time.Second
+)
 
 func (n *Node) heartbeat() protocol.Heartbeat {
 	inFlight, capacity := len(n.sem), cap(n.sem)
@@ -253,7 +302,13 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 	}
 	interval := time.Duration(hb.IntervalMS) * time.Millisecond
 	interval = min(max(interval, MinHeartbeatInterval), MaxHeartbeatInterval)
-	n.presence.record(m.From, &presenceState{hb: hb, at: n.cfg.Now(), interval: interval})
+	if n.presence.record(m.From, &presenceState{hb: hb, at: n.cfg.Now(), interval: interval}) &&
+		n.host.Network().Connectedness(m.From) == network.Connected {
+		select {
+		case n.presence.heardNew <- struct{}{}:
+		default:
+		}
+	}
 	n.seen(m.From, hb.Addrs...)
 	if len(hb.Mailboxes) > 0 && (&protocol.Hello{Mailboxes: hb.Mailboxes}).CheckMailboxes() == nil {
 		// Added, never removed, from a heartbeat: the hello is the

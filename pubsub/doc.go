@@ -65,16 +65,22 @@
 // through the node's own subscription to the family, which advertises and
 // looks for subscribers while its mesh is thin.
 //
-// A node's own messages are flood-published (gossipsub v1.1): sent to
+// A node's own messages are flood-published (gossipsub v1.1: sent to
 // every topic peer scoring above the publish threshold, not only to its
-// GossipSub mesh. A node that has just subscribed to a family has an
+// GossipSub mesh) while the node subscribes to the family and its mesh
+// has not formed (fewer than Dlo mesh peers, or than its topic peers when
+// there are fewer). A node that has just subscribed to a family has an
 // empty mesh until the next heartbeat grafts, and gossip goes only to
 // non-mesh peers, so a mesh-only publish right after subscribing would
-// reach nobody while Publish counted its topic peers as receivers. The
-// cost is fan-out bandwidth at the publisher, one copy per connected
-// topic peer instead of one per mesh peer; forwarded messages still go
-// through the mesh. Subscribers on the publishing node receive its own
-// messages, once each. WithID lets a publisher that also subscribes (the
+// reach nobody while Publish counted its topic peers as receivers. Once
+// the mesh has formed it reaches every subscriber, and flooding would
+// cost the publisher one send per topic peer (nearly N on a
+// well-connected mesh) instead of D; a node that only publishes to a
+// family sends to a GossipSub fanout of D topic peers. The router's flood
+// setting is one flag, set for each message on the router's event loop
+// (flood.go). A node's own message is not verified again by its own
+// validator: Publish hands it the envelope it sealed. Subscribers on the
+// publishing node receive its own messages, once each. WithID lets a publisher that also subscribes (the
 // seed 001 bus) choose the envelope id and so recognise its own message
 // when it comes back.
 //

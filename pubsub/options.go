@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +42,7 @@ type config struct {
 	pos       Positions           // nil: no durable subscriptions
 	fetchWait time.Duration
 	reg       prometheus.Registerer // nil: no metrics
+	tracers   []libp2ppubsub.RawTracer
 }
 
 func defaultConfig() config {
@@ -151,4 +153,12 @@ func WithFetchWait(d time.Duration) Option {
 // by topic family) in reg. One router per registry.
 func WithMetrics(reg prometheus.Registerer) Option {
 	return func(c *config) error { c.reg = reg; return nil }
+}
+
+// WithRawTracer adds a GossipSub raw tracer, which sees every RPC the
+// router sends and receives (the scale harness splits the traffic by kind
+// and topic with one). Its methods run on the router's event loop and
+// must not block.
+func WithRawTracer(t libp2ppubsub.RawTracer) Option {
+	return func(c *config) error { c.tracers = append(c.tracers, t); return nil }
 }

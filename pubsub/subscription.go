@@ -7,8 +7,6 @@ import (
 	"time"
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
-
-	"github.com/meshagent/meshagent/protocol"
 )
 
 // Subscription delivers messages matching a pattern to a handler.
@@ -68,7 +66,7 @@ func (b *Topics) subscribe(fam, pattern string, keeper bool, handler func(Messag
 		return nil, err
 	}
 	if f.sub == nil {
-		sub, err := f.topic.Subscribe()
+		sub, err := f.topic.Subscribe(libp2ppubsub.WithMessageFilter(b.floodSwitch))
 		if err != nil {
 			return nil, fmt.Errorf("pubsub: subscribe %s: %w", GossipPrefix+fam, err)
 		}
@@ -109,7 +107,7 @@ func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 		if err != nil {
 			return
 		}
-		e, ok := m.ValidatorData.(*protocol.Envelope)
+		e, ok := envelopeOf(m.ValidatorData)
 		if !ok {
 			continue
 		}

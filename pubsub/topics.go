@@ -139,12 +139,14 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		libp2ppubsub.WithPeerScore(sp, st),
 		libp2ppubsub.WithMaxMessageSize(cfg.maxSize + 4096),
 		libp2ppubsub.WithRawTracer(mesh),
-		// A node's own messages go to every topic peer, not only its mesh
-		// (gossipsub v1.1 flood publishing): see the package doc.
-		libp2ppubsub.WithFloodPublish(true),
+		// Set for each of this node's own messages: see flood.go.
+		libp2ppubsub.WithFloodPublish(false),
 	}
 	if cfg.disc != nil {
 		psOpts = append(psOpts, libp2ppubsub.WithDiscovery(cfg.disc))
+	}
+	for _, t := range cfg.tracers {
+		psOpts = append(psOpts, libp2ppubsub.WithRawTracer(t))
 	}
 	psOpts = append(psOpts, met.options()...)
 	ps, err := libp2ppubsub.NewGossipSub(ctx, h, psOpts...)
@@ -212,11 +214,24 @@ func (b *Topics) join(name string) (*family, error) {
 		return f, nil
 	}
 	gt := GossipPrefix + name
-	if err := b.ps.RegisterTopicValidator(gt, func(_ context.Context, _ peer.ID, m *libp2ppubsub.Message) libp2ppubsub.ValidationResult {
-		e, res, why := b.validate(name, m.GetData(), time.Now())
-		if res == libp2ppubsub.ValidationAccept {
-			m.ValidatorData = e
+	if err := b.ps.RegisterTopicValidator(gt, func(_ context.Context, from peer.ID, m *libp2ppubsub.Message) libp2ppubsub.ValidationResult {
+		var (
+			e   *protocol.Envelope
+			res libp2ppubsub.ValidationResult
+			why string
+		)
+		if own, ok := m.ValidatorData.(*ownMessage); ok && from == b.h.ID() {
+			// Left in ValidatorData: it carries the flood decision to the
+			// router (see floodSwitch) and the envelope to subscribers.
+			res, why = b.validateOwn(own, time.Now())
 		} else {
+			e, res, why = b.validate(name, m.GetData(), time.Now())
+		}
+		switch {
+		case res == libp2ppubsub.ValidationAccept && e == nil:
+		case res == libp2ppubsub.ValidationAccept:
+			m.ValidatorData = e
+		default:
 			m.ValidatorData = why // for the metrics' tracer
 		}
 		return res
@@ -321,14 +336,15 @@ func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMess
 		return 0, err
 	}
 	local := func() int { return b.localSubs(f, topic, pc.filter) }
-	n, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait, local)
+	peers, n, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait, local)
 	if err != nil {
 		return 0, fmt.Errorf("%w for %s after %s: %w", ErrNoPeers, GossipTopic(topic), pc.wait, err)
 	}
 	if n < 1 {
 		return 0, fmt.Errorf("%w for %s after %s", ErrNoPeers, GossipTopic(topic), pc.wait)
 	}
-	if err := f.topic.Publish(ctx, data); err != nil {
+	own := &ownMessage{e: e, flood: b.floodNeeded(f, peers)}
+	if err := f.topic.Publish(ctx, data, libp2ppubsub.WithValidatorData(own)); err != nil {
 		return 0, fmt.Errorf("pubsub: publish %s: %w", topic, err)
 	}
 	b.met.publish(Family(topic))
@@ -364,21 +380,22 @@ func (b *Topics) localSubs(f *family, topic string, filter *Filter) int {
 }
 
 // waitPeers waits until topic peers plus local subscriptions reach min,
-// or wait passes, and returns that sum. It counts again when something
+// or wait passes, and returns the topic peers connected and that sum. It counts again when something
 // may have changed the sum, never on a timer: a peer joins the topic
 // (the router's topic events), a peer connects (a peer the router still
 // lists while its connection closes is not counted, see connected), a
 // local subscription is added, or a directory lookup ends.
-func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (int, error) {
-	n := b.connected(t.ListPeers()) + local()
+func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (peers, n int, err error) {
+	peers = b.connected(t.ListPeers())
+	n = peers + local()
 	if n >= min && n > 0 || wait <= 0 {
-		return n, nil
+		return peers, n, nil
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, wait, errWaitOver)
 	defer cancel() // ends the event pumps and a lookup still running
 	changed, stop, err := b.peerChanges(ctx, t)
 	if err != nil {
-		return n, err
+		return peers, n, err
 	}
 	defer stop()
 	var (
@@ -391,8 +408,9 @@ func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, 
 	}
 	for {
 		added := b.localAdded()
-		if n = b.connected(t.ListPeers()) + local(); n >= min && n > 0 {
-			return n, nil
+		peers = b.connected(t.ListPeers())
+		if n = peers + local(); n >= min && n > 0 {
+			return peers, n, nil
 		}
 		select {
 		case <-changed:
@@ -403,12 +421,12 @@ func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, 
 			lookup = nil
 			lookupNext.Reset(lookupEvery)
 		case <-b.ctx.Done():
-			return n, ErrClosed
+			return peers, n, ErrClosed
 		case <-ctx.Done():
 			if context.Cause(ctx) == errWaitOver {
-				return n, nil
+				return peers, n, nil
 			}
-			return n, ctx.Err()
+			return peers, n, ctx.Err()
 		}
 	}
 }

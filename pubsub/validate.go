@@ -23,6 +23,41 @@ func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Env
 	return e, libp2ppubsub.ValidationAccept, ""
 }
 
+// ownMessage is a message this node has just sealed, handed to its own
+// validator with the message (GossipSub validates a node's own messages
+// too): the envelope is the one signed, so there is nothing to verify or
+// decode. Only Publish sets it; a message from a peer never carries it.
+type ownMessage struct {
+	e *protocol.Envelope
+	// flood: send it to every topic peer, not only the mesh (floodNeeded).
+	flood bool
+}
+
+// validateOwn accepts a message this node sealed, recording it in the
+// replay guard as validate does.
+func (b *Topics) validateOwn(own *ownMessage, now time.Time) (libp2ppubsub.ValidationResult, string) {
+	ts, err := own.e.Time()
+	if err != nil {
+		return libp2ppubsub.ValidationReject, rejectMalformed
+	}
+	if err := b.cfg.guard.Check(string(b.signer.ID()), own.e.ID, ts, now); err != nil {
+		return libp2ppubsub.ValidationIgnore, rejectReplay
+	}
+	return libp2ppubsub.ValidationAccept, ""
+}
+
+// envelopeOf returns the envelope of an accepted message: the validator
+// leaves it in ValidatorData, or the ownMessage Publish put there.
+func envelopeOf(vd any) (*protocol.Envelope, bool) {
+	switch v := vd.(type) {
+	case *protocol.Envelope:
+		return v, true
+	case *ownMessage:
+		return v.e, true
+	}
+	return nil, false
+}
+
 // open verifies and decodes a signed topic message of family fam, as
 // GossipSub carries it and as history keepers keep it: everything the
 // validator checks but the replay window. why is "" when the message

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -33,6 +35,7 @@ type cluster interface {
 	subscribe(i int, got func([]byte)) error
 	publish(ctx context.Context, from int, payload []byte) error
 	reporter() *gossipReporter
+	kinds() *kindTracer
 }
 
 // params bound each step so that a run at small N fits in CI time.
@@ -253,6 +256,9 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 		t.Logf("N=%d: %d of %d subscribers warmed within %s", c.size(), len(warmed), subs, p.step)
 	}
 	msgs0, bytes0 := c.reporter().sent()
+	c.kinds().take()
+	window := time.Now()
+	stopProfile := startProfile(t, c)
 	tick := time.NewTicker(time.Second / time.Duration(p.rate))
 	for seq := range p.published {
 		<-tick.C
@@ -273,7 +279,9 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 		return nil
 	}
 	_ = wait.Until(5*time.Second, done) // stragglers get 5 s; the ratio says how many never came
+	stopProfile()
 	msgs1, bytes1 := c.reporter().sent()
+	kinds := c.kinds().take()
 	mu.Lock()
 	defer mu.Unlock()
 	r.PublishP50Ms, r.PublishP99Ms = quantile(lat, 50), quantile(lat, 99)
@@ -281,4 +289,28 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	per := float64(c.size() * p.published)
 	r.MsgsPerNodePerPub = float64(msgs1-msgs0) / per
 	r.BytesPerNodePerPub = float64(bytes1-bytes0) / per
+	t.Logf("N=%d: GossipSub sent per node per published message, in %s:%s", c.size(), time.Since(window).Round(time.Millisecond), split(kinds, per))
+}
+
+// startProfile profiles the CPU until the returned function is called,
+// when -scale.cpuprofile is set.
+func startProfile(t *testing.T, c cluster) func() {
+	if *profile == "" {
+		return func() {}
+	}
+	kind := KindRaw
+	if _, ok := c.(*meshCluster); ok {
+		kind = KindMesh
+	}
+	f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", *profile, kind, c.size()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/pubsub"
 )
 
 // probe is the capability the provider offers and the others discover.
@@ -25,13 +26,14 @@ type meshCluster struct {
 	nodes []*node.Node
 	prov  int
 	rep   *gossipReporter
+	kind  *kindTracer
 }
 
 func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
-	c := &meshCluster{prov: n - 1, rep: newGossipReporter()}
+	c := &meshCluster{prov: n - 1, rep: newGossipReporter(), kind: newKindTracer()}
 	svc := node.Service{Capability: protocol.Capability{Name: probe, Description: "the capability the scale harness discovers"}, Handler: node.EchoHandler()}
 	for i, boot := range sparse(rng, n) {
-		opts := []node.Option{node.WithDHT(true), node.WithHostOptions(libp2p.BandwidthReporter(c.rep))}
+		opts := []node.Option{node.WithDHT(true), node.WithHostOptions(libp2p.BandwidthReporter(c.rep)), node.WithPubSubOptions(pubsub.WithRawTracer(c.kind))}
 		var addrs []ma.Multiaddr
 		for _, j := range boot {
 			addrs = append(addrs, c.nodes[j].Addrs()...)
@@ -50,6 +52,7 @@ func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
 func (c *meshCluster) size() int                 { return len(c.nodes) }
 func (c *meshCluster) provider() int             { return c.prov }
 func (c *meshCluster) reporter() *gossipReporter { return c.rep }
+func (c *meshCluster) kinds() *kindTracer        { return c.kind }
 
 func (c *meshCluster) find(ctx context.Context, i int) (bool, error) {
 	ch, err := c.nodes[i].Discover(ctx, probe, false)

@@ -27,13 +27,14 @@ type rawCluster struct {
 	prov   int
 	key    cid.Cid
 	rep    *gossipReporter
+	kind   *kindTracer
 	ctx    context.Context
 	wg     sync.WaitGroup // the subscribers' readers
 }
 
 func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration) *rawCluster {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &rawCluster{prov: n - 1, key: dht.CapabilityKey(probe), rep: newGossipReporter(), ctx: ctx}
+	c := &rawCluster{prov: n - 1, key: dht.CapabilityKey(probe), rep: newGossipReporter(), kind: newKindTracer(), ctx: ctx}
 	t.Cleanup(func() {
 		cancel()
 		c.wg.Wait()
@@ -68,7 +69,7 @@ func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration) *
 		}
 		c.kads = append(c.kads, k)
 		_ = k.Bootstrap(ctx)
-		ps, err := libp2ppubsub.NewGossipSub(ctx, h)
+		ps, err := libp2ppubsub.NewGossipSub(ctx, h, libp2ppubsub.WithRawTracer(c.kind))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,6 +100,7 @@ func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration) *
 func (c *rawCluster) size() int                 { return len(c.hosts) }
 func (c *rawCluster) provider() int             { return c.prov }
 func (c *rawCluster) reporter() *gossipReporter { return c.rep }
+func (c *rawCluster) kinds() *kindTracer        { return c.kind }
 
 func (c *rawCluster) find(ctx context.Context, i int) (bool, error) {
 	want := c.hosts[c.prov].ID()

@@ -20,6 +20,7 @@ var (
 	pubs    = flag.Int("scale.published", 100, "messages published at 20 messages/s")
 	idle    = flag.Duration("scale.idle", 5*time.Second, "idle window for CPU")
 	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
+	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each publish phase to this prefix + -<kind>-<N>.pprof")
 )
 
 // TestScale is the harness's entry: for each size it measures the mesh,

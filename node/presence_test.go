@@ -1,0 +1,144 @@
+package node_test
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/pubsub"
+)
+
+// heartbeatTracer counts, by author, the distinct heartbeats a node's
+// router sends (its own and forwarded ones, once each however many peers
+// get it, or ask for it again) and delivers.
+type heartbeatTracer struct {
+	mu       sync.Mutex
+	seen     map[string]bool // signatures sent
+	sent     map[string]int
+	received map[string]int
+}
+
+func newHeartbeatTracer() *heartbeatTracer {
+	return &heartbeatTracer{seen: map[string]bool{}, sent: map[string]int{}, received: map[string]int{}}
+}
+
+// author returns the agent a presence message's signed envelope names.
+func author(data []byte) string {
+	const prefix = `{"from":{"agentId":"`
+	if len(data) < 64 || !bytes.HasPrefix(data[64:], []byte(prefix)) {
+		return ""
+	}
+	rest := data[64+len(prefix):]
+	if i := bytes.IndexByte(rest, '"'); i > 0 {
+		return string(rest[:i])
+	}
+	return ""
+}
+
+func isPresence(topic string) bool { return topic == pubsub.GossipTopic(protocol.PresenceFamily) }
+
+func (t *heartbeatTracer) SendRPC(rpc *libp2ppubsub.RPC, _ peer.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range rpc.GetPublish() {
+		d := m.GetData()
+		if isPresence(m.GetTopic()) && len(d) >= 64 && !t.seen[string(d[:64])] {
+			t.seen[string(d[:64])] = true
+			t.sent[author(d)]++
+		}
+	}
+}
+
+func (t *heartbeatTracer) DeliverMessage(m *libp2ppubsub.Message) {
+	if !isPresence(m.GetTopic()) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.received[author(m.GetData())]++
+}
+
+func (t *heartbeatTracer) counts(agent string) (sent, received int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent[agent], t.received[agent]
+}
+
+func (*heartbeatTracer) AddPeer(peer.ID, libp2pprotocol.ID)             {}
+func (*heartbeatTracer) RemovePeer(peer.ID)                             {}
+func (*heartbeatTracer) Join(string)                                    {}
+func (*heartbeatTracer) Leave(string)                                   {}
+func (*heartbeatTracer) Graft(peer.ID, string)                          {}
+func (*heartbeatTracer) Prune(peer.ID, string)                          {}
+func (*heartbeatTracer) ValidateMessage(*libp2ppubsub.Message)          {}
+func (*heartbeatTracer) RejectMessage(*libp2ppubsub.Message, string)    {}
+func (*heartbeatTracer) DuplicateMessage(*libp2ppubsub.Message)         {}
+func (*heartbeatTracer) ThrottlePeer(peer.ID)                           {}
+func (*heartbeatTracer) RecvRPC(*libp2ppubsub.RPC)                      {}
+func (*heartbeatTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)             {}
+func (*heartbeatTracer) UndeliverableMessage(*libp2ppubsub.Message)     {}
+func (*heartbeatTracer) OnNewOutboundStream(peer.ID, libp2pprotocol.ID) {}
+func (*heartbeatTracer) OnClosedOutboundStream(peer.ID)                 {}
+
+// TestNoHeartbeatForKnownAgent: a new connection between two agents that
+// have heard each other's heartbeats for longer than an interval sends no
+// heartbeat (each used to make both agents heartbeat to the whole mesh,
+// over and over while a mesh formed its connections); a newcomer is still
+// answered.
+func TestNoHeartbeatForKnownAgent(t *testing.T) {
+	const every = node.MaxHeartbeatInterval // no periodic heartbeat in the test
+	var ahead atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	tr := newHeartbeatTracer()
+	a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}), node.WithClock(clock),
+		node.WithPubSubOptions(pubsub.WithRawTracer(tr)))
+	b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: every}))
+	c := meshtest.Node(t, 3, node.WithPresence(node.Presence{Interval: every}))
+	meshtest.Connect(t, a, c)
+	// b is a newcomer to a, and connected to c: a hears its heartbeat
+	// through c, and answers it only when connected to b.
+	meshtest.Connect(t, b, c)
+	wait.For(t, 15*time.Second, func() error {
+		if _, got := tr.counts(b.AgentID()); got == 0 {
+			return fmt.Errorf("a has no heartbeat of b")
+		}
+		return nil
+	})
+	// Heartbeats a still owes its first peers (one a second at most) go
+	// out before a meets b.
+	last, changed := -1, time.Now()
+	wait.For(t, 15*time.Second, func() error {
+		if sent, _ := tr.counts(a.AgentID()); sent != last {
+			last, changed = sent, time.Now()
+		}
+		if time.Since(changed) < 1500*time.Millisecond {
+			return fmt.Errorf("a sent a heartbeat less than 1.5 s ago")
+		}
+		return nil
+	})
+	ahead.Store(int64(2 * every)) // a has heard b for longer than an interval
+	before, _ := tr.counts(a.AgentID())
+	// Connected, not waiting for hellos: with its clock ahead, a's hello
+	// is out of b's replay window.
+	if err := a.Host().Connect(meshtest.Context(t, 10*time.Second), peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	// a looks for newcomers every 250 ms.
+	wait.Holds(t, 2*time.Second, func() error {
+		if sent, _ := tr.counts(a.AgentID()); sent != before {
+			return fmt.Errorf("a sent %d heartbeats after connecting to b, which it had heard from for longer than an interval", sent-before)
+		}
+		return nil
+	})
+}

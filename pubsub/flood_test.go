@@ -1,0 +1,77 @@
+package pubsub
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/internal/wait"
+)
+
+// sendCounter counts the messages a router sends to peers.
+type sendCounter struct {
+	*meshTracer
+	sent atomic.Int64
+}
+
+func (c *sendCounter) SendRPC(rpc *libp2ppubsub.RPC, _ peer.ID) {
+	c.sent.Add(int64(len(rpc.GetPublish())))
+}
+
+// TestFloodOnlyWhileMeshForms: a publisher that does not subscribe sends
+// its message to a GossipSub fanout, not to every topic peer, and the
+// message still reaches every subscriber through their mesh.
+// (TestPublisherSubscribedToFamily: one that subscribes floods while its
+// mesh forms.)
+func TestFloodOnlyWhileMeshForms(t *testing.T) {
+	fanoutSize := libp2ppubsub.DefaultGossipSubParams().D
+	subs := fanoutSize + 3
+	counter := &sendCounter{meshTracer: newMeshTracer()}
+	hp := newHost(t)
+	pub := newBus(t, hp, WithRawTracer(counter))
+	got := make(chan Message, 4*subs)
+	var buses []*Topics
+	for i := range subs {
+		h := newHost(t)
+		connect(t, hp, h)
+		if i > 0 {
+			connect(t, h, buses[i-1].h)
+		}
+		b := newBus(t, h)
+		if _, err := b.Subscribe("fl:*", func(m Message) { got <- m }); err != nil {
+			t.Fatal(err)
+		}
+		buses = append(buses, b)
+	}
+	for _, b := range buses {
+		wait.For(t, 20*time.Second, func() error { return atLeast("mesh peers", b.MeshPeers("fl:"), 1) })
+	}
+	pub.mu.Lock()
+	f, err := pub.join("fl")
+	pub.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 20*time.Second, func() error { return atLeast("publisher topic peers", len(pub.Peers("fl:")), subs) })
+
+	counter.sent.Store(0)
+	if _, err := pub.Publish(context.Background(), "fl:x", payload("one"), WithAtLeast(subs)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range subs {
+		if m := recv(t, got, fmt.Sprintf("subscriber %d of %d", i+1, subs)); mark(m) != "one" {
+			t.Fatalf("got %q", mark(m))
+		}
+	}
+	if n := counter.sent.Load(); n != int64(fanoutSize) {
+		t.Errorf("the publisher sent its message %d times, want a fanout of %d (not one per topic peer, %d)", n, fanoutSize, subs)
+	}
+	if pub.floodNeeded(f, subs) {
+		t.Errorf("a publisher that does not subscribe floods")
+	}
+}
