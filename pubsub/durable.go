@@ -15,9 +15,13 @@ const (
 	// maxSeen bounds the delivered messages a position remembers; past
 	// it the floor rises (see the package doc, Durable subscriptions).
 	maxSeen = 4096
-	// maxPending bounds the live messages held while catching up; past
-	// it they are dropped and fetched again by another round.
-	maxPending = 65536
+	// maxPending and maxPendingBytes bound the live messages held for a
+	// handler slower than the topic; past them they are dropped and
+	// fetched again by another round. A held message counts its payload
+	// and heldOverhead (the rest of its envelope and the Message).
+	maxPending      = 65536
+	maxPendingBytes = 32 << 20
+	heldOverhead    = 1 << 10
 	// settleAfter is when a durable subscription fetches once more after
 	// going live, for what reached keepers but not it while its own
 	// subscription joined the mesh.
@@ -51,6 +55,7 @@ type Durable struct {
 	fetched []Message // the first catch-up's, not yet delivered
 	again   bool      // the first catch-up was truncated: fetch again
 	pending []Message // live messages not yet delivered
+	held    int64     // pending's size, as heldSize counts it
 	gap     bool      // pending overflowed: fetch again
 	drops   uint64    // the live subscription's drops already fetched for
 	inner   *Subscription
@@ -187,16 +192,22 @@ func (d *Durable) live(m Message) {
 	d.mu.Lock()
 	switch {
 	case d.halted != nil:
-	case len(d.pending) >= maxPending:
+	case len(d.pending) >= maxPending || d.held+heldSize(m) > maxPendingBytes:
 		d.gap = true
 	default:
 		d.pending = append(d.pending, m)
+		d.held += heldSize(m)
 	}
 	d.mu.Unlock()
 	select {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// heldSize is what a held live message counts against maxPendingBytes.
+func heldSize(m Message) int64 {
+	return int64(len(m.Payload) + heldOverhead)
 }
 
 // pump delivers, one message at a time: the first catch-up's messages,
@@ -228,7 +239,7 @@ func (d *Durable) pump() {
 	for {
 		d.mu.Lock()
 		batch := d.pending
-		d.pending = nil
+		d.pending, d.held = nil, 0
 		lost := d.gap || d.inner.Dropped() != d.drops
 		d.mu.Unlock()
 		// Held messages go out in envelope order; those a fetch
@@ -325,7 +336,7 @@ func (d *Durable) deliver(m Message, fetched bool) bool {
 		if d.ctx.Err() == nil {
 			d.mu.Lock()
 			d.halted = err
-			d.pending, d.gap = nil, false
+			d.pending, d.held, d.gap = nil, 0, false
 			d.mu.Unlock()
 		}
 		return false

@@ -357,3 +357,21 @@ func closed(t *testing.T, ch <-chan struct{}) {
 		}
 	})
 }
+
+// TestDurableHeldBytes: the live messages held for a handler slower than
+// the topic are bounded in bytes as well as in number: past
+// maxPendingBytes they are left to a fetch (gap), so that a stuck
+// handler on a busy topic of large messages holds at most that much.
+func TestDurableHeldBytes(t *testing.T) {
+	d := &Durable{wake: make(chan struct{}, 1)}
+	big := Message{Payload: make([]byte, 512<<10)}
+	for range 2 * maxPendingBytes / len(big.Payload) {
+		d.live(big)
+	}
+	if d.held > maxPendingBytes || int64(len(d.pending))*heldSize(big) != d.held {
+		t.Fatalf("held %d bytes in %d messages, the bound is %d", d.held, len(d.pending), maxPendingBytes)
+	}
+	if !d.gap {
+		t.Fatal("messages past the bound were dropped without a fetch to follow (no gap)")
+	}
+}
