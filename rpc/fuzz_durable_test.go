@@ -86,49 +86,64 @@ func FuzzDurableAnswer(f *testing.F) {
 		c := dialFuzz(t, fb.url)
 		n := fb.n.Add(1)
 		c.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"clientId":"durable-%d","clientInfo":{"name":"fuzz"}}}`, n))
-		read := func() rpcOut {
+		// read returns the objects of the next frame (a batch's answers
+		// come as one array).
+		read := func() []rpcOut {
 			t.Helper()
-			var o rpcOut
-			if err := json.Unmarshal(c.Next(), &o); err != nil {
-				t.Fatalf("server sent undecodable JSON: %v", err)
+			b := c.Next()
+			var outs []rpcOut
+			if len(b) > 0 && b[0] == '[' {
+				if err := json.Unmarshal(b, &outs); err != nil {
+					t.Fatalf("server sent an undecodable batch %s: %v", b, err)
+				}
+			} else {
+				var o rpcOut
+				if err := json.Unmarshal(b, &o); err != nil {
+					t.Fatalf("server sent undecodable %s: %v", b, err)
+				}
+				outs = []rpcOut{o}
 			}
-			if o.Error != nil && o.Error.Code == CodeInternalError {
-				t.Fatalf("internal error after answer %q: %+v", answer, o.Error)
+			for _, o := range outs {
+				if o.Error != nil && o.Error.Code == CodeInternalError {
+					t.Fatalf("internal error after answer %q: %+v", answer, o.Error)
+				}
 			}
-			return o
+			return outs
 		}
-		if o := read(); o.Error != nil {
-			t.Fatalf("initialize: %+v", o.Error)
+		if o := read(); len(o) != 1 || o[0].Error != nil {
+			t.Fatalf("initialize: %+v", o)
 		}
 		c.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"sub","method":"mesh.subscribe","params":{"pattern":"news:*","durable":"d%d"}}`, n))
 		var sub, reqID string
 		for sub == "" || reqID == "" {
-			o := read()
-			switch {
-			case o.Method == MethodMeshMessage && reqID == "":
-				reqID = string(o.ID)
-			case string(o.ID) == `"sub"`:
-				var r SubscribeResult
-				if o.Error != nil || json.Unmarshal(o.Result, &r) != nil {
-					t.Fatalf("mesh.subscribe: %+v %s", o.Error, o.Result)
+			for _, o := range read() {
+				switch {
+				case o.Method == MethodMeshMessage && reqID == "":
+					reqID = string(o.ID)
+				case string(o.ID) == `"sub"`:
+					var r SubscribeResult
+					if o.Error != nil || json.Unmarshal(o.Result, &r) != nil {
+						t.Fatalf("mesh.subscribe: %+v %s", o.Error, o.Result)
+					}
+					sub = r.Subscription
 				}
-				sub = r.Subscription
 			}
 		}
 		c.Write(bytes.ReplaceAll(answer, []byte("%ID%"), []byte(reqID)))
 		c.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"unsub","method":"mesh.unsubscribe","params":{"subscription":%q}}`, sub))
-		for {
-			o := read()
-			if o.Method == MethodMeshMessage && o.ID != nil {
-				c.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{}}`, o.ID))
-				continue
-			}
-			if string(o.ID) == `"unsub"` {
-				// -32602 when the fuzzed frame unsubscribed it first.
-				if o.Error != nil && o.Error.Code != CodeInvalidParams {
-					t.Fatalf("mesh.unsubscribe after answer %q: %+v", answer, o.Error)
+		for unsubscribed := false; !unsubscribed; {
+			for _, o := range read() {
+				if o.Method == MethodMeshMessage && o.ID != nil {
+					c.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{}}`, o.ID))
+					continue
 				}
-				break
+				if string(o.ID) == `"unsub"` {
+					// -32602 when the fuzzed frame unsubscribed it first.
+					if o.Error != nil && o.Error.Code != CodeInvalidParams {
+						t.Fatalf("mesh.unsubscribe after answer %q: %+v", answer, o.Error)
+					}
+					unsubscribed = true
+				}
 			}
 		}
 		fb.checkHonest(t)
