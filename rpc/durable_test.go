@@ -33,6 +33,9 @@ type durableMesh struct {
 	added chan struct{} // closed and replaced by add
 	// halted holds, per name, the handler's error that stopped it.
 	halted map[string]error
+	// gate, when set, holds SubscribeDurable of the name "gated" (its
+	// first fetch) until it is closed; entered is closed once it waits.
+	gate, entered chan struct{}
 }
 
 func newDurableMesh() *durableMesh {
@@ -51,6 +54,10 @@ func (m *durableMesh) add(from, to int) {
 }
 
 func (m *durableMesh) SubscribeDurable(_ context.Context, _, name string, handler func(context.Context, protocol.TopicMessage) error) (func(), error) {
+	if name == "gated" && m.gate != nil {
+		close(m.entered)
+		<-m.gate
+	}
 	switch name {
 	case "taken":
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "durable %q is in use on this node", name)
@@ -320,5 +327,42 @@ func TestDurableAnswerStrict(t *testing.T) {
 				t.Errorf("position %d, want 1 (message 1 not processed)", mesh.next["reader"])
 			}
 		})
+	}
+}
+
+// TestDurableUnsubscribedWhileCatchingUp: a durable subscription whose id
+// mesh.unsubscribe took while its first fetch ran ends when the fetch
+// does, and mesh.subscribe says so, instead of living on unknown to the
+// client and holding its name on the node.
+func TestDurableUnsubscribedWhileCatchingUp(t *testing.T) {
+	mesh := newDurableMesh()
+	mesh.gate, mesh.entered = make(chan struct{}), make(chan struct{})
+	ts := serveMesh(t, mesh, mesh.Mesh)
+	var open sync.Once
+	release := func() { open.Do(func() { close(mesh.gate) }) }
+	t.Cleanup(release)
+	c := wstest.Dial(t, ts.url)
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"clientId":"raw","clientInfo":{"name":"raw"}}}`))
+	if b := c.Next(); !strings.Contains(string(b), `"result"`) {
+		t.Fatalf("initialize: %s", b)
+	}
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"sub","method":"mesh.subscribe","params":{"pattern":"news:*","durable":"gated"}}`))
+	select {
+	case <-mesh.entered:
+	case <-time.After(testTimeout):
+		t.Fatal("mesh.subscribe did not reach the mesh")
+	}
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"unsub","method":"mesh.unsubscribe","params":{"subscription":"s1"}}`))
+	if b := c.Next(); !strings.Contains(string(b), `"id":"unsub","result":true`) {
+		t.Fatalf("unsubscribe while catching up: %s", b)
+	}
+	release()
+	if b := c.Next(); !strings.Contains(string(b), `"id":"sub","error"`) || !strings.Contains(string(b), "unsubscribed before it started") {
+		t.Fatalf("subscribe unsubscribed while catching up: %s", b)
+	}
+	mesh.mu.Lock()
+	defer mesh.mu.Unlock()
+	if mesh.inUse["gated"] {
+		t.Fatal("the subscription lives on, holding its name")
 	}
 }
