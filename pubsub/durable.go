@@ -22,6 +22,9 @@ const (
 	maxPending      = 65536
 	maxPendingBytes = 32 << 20
 	heldOverhead    = 1 << 10
+	// maxHeldBytes bounds the live messages all durable subscriptions of
+	// a node hold, counted as for maxPendingBytes.
+	maxHeldBytes = 256 << 20
 	// settleAfter is when a durable subscription fetches once more after
 	// going live, for what reached keepers but not it while its own
 	// subscription joined the mesh.
@@ -115,6 +118,9 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	defer func() {
 		if !ok {
 			d.stop()
+			d.mu.Lock()
+			d.dropHeld()
+			d.mu.Unlock()
 			b.mu.Lock()
 			if b.durables[name] == d {
 				delete(b.durables, name)
@@ -191,8 +197,11 @@ func (d *Durable) Halted() error {
 func (d *Durable) live(m Message) {
 	d.mu.Lock()
 	switch {
-	case d.halted != nil:
+	case d.halted != nil, d.ctx.Err() != nil:
 	case len(d.pending) >= maxPending || d.held+heldSize(m) > maxPendingBytes:
+		d.gap = true
+	case d.b.held.Add(heldSize(m)) > maxHeldBytes:
+		d.b.held.Add(-heldSize(m))
 		d.gap = true
 	default:
 		d.pending = append(d.pending, m)
@@ -205,7 +214,15 @@ func (d *Durable) live(m Message) {
 	}
 }
 
-// heldSize is what a held live message counts against maxPendingBytes.
+// dropHeld forgets the held live messages and their bytes in the node's
+// count; d.mu held.
+func (d *Durable) dropHeld() {
+	d.b.held.Add(-d.held)
+	d.pending, d.held = nil, 0
+}
+
+// heldSize is what a held live message counts against maxPendingBytes
+// and maxHeldBytes.
 func heldSize(m Message) int64 {
 	return int64(len(m.Payload) + heldOverhead)
 }
@@ -217,6 +234,13 @@ func heldSize(m Message) int64 {
 func (d *Durable) pump() {
 	defer d.b.wg.Done()
 	defer close(d.pumped)
+	// The pump ends cancelled or halted, after which live holds nothing
+	// more: what it held is released from the node's count.
+	defer func() {
+		d.mu.Lock()
+		d.dropHeld()
+		d.mu.Unlock()
+	}()
 	d.mu.Lock()
 	fetched, again := d.fetched, d.again
 	d.fetched = nil
@@ -239,7 +263,7 @@ func (d *Durable) pump() {
 	for {
 		d.mu.Lock()
 		batch := d.pending
-		d.pending, d.held = nil, 0
+		d.dropHeld()
 		lost := d.gap || d.inner.Dropped() != d.drops
 		d.mu.Unlock()
 		// Held messages go out in envelope order; those a fetch
@@ -336,7 +360,8 @@ func (d *Durable) deliver(m Message, fetched bool) bool {
 		if d.ctx.Err() == nil {
 			d.mu.Lock()
 			d.halted = err
-			d.pending, d.held, d.gap = nil, 0, false
+			d.dropHeld()
+			d.gap = false
 			d.mu.Unlock()
 		}
 		return false
