@@ -39,15 +39,18 @@
 // only for it, in deposit order, a page at a time, with a cursor for the
 // next page; an ack deletes items of the remote peer's own mailbox. The
 // answer (Response) has a status: "ok", "full" (the deposit would take
-// the agent's mailbox or the relay past its bounds: the sender keeps the
-// message), "refused" (the request is not acceptable and never will be)
+// the agent's mailbox, the sender's share of it, or the relay past its
+// bounds: the sender keeps the message), "refused" (the request is not acceptable and never will be)
 // or "error" (the relay failed; try again).
 //
 // # Storage
 //
 // The Server keeps items in a named queue of the relay's store (one
 // bbolt file, fsync'd before a deposit is answered "ok"), bounded per
-// agent in messages and bytes and in total bytes. An item expires after
+// agent in messages and bytes, per sender within an agent's mailbox (a
+// tenth of it by default: one signer, whoever it is, cannot fill an
+// agent's mailbox alone), and in total bytes. The bounds are checked
+// and the item written in one transaction. An item expires after
 // the TTL (seven days by default, as the sender's outbox does): its due
 // time in the queue is its expiry, and one loop, owned by the Server,
 // deletes what is due and sleeps until the next expiry.

@@ -15,6 +15,11 @@ const (
 	DefaultPerAgent = 1000
 	// DefaultPerAgentBytes bounds the envelope bytes held for one agent.
 	DefaultPerAgentBytes = 16 << 20
+	// DefaultPerSender and DefaultPerSenderBytes bound what one sender
+	// holds in one agent's mailbox: a tenth of it, so that a sender alone
+	// cannot fill it.
+	DefaultPerSender      = DefaultPerAgent / 10
+	DefaultPerSenderBytes = DefaultPerAgentBytes / 10
 	// DefaultTotalBytes bounds the envelope bytes held for all agents.
 	DefaultTotalBytes = 256 << 20
 	// DefaultIOTimeout bounds a request's reads and writes.
@@ -32,6 +37,11 @@ type Config struct {
 	PerAgent      int
 	PerAgentBytes int64
 	TotalBytes    int64
+	// PerSender and PerSenderBytes bound what one sender (the envelope's
+	// signer) holds in one agent's mailbox. A deposit past them is
+	// "full".
+	PerSender      int
+	PerSenderBytes int64
 	// MaxSkew is how far in the future a deposited envelope's time may be.
 	MaxSkew time.Duration
 	// IOTimeout bounds each request's reads and writes.
@@ -45,13 +55,15 @@ type Config struct {
 // DefaultConfig returns every default in one place.
 func DefaultConfig() Config {
 	return Config{
-		TTL:           DefaultTTL,
-		PerAgent:      DefaultPerAgent,
-		PerAgentBytes: DefaultPerAgentBytes,
-		TotalBytes:    DefaultTotalBytes,
-		MaxSkew:       2 * time.Minute,
-		IOTimeout:     DefaultIOTimeout,
-		Now:           time.Now,
+		TTL:            DefaultTTL,
+		PerAgent:       DefaultPerAgent,
+		PerAgentBytes:  DefaultPerAgentBytes,
+		TotalBytes:     DefaultTotalBytes,
+		PerSender:      DefaultPerSender,
+		PerSenderBytes: DefaultPerSenderBytes,
+		MaxSkew:        2 * time.Minute,
+		IOTimeout:      DefaultIOTimeout,
+		Now:            time.Now,
 	}
 }
 
@@ -63,7 +75,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.TTL <= 0 || c.MaxSkew < 0 || c.IOTimeout <= 0:
 		return errors.New("mailbox: TTL and I/O timeout must be positive")
-	case c.PerAgent <= 0 || c.PerAgentBytes <= 0 || c.TotalBytes <= 0:
+	case c.PerAgent <= 0 || c.PerAgentBytes <= 0 || c.TotalBytes <= 0 || c.PerSender <= 0 || c.PerSenderBytes <= 0:
 		return errors.New("mailbox: bounds must be positive")
 	case c.Now == nil:
 		return errors.New("mailbox: a clock is required")
@@ -81,6 +93,15 @@ func WithTTL(d time.Duration) Option {
 func WithBounds(perAgent int, perAgentBytes, totalBytes int64) Option {
 	return func(c *Config) error {
 		c.PerAgent, c.PerAgentBytes, c.TotalBytes = perAgent, perAgentBytes, totalBytes
+		return nil
+	}
+}
+
+// WithSenderBounds bounds what one sender holds in one agent's mailbox
+// (items and bytes).
+func WithSenderBounds(items int, bytes int64) Option {
+	return func(c *Config) error {
+		c.PerSender, c.PerSenderBytes = items, bytes
 		return nil
 	}
 }

@@ -189,7 +189,10 @@ func (s *Server) deposit(remote peer.ID, req *Request) error {
 		ID: itemID(to, from, e.ID), Queue: Queue, Topic: "agent:" + to.String(), From: from.String(), To: to.String(),
 		Payload: req.Envelope, Time: now, NextAttempt: expires, Expires: expires,
 	}
-	err = s.st.EnqueueWithin(s.ctx, m, store.Bounds{PerRecipient: s.cfg.PerAgent, PerRecipientBytes: s.cfg.PerAgentBytes, Bytes: s.cfg.TotalBytes})
+	err = s.st.EnqueueWithin(s.ctx, m, store.Bounds{
+		PerRecipient: s.cfg.PerAgent, PerRecipientBytes: s.cfg.PerAgentBytes, Bytes: s.cfg.TotalBytes,
+		PerSender: s.cfg.PerSender, PerSenderBytes: s.cfg.PerSenderBytes,
+	})
 	switch {
 	case errors.Is(err, store.ErrExists):
 		return nil // deposited before: one copy is enough

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
+
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/mailbox"
 	"github.com/meshagent/meshagent/protocol"
@@ -134,6 +136,54 @@ func TestDepositFull(t *testing.T) {
 	}
 	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m2")); err != nil {
 		t.Fatalf("after an ack: %v", err)
+	}
+}
+
+// TestDepositSenderShare: one sender holds at most its share of an
+// agent's mailbox, in items and in bytes, so that it cannot take the
+// whole of it; other senders still deposit, and the sender itself again
+// once its items were acknowledged.
+func TestDepositSenderShare(t *testing.T) {
+	r, _, _ := relay(t, mailbox.WithBounds(10, 1<<20, 1<<20), mailbox.WithSenderBounds(2, 1<<20))
+	a, ac := agent(t, r)
+	b, bc := agent(t, r)
+	c, cc := agent(t, r)
+	for i := range 2 {
+		if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), fmt.Sprint("a", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "a2")); !errors.Is(err, mailbox.ErrFull) {
+		t.Fatalf("a's third deposit: %v, want ErrFull", err)
+	}
+	if err := cc.Deposit(ctx(t), r.ID(), b.ID(), message(t, c, b.ID(), "c0")); err != nil {
+		t.Fatalf("another sender's deposit: %v", err)
+	}
+	p, err := bc.Fetch(ctx(t), r.ID(), "", 1)
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("page %+v %v", p, err)
+	}
+	if err := bc.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "a2")); err != nil {
+		t.Fatalf("after an ack: %v", err)
+	}
+
+	// The bytes share, on a relay of its own: a then c deposit for b.
+	one := message(t, a, b.ID(), "big0")
+	rb, _, _ := relay(t, mailbox.WithSenderBounds(100, int64(len(one))+1))
+	for _, h := range []host.Host{a, c} {
+		h.Peerstore().AddAddrs(rb.ID(), rb.Addrs(), time.Hour)
+	}
+	if err := ac.Deposit(ctx(t), rb.ID(), b.ID(), one); err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.Deposit(ctx(t), rb.ID(), b.ID(), message(t, a, b.ID(), "big1")); !errors.Is(err, mailbox.ErrFull) {
+		t.Fatalf("a's deposit past its bytes: %v, want ErrFull", err)
+	}
+	if err := cc.Deposit(ctx(t), rb.ID(), b.ID(), message(t, c, b.ID(), "big2")); err != nil {
+		t.Fatalf("another sender's deposit past a's bytes: %v", err)
 	}
 }
 

@@ -151,12 +151,14 @@
 // order, what was fetched and not remembered, then the held live
 // messages sorted by envelope time (those already taken skipped), then
 // the live ones as they come. Live messages never wait for the handler:
-// they are held, at most 65536, and when more come, or the
-// subscription's queue dropped some, or a fetch was truncated, the
-// goroutine fetches again since the floor once the handler has caught
-// up (at most five rounds for the first catch-up), and once more two
-// seconds after the first catch-up, for a message that reached a keeper
-// but not this node while its subscription was joining the mesh.
+// they are held, at most 65536 of them and 32 MiB (payloads, and 1 KiB
+// each for the rest) per subscription and 256 MiB for all of a node's,
+// and when more come, or the subscription's queue dropped some, or a
+// fetch was truncated, the goroutine fetches again since the floor once
+// the handler has caught up (at most five rounds for the first
+// catch-up), and once more two seconds after the first catch-up, for a
+// message that reached a keeper but not this node while its
+// subscription was joining the mesh.
 //
 // Positions are saved one write at a time as they change, and at Cancel
 // and Close. Delivery is at least once, in order: a message is delivered

@@ -15,9 +15,16 @@ const (
 	// maxSeen bounds the delivered messages a position remembers; past
 	// it the floor rises (see the package doc, Durable subscriptions).
 	maxSeen = 4096
-	// maxPending bounds the live messages held while catching up; past
-	// it they are dropped and fetched again by another round.
-	maxPending = 65536
+	// maxPending and maxPendingBytes bound the live messages held for a
+	// handler slower than the topic; past them they are dropped and
+	// fetched again by another round. A held message counts its payload
+	// and heldOverhead (the rest of its envelope and the Message).
+	maxPending      = 65536
+	maxPendingBytes = 32 << 20
+	heldOverhead    = 1 << 10
+	// maxHeldBytes bounds the live messages all durable subscriptions of
+	// a node hold, counted as for maxPendingBytes.
+	maxHeldBytes = 256 << 20
 	// settleAfter is when a durable subscription fetches once more after
 	// going live, for what reached keepers but not it while its own
 	// subscription joined the mesh.
@@ -51,6 +58,7 @@ type Durable struct {
 	fetched []Message // the first catch-up's, not yet delivered
 	again   bool      // the first catch-up was truncated: fetch again
 	pending []Message // live messages not yet delivered
+	held    int64     // pending's size, as heldSize counts it
 	gap     bool      // pending overflowed: fetch again
 	drops   uint64    // the live subscription's drops already fetched for
 	inner   *Subscription
@@ -110,6 +118,9 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	defer func() {
 		if !ok {
 			d.stop()
+			d.mu.Lock()
+			d.dropHeld()
+			d.mu.Unlock()
 			b.mu.Lock()
 			if b.durables[name] == d {
 				delete(b.durables, name)
@@ -186,17 +197,34 @@ func (d *Durable) Halted() error {
 func (d *Durable) live(m Message) {
 	d.mu.Lock()
 	switch {
-	case d.halted != nil:
-	case len(d.pending) >= maxPending:
+	case d.halted != nil, d.ctx.Err() != nil:
+	case len(d.pending) >= maxPending || d.held+heldSize(m) > maxPendingBytes:
+		d.gap = true
+	case d.b.held.Add(heldSize(m)) > maxHeldBytes:
+		d.b.held.Add(-heldSize(m))
 		d.gap = true
 	default:
 		d.pending = append(d.pending, m)
+		d.held += heldSize(m)
 	}
 	d.mu.Unlock()
 	select {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// dropHeld forgets the held live messages and their bytes in the node's
+// count; d.mu held.
+func (d *Durable) dropHeld() {
+	d.b.held.Add(-d.held)
+	d.pending, d.held = nil, 0
+}
+
+// heldSize is what a held live message counts against maxPendingBytes
+// and maxHeldBytes.
+func heldSize(m Message) int64 {
+	return int64(len(m.Payload) + heldOverhead)
 }
 
 // pump delivers, one message at a time: the first catch-up's messages,
@@ -206,6 +234,13 @@ func (d *Durable) live(m Message) {
 func (d *Durable) pump() {
 	defer d.b.wg.Done()
 	defer close(d.pumped)
+	// The pump ends cancelled or halted, after which live holds nothing
+	// more: what it held is released from the node's count.
+	defer func() {
+		d.mu.Lock()
+		d.dropHeld()
+		d.mu.Unlock()
+	}()
 	d.mu.Lock()
 	fetched, again := d.fetched, d.again
 	d.fetched = nil
@@ -228,7 +263,7 @@ func (d *Durable) pump() {
 	for {
 		d.mu.Lock()
 		batch := d.pending
-		d.pending = nil
+		d.dropHeld()
 		lost := d.gap || d.inner.Dropped() != d.drops
 		d.mu.Unlock()
 		// Held messages go out in envelope order; those a fetch
@@ -325,7 +360,8 @@ func (d *Durable) deliver(m Message, fetched bool) bool {
 		if d.ctx.Err() == nil {
 			d.mu.Lock()
 			d.halted = err
-			d.pending, d.gap = nil, false
+			d.dropHeld()
+			d.gap = false
 			d.mu.Unlock()
 		}
 		return false

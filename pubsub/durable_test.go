@@ -323,6 +323,12 @@ func TestDurableSlowHandler(t *testing.T) {
 	publishN(t, pub, archive, 0, 1)
 	closed(t, holding)
 	publishN(t, pub, archive, 1, 10)
+	wait.For(t, 10*time.Second, func() error {
+		if sub.held.Load() == 0 {
+			return errors.New("the live messages are not counted as held")
+		}
+		return nil
+	})
 	close(release)
 	r.waitFor(t, 10)
 	if got := fmt.Sprint(r.numbers()); got != "[0 1 2 3 4 5 6 7 8 9]" {
@@ -343,6 +349,9 @@ func TestDurableSlowHandler(t *testing.T) {
 	publishN(t, pub, archive, 10, 11)
 	closed(t, blocked)
 	d2.Cancel()
+	if got := sub.held.Load(); got != 0 {
+		t.Errorf("%d bytes counted as held after every subscription ended", got)
+	}
 }
 
 // closed waits for ch to be closed.
@@ -356,4 +365,57 @@ func closed(t *testing.T, ch <-chan struct{}) {
 			return errors.New("not yet")
 		}
 	})
+}
+
+// TestDurableHeldBytes: the live messages held for a handler slower than
+// the topic are bounded in bytes as well as in number, per subscription
+// (maxPendingBytes) and for all of a node's (maxHeldBytes): past either
+// they are left to a fetch (gap), so that stuck handlers on busy topics
+// of large messages hold at most that much; what a subscription held is
+// released from the node's count when it lets it go.
+func TestDurableHeldBytes(t *testing.T) {
+	b := &Topics{}
+	newDurable := func() *Durable {
+		return &Durable{b: b, ctx: context.Background(), wake: make(chan struct{}, 1)}
+	}
+	big := Message{Payload: make([]byte, 512<<10)}
+	d := newDurable()
+	for range 2 * maxPendingBytes / len(big.Payload) {
+		d.live(big)
+	}
+	if d.held > maxPendingBytes || int64(len(d.pending))*heldSize(big) != d.held {
+		t.Fatalf("held %d bytes in %d messages, the bound is %d", d.held, len(d.pending), maxPendingBytes)
+	}
+	if !d.gap {
+		t.Fatal("messages past the bound were dropped without a fetch to follow (no gap)")
+	}
+	ds := []*Durable{d}
+	for range 2 * maxHeldBytes / maxPendingBytes {
+		d := newDurable()
+		for range maxPendingBytes / len(big.Payload) {
+			d.live(big)
+		}
+		ds = append(ds, d)
+	}
+	if got := b.held.Load(); got > maxHeldBytes {
+		t.Fatalf("the node's durables hold %d bytes, the bound is %d", got, maxHeldBytes)
+	}
+	if last := ds[len(ds)-1]; !last.gap || len(last.pending) != 0 {
+		t.Fatalf("a subscription past the node's bound holds %d messages, gap %v", len(last.pending), last.gap)
+	}
+	var sum int64
+	for _, d := range ds {
+		sum += d.held
+	}
+	if sum != b.held.Load() {
+		t.Fatalf("the node counts %d bytes held, its subscriptions %d", b.held.Load(), sum)
+	}
+	for _, d := range ds {
+		d.mu.Lock()
+		d.dropHeld()
+		d.mu.Unlock()
+	}
+	if got := b.held.Load(); got != 0 {
+		t.Fatalf("%d bytes still counted once every subscription let go", got)
+	}
 }

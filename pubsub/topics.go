@@ -73,6 +73,8 @@ type Topics struct {
 	added chan struct{}
 	// durables are the durable subscriptions running, by name.
 	durables map[string]*Durable
+	// held is the bytes of live messages the durables hold (heldSize).
+	held atomic.Int64
 
 	keeper *keeper // nil unless WithArchive
 }

@@ -198,7 +198,11 @@
 // the next only once the client has answered, and moves NAME's position
 // past a message only on its answer. The answer is any result ({} by
 // convention) when the client has processed the message. A JSON-RPC
-// error answer means it has not: the subscription then delivers nothing
+// error answer means it has not, and so does an answer of the message's
+// id that is not a valid response (no "jsonrpc":"2.0", both or neither
+// of result and error, an error whose code is not an integer or whose
+// message not a string; answers of ids never sent, and repeats, are
+// ignored): the subscription then delivers nothing
 // more, and mesh.unsubscribe followed by mesh.subscribe under NAME
 // delivers that message first, then the rest. A message left
 // unanswered when the connection ends (the client crashed, was killed,

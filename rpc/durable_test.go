@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/internal/wstest"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -29,10 +31,15 @@ type durableMesh struct {
 	next  map[string]int
 	inUse map[string]bool
 	added chan struct{} // closed and replaced by add
+	// halted holds, per name, the handler's error that stopped it.
+	halted map[string]error
+	// gate, when set, holds SubscribeDurable of the name "gated" (its
+	// first fetch) until it is closed; entered is closed once it waits.
+	gate, entered chan struct{}
 }
 
 func newDurableMesh() *durableMesh {
-	return &durableMesh{topicMesh: newTopicMesh(), next: map[string]int{}, inUse: map[string]bool{}, added: make(chan struct{})}
+	return &durableMesh{topicMesh: newTopicMesh(), next: map[string]int{}, inUse: map[string]bool{}, added: make(chan struct{}), halted: map[string]error{}}
 }
 
 // add appends messages {"n":from} to {"n":to-1} to the log.
@@ -47,6 +54,10 @@ func (m *durableMesh) add(from, to int) {
 }
 
 func (m *durableMesh) SubscribeDurable(_ context.Context, _, name string, handler func(context.Context, protocol.TopicMessage) error) (func(), error) {
+	if name == "gated" && m.gate != nil {
+		close(m.entered)
+		<-m.gate
+	}
 	switch name {
 	case "taken":
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "durable %q is in use on this node", name)
@@ -77,7 +88,10 @@ func (m *durableMesh) SubscribeDurable(_ context.Context, _, name string, handle
 			}
 			msg := m.log[i]
 			m.mu.Unlock()
-			if handler(ctx, msg) != nil {
+			if err := handler(ctx, msg); err != nil {
+				m.mu.Lock()
+				m.halted[name] = err
+				m.mu.Unlock()
 				return
 			}
 			m.mu.Lock()
@@ -232,4 +246,123 @@ func TestDurableAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	answered.waitFor(t, []int{0, 1, 2, 3, 4, 5, 6, 7})
+}
+
+// haltedBy returns the error that stopped name's handler, or nil.
+func (m *durableMesh) haltedBy(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.halted[name]
+}
+
+// TestDurableAnswerStrict: the client's answer to a durable mesh.message
+// is decoded strictly. An answer for an id never sent, or a second
+// answer to one already answered, is ignored and the subscription goes
+// on; an answer of the right id but the wrong shape (an error that is
+// not an object with an integer code and a string message, both result
+// and error, no "jsonrpc") stops the subscription with a clear error
+// instead of leaving it waiting for an answer that never comes.
+func TestDurableAnswerStrict(t *testing.T) {
+	bad := []string{
+		`{"jsonrpc":"2.0","id":%s,"error":"boom"}`,
+		`{"jsonrpc":"2.0","id":%s,"error":{"code":"x","message":"m"}}`,
+		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":5}}`,
+		`{"jsonrpc":"2.0","id":%s,"error":{"code":1.5,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1,"message":"m"}}`,
+		`{"id":%s,"result":{}}`,
+	}
+	for i, answer := range bad {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			mesh := newDurableMesh()
+			mesh.add(0, 3)
+			ts := serveMesh(t, mesh, mesh.Mesh)
+			c := wstest.Dial(t, ts.url)
+			c.Write([]byte(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"clientId":"raw","clientInfo":{"name":"raw"}}}`))
+			if b := c.Next(); !strings.Contains(string(b), `"result"`) {
+				t.Fatalf("initialize: %s", b)
+			}
+			c.Write([]byte(`{"jsonrpc":"2.0","id":"sub","method":"mesh.subscribe","params":{"pattern":"news:*","durable":"reader"}}`))
+			// next reads until the server's next mesh.message request.
+			next := func() (id string, n string) {
+				t.Helper()
+				for {
+					var m struct {
+						ID     json.RawMessage
+						Method string
+						Params struct{ Message protocol.TopicMessage }
+					}
+					if err := json.Unmarshal(c.Next(), &m); err != nil {
+						t.Fatal(err)
+					}
+					if m.Method == rpc.MethodMeshMessage {
+						return string(m.ID), m.Params.Message.ID
+					}
+				}
+			}
+			id, n := next()
+			if n != "0" {
+				t.Fatalf("first message %s", n)
+			}
+			c.Write([]byte(`{"jsonrpc":"2.0","id":"never-sent","result":{}}`))
+			c.Write([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, id)))
+			c.Write([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"twice"}}`, id)))
+			id, n = next()
+			if n != "1" {
+				t.Fatalf("after an answer, a stray and a repeat: message %s, want 1", n)
+			}
+			c.Write([]byte(fmt.Sprintf(answer, id)))
+			wait.For(t, testTimeout, func() error {
+				var re *rpc.Error
+				if err := mesh.haltedBy("reader"); !errors.As(err, &re) || re.Code != rpc.CodeInvalidRequest {
+					return fmt.Errorf("subscription not stopped by the bad answer: %v", err)
+				}
+				return nil
+			})
+			if err := mesh.haltedBy("reader"); !strings.Contains(err.Error(), "invalid response") {
+				t.Errorf("error %q does not say the answer was invalid", err)
+			}
+			mesh.mu.Lock()
+			defer mesh.mu.Unlock()
+			if mesh.next["reader"] != 1 {
+				t.Errorf("position %d, want 1 (message 1 not processed)", mesh.next["reader"])
+			}
+		})
+	}
+}
+
+// TestDurableUnsubscribedWhileCatchingUp: a durable subscription whose id
+// mesh.unsubscribe took while its first fetch ran ends when the fetch
+// does, and mesh.subscribe says so, instead of living on unknown to the
+// client and holding its name on the node.
+func TestDurableUnsubscribedWhileCatchingUp(t *testing.T) {
+	mesh := newDurableMesh()
+	mesh.gate, mesh.entered = make(chan struct{}), make(chan struct{})
+	ts := serveMesh(t, mesh, mesh.Mesh)
+	var open sync.Once
+	release := func() { open.Do(func() { close(mesh.gate) }) }
+	t.Cleanup(release)
+	c := wstest.Dial(t, ts.url)
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"clientId":"raw","clientInfo":{"name":"raw"}}}`))
+	if b := c.Next(); !strings.Contains(string(b), `"result"`) {
+		t.Fatalf("initialize: %s", b)
+	}
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"sub","method":"mesh.subscribe","params":{"pattern":"news:*","durable":"gated"}}`))
+	select {
+	case <-mesh.entered:
+	case <-time.After(testTimeout):
+		t.Fatal("mesh.subscribe did not reach the mesh")
+	}
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"unsub","method":"mesh.unsubscribe","params":{"subscription":"s1"}}`))
+	if b := c.Next(); !strings.Contains(string(b), `"id":"unsub","result":true`) {
+		t.Fatalf("unsubscribe while catching up: %s", b)
+	}
+	release()
+	if b := c.Next(); !strings.Contains(string(b), `"id":"sub","error"`) || !strings.Contains(string(b), "unsubscribed before it started") {
+		t.Fatalf("subscribe unsubscribed while catching up: %s", b)
+	}
+	mesh.mu.Lock()
+	defer mesh.mu.Unlock()
+	if mesh.inUse["gated"] {
+		t.Fatal("the subscription lives on, holding its name")
+	}
 }

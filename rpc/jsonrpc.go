@@ -33,8 +33,8 @@ type message struct {
 }
 
 // item is one decoded element of a frame: a message, or (bad != nil) the
-// error response an invalid request earns, or neither for an invalid
-// response, which is dropped: answering a response could loop.
+// error response an invalid request earns, or neither for a response
+// without an id, which is dropped: answering a response could loop.
 type item struct {
 	msg *message
 	bad *response
@@ -141,22 +141,32 @@ func decodeObject(raw []byte) item {
 	return item{msg: m}
 }
 
-// decodeResponse validates a response to a request we sent. An invalid
-// one is dropped (an item with neither msg nor bad).
+// decodeResponse validates a response to a request we sent. One without
+// an id is dropped (an item with neither msg nor bad). One with an id but
+// otherwise invalid (no "jsonrpc":"2.0", both or neither of result and
+// error, an error that is not an object with an integer code and a string
+// message) answers its request as an invalid-request error, so that the
+// caller waiting for it learns of the bad answer instead of waiting on.
 func decodeResponse(version, id, result json.RawMessage, hasResult bool, errRaw json.RawMessage, hasError bool) item {
-	if string(version) != `"2.0"` || len(id) == 0 || isNull(id) || hasResult == hasError {
+	if len(id) == 0 || isNull(id) {
 		return item{}
 	}
 	m := &message{kind: kindResponse, ID: id}
-	if hasResult {
+	switch {
+	case string(version) != `"2.0"`:
+		m.Error = Errorf(CodeInvalidRequest, `invalid response: "jsonrpc" must be "2.0"`)
+	case hasResult == hasError:
+		m.Error = Errorf(CodeInvalidRequest, `invalid response: exactly one of "result" and "error" is required`)
+	case hasResult:
 		m.Result = result
-		return item{msg: m}
+	default:
+		var e Error
+		if errRaw[0] != '{' || json.Unmarshal(errRaw, &e) != nil {
+			m.Error = Errorf(CodeInvalidRequest, `invalid response: "error" must be an object with an integer "code" and a string "message"`)
+			break
+		}
+		m.Error = &e
 	}
-	var e Error
-	if json.Unmarshal(errRaw, &e) != nil || errRaw[0] != '{' {
-		return item{}
-	}
-	m.Error = &e
 	return item{msg: m}
 }
 

@@ -10,7 +10,7 @@ func TestDecodeFrame(t *testing.T) {
 	type want struct {
 		fatal string   // the fatal response, or ""
 		batch bool     //
-		items []string // per item: "req", "note", "resp", "drop" or the bad response
+		items []string // per item: "req", "note", "resp", "invalid resp", "drop" or the bad response
 	}
 	tests := []struct {
 		name  string
@@ -22,11 +22,11 @@ func TestDecodeFrame(t *testing.T) {
 		{"null id is a request", `{"jsonrpc":"2.0","id":null,"method":"m"}`, want{items: []string{"req"}}},
 		{"result response", `{"jsonrpc":"2.0","id":1,"result":null}`, want{items: []string{"resp"}}},
 		{"error response", `{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}`, want{items: []string{"resp"}}},
-		{"response with both", `{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":""}}`, want{items: []string{"drop"}}},
+		{"response with both", `{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":""}}`, want{items: []string{"invalid resp"}}},
 		{"response without id", `{"jsonrpc":"2.0","result":1}`, want{items: []string{"drop"}}},
 		{"response with null id", `{"jsonrpc":"2.0","id":null,"result":1}`, want{items: []string{"drop"}}},
-		{"response of version 1", `{"id":1,"result":1}`, want{items: []string{"drop"}}},
-		{"error that is not an object", `{"jsonrpc":"2.0","id":1,"error":"x"}`, want{items: []string{"drop"}}},
+		{"response of version 1", `{"id":1,"result":1}`, want{items: []string{"invalid resp"}}},
+		{"error that is not an object", `{"jsonrpc":"2.0","id":1,"error":"x"}`, want{items: []string{"invalid resp"}}},
 		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}", want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: invalid UTF-8"}}`}},
 		{"empty frame", ``, want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not a JSON value"}}`}},
 		{"only whitespace", " \n\t", want{fatal: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not a JSON value"}}`}},
@@ -71,6 +71,9 @@ func TestDecodeFrame(t *testing.T) {
 					got = append(got, mustMarshal(t, it.bad))
 				case it.msg == nil:
 					got = append(got, "drop")
+				case it.msg.kind == kindResponse && it.msg.Error != nil && strings.HasPrefix(it.msg.Error.Message, "invalid response"):
+					// Answers its request as an error: the caller stops waiting.
+					got = append(got, "invalid resp")
 				default:
 					got = append(got, kinds[it.msg.kind])
 				}

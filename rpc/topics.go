@@ -402,6 +402,13 @@ func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, 
 		cancel()
 		return nil, ErrClosed
 	}
+	if _, held := subs.cancel[id]; !held {
+		// mesh.unsubscribe took the id while the first fetch ran: the
+		// subscription ends here rather than live on unknown to the
+		// client, holding its name.
+		cancel()
+		return nil, Errorf(CodeInvalidParams, "invalid params: subscription %s was unsubscribed before it started", id)
+	}
 	subs.cancel[id] = cancel
 	return SubscribeResult{Subscription: id}, nil
 }

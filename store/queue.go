@@ -28,13 +28,18 @@ type Bounds struct {
 	// PerRecipientBytes bounds the queue's payload and metadata bytes
 	// addressed to one Message.To.
 	PerRecipientBytes int64
+	// PerSender and PerSenderBytes bound the queue's messages, and their
+	// payload and metadata bytes, addressed to one Message.To from one
+	// Message.From: one sender's share of a recipient's bound.
+	PerSender      int
+	PerSenderBytes int64
 }
 
 // EnqueueWithin is Enqueue into m.Queue, refused with an error wrapping
 // ErrFull when the message would take the queue past b. The check and the
 // write are one transaction: concurrent enqueues cannot overshoot.
 func (s *Store) EnqueueWithin(ctx context.Context, m Message, b Bounds) error {
-	if m.Queue == "" && (b.PerRecipient > 0 || b.Bytes > 0 || b.PerRecipientBytes > 0) {
+	if m.Queue == "" && b != (Bounds{}) {
 		return invalidf("bounds apply to named queues only")
 	}
 	_, err := s.enqueueWithin(ctx, m, b)
@@ -71,20 +76,26 @@ func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds) (string,
 				return fmt.Errorf("%w: queue %s holds %d bytes, the limit is %d", ErrFull, m.Queue, used, b.Bytes)
 			}
 		}
-		if (b.PerRecipient > 0 || b.PerRecipientBytes > 0) && m.To != "" {
+		if (b.PerRecipient > 0 || b.PerRecipientBytes > 0 || b.PerSender > 0 || b.PerSenderBytes > 0) && m.To != "" {
 			limit := b.PerRecipient
 			if limit <= 0 {
 				limit = math.MaxInt
 			}
-			n, used, err := usageTo(tx, m.Queue, m.To, limit)
+			all, from, err := usageTo(tx, m.Queue, m.To, m.From, limit)
 			if err != nil {
 				return err
 			}
-			if b.PerRecipient > 0 && n >= b.PerRecipient {
-				return fmt.Errorf("%w: queue %s holds %d messages for %s, the limit", ErrFull, m.Queue, n, m.To)
+			if b.PerRecipient > 0 && all.n >= b.PerRecipient {
+				return fmt.Errorf("%w: queue %s holds %d messages for %s, the limit", ErrFull, m.Queue, all.n, m.To)
 			}
-			if b.PerRecipientBytes > 0 && used+size > b.PerRecipientBytes {
-				return fmt.Errorf("%w: queue %s holds %d bytes for %s, the limit is %d", ErrFull, m.Queue, used, m.To, b.PerRecipientBytes)
+			if b.PerRecipientBytes > 0 && all.bytes+size > b.PerRecipientBytes {
+				return fmt.Errorf("%w: queue %s holds %d bytes for %s, the limit is %d", ErrFull, m.Queue, all.bytes, m.To, b.PerRecipientBytes)
+			}
+			if b.PerSender > 0 && from.n >= b.PerSender {
+				return fmt.Errorf("%w: queue %s holds %d messages for %s from %s, a sender's limit", ErrFull, m.Queue, from.n, m.To, m.From)
+			}
+			if b.PerSenderBytes > 0 && from.bytes+size > b.PerSenderBytes {
+				return fmt.Errorf("%w: queue %s holds %d bytes for %s from %s, a sender's limit is %d", ErrFull, m.Queue, from.bytes, m.To, m.From, b.PerSenderBytes)
 			}
 		}
 		return putOutbox(tx, m)
@@ -232,19 +243,30 @@ func scanDue(tx *bolt.Tx, queue string, fn func(next int64, sk []byte) (bool, er
 
 // countTo counts queue's messages addressed to to, stopping at limit.
 func countTo(tx *bolt.Tx, queue, to string, limit int) (int, error) {
-	n, _, err := usageTo(tx, queue, to, limit)
-	return n, err
+	all, _, err := usageTo(tx, queue, to, "", limit)
+	return all.n, err
 }
 
-// usageTo counts queue's messages addressed to to and their payload and
-// metadata bytes, stopping at limit messages.
-func usageTo(tx *bolt.Tx, queue, to string, limit int) (n int, size int64, err error) {
+// usage is a count of messages and their payload and metadata bytes.
+type usage struct {
+	n     int
+	bytes int64
+}
+
+// usageTo counts queue's messages addressed to to, all of them and those
+// from from, stopping at limit messages in all.
+func usageTo(tx *bolt.Tx, queue, to, from string, limit int) (all, fromUsage usage, err error) {
 	err = scanTo(tx, queue, to, nil, func(r msgRecord) bool {
-		n++
-		size += int64(len(r.Payload) + len(r.Metadata))
-		return n < limit
+		size := int64(len(r.Payload) + len(r.Metadata))
+		all.n++
+		all.bytes += size
+		if from != "" && r.From == from {
+			fromUsage.n++
+			fromUsage.bytes += size
+		}
+		return all.n < limit
 	})
-	return n, size, err
+	return all, fromUsage, err
 }
 
 // scanTo calls fn with queue's messages addressed to to in enqueue order,

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -174,5 +175,45 @@ func TestEnqueueWithinBoundsRecipientBytes(t *testing.T) {
 	two.To = "y"
 	if err := s.EnqueueWithin(ctx, two, b); err != nil {
 		t.Fatalf("a message for y: %v", err)
+	}
+}
+
+// TestEnqueueWithinBoundsPerSender: PerSender and PerSenderBytes refuse a
+// message that would take one sender's share of a recipient past them,
+// while other senders still reach that recipient and the sender still
+// reaches others.
+func TestEnqueueWithinBoundsPerSender(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	put := func(id, from, to string, b Bounds) error {
+		m := msg(id, "agent:"+to)
+		m.From, m.To, m.Queue = from, to, "mbx"
+		return s.EnqueueWithin(ctx, m, b)
+	}
+	count := Bounds{PerRecipient: 10, PerSender: 2}
+	for i, from := range []string{"a", "a", "b"} {
+		if err := put(fmt.Sprint("c", i), from, "x", count); err != nil {
+			t.Fatalf("message %d from %s: %v", i, from, err)
+		}
+	}
+	if err := put("c3", "a", "x", count); !errors.Is(err, ErrFull) {
+		t.Fatalf("a's third message for x: %v, want ErrFull", err)
+	}
+	if err := put("c4", "b", "x", count); err != nil {
+		t.Fatalf("b's second message for x: %v", err)
+	}
+	if err := put("c5", "a", "y", count); err != nil {
+		t.Fatalf("a's first message for y: %v", err)
+	}
+	size := int64(len(msg("", "").Payload))
+	bytes := Bounds{PerSenderBytes: size + 1}
+	if err := put("b0", "a", "z", bytes); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("b1", "a", "z", bytes); !errors.Is(err, ErrFull) {
+		t.Fatalf("a's second message for z past its bytes: %v, want ErrFull", err)
+	}
+	if err := put("b2", "b", "z", bytes); err != nil {
+		t.Fatalf("b's message for z: %v", err)
 	}
 }
