@@ -1,9 +1,10 @@
 package protocol
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/meshagent/meshagent/sign"
 )
 
 // maxDepth is how deeply arrays and objects may nest, encoding/json's
@@ -61,7 +62,7 @@ func (s *scanner) str() (raw []byte, slow bool, err error) {
 	for s.pos < len(s.data) {
 		// Most of a string is printable ASCII: skip it a word at a time,
 		// then a byte at a time up to the first byte that is not.
-		s.pos += plainRun(s.data[s.pos:])
+		s.pos += sign.PlainStringRun(s.data[s.pos:])
 		for s.pos < len(s.data) && plainByte[s.data[s.pos]] {
 			s.pos++
 		}
@@ -115,25 +116,6 @@ var plainByte = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// plainRun returns how many bytes at the start of b a JSON string holds as
-// they are (printable ASCII but the quote and the backslash), eight at a
-// time: the bulk of a message is such text, and a byte at a time the
-// string scan cost more than the rest of the parse.
-func plainRun(b []byte) int {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		q, bs := x^(lo*'"'), x^(lo*'\\')
-		// Each term is non-zero iff some byte is a control character, a
-		// quote, a backslash, or not ASCII (exact for the word as a whole).
-		if ((x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs|x)&hi != 0 {
-			break
-		}
-	}
-	return i
-}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -315,25 +314,5 @@ func TestDecodeStrictOddTypes(t *testing.T) {
 	}
 	if err := DecodeStrict([]byte(`{"u":{}}`), &v); err == nil {
 		t.Fatal("an object into a nil interface with methods must be refused, as encoding/json does")
-	}
-}
-
-// plainRun must stop at the first word holding any byte a string cannot
-// hold as it is, wherever in the word it sits, and never before.
-func TestPlainRun(t *testing.T) {
-	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
-	buf := bytes.Repeat([]byte{'a'}, 24)
-	for c := range 256 {
-		for pos := range len(buf) {
-			buf[pos] = byte(c)
-			want := len(buf) / 8 * 8
-			if !plain(byte(c)) {
-				want = pos / 8 * 8
-			}
-			if got := plainRun(buf); got != want {
-				t.Fatalf("byte %#x at %d: plainRun = %d, want %d", c, pos, got, want)
-			}
-			buf[pos] = 'a'
-		}
 	}
 }

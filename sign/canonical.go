@@ -217,7 +217,7 @@ func (c *checker) str() (raw []byte, simple bool, err error) {
 	start := c.i
 	simple = true
 	for c.i < len(c.b) {
-		c.i += plainRun(c.b[c.i:])
+		c.i += PlainStringRun(c.b[c.i:])
 		if c.i == len(c.b) {
 			break
 		}
@@ -269,11 +269,13 @@ func (c *checker) str() (raw []byte, simple bool, err error) {
 	return nil, false, c.fail("unterminated string")
 }
 
-// plainRun returns how many bytes at the start of b a JSON string holds as
-// they are (printable ASCII but the quote and the backslash), eight at a
-// time: the bulk of a message is such text, and a byte at a time the
-// string scan cost more than the rest of the parse.
-func plainRun(b []byte) int {
+// PlainStringRun returns how many bytes at the start of b, a multiple of
+// eight, a JSON string holds as they are (printable ASCII but the quote
+// and the backslash), checked eight at a time: the bulk of a message is
+// such text, and a byte at a time the string scan cost more than the rest
+// of the parse. The canonical check here and protocol's strict decoder
+// both scan strings with it.
+func PlainStringRun(b []byte) int {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(b); i += 8 {

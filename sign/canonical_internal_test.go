@@ -50,7 +50,7 @@ func TestFoldKeyMatchesEqualFold(t *testing.T) {
 	}
 }
 
-// plainRun must stop at the first word holding any byte a string cannot
+// PlainStringRun must stop at the first word holding any byte a string cannot
 // hold as it is, wherever in the word it sits, and never before.
 func TestPlainRun(t *testing.T) {
 	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
@@ -62,8 +62,8 @@ func TestPlainRun(t *testing.T) {
 			if !plain(byte(c)) {
 				want = pos / 8 * 8
 			}
-			if got := plainRun(buf); got != want {
-				t.Fatalf("byte %#x at %d: plainRun = %d, want %d", c, pos, got, want)
+			if got := PlainStringRun(buf); got != want {
+				t.Fatalf("byte %#x at %d: PlainStringRun = %d, want %d", c, pos, got, want)
 			}
 			buf[pos] = 'a'
 		}
