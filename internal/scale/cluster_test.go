@@ -42,6 +42,8 @@ type params struct {
 	rate      int           // publish rate, messages/s
 	published int           // messages published at rate
 	idle      time.Duration // idle window for CPU
+	// discoveryOnly skips the topic, CPU and memory figures.
+	discoveryOnly bool
 }
 
 // sparse returns, for each node i > 0, one or two random earlier nodes
@@ -113,6 +115,12 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params, base uint64) Row
 	r.DiscoverP50Ms, r.DiscoverP99Ms = quantile(lat, 50), quantile(lat, 99)
 	if samples > 0 {
 		r.QueriedPerLookup = float64(queried) / float64(samples)
+	}
+	if p.discoveryOnly {
+		nan := math.NaN()
+		r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio = nan, nan, nan
+		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode = nan, nan, nan, nan
+		return r
 	}
 	publishPhase(t, c, p, &r)
 	before := cpuTime()

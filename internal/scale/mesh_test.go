@@ -3,13 +3,17 @@ package scale
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -42,7 +46,20 @@ func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
 		if i == c.prov {
 			opts = append(opts, node.WithServices(svc))
 		}
-		c.nodes = append(c.nodes, meshtest.Node(t, 1000+i, opts...))
+		nd := meshtest.Node(t, 1000+i, opts...)
+		// As the raw baseline does, each node is connected to its
+		// bootstrap peers before the next starts: both kinds start from
+		// the same sparse graph.
+		for _, j := range boot {
+			id := c.nodes[j].ID()
+			wait.For(t, 30*time.Second, func() error {
+				if nd.Host().Network().Connectedness(id) != network.Connected {
+					return fmt.Errorf("node %d is not connected to its bootstrap peer %d", i, j)
+				}
+				return nil
+			})
+		}
+		c.nodes = append(c.nodes, nd)
 	}
 	return c
 }
