@@ -24,6 +24,9 @@ const probe = "scale-probe"
 // probeTopic is the topic published to; subscribers use its family.
 const probeTopic, probePattern = "scale:x", "scale:*"
 
+// joinBound bounds the wait for a starting node's bootstrap connections.
+const joinBound = 30 * time.Second
+
 // meshCluster is N agents with the DHT and topics on, as the product runs.
 type meshCluster struct {
 	nodes []*node.Node
@@ -34,6 +37,7 @@ type meshCluster struct {
 func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
 	c := &meshCluster{prov: n - 1, rep: newGossipReporter()}
 	svc := node.Service{Capability: protocol.Capability{Name: probe, Description: "the capability the scale harness discovers"}, Handler: node.EchoHandler()}
+	overloaded := false // a node did not join within joinBound
 	for i, boot := range sparse(rng, n) {
 		opts := []node.Option{node.WithDHT(true), node.WithHostOptions(libp2p.BandwidthReporter(c.rep))}
 		var addrs []ma.Multiaddr
@@ -49,15 +53,23 @@ func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
 		nd := meshtest.Node(t, 1000+i, opts...)
 		// As the raw baseline does, each node is connected to its
 		// bootstrap peers before the next starts: both kinds start from
-		// the same sparse graph.
+		// the same sparse graph. A node that cannot connect within the
+		// bound is left to its own retries, and the later ones are not
+		// waited for: the figures then say what such a mesh does.
 		for _, j := range boot {
+			if overloaded {
+				break
+			}
 			id := c.nodes[j].ID()
-			wait.For(t, 30*time.Second, func() error {
+			if err := wait.Until(joinBound, func() error {
 				if nd.Host().Network().Connectedness(id) != network.Connected {
 					return fmt.Errorf("node %d is not connected to its bootstrap peer %d", i, j)
 				}
 				return nil
-			})
+			}); err != nil {
+				t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
+				overloaded = true
+			}
 		}
 		c.nodes = append(c.nodes, nd)
 	}
