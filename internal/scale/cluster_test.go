@@ -35,6 +35,10 @@ type cluster interface {
 	reporter() *gossipReporter
 }
 
+// attemptBound bounds one discovery attempt: each retry of a finder, and
+// each sampled lookup (a lookup that fails, fails by then).
+const attemptBound = 10 * time.Second
+
 // params bound each step so that a run at small N fits in CI time.
 type params struct {
 	step      time.Duration // bound of each waiting step
@@ -105,7 +109,7 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params, base uint64) Row
 		if i == c.provider() {
 			continue
 		}
-		d, q, ok := lookup(c, i, p.step)
+		d, q, ok := lookup(c, i, attemptBound)
 		if ok {
 			lat = append(lat, d)
 		}
@@ -150,7 +154,7 @@ func allDiscover(t *testing.T, c cluster, p params) (float64, int) {
 		}
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+				lctx, lcancel := context.WithTimeout(ctx, attemptBound)
 				ok, _ := c.find(lctx, i)
 				lcancel()
 				if ok {
