@@ -28,8 +28,9 @@ type Directory struct {
 	kick   chan struct{}
 	done   chan struct{}
 
-	mu   sync.Mutex
-	keys []cid.Cid // advertised keys
+	mu     sync.Mutex
+	keys   []cid.Cid                   // advertised keys
+	topics map[context.Context]cid.Cid // topic keys, while their advertiser's context lives
 
 	closeOnce sync.Once
 	closeErr  error
@@ -82,8 +83,9 @@ func New(h host.Host, opts ...Option) (*Directory, error) {
 		cancel: cancel,
 		kick:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		topics: map[context.Context]cid.Cid{},
 	}
-	go d.reprovideLoop()
+	go d.provideLoop()
 	return d, nil
 }
 
@@ -96,8 +98,9 @@ func (d *Directory) Bootstrap(ctx context.Context) error {
 }
 
 // Advertise replaces the advertised capability set. Its keys are provided
-// at once (in the background) and re-provided every re-provide interval;
-// keys no longer in the set are not re-provided and expire.
+// at once (in the background), again whenever the routing table has
+// doubled since (see provideLoop), and every re-provide interval; keys no
+// longer in the set are not re-provided and expire.
 func (d *Directory) Advertise(caps []protocol.Capability) {
 	set := keysOf(caps)
 	keys := make([]cid.Cid, 0, len(set))
@@ -110,57 +113,6 @@ func (d *Directory) Advertise(caps []protocol.Capability) {
 	select {
 	case d.kick <- struct{}{}:
 	default:
-	}
-}
-
-// retryAfter is the first delay before providing again after a failure
-// (typically an empty routing table while the mesh is joining); it doubles
-// up to the re-provide interval.
-const retryAfter = 500 * time.Millisecond
-
-func (d *Directory) reprovideLoop() {
-	defer close(d.done)
-	t := time.NewTimer(d.every)
-	defer t.Stop()
-	retry := retryAfter
-	for {
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-d.kick:
-			retry = retryAfter
-		case <-t.C:
-		}
-		d.mu.Lock()
-		keys := d.keys
-		d.mu.Unlock()
-		failed := false
-		for _, k := range keys {
-			ctx, cancel := context.WithTimeout(d.ctx, d.every)
-			err := d.provide(ctx, k)
-			cancel()
-			if d.ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				failed = true
-				d.log.Debug("dht: provide failed", "key", k, "err", err)
-			}
-		}
-		next := d.every
-		if failed {
-			next = min(retry, d.every)
-			retry *= 2
-		} else {
-			retry = retryAfter
-		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
-		}
-		t.Reset(next)
 	}
 }
 

@@ -20,7 +20,16 @@
 // record, so it is a network-wide setting and every agent of one mesh must
 // use the same value. Advertise replaces the advertised set, provides every
 // key at once and re-provides the set every re-provide interval
-// (WithReprovideInterval, half the TTL by default). Kademlia cannot revoke a
+// (WithReprovideInterval, half the TTL by default).
+//
+// A provide stores the record at the peers closest to the key that its
+// lookup finds, so a record provided while the agent or the mesh is
+// joining lands on the few peers it knows, not on those later lookups end
+// at. The directory therefore also provides its keys (capabilities' and
+// the topics' it advertises) again each time its routing table has doubled
+// since the last round: log2 of the table's size in rounds, nearly all
+// while joining. Each provide is bounded (a minute), so one stuck on dials
+// that time out cannot hold the next round back. Kademlia cannot revoke a
 // record: a key dropped from the set is simply no longer re-provided and
 // disappears from the directory once its records expire, at most one TTL
 // later. The same holds for an agent that stops.

@@ -25,18 +25,19 @@ type topicDiscovery struct{ d *Directory }
 var _ discovery.Discovery = topicDiscovery{}
 
 // Advertise provides the namespace's key and returns when to do it again
-// (the directory's re-provide interval). A failed provide, typically an
+// (the directory's re-provide interval). While ctx lives the directory
+// also provides the key whenever its routing table doubles, as it does
+// the capabilities' (see Advertise). A failed provide, typically an
 // empty routing table while the node is joining, is retried here with a
 // backoff until it succeeds or ctx ends, because go-libp2p-pubsub would
 // otherwise wait two minutes before its next attempt.
 func (t topicDiscovery) Advertise(ctx context.Context, ns string, _ ...discovery.Option) (time.Duration, error) {
 	d := t.d
 	k := TopicKey(ns)
+	d.holdTopic(ctx, k)
 	retry := retryAfter
 	for {
-		pctx, cancel := context.WithTimeout(ctx, d.every)
-		err := d.provide(pctx, k)
-		cancel()
+		err := d.provideBounded(ctx, k)
 		if err == nil {
 			return d.every, nil
 		}

@@ -5,8 +5,11 @@
 // -scale flag is given) so that it can start nodes the way the package
 // tests do; production code never imports this package. For each size N
 // it starts N agents on loopback in one process, each bootstrapped to one
-// or two random earlier agents with mDNS off, and records the figures of
-// Row. It then builds the same shape with plain libp2p hosts running
+// or two random earlier agents with mDNS off and connected to them before
+// the next starts (as the raw hosts are, so that both kinds are measured
+// from the same sparse graph, not one of them while it forms), and
+// records the figures of Row. -scale.kinds and -scale.discovery narrow a
+// run to one kind or to the discovery figures. It then builds the same shape with plain libp2p hosts running
 // kad-dht and GossipSub with their defaults and records the same figures.
 // WriteCSV and Plot turn the rows into a CSV and one PNG per figure, both
 // kinds side by side against N.

@@ -3,13 +3,17 @@ package scale
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
@@ -20,6 +24,9 @@ const probe = "scale-probe"
 
 // probeTopic is the topic published to; subscribers use its family.
 const probeTopic, probePattern = "scale:x", "scale:*"
+
+// joinBound bounds the wait for a starting node's bootstrap connections.
+const joinBound = 30 * time.Second
 
 // meshCluster is N agents with the DHT and topics on, as the product runs.
 type meshCluster struct {
@@ -32,6 +39,7 @@ type meshCluster struct {
 func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
 	c := &meshCluster{prov: n - 1, rep: newGossipReporter(), kind: newKindTracer()}
 	svc := node.Service{Capability: protocol.Capability{Name: probe, Description: "the capability the scale harness discovers"}, Handler: node.EchoHandler()}
+	overloaded := false // a node did not join within joinBound
 	for i, boot := range sparse(rng, n) {
 		opts := []node.Option{node.WithDHT(true), node.WithHostOptions(libp2p.BandwidthReporter(c.rep)), node.WithPubSubOptions(pubsub.WithRawTracer(c.kind))}
 		var addrs []ma.Multiaddr
@@ -44,7 +52,28 @@ func startMesh(t *testing.T, rng *rand.Rand, n int) *meshCluster {
 		if i == c.prov {
 			opts = append(opts, node.WithServices(svc))
 		}
-		c.nodes = append(c.nodes, meshtest.Node(t, 1000+i, opts...))
+		nd := meshtest.Node(t, 1000+i, opts...)
+		// As the raw baseline does, each node is connected to its
+		// bootstrap peers before the next starts: both kinds start from
+		// the same sparse graph. A node that cannot connect within the
+		// bound is left to its own retries, and the later ones are not
+		// waited for: the figures then say what such a mesh does.
+		for _, j := range boot {
+			if overloaded {
+				break
+			}
+			id := c.nodes[j].ID()
+			if err := wait.Until(joinBound, func() error {
+				if nd.Host().Network().Connectedness(id) != network.Connected {
+					return fmt.Errorf("node %d is not connected to its bootstrap peer %d", i, j)
+				}
+				return nil
+			}); err != nil {
+				t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
+				overloaded = true
+			}
+		}
+		c.nodes = append(c.nodes, nd)
 	}
 	return c
 }

@@ -21,6 +21,8 @@ var (
 	idle    = flag.Duration("scale.idle", 5*time.Second, "idle window for CPU")
 	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
 	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each publish phase to this prefix + -<kind>-<N>.pprof")
+	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw")
+	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
 )
 
 // TestScale is the harness's entry: for each size it measures the mesh,
@@ -29,14 +31,17 @@ func TestScale(t *testing.T) {
 	if !*run {
 		t.Skip("the scale harness runs with -scale (make scale)")
 	}
-	p := params{step: *step, lookups: *lookups, rate: 20, published: *pubs, idle: *idle}
+	p := params{step: *step, lookups: *lookups, rate: 20, published: *pubs, idle: *idle, discoveryOnly: *disc}
 	var rows []Row
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 3 {
 			t.Fatalf("-scale.n: %q is not a size of at least 3", f)
 		}
-		for _, kind := range []string{KindMesh, KindRaw} {
+		for _, kind := range strings.Split(*kinds, ",") {
+			if kind != KindMesh && kind != KindRaw {
+				t.Fatalf("-scale.kinds: %q is neither %s nor %s", kind, KindMesh, KindRaw)
+			}
 			t.Run(fmt.Sprintf("N=%d/%s", n, kind), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(*seed, uint64(n)))
 				base := heapAndStacks()
