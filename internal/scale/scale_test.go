@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,6 +38,9 @@ func TestScale(t *testing.T) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 3 {
 			t.Fatalf("-scale.n: %q is not a size of at least 3", f)
+		}
+		if err := enoughDescriptors(n); err != nil {
+			t.Fatal(err)
 		}
 		for _, kind := range strings.Split(*kinds, ",") {
 			if kind != KindMesh && kind != KindRaw {
@@ -73,4 +77,22 @@ func TestScale(t *testing.T) {
 	if err := Plot(*out, rows); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// enoughDescriptors refuses a size the process cannot open the sockets
+// for, before it starts, rather than failing minutes in with "too many
+// open files": in one process every agent ends up connected to nearly
+// every other and both ends of each loopback connection are this
+// process's, so N agents hold about N² descriptors, plus their listeners
+// and stores (64 each is ample). make scale raises the soft limit first.
+func enoughDescriptors(n int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil // not knowable here: let the run say
+	}
+	need := uint64(n*n + 64*n)
+	if lim.Cur < need {
+		return fmt.Errorf("N=%d needs about %d file descriptors in one process and the limit is %d: raise it (ulimit -n %d; make scale does when it may)", n, need, lim.Cur, need)
+	}
+	return nil
 }
