@@ -1,9 +1,12 @@
 package scale
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 )
 
@@ -71,4 +74,45 @@ func WriteCSV(w io.Writer, rows []Row) error {
 		return fmt.Errorf("scale: csv: %w", err)
 	}
 	return nil
+}
+
+// Median returns a row whose every figure is the median of that figure
+// over runs of one kind at one size (each figure on its own, so the
+// result need not be any single run), which is what a table of several
+// noisy runs should quote. A NaN (not every node discovered within the
+// bound) sorts above every number: it is the worst outcome. With an even
+// number of runs it takes the upper middle. Median panics on no runs.
+func Median(runs []Row) Row {
+	m := Row{Kind: runs[0].Kind, N: runs[0].N}
+	fields := func(r *Row) []*float64 {
+		return []*float64{&r.AllDiscoverMs, &r.DiscoverP50Ms, &r.DiscoverP99Ms, &r.QueriedPerLookup,
+			&r.PublishP50Ms, &r.PublishP99Ms, &r.DeliveryRatio, &r.MsgsPerNodePerPub,
+			&r.BytesPerNodePerPub, &r.IdleCPUPercent, &r.MemMiBPerNode}
+	}
+	out := fields(&m)
+	vals := make([]float64, len(runs))
+	for i := range out {
+		for j := range runs {
+			vals[j] = *fields(&runs[j])[i]
+		}
+		slices.SortFunc(vals, func(a, b float64) int {
+			switch {
+			case math.IsNaN(a) && math.IsNaN(b):
+				return 0
+			case math.IsNaN(a):
+				return 1
+			case math.IsNaN(b):
+				return -1
+			}
+			return cmp.Compare(a, b)
+		})
+		*out[i] = vals[len(vals)/2]
+	}
+	discovered := make([]int, len(runs))
+	for j, r := range runs {
+		discovered[j] = r.Discovered
+	}
+	slices.Sort(discovered)
+	m.Discovered = discovered[len(discovered)/2]
+	return m
 }

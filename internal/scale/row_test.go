@@ -41,3 +41,33 @@ func TestWriteCSVAndPlot(t *testing.T) {
 		}
 	}
 }
+
+// Median takes each figure's median on its own, ranks a NaN (not all
+// discovered) as the worst, and keeps the kind and size.
+func TestMedian(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name string
+		all  []float64
+		p50  []float64
+		want [2]float64
+	}{
+		{"odd", []float64{3, 1, 2}, []float64{10, 30, 20}, [2]float64{2, 20}},
+		{"one NaN is the worst", []float64{nan, 1, 2}, []float64{1, 1, 1}, [2]float64{2, 1}},
+		{"two NaN", []float64{nan, 1, nan}, []float64{5, 4, 6}, [2]float64{nan, 5}},
+		{"even takes the upper middle", []float64{4, 1, 3, 2}, []float64{1, 2, 3, 4}, [2]float64{3, 3}},
+	} {
+		runs := make([]Row, len(tc.all))
+		for i := range runs {
+			runs[i] = Row{Kind: KindMesh, N: 50, AllDiscoverMs: tc.all[i], DiscoverP50Ms: tc.p50[i], Discovered: 40 + i}
+		}
+		m := Median(runs)
+		same := func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+		if m.Kind != KindMesh || m.N != 50 || !same(m.AllDiscoverMs, tc.want[0]) || !same(m.DiscoverP50Ms, tc.want[1]) {
+			t.Errorf("%s: Median = %+v, want all %v p50 %v", tc.name, m, tc.want[0], tc.want[1])
+		}
+		if m.Discovered != 40+len(runs)/2 {
+			t.Errorf("%s: Discovered = %d", tc.name, m.Discovered)
+		}
+	}
+}

@@ -24,6 +24,7 @@ var (
 	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each publish phase to this prefix + -<kind>-<N>.pprof")
 	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw")
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
+	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
 )
 
 // TestScale is the harness's entry: for each size it measures the mesh,
@@ -46,21 +47,29 @@ func TestScale(t *testing.T) {
 			if kind != KindMesh && kind != KindRaw {
 				t.Fatalf("-scale.kinds: %q is neither %s nor %s", kind, KindMesh, KindRaw)
 			}
-			t.Run(fmt.Sprintf("N=%d/%s", n, kind), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(*seed, uint64(n)))
-				base := heapAndStacks()
-				var c cluster
-				if kind == KindMesh {
-					c = startMesh(t, rng, n)
-				} else {
-					c = startRaw(t, rng, n, p.step)
-				}
-				start := time.Now()
-				r := measure(t, rng, c, p, base)
-				r.Kind = kind
-				t.Logf("%s N=%d in %s: %+v", kind, n, time.Since(start).Round(time.Second), r)
-				rows = append(rows, r)
-			})
+			var done []Row
+			for run := range max(*runs, 1) {
+				t.Run(fmt.Sprintf("N=%d/%s/%d", n, kind, run+1), func(t *testing.T) {
+					// Each run its own topology and samples, the same for
+					// both kinds.
+					rng := rand.New(rand.NewPCG(*seed+uint64(run), uint64(n)))
+					base := heapAndStacks()
+					var c cluster
+					if kind == KindMesh {
+						c = startMesh(t, rng, n)
+					} else {
+						c = startRaw(t, rng, n, p.step)
+					}
+					start := time.Now()
+					r := measure(t, rng, c, p, base)
+					r.Kind = kind
+					t.Logf("%s N=%d in %s: %+v", kind, n, time.Since(start).Round(time.Second), r)
+					done = append(done, r)
+				})
+			}
+			if len(done) > 0 {
+				rows = append(rows, Median(done))
+			}
 		}
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
