@@ -98,18 +98,23 @@ func TestProviderStartedFirstFoundByAll(t *testing.T) {
 	for i, h := range m.hosts {
 		ids[i] = h.ID()
 	}
+	// A lookup ends by asking the peers closest to the key, so the record
+	// must reach some of them. Not all: one that joined after the
+	// provider's last doubling of its routing table gets the record only at
+	// the next provide, and a lookup finds it at the others meanwhile.
 	wait.For(t, 30*time.Second, func() error {
-		for _, p := range closest(ids, key, 4) {
+		near := closest(ids, key, 4)
+		for _, p := range near {
 			i := slices.Index(ids, p)
 			ps, err := m.dirs[i].kad.ProviderStore().GetProviders(context.Background(), key)
 			if err != nil {
 				return err
 			}
-			if p != prov && !slices.ContainsFunc(ps, func(ai peer.AddrInfo) bool { return ai.ID == prov }) {
-				return fmt.Errorf("agent %d, among the 4 closest to the key, has no record of the provider", i)
+			if p == prov || slices.ContainsFunc(ps, func(ai peer.AddrInfo) bool { return ai.ID == prov }) {
+				return nil
 			}
 		}
-		return nil
+		return fmt.Errorf("none of the 4 agents closest to the key has a record of the provider")
 	})
 	var mu sync.Mutex
 	found := map[int]bool{}
