@@ -92,12 +92,7 @@ func TestDurableCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 10*time.Second, func() error {
-		if len(pub.Peers("news:0")) < 2 {
-			return errors.New("the publisher does not see both subscribers yet")
-		}
-		return nil
-	})
+	seesBoth(t, pub)
 	publishN(t, pub, archive, 0, 5)
 	r1.waitFor(t, 5)
 	d.Cancel()
@@ -256,12 +251,7 @@ func TestDurableRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 10*time.Second, func() error {
-		if len(pub.Peers("news:0")) < 2 {
-			return errors.New("the publisher does not see both subscribers yet")
-		}
-		return nil
-	})
+	seesBoth(t, pub)
 	publishN(t, pub, archive, 0, 6)
 	wait.For(t, 10*time.Second, func() error {
 		if !errors.Is(d.Halted(), refusal) {
@@ -314,12 +304,7 @@ func TestDurableSlowHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 10*time.Second, func() error {
-		if len(pub.Peers("news:0")) < 2 {
-			return errors.New("the publisher does not see both subscribers yet")
-		}
-		return nil
-	})
+	seesBoth(t, pub)
 	publishN(t, pub, archive, 0, 1)
 	closed(t, holding)
 	publishN(t, pub, archive, 1, 10)
@@ -418,4 +403,16 @@ func TestDurableHeldBytes(t *testing.T) {
 	if got := b.held.Load(); got != 0 {
 		t.Fatalf("%d bytes still counted once every subscription let go", got)
 	}
+}
+
+// seesBoth waits until pub has the keeper and the subscriber as topic
+// peers of news:0, so that what it publishes next reaches both.
+func seesBoth(t *testing.T, pub *Topics) {
+	t.Helper()
+	wait.For(t, 10*time.Second, func() error {
+		if len(pub.Peers("news:0")) < 2 {
+			return errors.New("the publisher does not see both subscribers yet")
+		}
+		return nil
+	})
 }
