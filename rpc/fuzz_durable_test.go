@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,23 +59,7 @@ func FuzzDurableAnswer(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	srv, err := New(&durableFuzzMesh{}, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		f.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	fb := &fuzzServer{url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/"}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	fb.honest, err = Dial(ctx, fb.url, WithClientID("honest"), WithClientInfo(ClientInfo{Name: "fuzz"}))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		_ = fb.honest.Close()
-		_ = srv.Close()
-		hs.Close()
-	})
+	fb := newFuzzServerOn(f, &durableFuzzMesh{})
 	f.Fuzz(func(t *testing.T, answer []byte) {
 		if len(answer) > 16<<10 || bytes.Contains(answer, []byte(`"unsub"`)) {
 			return // the size limit closes the connection: not this target's case

@@ -58,7 +58,13 @@ type fuzzServer struct {
 
 func newFuzzServer(f testing.TB) *fuzzServer {
 	f.Helper()
-	srv, err := New(fakemesh.Instant{}, WithLogger(slog.New(slog.DiscardHandler)), WithProvider(fuzzProvider{}))
+	return newFuzzServerOn(f, fakemesh.Instant{}, WithProvider(fuzzProvider{}))
+}
+
+// newFuzzServerOn is newFuzzServer on the mesh given, with opts.
+func newFuzzServerOn(f testing.TB, mesh Mesh, opts ...Option) *fuzzServer {
+	f.Helper()
+	srv, err := New(mesh, append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
 		f.Fatal(err)
 	}
