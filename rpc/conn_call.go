@@ -115,6 +115,14 @@ func (p *PendingCall) Wait(ctx context.Context, result any) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.wc.Context().Done():
-		return ErrClosed
+		// The reader hands an answer over before it reads the close that
+		// follows it: an answer the client sent before leaving counts
+		// (a durable subscription's last message is not delivered again).
+		select {
+		case m := <-p.ch:
+			return m.decodeResult(p.method, result)
+		default:
+			return ErrClosed
+		}
 	}
 }
