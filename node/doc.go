@@ -86,7 +86,7 @@
 // agents, 200 s at 1,000, at most MaxHeartbeatInterval), so that a mesh of
 // any size sends about what 50 agents send at the interval given: 5
 // heartbeats a second at the default, a few tenths of a millisecond of
-// CPU and some 20 KB/s for each agent. Each heartbeat announces the
+// CPU and some 20 KB/s of forwarding for each agent. Each heartbeat announces the
 // interval until the next, and receivers judge staleness by it (stale
 // after StaleAfter intervals, dropped after DropAfter), so a stretched
 // interval needs nothing of them and older nodes read it too. What a

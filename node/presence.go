@@ -177,9 +177,9 @@ func (n *Node) kickPresence() {
 
 // presenceLoop sends heartbeats (when enabled) and forgets agents whose
 // heartbeats stopped long ago. Each heartbeat is due an interval after
-// the last one, whatever made that one go out: the interval is the one
-// the last heartbeat announced (heartbeatInterval), so that receivers,
-// who judge staleness by it, are never promised less than they get.
+// the last one, whatever made that one go out, and the interval is the
+// one the last heartbeat announced (heartbeatInterval): receivers judge
+// staleness by it, so none waits longer than it was told.
 //
 // It also sends one soon after a newcomer connects, so that the newcomer
 // sees this agent's status at once rather than an interval later. A
@@ -273,11 +273,12 @@ const (
 // KB each), and its id goes out in gossip. At a fixed interval that cost
 // grows with the mesh (N/10 heartbeats a second at 10 s: 100 at 1,000
 // agents); held at 5 a second it stays near a quarter of a millisecond of
-// CPU and some 20 KB/s per agent whatever the mesh's size, small beside
-// the topic traffic agents exist for. Meshes of up to 50 agents (a team's
-// agents on one network, the common case) keep the interval they were
-// given and the staleness it gives, and an operator who sets a shorter
-// interval has asked for a larger budget and gets it.
+// CPU and some 20 KB/s of forwarding per agent (plus the ids in gossip)
+// whatever the mesh's size, small beside the topic traffic agents exist
+// for. Meshes of up to 50 agents (a team's agents on one network, the
+// common case) keep the interval they were given and the staleness it
+// gives, and an operator who sets a shorter interval has asked for a
+// larger budget and gets it.
 const presenceAgents = 50
 
 // heartbeatInterval is the interval this node announces and keeps: the
