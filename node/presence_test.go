@@ -200,6 +200,13 @@ func TestHeartbeatIntervalGrowsWithTheMesh(t *testing.T) {
 	node.HearAgents(a, known)
 	a.SetBusy(true) // a heartbeat at once
 	heard(stretched)
+	// b's presence records the heartbeat on a goroutine of its own.
+	wait.For(t, 10*time.Second, func() error {
+		if s := peerInfo(b, a.AgentID()).Status; s != protocol.StatusBusy {
+			return fmt.Errorf("b shows a %q, want busy", s)
+		}
+		return nil
+	})
 
 	// Past DropAfter configured intervals, within StaleAfter stretched ones.
 	age := every*node.DropAfter + every
