@@ -42,10 +42,11 @@
 // the two sides works against itself: each takes the other's IHAVE ids
 // for messages it has not seen and fetches messages it already has, and
 // never sees the id it asked for arrive, which GossipSub counts as a
-// broken promise and penalises; once those penalties make a peer's score
-// negative the two stop grafting each other, and messages cross between
-// old and new nodes by gossip, a heartbeat or so later, until all are
-// upgraded.
+// broken promise and penalises. A peer of the other version that gossips
+// to a node every heartbeat ends with a negative score there, and a
+// negative score keeps a peer out of the mesh: as meshes turn over,
+// more messages cross between old and new nodes by gossip, a heartbeat
+// or so later, until all are upgraded.
 //
 // # Validation
 //
