@@ -84,24 +84,25 @@
 //     are the deposit's transaction. A deposit that deferred items cannot
 //     make room for is "full", as before.
 //
-// Deferred items lose their place and nothing else: items the agent has
-// not fetched yet never do. An unseen item is
-// indistinguishable from an honest one to the relay, and displacing it
-// would lose what its sender was told was kept. What is displaced had
-// been answered "ok", and no path runs back to its sender, so the relay
-// logs each one (sender, item, when it was deferred) at warning level and
-// counts it (Server.Displaced, exported by a node as
-// meshagent_mailbox_displaced_total); the agent logged it when it deferred it.
-// A deposit answered "full" loses nothing: the sender's outbox keeps the
-// message and tries the mailboxes again, or delivers it directly when it
-// sees the agent.
+// Only deferred items are displaced. An item the agent has not fetched
+// never is: the relay cannot tell it from an honest one, and its sender
+// was told it is kept. A displaced item was answered "ok" too, and no
+// path leads back to its sender, so the relay logs each one at warning
+// level (agent, sender, item, when it was deferred) and counts it
+// (Server.Displaced, exported by a node as
+// meshagent_mailbox_displaced_total); the agent logged it when it left it
+// for later. A deposit answered "full" loses nothing: the sender's outbox
+// keeps the message, tries the mailboxes again on its next pass, and
+// delivers it directly when it sees the agent.
 //
-// Why not a fair share (capacity / distinct senders) that lets a sender
-// under it displace one over it: with free identities every attacker
-// identity is under its share, and it would displace honest items that
-// the agent has never seen. What remains possible, and is visible in the
-// count: an attacker depositing as fast as deferred items age keeps the
-// mailbox full only while it keeps depositing (and only once the agent
-// has deferred what it held), where before one flood held it for the TTL;
-// and while the agent stays offline, nothing it has not seen is displaced.
+// A fair share (capacity / distinct senders, a sender under it
+// displacing one over it) was the alternative. With free identities
+// every attacker identity is under its share, so it would displace honest
+// items the agent has never seen, with nobody to tell. What remains
+// possible: a mailbox flooded while its agent is offline stays full until
+// the agent has fetched and deferred the flood, and DisplaceAfter has
+// passed; and an attacker that keeps depositing as deferred items age
+// competes with honest senders for the places they free. Both take a
+// sustained flood, which the count shows, where one flood used to hold a
+// mailbox for the whole TTL.
 package mailbox
