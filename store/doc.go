@@ -55,7 +55,8 @@
 // (messages per recipient, bytes in total, a running count in the meta
 // bucket) and refuses a message past them with ErrFull, in the same
 // transaction as the write. A recipient that fetched a message and left
-// it for later says so (MarkLeft: Message.Left, the first time kept), and
+// it for later says so (MarkLeft: Message.Left, the first time kept;
+// schema 4), and
 // EnqueueDisplacing lets a message its recipient's bounds refuse take the
 // place of messages left long enough, from the sender that holds the
 // most, deleted in the same transaction and returned to the caller; a
