@@ -218,6 +218,13 @@
 // mesh.subscribe; the clients hold it until they know the subscription
 // id.
 //
+// A node keeps positions for a bounded number of names (256 for a
+// node's store): mesh.subscribe under a new name past it is refused with
+// -32602, as every refused durable name, saying to forget one first.
+// mesh.forgetDurable {"durable": NAME} (a DurableForgetter mesh) drops
+// NAME's position and answers {"durable", "forgotten"}, forgotten false
+// when the node kept none; a name subscribed on the node is -32602.
+//
 // # Hooks
 //
 // What a service on the server (the bus) may use: Handle and

@@ -53,6 +53,11 @@ type Message struct {
 	// DueIn, NextDueIn, WakeIn and PendingIn. A dead letter keeps it, so
 	// that Replay puts the message back where it came from.
 	Queue string
+	// Left is when the message's recipient first fetched it and left it
+	// for later (MarkLeft); zero until then. EnqueueDisplacing lets a
+	// message that finds its recipient's bound reached take the place of
+	// messages left long enough.
+	Left time.Time
 }
 
 // DeadLetter is a message whose delivery was given up, with why and when.
@@ -123,6 +128,7 @@ type msgRecord struct {
 	DeadAt         int64  `json:"deadAt,omitempty"`
 	Expires        int64  `json:"expires,omitempty"`
 	Queue          string `json:"queue,omitempty"`
+	Left           int64  `json:"left,omitempty"`
 }
 
 type regRecord struct {
@@ -219,6 +225,9 @@ func toRecord(m Message) msgRecord {
 	if !m.Expires.IsZero() {
 		r.Expires = m.Expires.UnixNano()
 	}
+	if !m.Left.IsZero() {
+		r.Left = m.Left.UnixNano()
+	}
 	return r
 }
 
@@ -236,6 +245,9 @@ func (r msgRecord) message() Message {
 	}
 	if r.Expires != 0 {
 		m.Expires = time.Unix(0, r.Expires).UTC()
+	}
+	if r.Left != 0 {
+		m.Left = time.Unix(0, r.Left).UTC()
 	}
 	return m
 }
