@@ -244,6 +244,11 @@ const maxKeptEncoder = 64 << 10
 // marshal encodes v without HTML escaping, so payloads pass through as
 // their senders wrote them.
 func marshal(v any) ([]byte, error) {
+	if m, ok := v.(map[string]any); ok {
+		if b, ok := appendFlatMap(nil, m); ok {
+			return b, nil
+		}
+	}
 	e := encoders.Get().(*encoder)
 	e.buf.Reset()
 	err := e.enc.Encode(v)
