@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/jsonobj"
 	"github.com/meshagent/meshagent/internal/workers"
 	"github.com/meshagent/meshagent/internal/wsconn"
 	"github.com/meshagent/meshagent/protocol"
@@ -236,7 +237,7 @@ func (c *Client) handleFrame(frame []byte) {
 		}
 		return
 	}
-	if !json.Valid(frame) {
+	if !jsonobj.Valid(frame) {
 		return
 	}
 	c.handleItem(decodeObject(frame))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/meshagent/meshagent/internal/jsonobj"
 )
 
 // The codec: one WebSocket message (a frame, below) carries one JSON-RPC
@@ -69,7 +71,7 @@ func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *r
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: invalid UTF-8"))
 	}
 	frame = trimJSONSpace(frame)
-	if len(frame) == 0 || !json.Valid(frame) {
+	if len(frame) == 0 || !jsonobj.Valid(frame) {
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: not a JSON value"))
 	}
 	if frame[0] != '[' {
