@@ -28,13 +28,16 @@ func appendFlatMap(b []byte, m map[string]any) ([]byte, bool) {
 	}
 	var keyArray [maxFlatMap]string
 	keys := keyArray[:0]
+	size := 2 // the braces
 	for k, v := range m {
 		if !plainString(k) || !flatValue(v) {
 			return b, false
 		}
 		keys = append(keys, k)
+		size += len(k) + 4 + flatSize(v) // quotes, colon, comma
 	}
 	slices.Sort(keys)
+	b = slices.Grow(b, size)
 	b = append(b, '{')
 	for i, k := range keys {
 		if i > 0 {
@@ -59,6 +62,15 @@ func flatValue(v any) bool {
 		return !math.IsNaN(v) && !math.IsInf(v, 0)
 	}
 	return false
+}
+
+// flatSize is about the bytes appendFlatValue writes for v: exact but
+// for numbers, which it bounds.
+func flatSize(v any) int {
+	if s, ok := v.(string); ok {
+		return len(s) + 2
+	}
+	return 24
 }
 
 // appendFlatValue appends v, for which flatValue holds, as encoding/json
