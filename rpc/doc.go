@@ -267,5 +267,10 @@
 // # Goroutines
 //
 // Every goroutine the server starts is stopped by Server.Close, which
-// waits for them; the same holds for Client.Close.
+// waits for them; the same holds for Client.Close. Each request (on the
+// server) and each server-initiated request (in the Client) runs on a
+// goroutine of its own, so a slow handler never stalls the connection's
+// reader; once it has answered, that goroutine waits briefly for the
+// connection's next request rather than ending, so that a busy
+// connection does not start a goroutine, and grow its stack, per request.
 package rpc

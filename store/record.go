@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/meshagent/meshagent/internal/jsonobj"
 )
 
 // Message is one bus message as the store keeps it: in the outbox while it
@@ -195,10 +197,10 @@ func (s *Store) prepare(m *Message) error {
 	if n := len(m.Payload) + len(m.Metadata); n > s.cfg.maxRecordSize {
 		return fmt.Errorf("%w: payload and metadata are %d bytes, the limit is %d", ErrTooLarge, n, s.cfg.maxRecordSize)
 	}
-	if !json.Valid(m.Payload) {
+	if !jsonobj.Valid(m.Payload) {
 		return invalidf("payload of message %s is not valid JSON", m.ID)
 	}
-	if len(m.Metadata) > 0 && !json.Valid(m.Metadata) {
+	if len(m.Metadata) > 0 && !jsonobj.Valid(m.Metadata) {
 		return invalidf("metadata of message %s is not valid JSON", m.ID)
 	}
 	if m.Attempts < 0 {
