@@ -348,3 +348,42 @@ func natsRoundTrip(b *testing.B) (rt roundTrip, ok bool) {
 		return nil
 	}, true
 }
+
+// BenchmarkBusCPUPerTrip runs b.N bus round trips (no store, benchInFlight
+// at once over benchSenders connections) and reports the CPU this process
+// used per round trip, server and clients together, and the bytes and
+// allocations per round trip. On a machine shared with other work the
+// rates of BenchmarkBusRoundTrip are the share of the cores the run got;
+// a fixed number of round trips and the CPU they cost vary much less:
+//
+//	go test ./bus -run '^$' -bench BusCPUPerTrip -benchtime 20000x -benchmem
+func BenchmarkBusCPUPerTrip(b *testing.B) {
+	rt := busRoundTrip(b)
+	ctx := context.Background()
+	for i := range benchWarmup {
+		if err := rt(ctx, 0, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	n := int64(b.N)
+	b.ResetTimer()
+	start, cpu := time.Now(), processCPU()
+	for g := range benchInFlight {
+		wg.Go(func() {
+			for i := next.Add(1); i <= n; i = next.Add(1) {
+				if err := rt(ctx, g%benchSenders, int(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/1e3, "cpu-µs/trip")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "trips/s")
+}

@@ -25,6 +25,7 @@ var (
 	_ rpc.Tasker            = (*node.Node)(nil)
 	_ rpc.AnyCaller         = (*node.Node)(nil)
 	_ rpc.DurableSubscriber = (*node.Node)(nil)
+	_ rpc.DurableForgetter  = (*node.Node)(nil)
 	_ bus.Mesh              = (*node.Node)(nil)
 	_ bus.Forwarder         = (*node.Node)(nil)
 	_ bus.Registrar         = (*rpc.Server)(nil)

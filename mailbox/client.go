@@ -53,9 +53,22 @@ func (c *Client) Fetch(ctx context.Context, relay peer.ID, after string, limit i
 
 // Ack deletes items (by Item.ID) from this host's agent's mailbox on relay.
 func (c *Client) Ack(ctx context.Context, relay peer.ID, ids []string) error {
+	return c.each(ctx, relay, OpAck, ids)
+}
+
+// Defer tells relay that this host's agent fetched items (by Item.ID) and
+// could not take them yet: they stay for a later fetch while the mailbox
+// has room, and are the first to lose their place when it is full. A
+// relay that predates the operation answers ErrRefused.
+func (c *Client) Defer(ctx context.Context, relay peer.ID, ids []string) error {
+	return c.each(ctx, relay, OpDefer, ids)
+}
+
+// each sends op for ids, MaxPage at a time.
+func (c *Client) each(ctx context.Context, relay peer.ID, op string, ids []string) error {
 	for len(ids) > 0 {
 		n := min(len(ids), MaxPage)
-		if _, err := c.do(ctx, relay, &Request{Op: OpAck, IDs: ids[:n]}); err != nil {
+		if _, err := c.do(ctx, relay, &Request{Op: op, IDs: ids[:n]}); err != nil {
 			return err
 		}
 		ids = ids[n:]

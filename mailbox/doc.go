@@ -31,16 +31,21 @@
 //	{"op":"deposit","to":"<agent id>","envelope":{…signed request envelope…}}
 //	{"op":"fetch","after":"<cursor>","limit":N}
 //	{"op":"ack","ids":["<item id>",…]}
+//	{"op":"defer","ids":["<item id>",…]}
 //
 // A deposit must come from the envelope's signer, be a signed request
 // addressed to "to", at most MaxEnvelopeBytes, and be no older than the
 // mailbox's TTL: the relay verifies all of it before it stores a byte. A
 // fetch returns the items held for the authenticated remote peer, and
 // only for it, in deposit order, a page at a time, with a cursor for the
-// next page; an ack deletes items of the remote peer's own mailbox. The
+// next page; an ack deletes items of the remote peer's own mailbox; a
+// defer marks items of it that its agent fetched and could not take yet
+// (see Full mailboxes), and a fetched item says it was ("deferred":true),
+// so that the agent does not mark it again. The
 // answer (Response) has a status: "ok", "full" (the deposit would take
 // the agent's mailbox, the sender's share of it, or the relay past its
-// bounds: the sender keeps the message), "refused" (the request is not acceptable and never will be)
+// bounds, and no deferred item can make room: the sender keeps the
+// message), "refused" (the request is not acceptable and never will be)
 // or "error" (the relay failed; try again).
 //
 // # Storage
@@ -54,4 +59,50 @@
 // the TTL (seven days by default, as the sender's outbox does): its due
 // time in the queue is its expiry, and one loop, owned by the Server,
 // deletes what is due and sleeps until the next expiry.
+//
+// # Full mailboxes
+//
+// Identities cost nothing, so a bound per sender does not stop ten
+// throwaway signers, each within its tenth, from filling an agent's
+// mailbox with requests for a capability it never serves. Such items
+// would stay for the whole TTL, since a request for a capability the
+// agent does not serve yet is kept for a handler that may attach later.
+// The rule that undoes this rests on the one judge an attacker cannot
+// multiply, the agent itself:
+//
+//   - When the agent fetches an item and cannot take it yet (no handler
+//     attached for its capability, a rate limit, a direct message whose
+//     handler failed), it defers the item. The relay records when it first
+//     did.
+//   - While the mailbox has room, a deferred item stays until its TTL, for
+//     a late handler.
+//   - When a deposit finds the agent's bounds (items or bytes) reached,
+//     it takes the place of items deferred at least DisplaceAfter ago (an
+//     hour by default, so that a program restarting does not lose its
+//     backlog), one at a time, each from the sender that then holds the
+//     most items in the mailbox, its first. The check and the deletion
+//     are the deposit's transaction. A deposit that deferred items cannot
+//     make room for is "full", as before.
+//
+// Only deferred items are displaced. An item the agent has not fetched
+// never is: the relay cannot tell it from an honest one, and its sender
+// was told it is kept. A displaced item was answered "ok" too, and no
+// path leads back to its sender, so the relay logs each one at warning
+// level (agent, sender, item, when it was deferred) and counts it
+// (Server.Displaced, exported by a node as
+// meshagent_mailbox_displaced_total); the agent logged it when it left it
+// for later. A deposit answered "full" loses nothing: the sender's outbox
+// keeps the message, tries the mailboxes again on its next pass, and
+// delivers it directly when it sees the agent.
+//
+// A fair share (capacity / distinct senders, a sender under it
+// displacing one over it) was the alternative. With free identities
+// every attacker identity is under its share, so it would displace honest
+// items the agent has never seen, with nobody to tell. What remains
+// possible: a mailbox flooded while its agent is offline stays full until
+// the agent has fetched and deferred the flood, and DisplaceAfter has
+// passed; and an attacker that keeps depositing as deferred items age
+// competes with honest senders for the places they free. Both take a
+// sustained flood, which the count shows, where one flood used to hold a
+// mailbox for the whole TTL.
 package mailbox

@@ -36,6 +36,7 @@ func FuzzParseRequest(f *testing.F) {
 		{Op: mailbox.OpDeposit, To: to.String(), Envelope: forwarded},
 		{Op: mailbox.OpFetch, After: "12", Limit: 10},
 		{Op: mailbox.OpAck, IDs: []string{fmt.Sprintf("%s/%s/m1", to, h.ID())}},
+		{Op: mailbox.OpDefer, IDs: []string{fmt.Sprintf("%s/%s/m1", to, h.ID())}},
 	} {
 		b, _ := json.Marshal(r)
 		f.Add(b)
@@ -43,6 +44,7 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte(`{"op":"deposit","op":"fetch"}`))
 	f.Add([]byte(`{"op":"fetch","limit":1e3}`))
 	f.Add([]byte(`{"op":"ack","ids":[""]}`))
+	f.Add([]byte(`{"op":"defer","ids":["a"],"limit":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := mailbox.ParseRequest(data)
 		if err != nil {

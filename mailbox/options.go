@@ -22,6 +22,10 @@ const (
 	DefaultPerSenderBytes = DefaultPerAgentBytes / 10
 	// DefaultTotalBytes bounds the envelope bytes held for all agents.
 	DefaultTotalBytes = 256 << 20
+	// DefaultDisplaceAfter is how long an item its agent deferred (no
+	// handler for it yet) keeps its place in a full mailbox: long enough
+	// for the agent's program to restart and attach its handlers.
+	DefaultDisplaceAfter = time.Hour
 	// DefaultIOTimeout bounds a request's reads and writes.
 	DefaultIOTimeout = 10 * time.Second
 	// Queue is the store queue a Server keeps its items in.
@@ -42,6 +46,11 @@ type Config struct {
 	// "full".
 	PerSender      int
 	PerSenderBytes int64
+	// DisplaceAfter is how long an item its agent deferred keeps its place
+	// in a full mailbox: past it, a deposit the agent's bounds would
+	// refuse takes its place (see the package doc, Storage). Zero: at
+	// once.
+	DisplaceAfter time.Duration
 	// MaxSkew is how far in the future a deposited envelope's time may be.
 	MaxSkew time.Duration
 	// IOTimeout bounds each request's reads and writes.
@@ -61,6 +70,7 @@ func DefaultConfig() Config {
 		TotalBytes:     DefaultTotalBytes,
 		PerSender:      DefaultPerSender,
 		PerSenderBytes: DefaultPerSenderBytes,
+		DisplaceAfter:  DefaultDisplaceAfter,
 		MaxSkew:        2 * time.Minute,
 		IOTimeout:      DefaultIOTimeout,
 		Now:            time.Now,
@@ -73,8 +83,8 @@ type Option func(*Config) error
 // Validate checks the configuration after the options.
 func (c *Config) Validate() error {
 	switch {
-	case c.TTL <= 0 || c.MaxSkew < 0 || c.IOTimeout <= 0:
-		return errors.New("mailbox: TTL and I/O timeout must be positive")
+	case c.TTL <= 0 || c.MaxSkew < 0 || c.IOTimeout <= 0 || c.DisplaceAfter < 0:
+		return errors.New("mailbox: TTL and I/O timeout must be positive, skew and displace-after not negative")
 	case c.PerAgent <= 0 || c.PerAgentBytes <= 0 || c.TotalBytes <= 0 || c.PerSender <= 0 || c.PerSenderBytes <= 0:
 		return errors.New("mailbox: bounds must be positive")
 	case c.Now == nil:
@@ -104,6 +114,12 @@ func WithSenderBounds(items int, bytes int64) Option {
 		c.PerSender, c.PerSenderBytes = items, bytes
 		return nil
 	}
+}
+
+// WithDisplaceAfter sets how long an item its agent deferred keeps its
+// place in a full mailbox.
+func WithDisplaceAfter(d time.Duration) Option {
+	return func(c *Config) error { c.DisplaceAfter = d; return nil }
 }
 
 // WithLogger sets the logger.

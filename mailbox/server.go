@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -35,6 +36,8 @@ type Server struct {
 
 	mu     sync.RWMutex // guards closed and every wg.Add after NewServer
 	closed bool
+
+	displaced atomic.Uint64
 }
 
 // NewServer starts a mailbox service on h, keeping items in st.
@@ -94,6 +97,10 @@ func (s *Server) Deposit(from, to peer.ID, envelope json.RawMessage) error {
 	return s.deposit(from, req)
 }
 
+// Displaced returns how many items deposits have displaced from full
+// mailboxes since the Server started (a node exports it as a metric).
+func (s *Server) Displaced() uint64 { return s.displaced.Load() }
+
 // handle serves one request stream.
 func (s *Server) handle(st network.Stream) {
 	s.mu.RLock()
@@ -139,6 +146,8 @@ func (s *Server) serve(remote peer.ID, frame []byte) *Response {
 		return s.fetch(remote, req)
 	case OpAck:
 		err = s.ack(remote, req.IDs)
+	case OpDefer:
+		err = s.deferItems(remote, req.IDs)
 	}
 	if err != nil {
 		s.log.Debug("mailbox "+req.Op, "remote_peer", remote, "err", err)
@@ -189,10 +198,17 @@ func (s *Server) deposit(remote peer.ID, req *Request) error {
 		ID: itemID(to, from, e.ID), Queue: Queue, Topic: "agent:" + to.String(), From: from.String(), To: to.String(),
 		Payload: req.Envelope, Time: now, NextAttempt: expires, Expires: expires,
 	}
-	err = s.st.EnqueueWithin(s.ctx, m, store.Bounds{
+	displaced, err := s.st.EnqueueDisplacing(s.ctx, m, store.Bounds{
 		PerRecipient: s.cfg.PerAgent, PerRecipientBytes: s.cfg.PerAgentBytes, Bytes: s.cfg.TotalBytes,
 		PerSender: s.cfg.PerSender, PerSenderBytes: s.cfg.PerSenderBytes,
-	})
+	}, now.Add(-s.cfg.DisplaceAfter))
+	for _, d := range displaced {
+		// Its sender was told "ok" and its agent has seen it: the relay's
+		// log and metric are what is left of it.
+		s.displaced.Add(1)
+		s.log.Warn("mailbox: deferred item displaced by a deposit to a full mailbox", "agent", to, "from", d.From, "item", d.ID,
+			"deferred_since", d.Left, "by", from)
+	}
 	switch {
 	case errors.Is(err, store.ErrExists):
 		return nil // deposited before: one copy is enough
@@ -232,7 +248,7 @@ func (s *Server) fetch(remote peer.ID, req *Request) *Response {
 			break
 		}
 		size += len(m.Payload)
-		resp.Items = append(resp.Items, Item{ID: m.ID, Envelope: m.Payload})
+		resp.Items = append(resp.Items, Item{ID: m.ID, Envelope: m.Payload, Deferred: !m.Left.IsZero()})
 	}
 	if len(resp.Items) > 0 {
 		resp.Next = strconv.FormatUint(last, 10)
@@ -247,14 +263,35 @@ func (s *Server) fetch(remote peer.ID, req *Request) *Response {
 	return resp
 }
 
-// ack deletes items of remote's mailbox. Unknown ids are ignored: an ack
-// repeated after a lost answer finds them gone.
-func (s *Server) ack(remote peer.ID, ids []string) error {
+// own checks that ids name items of remote's mailbox.
+func own(remote peer.ID, ids []string) error {
 	prefix := remote.String() + "/"
 	for _, id := range ids {
 		if !strings.HasPrefix(id, prefix) {
 			return fmt.Errorf("%w: item %.80s is not in the mailbox of %s", ErrRefused, id, remote)
 		}
+	}
+	return nil
+}
+
+// deferItems records that remote fetched items of its mailbox and could
+// not take them yet; the first time counts. Unknown ids are ignored, as
+// by ack.
+func (s *Server) deferItems(remote peer.ID, ids []string) error {
+	if err := own(remote, ids); err != nil {
+		return err
+	}
+	if _, err := s.st.MarkLeft(s.ctx, Queue, remote.String(), s.cfg.Now(), ids...); err != nil {
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	return nil
+}
+
+// ack deletes items of remote's mailbox. Unknown ids are ignored: an ack
+// repeated after a lost answer finds them gone.
+func (s *Server) ack(remote peer.ID, ids []string) error {
+	if err := own(remote, ids); err != nil {
+		return err
 	}
 	// Concurrent deletes share the store's commits.
 	errs := make([]error, len(ids))

@@ -15,6 +15,10 @@ const (
 	OpDeposit = "deposit"
 	OpFetch   = "fetch"
 	OpAck     = "ack"
+	// OpDefer tells the relay that its agent fetched items and could not
+	// take them yet (no handler for them): they keep their place until
+	// the mailbox is full, and then lose it first.
+	OpDefer = "defer"
 )
 
 // Statuses of a Response.
@@ -57,7 +61,7 @@ type Request struct {
 	After string `json:"after,omitempty"`
 	// Limit is a fetch's page size, at most MaxPage (0: DefaultPage).
 	Limit int `json:"limit,omitempty"`
-	// IDs are the items an ack deletes.
+	// IDs are the items an ack deletes, or a defer marks.
 	IDs []string `json:"ids,omitempty"`
 }
 
@@ -67,6 +71,9 @@ type Item struct {
 	ID string `json:"id"`
 	// Envelope is the signed envelope, byte for byte as deposited.
 	Envelope json.RawMessage `json:"envelope"`
+	// Deferred reports that the agent deferred the item before (OpDefer),
+	// so that it need not say so again.
+	Deferred bool `json:"deferred,omitempty"`
 }
 
 // Response is the answer to a Request.
@@ -121,9 +128,9 @@ func (r *Request) check() error {
 		if _, err := parseCursor(r.After); err != nil {
 			return err
 		}
-	case OpAck:
+	case OpAck, OpDefer:
 		if r.To != "" || r.Envelope != nil || r.After != "" || r.Limit != 0 {
-			return errors.New("an ack takes only ids")
+			return fmt.Errorf("%s takes only ids", r.Op)
 		}
 		if len(r.IDs) == 0 || len(r.IDs) > MaxPage {
 			return fmt.Errorf("ids must name 1 to %d items", MaxPage)

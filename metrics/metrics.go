@@ -116,3 +116,13 @@ func (m *Metrics) Gauge(name, help string, f func() float64) error {
 	}
 	return m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
+
+// CounterFunc registers a counter named name whose value is read from f
+// at each scrape, for a count its owner keeps (items a mailbox displaced).
+// A name registered twice is an error.
+func (m *Metrics) CounterFunc(name, help string, f func() float64) error {
+	if m == nil {
+		return nil
+	}
+	return m.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+}

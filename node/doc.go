@@ -179,7 +179,11 @@
 // (CAPABILITY_NOT_SUPPORTED) or came past a rate limit stays for the next
 // read, and so does a direct message whose handler failed (its sender
 // would have retried it); a call whose handler ran and failed is
-// acknowledged: it ran.
+// acknowledged: it ran. What stays is deferred (mailbox.Client.Defer,
+// once per item): the relay keeps it while the mailbox has room, and
+// lets a new deposit take its place once the mailbox is full and it has
+// waited an hour, so that throwaway senders cannot hold the mailbox with
+// requests the agent never serves (see package mailbox, Full mailboxes).
 //
 // Delivery through a mailbox is at least once, execution once as far as
 // the agent remembers: an envelope stays in the mailbox until the agent

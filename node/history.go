@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
@@ -24,7 +25,9 @@ import (
 // before SubscribeDurable returns, within ctx; a resume that finds no
 // keeper fails with an error wrapping protocol.ErrNoPeers and keeps the
 // position for a later try. A name follows one pattern, and may be in
-// use once on a node at a time (otherwise INVALID_MESSAGE). The returned
+// use once on a node at a time (otherwise INVALID_MESSAGE); a new name
+// when the node keeps positions for as many names as it may is refused
+// with INVALID_MESSAGE too (ForgetDurable makes room). The returned
 // function cancels the subscription (ending the ctx handler gets) and
 // saves its position.
 func (n *Node) SubscribeDurable(ctx context.Context, pattern, name string, handler func(context.Context, protocol.TopicMessage) error) (cancel func(), err error) {
@@ -46,6 +49,23 @@ func (n *Node) SubscribeDurable(ctx context.Context, pattern, name string, handl
 		return nil, err
 	}
 	return d.Cancel, nil
+}
+
+// ForgetDurable deletes the position the node keeps for the durable
+// subscription name, and reports whether it kept one: the node keeps
+// positions for at most store.DefaultMaxDurables names (the store's
+// WithMaxDurables), past which SubscribeDurable of a new name is refused
+// with INVALID_MESSAGE. A name in use on this node is refused the same
+// way: cancel its subscription first.
+func (n *Node) ForgetDurable(ctx context.Context, name string) (bool, error) {
+	if n.topics == nil {
+		return false, ErrNoTopics
+	}
+	ok, err := n.topics.ForgetDurable(ctx, name)
+	if errors.Is(err, pubsub.ErrDurable) {
+		return false, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	return ok, err
 }
 
 // storeArchive keeps a history keeper's messages in the node's store,
@@ -73,7 +93,19 @@ func (a storeArchive) Page(ctx context.Context, q pubsub.ArchiveQuery) (pubsub.A
 type storePositions struct{ st *store.Store }
 
 func (p storePositions) SavePosition(ctx context.Context, name string, v []byte) error {
-	return p.st.SaveDurable(ctx, name, v)
+	err := p.st.SaveDurable(ctx, name, v)
+	if errors.Is(err, store.ErrFull) {
+		return fmt.Errorf("%w (%v)", pubsub.ErrTooManyDurables, err)
+	}
+	return err
+}
+
+func (p storePositions) ForgetPosition(ctx context.Context, name string) (bool, error) {
+	err := p.st.DeleteDurable(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (p storePositions) Position(ctx context.Context, name string) ([]byte, error) {

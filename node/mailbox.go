@@ -39,7 +39,10 @@ import (
 // request that found no handler yet (its program has not attached it) or
 // came past a rate limit stays in the mailbox for the next fetch; so does
 // a direct message whose handler failed, as its sender would have retried
-// it. The answer has nobody waiting for it
+// it. Those it defers: the relay keeps them while the mailbox has room,
+// and lets a new deposit take their place when it is full and they were
+// deferred long enough (an attacker's flood of requests for capabilities
+// the agent never serves is such). The answer has nobody waiting for it
 // and is logged. The mailboxes of other agents are kept apart from their
 // hellos: a hello is forgotten when the agent is long gone, which is when
 // its mailboxes matter.
@@ -112,6 +115,12 @@ func (n *Node) startMailboxes() error {
 			return fmt.Errorf("node: %w", err)
 		}
 		mb.server = srv
+		if err := n.cfg.Metrics.CounterFunc("meshagent_mailbox_displaced_total",
+			"Items agents had deferred (no handler for them) that deposits to their full mailboxes displaced.", func() float64 {
+				return float64(srv.Displaced())
+			}); err != nil {
+			return fmt.Errorf("node: metrics: %w", err)
+		}
 	}
 	if len(mb.own) > 0 {
 		n.wg.Go(n.mailboxLoop)
@@ -344,14 +353,25 @@ func (n *Node) drainMailbox(r peer.AddrInfo) error {
 		if err != nil {
 			return err
 		}
-		var done []string
+		var done, later []string
 		for _, it := range p.Items {
-			if n.takeFromMailbox(r.ID, it) {
+			switch {
+			case n.takeFromMailbox(r.ID, it):
 				done = append(done, it.ID)
+			case !it.Deferred:
+				later = append(later, it.ID)
 			}
 		}
 		if len(done) > 0 {
 			if err := mb.client.Ack(n.ctx, r.ID, done); err != nil {
+				return err
+			}
+		}
+		if len(later) > 0 {
+			// They keep their place while the mailbox has room, and lose it
+			// first when it is full (see the mailbox package doc). A relay
+			// that predates defer refuses it: the items simply stay.
+			if err := mb.client.Defer(n.ctx, r.ID, later); err != nil && !errors.Is(err, mailbox.ErrRefused) {
 				return err
 			}
 		}

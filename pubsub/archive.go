@@ -47,7 +47,12 @@ type Archive interface {
 
 // Positions remembers durable subscriptions' positions (node adapts its
 // store to it). Position returns nil, nil for a name never saved.
+// SavePosition of a name not saved before returns an error wrapping
+// ErrTooManyDurables when it keeps as many names as it may.
+// ForgetPosition deletes a name's position and reports whether there was
+// one.
 type Positions interface {
 	SavePosition(ctx context.Context, name string, v []byte) error
 	Position(ctx context.Context, name string) ([]byte, error)
+	ForgetPosition(ctx context.Context, name string) (bool, error)
 }

@@ -79,10 +79,12 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// memPositions is Positions in memory.
+// memPositions is Positions in memory, for at most max names (0: no
+// bound).
 type memPositions struct {
-	mu sync.Mutex
-	m  map[string][]byte
+	mu  sync.Mutex
+	m   map[string][]byte
+	max int
 }
 
 func (p *memPositions) SavePosition(_ context.Context, name string, v []byte) error {
@@ -91,8 +93,19 @@ func (p *memPositions) SavePosition(_ context.Context, name string, v []byte) er
 	if p.m == nil {
 		p.m = map[string][]byte{}
 	}
+	if _, ok := p.m[name]; !ok && p.max > 0 && len(p.m) >= p.max {
+		return ErrTooManyDurables
+	}
 	p.m[name] = slices.Clone(v)
 	return nil
+}
+
+func (p *memPositions) ForgetPosition(_ context.Context, name string) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.m[name]
+	delete(p.m, name)
+	return ok, nil
 }
 
 func (p *memPositions) Position(_ context.Context, name string) ([]byte, error) {

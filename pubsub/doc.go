@@ -198,6 +198,16 @@
 // message that reached a keeper but not this node while its
 // subscription was joining the mesh.
 //
+// A node keeps positions for a bounded number of names (its Positions
+// decide: node's store keeps 256). A new name is saved before
+// SubscribeDurable returns, so that one past the bound is refused then
+// (ErrTooManyDurables, an ErrDurable) rather than lost at its first save;
+// ForgetDurable deletes the position of a name not in use, which is how
+// its owner makes room. Positions are not forgotten on their own, for
+// age: a subscriber may be away for weeks and still expect to resume,
+// and forgetting it silently would restart it from now, missing what was
+// published meanwhile, with no error to tell.
+//
 // Positions are saved one write at a time as they change, and at Cancel
 // and Close. Delivery is at least once, in order: a message is delivered
 // again (same id and author) only when its handler did not return nil

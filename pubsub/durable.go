@@ -142,6 +142,15 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 		}
 	} else {
 		d.pos = &position{pattern: pattern, floor: time.Now(), seen: map[seenKey]time.Time{}}
+		// Saved before anything is delivered: a name the node cannot keep
+		// is refused now (ErrTooManyDurables), not lost at the first save.
+		raw, err := d.pos.encode()
+		if err == nil {
+			err = b.cfg.pos.SavePosition(ctx, name, raw)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pubsub: durable %q: %w", name, err)
+		}
 	}
 	// Live messages are held from now on, so that none published during
 	// the catch-up is missed.
@@ -174,6 +183,32 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	go d.pump()
 	go d.run()
 	return d, nil
+}
+
+// ForgetDurable deletes the position saved for the durable subscription
+// name, so that the node keeps no more for it and a later
+// SubscribeDurable of the name starts from now, following any pattern.
+// It reports whether there was a position. A name in use on this node is
+// refused (wrapping ErrDurable): cancel its subscription first.
+func (b *Topics) ForgetDurable(ctx context.Context, name string) (bool, error) {
+	if b.cfg.pos == nil {
+		return false, fmt.Errorf("%w: this node keeps no positions", ErrDurable)
+	}
+	// Under the lock, so that no SubscribeDurable of the name starts
+	// meanwhile and saves it again.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.closed:
+		return false, ErrClosed
+	case b.durables[name] != nil:
+		return false, fmt.Errorf("%w: %q is in use on this node; cancel its subscription first", ErrDurable, name)
+	}
+	ok, err := b.cfg.pos.ForgetPosition(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("pubsub: forget durable %q: %w", name, err)
+	}
+	return ok, nil
 }
 
 // CaughtUp returns how many fetched messages were delivered.

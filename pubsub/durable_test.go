@@ -182,6 +182,56 @@ func TestDurableRefusals(t *testing.T) {
 	}
 }
 
+// TestDurableNamesBounded: a node keeps positions for a bounded number of
+// names; a new name past it is refused (ErrTooManyDurables, an
+// ErrDurable) before anything is delivered, and ForgetDurable of a name
+// not in use makes room.
+func TestDurableNamesBounded(t *testing.T) {
+	positions := &memPositions{max: 2}
+	b := newBus(t, newHost(t), WithPositions(positions), WithFetchWait(100*time.Millisecond))
+	nop := func(context.Context, Message) error { return nil }
+	ctx := context.Background()
+	a, err := b.SubscribeDurable(ctx, "news:*", "a", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.SubscribeDurable(ctx, "news:*", "b", nop); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.SubscribeDurable(ctx, "news:*", "c", nop)
+	if !errors.Is(err, ErrTooManyDurables) || !errors.Is(err, ErrDurable) {
+		t.Fatalf("a third name: %v, want ErrTooManyDurables", err)
+	}
+	if _, err := b.ForgetDurable(ctx, "a"); !errors.Is(err, ErrDurable) {
+		t.Fatalf("forgetting a name in use: %v, want ErrDurable", err)
+	}
+	a.Cancel()
+	if ok, err := b.ForgetDurable(ctx, "a"); err != nil || !ok {
+		t.Fatalf("forget: %v %v, want true", ok, err)
+	}
+	if ok, err := b.ForgetDurable(ctx, "a"); err != nil || ok {
+		t.Fatalf("forget again: %v %v, want false", ok, err)
+	}
+	c, err := b.SubscribeDurable(ctx, "other:*", "c", nop)
+	if err != nil {
+		t.Fatalf("a new name after a forget: %v", err)
+	}
+	c.Cancel()
+	if _, err := b.SubscribeDurable(ctx, "other:*", "a", nop); !errors.Is(err, ErrTooManyDurables) {
+		t.Fatalf("a forgotten name with the bound reached again: %v, want ErrTooManyDurables", err)
+	}
+	// A forgotten name starts afresh, under another pattern, with no
+	// keeper to catch up from.
+	if _, err := b.ForgetDurable(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	a, err = b.SubscribeDurable(ctx, "other:*", "a", nop)
+	if err != nil {
+		t.Fatalf("a forgotten name: %v", err)
+	}
+	a.Cancel()
+}
+
 func TestParseHistoryQuery(t *testing.T) {
 	good := `{"pattern":"news:*","since":"2026-01-02T03:04:05.006Z","until":"2026-01-03T00:00:00Z","cursor":"ab","limit":10}`
 	q, err := ParseHistoryQuery([]byte(good))

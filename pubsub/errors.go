@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -25,7 +26,12 @@ var (
 	// keeper for its pattern, or none that answered.
 	ErrNoKeepers = errors.New("pubsub: no history keeper answered")
 	// ErrDurable is wrapped by SubscribeDurable's refusals: no store of
-	// positions, a name already in use on this node, or a name that
-	// follows another pattern.
+	// positions, a name already in use on this node, a name that follows
+	// another pattern, or one name too many (ErrTooManyDurables); and by
+	// ForgetDurable's.
 	ErrDurable = errors.New("pubsub: durable subscription refused")
+	// ErrTooManyDurables wraps ErrDurable: the node keeps positions for as
+	// many durable names as it may, and a new name needs one forgotten
+	// first (ForgetDurable).
+	ErrTooManyDurables = fmt.Errorf("%w: this node keeps positions for as many durable names as it may; forget one first", ErrDurable)
 )

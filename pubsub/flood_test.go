@@ -13,14 +13,24 @@ import (
 	"github.com/meshagent/meshagent/internal/wait"
 )
 
-// sendCounter counts the messages a router sends to peers.
+// sendCounter counts the messages a router sends to peers, and the
+// messages peers asked it for by IWANT: a router answers each such request
+// with the message, which is gossip repair, not publishing.
 type sendCounter struct {
 	*meshTracer
-	sent atomic.Int64
+	sent   atomic.Int64
+	wanted atomic.Int64
 }
 
 func (c *sendCounter) SendRPC(rpc *libp2ppubsub.RPC, _ peer.ID) {
 	c.sent.Add(int64(len(rpc.GetPublish())))
+}
+
+func (c *sendCounter) RecvRPC(rpc *libp2ppubsub.RPC) {
+	c.meshTracer.RecvRPC(rpc)
+	for _, w := range rpc.GetControl().GetIwant() {
+		c.wanted.Add(int64(len(w.GetMessageIDs())))
+	}
 }
 
 // TestFloodOnlyWhileMeshForms: a publisher that does not subscribe sends
@@ -60,6 +70,7 @@ func TestFloodOnlyWhileMeshForms(t *testing.T) {
 	wait.For(t, 20*time.Second, func() error { return atLeast("publisher topic peers", len(pub.Peers("fl:")), subs) })
 
 	counter.sent.Store(0)
+	counter.wanted.Store(0)
 	if _, err := pub.Publish(context.Background(), "fl:x", payload("one"), WithAtLeast(subs)); err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +79,12 @@ func TestFloodOnlyWhileMeshForms(t *testing.T) {
 			t.Fatalf("got %q", mark(m))
 		}
 	}
-	if n := counter.sent.Load(); n != int64(fanoutSize) {
-		t.Errorf("the publisher sent its message %d times, want a fanout of %d (not one per topic peer, %d)", n, fanoutSize, subs)
+	// A subscriber that hears of the message by the publisher's gossip
+	// before its mesh delivers it asks for it (IWANT), which a loaded
+	// machine makes likely; those answers are not the publish. (A request
+	// counted may not be answered yet, hence at most.)
+	if n, w := counter.sent.Load(), counter.wanted.Load(); n < int64(fanoutSize) || n-w > int64(fanoutSize) {
+		t.Errorf("the publisher sent its message %d times, %d of them asked for by IWANT; want a fanout of %d (not one per topic peer, %d)", n, w, fanoutSize, subs)
 	}
 	if pub.floodNeeded(f, subs) {
 		t.Errorf("a publisher that does not subscribe floods")

@@ -16,14 +16,16 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/jsonobj"
+	"github.com/meshagent/meshagent/internal/workers"
 	"github.com/meshagent/meshagent/internal/wsconn"
 	"github.com/meshagent/meshagent/protocol"
 )
 
 // Client is a JSON-RPC 2.0 over WebSocket client of a node's local API or
 // a relay. It is safe for concurrent use. Its goroutines (one reader, and
-// one per server-initiated request being served) end before Close
-// returns.
+// one per server-initiated request being served, which waits briefly for
+// the next request once its own is answered) end before Close returns.
 type Client struct {
 	cfg    ClientConfig
 	url    string
@@ -33,6 +35,7 @@ type Client struct {
 	cancel context.CancelFunc
 	writer clientWriter
 	reqs   chan struct{} // bounds server-initiated requests served at once
+	pool   *workers.Pool // serves them, reusing a goroutine that waits
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
@@ -117,6 +120,7 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		pending: make(map[int64]*pendingCall),
 	}
 	c.writer.batch = batch
+	c.pool = workers.New(&c.wg, cctx.Done(), 0)
 	c.topics.answer = c.answer
 	c.wg.Go(c.readLoop)
 	if cfg.NoInitialize {
@@ -233,7 +237,7 @@ func (c *Client) handleFrame(frame []byte) {
 		}
 		return
 	}
-	if !json.Valid(frame) {
+	if !jsonobj.Valid(frame) {
 		return
 	}
 	c.handleItem(decodeObject(frame))
@@ -347,7 +351,8 @@ func (c *Client) Discover(ctx context.Context, query string, byKeyword bool, tim
 	return &out, nil
 }
 
-// serveRequest answers a server-initiated request on its own goroutine.
+// serveRequest answers a server-initiated request on a goroutine of its
+// own (one of the pool's), so a slow handler never stalls the reader.
 func (c *Client) serveRequest(m *message) {
 	if c.cfg.OnRequest == nil {
 		c.send(errorResponse(m.ID, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)))
@@ -359,7 +364,7 @@ func (c *Client) serveRequest(m *message) {
 		c.send(errorResponse(m.ID, Errorf(CodeServerBusy, "client busy: %d requests already running", maxClientRequests)))
 		return
 	}
-	c.wg.Go(func() {
+	c.pool.Go(func() {
 		res, err := c.cfg.OnRequest(c.ctx, m.Method, m.Params)
 		// Free the slot before answering: the server may send its next
 		// request as soon as it has the answer, and a server keeping

@@ -24,6 +24,7 @@ type clientWriter struct {
 
 	mu      sync.Mutex
 	queue   []*queuedWrite
+	spare   []*queuedWrite // the last burst's slice, emptied, for the next queue; the writer's
 	writing bool
 }
 
@@ -32,6 +33,26 @@ type queuedWrite struct {
 	b     []byte
 	taken bool       // the writer has it: it will be written, ctx or not
 	done  chan error // the outcome, once taken and written
+}
+
+// queuedWrites keeps queuedWrites, each with its channel, between
+// writes: a busy client writes one per message it sends or answers.
+// write puts one back once nobody else holds it: it was never taken, or
+// its outcome has been received (the writer touches it no more after
+// sending that).
+var queuedWrites = sync.Pool{New: func() any { return &queuedWrite{done: make(chan error, 1)} }}
+
+// result receives q's outcome and gives q back to queuedWrites.
+func (q *queuedWrite) result() error {
+	err := <-q.done
+	q.release()
+	return err
+}
+
+// release gives q back to queuedWrites; nobody else may hold it.
+func (q *queuedWrite) release() {
+	q.b, q.taken = nil, false
+	queuedWrites.Put(q)
 }
 
 // write sends one message. The caller's ctx bounds the wait for the
@@ -44,7 +65,8 @@ func (c *Client) write(ctx context.Context, b []byte) error {
 		return c.Err()
 	}
 	w := &c.writer
-	q := &queuedWrite{b: b, done: make(chan error, 1)}
+	q := queuedWrites.Get().(*queuedWrite)
+	q.b = b
 	w.mu.Lock()
 	w.queue = append(w.queue, q)
 	if !w.writing {
@@ -54,11 +76,12 @@ func (c *Client) write(ctx context.Context, b []byte) error {
 		// queued too: let them join this burst.
 		runtime.Gosched()
 		c.writeQueued()
-		return <-q.done
+		return q.result()
 	}
 	w.mu.Unlock()
 	select {
 	case err := <-q.done:
+		q.release()
 		return err
 	case <-ctx.Done():
 	case <-c.ctx.Done():
@@ -72,13 +95,14 @@ func (c *Client) write(ctx context.Context, b []byte) error {
 			}
 		}
 		w.mu.Unlock()
+		q.release()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return c.Err()
 	}
 	w.mu.Unlock()
-	return <-q.done
+	return q.result()
 }
 
 // writeQueued writes the queue, burst by burst, until it is empty, then
@@ -88,12 +112,13 @@ func (c *Client) writeQueued() {
 	for {
 		w.mu.Lock()
 		burst := w.queue
-		w.queue = nil
 		if len(burst) == 0 {
 			w.writing = false
 			w.mu.Unlock()
 			return
 		}
+		// Only the writer touches spare.
+		w.queue, w.spare = w.spare, nil
 		for _, q := range burst {
 			q.taken = true
 		}
@@ -102,6 +127,8 @@ func (c *Client) writeQueued() {
 		for _, q := range burst {
 			q.done <- err
 		}
+		clear(burst) // its writes go back to the pool once their writers have the outcome
+		w.spare = burst[:0]
 	}
 }
 

@@ -218,6 +218,13 @@
 // mesh.subscribe; the clients hold it until they know the subscription
 // id.
 //
+// A node keeps positions for a bounded number of names (256 for a
+// node's store): mesh.subscribe under a new name past it is refused with
+// -32602, as every refused durable name, saying to forget one first.
+// mesh.forgetDurable {"durable": NAME} (a DurableForgetter mesh) drops
+// NAME's position and answers {"durable", "forgotten"}, forgotten false
+// when the node kept none; a name subscribed on the node is -32602.
+//
 // # Hooks
 //
 // What a service on the server (the bus) may use: Handle and
@@ -260,5 +267,10 @@
 // # Goroutines
 //
 // Every goroutine the server starts is stopped by Server.Close, which
-// waits for them; the same holds for Client.Close.
+// waits for them; the same holds for Client.Close. Each request (on the
+// server) and each server-initiated request (in the Client) runs on a
+// goroutine of its own, so a slow handler never stalls the connection's
+// reader; once it has answered, that goroutine waits briefly for the
+// connection's next request rather than ending, so that a busy
+// connection does not start a goroutine, and grow its stack, per request.
 package rpc

@@ -366,3 +366,43 @@ func TestDurableUnsubscribedWhileCatchingUp(t *testing.T) {
 		t.Fatal("the subscription lives on, holding its name")
 	}
 }
+
+// ForgetDurable forgets name unless it is in use; "kept" is a name the
+// fake keeps a position for.
+func (m *durableMesh) ForgetDurable(_ context.Context, name string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inUse[name] {
+		return false, protocol.Errorf(protocol.CodeInvalidMessage, "durable %q is in use on this node", name)
+	}
+	return name == "kept", nil
+}
+
+// TestForgetDurable: mesh.forgetDurable reports whether the node kept a
+// position for the name, refuses a name in use and malformed params with
+// -32602.
+func TestForgetDurable(t *testing.T) {
+	mesh := newDurableMesh()
+	c := dialClient(t, serveMesh(t, mesh, mesh.Mesh).url)
+	if ok, err := c.ForgetDurable(ctxT(t), "kept"); err != nil || !ok {
+		t.Fatalf("forget kept: %v %v", ok, err)
+	}
+	if ok, err := c.ForgetDurable(ctxT(t), "unknown"); err != nil || ok {
+		t.Fatalf("forget unknown: %v %v", ok, err)
+	}
+	if _, err := c.SubscribeDurable(ctxT(t), "news:*", "reader", func(protocol.TopicMessage) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for what, params := range map[string]any{
+		"in use":     rpc.ForgetDurableParams{Durable: "reader"},
+		"empty":      rpc.ForgetDurableParams{},
+		"no durable": map[string]any{},
+		"extra":      map[string]any{"durable": "x", "pattern": "news:*"},
+	} {
+		err := c.Call(ctxT(t), rpc.MethodMeshForgetDurable, params, nil)
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams {
+			t.Errorf("%s: %v, want -32602", what, err)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/meshagent/meshagent/internal/jsonobj"
 )
 
 // The codec: one WebSocket message (a frame, below) carries one JSON-RPC
@@ -69,7 +71,7 @@ func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *r
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: invalid UTF-8"))
 	}
 	frame = trimJSONSpace(frame)
-	if len(frame) == 0 || !json.Valid(frame) {
+	if len(frame) == 0 || !jsonobj.Valid(frame) {
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: not a JSON value"))
 	}
 	if frame[0] != '[' {
@@ -244,6 +246,11 @@ const maxKeptEncoder = 64 << 10
 // marshal encodes v without HTML escaping, so payloads pass through as
 // their senders wrote them.
 func marshal(v any) ([]byte, error) {
+	if m, ok := v.(map[string]any); ok {
+		if b, ok := appendFlatMap(nil, m); ok {
+			return b, nil
+		}
+	}
 	e := encoders.Get().(*encoder)
 	e.buf.Reset()
 	err := e.enc.Encode(v)

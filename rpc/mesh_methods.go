@@ -105,6 +105,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshPublish, s.meshPublish)
 	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
+	s.Handle(MethodMeshForgetDurable, s.meshForgetDurable)
 	s.Handle(MethodMeshConsensus, s.meshConsensus)
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)

@@ -131,7 +131,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DLQFilter) ([]DeadLetter, err
 
 // Replay moves dead letter id back to the outbox queue it came from
 // (Message.Queue) in one transaction, with
-// Attempts, LastError and Expires reset and its next attempt now, and returns it as
+// Attempts, LastError, Expires and Left reset and its next attempt now, and returns it as
 // enqueued. It returns ErrNotFound when id is not in the dead-letter queue.
 func (s *Store) Replay(ctx context.Context, id string) (Message, error) {
 	var m Message
@@ -158,6 +158,7 @@ func (s *Store) Replay(ctx context.Context, id string) (Message, error) {
 		m.LastError = ""
 		m.NextAttempt = now
 		m.Expires = time.Time{}
+		m.Left = time.Time{}
 		return putOutbox(tx, m)
 	})
 	if err != nil {

@@ -54,7 +54,13 @@
 // Signal tells the queue's consumer. EnqueueWithin bounds a named queue
 // (messages per recipient, bytes in total, a running count in the meta
 // bucket) and refuses a message past them with ErrFull, in the same
-// transaction as the write.
+// transaction as the write. A recipient that fetched a message and left
+// it for later says so (MarkLeft: Message.Left, the first time kept;
+// schema 4), and
+// EnqueueDisplacing lets a message its recipient's bounds refuse take the
+// place of messages left long enough, from the sender that holds the
+// most, deleted in the same transaction and returned to the caller; a
+// message its recipient has not left is never displaced.
 //
 // # History
 //
@@ -99,7 +105,11 @@
 // bound (WithMaxKeptBytes, 128 MiB, kept in the meta bucket like the
 // history's) delete the oldest first. Keep is idempotent on (stream,
 // time, key). Bucket durables holds each durable subscription's position
-// (SaveDurable, Durable), an opaque value its owner encodes.
+// (SaveDurable, Durable, DeleteDurable), an opaque value its owner
+// encodes, of at most MaxDurableSize, for at most WithMaxDurables names
+// (256 by default): a new name past it is ErrFull. Positions never
+// expire, since a subscriber may be away for long; their owner deletes
+// the ones no longer needed.
 //
 // # Tokens
 //

@@ -11,9 +11,15 @@ import (
 // MaxDurableSize bounds a durable subscription's saved position.
 const MaxDurableSize = 1 << 20
 
+// DefaultMaxDurables bounds the durable subscription names whose position
+// a store keeps (WithMaxDurables): with MaxDurableSize, at most 256 MiB.
+const DefaultMaxDurables = 256
+
 // SaveDurable records the position of the durable subscription name (an
 // opaque value its owner encodes), replacing the one saved before, and
-// returns once it is fsync'd.
+// returns once it is fsync'd. A name not saved before, when the store
+// keeps positions for as many names as it may (WithMaxDurables), fails
+// with an error wrapping ErrFull: DeleteDurable makes room.
 func (s *Store) SaveDurable(ctx context.Context, name string, v []byte) error {
 	if name == "" {
 		return invalidf("empty durable name")
@@ -26,10 +32,32 @@ func (s *Store) SaveDurable(ctx context.Context, name string, v []byte) error {
 	}
 	val := append([]byte{formatVersion}, v...)
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		return bucket(tx, bucketDurables).Put([]byte(name), val)
+		b := bucket(tx, bucketDurables)
+		if b.Get([]byte(name)) == nil {
+			if n := b.Stats().KeyN; n >= s.cfg.maxDurables {
+				return fmt.Errorf("%w: positions of %d durable names are kept, the limit", ErrFull, n)
+			}
+		}
+		return b.Put([]byte(name), val)
 	})
 	if err != nil {
 		return fmt.Errorf("store: save durable %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteDurable forgets the position saved for the durable subscription
+// name, or returns an error wrapping ErrNotFound when there is none.
+func (s *Store) DeleteDurable(ctx context.Context, name string) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b := bucket(tx, bucketDurables)
+		if b.Get([]byte(name)) == nil {
+			return fmt.Errorf("%w: durable %s", ErrNotFound, name)
+		}
+		return b.Delete([]byte(name))
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete durable %s: %w", name, err)
 	}
 	return nil
 }

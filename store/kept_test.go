@@ -98,3 +98,34 @@ func TestDurablePosition(t *testing.T) {
 		t.Fatalf("Durable = %q %v, want two", v, err)
 	}
 }
+
+// TestDurableNamesBounded: past WithMaxDurables names a new name is
+// refused as full, names already kept still save, and DeleteDurable makes
+// room.
+func TestDurableNamesBounded(t *testing.T) {
+	s, _ := open(t, WithMaxDurables(3))
+	ctx := context.Background()
+	for i := range 3 {
+		if err := s.SaveDurable(ctx, fmt.Sprint("n", i), []byte("p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveDurable(ctx, "n3", []byte("p")); !errors.Is(err, ErrFull) {
+		t.Fatalf("a fourth name: %v, want ErrFull", err)
+	}
+	if err := s.SaveDurable(ctx, "n1", []byte("moved")); err != nil {
+		t.Fatalf("a kept name at the limit: %v", err)
+	}
+	if err := s.DeleteDurable(ctx, "n0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteDurable(ctx, "n0"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted twice: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Durable(ctx, "n0"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a deleted name: %v, want ErrNotFound", err)
+	}
+	if err := s.SaveDurable(ctx, "n3", []byte("p")); err != nil {
+		t.Fatalf("after a delete: %v", err)
+	}
+}

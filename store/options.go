@@ -32,6 +32,7 @@ type config struct {
 	maxHistory    int64
 	keptRetention time.Duration
 	maxKept       int64
+	maxDurables   int
 	batchDelay    time.Duration
 	soloCommits   bool // every write its own commit (benchmarks)
 	clock         func() time.Time
@@ -48,6 +49,7 @@ func defaultConfig() config {
 		maxHistory:    DefaultMaxHistoryBytes,
 		keptRetention: DefaultKeptRetention,
 		maxKept:       DefaultMaxKeptBytes,
+		maxDurables:   DefaultMaxDurables,
 		clock:         time.Now,
 		logger:        slog.Default(),
 		openTimeout:   5 * time.Second,
@@ -83,6 +85,8 @@ func (c *config) validate() error {
 		bad = fmt.Sprintf("kept retention %v is not positive", c.keptRetention)
 	case c.maxKept <= 0:
 		bad = fmt.Sprintf("max kept bytes %d is not positive", c.maxKept)
+	case c.maxDurables <= 0:
+		bad = fmt.Sprintf("max durables %d is not positive", c.maxDurables)
 	case c.batchDelay < 0:
 		bad = fmt.Sprintf("batch delay %v is negative", c.batchDelay)
 	case c.openTimeout <= 0:
@@ -140,6 +144,16 @@ func WithMaxRecordSize(n int) Option {
 func WithMaxHistoryBytes(n int64) Option {
 	return func(c *config) error {
 		c.maxHistory = n
+		return nil
+	}
+}
+
+// WithMaxDurables bounds the durable subscription names whose position
+// the store keeps: SaveDurable of one more name fails with ErrFull. The
+// default is DefaultMaxDurables.
+func WithMaxDurables(n int) Option {
+	return func(c *config) error {
+		c.maxDurables = n
 		return nil
 	}
 }

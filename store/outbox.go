@@ -28,7 +28,8 @@ func (s *Store) EnqueueID(ctx context.Context, m Message) (string, error) {
 }
 
 func (s *Store) enqueue(ctx context.Context, m Message) (string, error) {
-	return s.enqueueWithin(ctx, m, Bounds{})
+	id, _, err := s.enqueueWithin(ctx, m, Bounds{}, time.Time{})
+	return id, err
 }
 
 // putOutbox writes m under a new sequence number with its indexes.

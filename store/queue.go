@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -39,27 +40,46 @@ type Bounds struct {
 // ErrFull when the message would take the queue past b. The check and the
 // write are one transaction: concurrent enqueues cannot overshoot.
 func (s *Store) EnqueueWithin(ctx context.Context, m Message, b Bounds) error {
-	if m.Queue == "" && b != (Bounds{}) {
-		return invalidf("bounds apply to named queues only")
-	}
-	_, err := s.enqueueWithin(ctx, m, b)
+	_, err := s.EnqueueDisplacing(ctx, m, b, time.Time{})
 	return err
 }
 
-// enqueueWithin is Enqueue and EnqueueWithin: b is zero for the bus's
+// EnqueueDisplacing is EnqueueWithin, except that a message its
+// recipient's bounds (PerRecipient, PerRecipientBytes) refuse takes the
+// place of messages addressed to the same recipient that it left for
+// later (MarkLeft) at or before leftBefore, when deleting those makes it
+// fit: see displace for which go first. It returns the messages it
+// deleted, so that the caller can say so; none when it refuses m. A zero
+// leftBefore displaces nothing.
+func (s *Store) EnqueueDisplacing(ctx context.Context, m Message, b Bounds, leftBefore time.Time) ([]Message, error) {
+	if m.Queue == "" && b != (Bounds{}) {
+		return nil, invalidf("bounds apply to named queues only")
+	}
+	_, displaced, err := s.enqueueWithin(ctx, m, b, leftBefore)
+	return displaced, err
+}
+
+// enqueueWithin is Enqueue and EnqueueDisplacing: b is zero for the bus's
 // outbox.
-func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds) (string, error) {
+func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds, leftBefore time.Time) (string, []Message, error) {
 	if err := s.prepare(&m); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if m.NextAttempt.IsZero() {
 		m.NextAttempt = s.cfg.clock()
 	}
 	if err := checkTime("next attempt", m.NextAttempt); err != nil {
-		return "", err
+		return "", nil, err
+	}
+	if !m.Left.IsZero() {
+		if err := checkTime("left", m.Left); err != nil {
+			return "", nil, err
+		}
 	}
 	size := int64(len(m.Payload) + len(m.Metadata))
+	var displaced []Message
 	err := s.update(ctx, func(tx *bolt.Tx) error {
+		displaced = displaced[:0]
 		id := []byte(m.ID)
 		if bucket(tx, bucketOutboxIDs).Get(id) != nil {
 			return fmt.Errorf("%w: message %s is already in the outbox", ErrExists, m.ID)
@@ -67,44 +87,73 @@ func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds) (string,
 		if bucket(tx, bucketDLQIDs).Get(id) != nil {
 			return fmt.Errorf("%w: message %s is in the dead-letter queue", ErrExists, m.ID)
 		}
+		var freed int64
+		if (b.PerRecipient > 0 || b.PerRecipientBytes > 0 || b.PerSender > 0 || b.PerSenderBytes > 0) && m.To != "" {
+			victims, err := checkRecipient(tx, m, size, b, leftBefore)
+			if err != nil {
+				return err
+			}
+			for _, r := range victims {
+				if err := deleteOutbox(tx, r); err != nil {
+					return err
+				}
+				freed += int64(len(r.Payload) + len(r.Metadata))
+				displaced = append(displaced, r.message())
+			}
+		}
 		if b.Bytes > 0 {
 			used, err := queueBytes(tx, m.Queue)
 			if err != nil {
 				return err
 			}
 			if used+size > b.Bytes {
-				return fmt.Errorf("%w: queue %s holds %d bytes, the limit is %d", ErrFull, m.Queue, used, b.Bytes)
-			}
-		}
-		if (b.PerRecipient > 0 || b.PerRecipientBytes > 0 || b.PerSender > 0 || b.PerSenderBytes > 0) && m.To != "" {
-			limit := b.PerRecipient
-			if limit <= 0 {
-				limit = math.MaxInt
-			}
-			all, from, err := usageTo(tx, m.Queue, m.To, m.From, limit)
-			if err != nil {
-				return err
-			}
-			if b.PerRecipient > 0 && all.n >= b.PerRecipient {
-				return fmt.Errorf("%w: queue %s holds %d messages for %s, the limit", ErrFull, m.Queue, all.n, m.To)
-			}
-			if b.PerRecipientBytes > 0 && all.bytes+size > b.PerRecipientBytes {
-				return fmt.Errorf("%w: queue %s holds %d bytes for %s, the limit is %d", ErrFull, m.Queue, all.bytes, m.To, b.PerRecipientBytes)
-			}
-			if b.PerSender > 0 && from.n >= b.PerSender {
-				return fmt.Errorf("%w: queue %s holds %d messages for %s from %s, a sender's limit", ErrFull, m.Queue, from.n, m.To, m.From)
-			}
-			if b.PerSenderBytes > 0 && from.bytes+size > b.PerSenderBytes {
-				return fmt.Errorf("%w: queue %s holds %d bytes for %s from %s, a sender's limit is %d", ErrFull, m.Queue, from.bytes, m.To, m.From, b.PerSenderBytes)
+				// Rolled back, with any displacement: nothing changes.
+				return fmt.Errorf("%w: queue %s holds %d bytes, the limit is %d", ErrFull, m.Queue, used+freed, b.Bytes)
 			}
 		}
 		return putOutbox(tx, m)
 	})
 	if err != nil {
-		return "", fmt.Errorf("store: enqueue %s: %w", m.ID, err)
+		return "", nil, fmt.Errorf("store: enqueue %s: %w", m.ID, err)
 	}
 	s.signals.fire(m.Queue)
-	return m.ID, nil
+	return m.ID, displaced, nil
+}
+
+// checkRecipient checks m, of size bytes, against the bounds of its
+// recipient and its sender's share, and returns the messages it must
+// displace to fit (none when it fits as it is).
+func checkRecipient(tx *bolt.Tx, m Message, size int64, b Bounds, leftBefore time.Time) ([]msgRecord, error) {
+	limit := b.PerRecipient
+	if limit <= 0 || !leftBefore.IsZero() {
+		limit = math.MaxInt // displacing needs every sender's count
+	}
+	all, from, err := usageTo(tx, m.Queue, m.To, m.From, limit)
+	if err != nil {
+		return nil, err
+	}
+	if b.PerSender > 0 && from.n >= b.PerSender {
+		return nil, fmt.Errorf("%w: queue %s holds %d messages for %s from %s, a sender's limit", ErrFull, m.Queue, from.n, m.To, m.From)
+	}
+	if b.PerSenderBytes > 0 && from.bytes+size > b.PerSenderBytes {
+		return nil, fmt.Errorf("%w: queue %s holds %d bytes for %s from %s, a sender's limit is %d", ErrFull, m.Queue, from.bytes, m.To, m.From, b.PerSenderBytes)
+	}
+	fits := func(all usage) bool {
+		return (b.PerRecipient <= 0 || all.n < b.PerRecipient) && (b.PerRecipientBytes <= 0 || all.bytes+size <= b.PerRecipientBytes)
+	}
+	if fits(all) {
+		return nil, nil
+	}
+	if !leftBefore.IsZero() {
+		victims, err := displace(tx, m.Queue, m.To, all, leftBefore.UnixNano(), fits)
+		if err != nil || victims != nil {
+			return victims, err
+		}
+	}
+	if b.PerRecipient > 0 && all.n >= b.PerRecipient {
+		return nil, fmt.Errorf("%w: queue %s holds %d messages for %s, the limit", ErrFull, m.Queue, all.n, m.To)
+	}
+	return nil, fmt.Errorf("%w: queue %s holds %d bytes for %s, the limit is %d", ErrFull, m.Queue, all.bytes, m.To, b.PerRecipientBytes)
 }
 
 // CountFor returns how many messages of the named queue are addressed to

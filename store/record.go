@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/meshagent/meshagent/internal/jsonobj"
 )
 
 // Message is one bus message as the store keeps it: in the outbox while it
@@ -53,6 +55,11 @@ type Message struct {
 	// DueIn, NextDueIn, WakeIn and PendingIn. A dead letter keeps it, so
 	// that Replay puts the message back where it came from.
 	Queue string
+	// Left is when the message's recipient first fetched it and left it
+	// for later (MarkLeft); zero until then. EnqueueDisplacing lets a
+	// message that finds its recipient's bound reached take the place of
+	// messages left long enough.
+	Left time.Time
 }
 
 // DeadLetter is a message whose delivery was given up, with why and when.
@@ -123,6 +130,7 @@ type msgRecord struct {
 	DeadAt         int64  `json:"deadAt,omitempty"`
 	Expires        int64  `json:"expires,omitempty"`
 	Queue          string `json:"queue,omitempty"`
+	Left           int64  `json:"left,omitempty"`
 }
 
 type regRecord struct {
@@ -189,10 +197,10 @@ func (s *Store) prepare(m *Message) error {
 	if n := len(m.Payload) + len(m.Metadata); n > s.cfg.maxRecordSize {
 		return fmt.Errorf("%w: payload and metadata are %d bytes, the limit is %d", ErrTooLarge, n, s.cfg.maxRecordSize)
 	}
-	if !json.Valid(m.Payload) {
+	if !jsonobj.Valid(m.Payload) {
 		return invalidf("payload of message %s is not valid JSON", m.ID)
 	}
-	if len(m.Metadata) > 0 && !json.Valid(m.Metadata) {
+	if len(m.Metadata) > 0 && !jsonobj.Valid(m.Metadata) {
 		return invalidf("metadata of message %s is not valid JSON", m.ID)
 	}
 	if m.Attempts < 0 {
@@ -219,6 +227,9 @@ func toRecord(m Message) msgRecord {
 	if !m.Expires.IsZero() {
 		r.Expires = m.Expires.UnixNano()
 	}
+	if !m.Left.IsZero() {
+		r.Left = m.Left.UnixNano()
+	}
 	return r
 }
 
@@ -236,6 +247,9 @@ func (r msgRecord) message() Message {
 	}
 	if r.Expires != 0 {
 		m.Expires = time.Unix(0, r.Expires).UTC()
+	}
+	if r.Left != 0 {
+		m.Left = time.Unix(0, r.Left).UTC()
 	}
 	return m
 }

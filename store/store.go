@@ -48,7 +48,9 @@ var allBuckets = []string{
 // without it, so it must not open a version 2 file. Version 3 added named
 // queues (Message.Queue, indexed in outbox_qdue), which an older build's
 // bus would not see as due and would deliver as its own when woken.
-const schemaVersion byte = 3
+// Version 4 added Message.Left ("left" in outbox entries), which an older
+// build's strict decoder would take for corruption.
+const schemaVersion byte = 4
 
 // Store is the relay's and node's embedded persistence: outbox, dead-letter
 // queue, message history and lobby registrations in one bbolt file. Its
@@ -144,7 +146,8 @@ func initBuckets(tx *bolt.Tx) error {
 				return fmt.Errorf("upgrading to schema 2: %w", err)
 			}
 		}
-		// Schema 3 only adds the outbox_qdue bucket, created above.
+		// Schema 3 only adds the outbox_qdue bucket, created above, and
+		// schema 4 a member older entries lack.
 		return meta.Put([]byte("schema"), []byte{schemaVersion})
 	}
 	return nil

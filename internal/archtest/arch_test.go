@@ -2,6 +2,7 @@ package archtest
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -50,6 +51,16 @@ var forbidden = map[string][]string{
 	// The JSON object walker under rpc's frames and the bus's answers
 	// imports nothing of the project.
 	"internal/jsonobj": {mod},
+	// The goroutines that run a connection's jobs (under wsconn and rpc's
+	// client) import nothing of the project.
+	"internal/workers": {mod},
+}
+
+// allowed are the exceptions to forbidden: packages of the project a
+// package may depend on although a prefix above forbids them.
+var allowed = map[string][]string{
+	// The goroutines that run a connection's jobs.
+	"internal/wsconn": {mod + "internal/workers"},
 }
 
 // testHelpers are the packages only tests may import.
@@ -87,7 +98,7 @@ func TestImportRules(t *testing.T) {
 	for pkg, bad := range forbidden {
 		t.Run(pkg, func(t *testing.T) {
 			for _, dep := range goList(t, "-deps", "-f", "{{.ImportPath}}", "../../"+pkg) {
-				if dep == mod+pkg {
+				if dep == mod+pkg || slices.Contains(allowed[pkg], dep) {
 					continue
 				}
 				for _, b := range bad {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/internal/workers"
 )
 
 // Conn is one WebSocket connection of a Hub: it owns the socket, the send
@@ -34,6 +36,7 @@ type Conn struct {
 	cancel context.CancelFunc
 	send   chan []byte
 	jobs   chan struct{} // one per job running (Go)
+	pool   *workers.Pool // runs the jobs, reusing a goroutine that waits
 
 	wg sync.WaitGroup
 
@@ -55,7 +58,7 @@ const quickClose = time.Second
 func newConn(h *Hub, id uint64, remote string) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := h.cfg.Limits
-	return &Conn{
+	c := &Conn{
 		hub:    h,
 		id:     id,
 		remote: remote,
@@ -66,6 +69,8 @@ func newConn(h *Hub, id uint64, remote string) *Conn {
 		send:   make(chan []byte, l.SendQueue),
 		jobs:   make(chan struct{}, l.MaxConcurrentCalls),
 	}
+	c.pool = workers.New(&c.wg, ctx.Done(), 0)
+	return c
 }
 
 // ID returns the connection's number, unique within its Hub.
@@ -115,7 +120,7 @@ func (c *Conn) Go(f func()) bool {
 	default:
 		return false
 	}
-	c.wg.Go(func() {
+	c.pool.Go(func() {
 		defer func() { <-c.jobs }()
 		defer func() {
 			if p := recover(); p != nil {

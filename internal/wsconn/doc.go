@@ -15,8 +15,11 @@
 //
 // A Conn's goroutines: the read loop, one writer, one pinger when
 // Limits.PingInterval > 0, and one per job started with Conn.Go (at most
-// Limits.MaxConcurrentCalls). The read loop starts the others and, when
-// the connection ends, waits for them, then runs Handler.Ended, then
+// Limits.MaxConcurrentCalls run at once). A job's goroutine, once the job
+// has returned, waits briefly for the connection's next job and runs it
+// (package workers), so a busy connection does not start a goroutine and
+// grow its stack for every request. The read loop starts the others and,
+// when the connection ends, waits for them, then runs Handler.Ended, then
 // gives the slot back. Hub.Close waits for the read loops.
 //
 // # Back-pressure

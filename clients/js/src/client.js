@@ -203,6 +203,17 @@ export class Client extends Server {
     return this.rpc.call('mesh.unsubscribe', { subscription });
   }
 
+  /**
+   * Drops the position the node keeps for a durable subscription name no
+   * longer needed (unsubscribed first): the node keeps positions for a
+   * bounded number of names, and a new name past it is refused with code
+   * -32602. Resolves whether the node kept one.
+   */
+  async forgetDurable(durable) {
+    const res = await this.rpc.call('mesh.forgetDurable', { durable });
+    return res.forgotten;
+  }
+
   /** The task (seed 003) of a request this node sent. */
   taskStatus(taskId, agentId) { return this.rpc.call('mesh.taskStatus', put({ taskId }, { agentId })); }
 

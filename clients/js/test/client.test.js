@@ -115,6 +115,11 @@ describe('client', () => {
     assert.deepEqual(ureq.params, { subscription: 's7' });
     node.reply(ureq, true);
     await uns;
+    const forget = client.forgetDurable('reader');
+    const freq = await node.next('mesh.forgetDurable');
+    assert.deepEqual(freq.params, { durable: 'reader' });
+    node.reply(freq, { durable: 'reader', forgotten: true });
+    assert.equal(await forget, true);
   });
 
   it('answers durable subscription messages once the handler settled', async () => {

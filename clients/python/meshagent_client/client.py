@@ -201,6 +201,14 @@ class Client(Server):
             entry[0].stop()
         return await self.rpc.call("mesh.unsubscribe", {"subscription": subscription})
 
+    async def forget_durable(self, durable):
+        """Drop the position the node keeps for a durable subscription name
+        no longer needed (unsubscribed first): the node keeps positions for
+        a bounded number of names, and a new name past it is refused with
+        code -32602. Returns whether the node kept one."""
+        res = await self.rpc.call("mesh.forgetDurable", {"durable": durable})
+        return res["forgotten"]
+
     async def task_status(self, task_id, agent_id=None):
         """The task (seed 003) of a request this node sent."""
         return await self.rpc.call("mesh.taskStatus", _put({"taskId": task_id}, "agentId", agent_id))

@@ -119,6 +119,11 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(req["params"], {"subscription": "s7"})
         await self.node.reply(req, True)
         await uns
+        forget = self.go(self.client.forget_durable("reader"))
+        req = await self.node.next("mesh.forgetDurable")
+        self.assertEqual(req["params"], {"durable": "reader"})
+        await self.node.reply(req, {"durable": "reader", "forgotten": True})
+        self.assertTrue(await forget)
 
     async def test_durable_messages_are_answered(self):
         got, release = [], asyncio.Event()
