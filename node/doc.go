@@ -74,6 +74,27 @@
 // must not send a request to an agent nobody named, and the caller needs
 // to learn which agent answered.
 //
+// # Presence
+//
+// Every Presence.Interval a node publishes a signed heartbeat on its own
+// presence topic (status, load, capabilities, addresses, persona type),
+// and at once when its status or capabilities change. A heartbeat reaches
+// every agent of the mesh, so what presence costs an agent is the rate of
+// the whole mesh, not its own: at a fixed interval it grows with the mesh.
+// A node that knows of more than 50 agents on the presence topic
+// therefore stretches its interval in proportion (at 10 s: 20 s at 100
+// agents, 200 s at 1,000, at most MaxHeartbeatInterval), so that a mesh of
+// any size sends about what 50 agents send at the interval given: 5
+// heartbeats a second at the default, a few tenths of a millisecond of
+// CPU and some 20 KB/s of forwarding for each agent. Each heartbeat announces the
+// interval until the next, and receivers judge staleness by it (stale
+// after StaleAfter intervals, dropped after DropAfter), so a stretched
+// interval needs nothing of them and older nodes read it too. What a
+// large mesh gives up is freshness: load figures (CallAny's tie-break)
+// and a stopped agent's staleness take a stretched interval to show; a
+// status change is still sent at once. A newcomer is answered with a
+// heartbeat within a second, whatever the interval (presenceLoop).
+//
 // # Deadlines
 //
 // Every write has a deadline (Limits.IOTimeout), and a peer that stops

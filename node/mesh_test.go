@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
-	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/dht"
@@ -362,10 +360,7 @@ func rogue(t testing.TB, victim *node.Node, family string) *libp2ppubsub.Topic {
 	t.Cleanup(cancel)
 	raw, err := libp2ppubsub.NewGossipSub(ctx, h,
 		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
-		libp2ppubsub.WithMessageIdFn(func(m *pb.Message) string {
-			d := m.GetData()
-			return hex.EncodeToString(d[:min(len(d), sign.SignatureSize)])
-		}))
+		libp2ppubsub.WithMessageIdFn(pubsub.MessageID))
 	if err != nil {
 		t.Fatal(err)
 	}

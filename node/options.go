@@ -178,11 +178,13 @@ type Config struct {
 
 // Presence configures the status heartbeats of seed 004's registry. A
 // peer whose heartbeats stop is shown as stale after StaleAfter of its own
-// intervals and dropped from Peers after DropAfter of them, unless it is
+// (announced) intervals and dropped from Peers after DropAfter of them, unless it is
 // still connected.
 type Presence struct {
-	// Interval between heartbeats. 0 turns heartbeats off (the node
-	// still tracks others').
+	// Interval between heartbeats, in a mesh of up to 50 agents; in a
+	// larger one the node stretches it in proportion (see Presence in
+	// the package doc). 0 turns heartbeats off (the node still tracks
+	// others').
 	Interval time.Duration
 	// PersonaType is this agent's persona type (seed 004, e.g.
 	// "qa-engineer"), announced in heartbeats and matched by broadcast

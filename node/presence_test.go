@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -141,4 +142,79 @@ func TestNoHeartbeatForKnownAgent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestHeartbeatIntervalGrowsWithTheMesh: an agent that knows of few
+// agents announces its configured interval; one that knows of many more
+// than 50 stretches it in proportion (so that a large mesh's heartbeats
+// stay near a fixed rate), and a receiver judges it by the interval
+// announced: fresh, neither stale nor dropped, between its stretched
+// heartbeats.
+func TestHeartbeatIntervalGrowsWithTheMesh(t *testing.T) {
+	const (
+		every = time.Second
+		known = 300 // made-up agents a hears, besides b
+		// a knows of known+2 agents with itself and b.
+		stretched = every * (known + 2) / 50
+	)
+	var ahead atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}))
+	b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: every}), node.WithClock(clock))
+	announced := make(chan time.Duration, 64) // the intervals of a's heartbeats, as b hears them
+	cancel, err := b.Subscribe(protocol.PresenceTopic(a.AgentID()), func(m protocol.TopicMessage) {
+		var hb protocol.Heartbeat
+		if err := json.Unmarshal(m.Payload, &hb); err != nil {
+			t.Errorf("a's heartbeat: %v", err)
+			return
+		}
+		select {
+		case announced <- time.Duration(hb.IntervalMS) * time.Millisecond:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	meshtest.Connect(t, a, b)
+	heard := func(want time.Duration) {
+		t.Helper()
+		last := time.Duration(-1) // none yet
+		wait.For(t, 15*time.Second, func() error {
+			for {
+				select {
+				case got := <-announced:
+					if got == want {
+						return nil
+					}
+					last = got
+				default:
+					return fmt.Errorf("a's last heartbeat announced an interval of %v (-1ns: none heard), want %v", last, want)
+				}
+			}
+		})
+	}
+	heard(every)
+
+	node.HearAgents(a, known)
+	a.SetBusy(true) // a heartbeat at once
+	heard(stretched)
+	// b's presence records the heartbeat on a goroutine of its own.
+	wait.For(t, 10*time.Second, func() error {
+		if s := peerInfo(b, a.AgentID()).Status; s != protocol.StatusBusy {
+			return fmt.Errorf("b shows a %q, want busy", s)
+		}
+		return nil
+	})
+
+	// Past DropAfter configured intervals, within StaleAfter stretched ones.
+	age := every*node.DropAfter + every
+	if age >= stretched*node.StaleAfter {
+		t.Fatalf("the test's age %v is not within %d stretched intervals", age, node.StaleAfter)
+	}
+	ahead.Store(int64(age))
+	if pi := peerInfo(b, a.AgentID()); pi.Status != protocol.StatusBusy {
+		t.Fatalf("b shows a %q %v after its last heartbeat, which announced %v; want busy", pi.Status, age, stretched)
+	}
 }

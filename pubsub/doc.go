@@ -7,8 +7,46 @@
 // the same bytes a direct stream carries after its length prefix. The
 // router runs with StrictNoSign: the envelope's own Ed25519 signature is
 // the only one, so there is one signature per message. The GossipSub
-// message id is the hex of that signature, which needs no parsing and is
-// unique per signed message.
+// message id is the first MessageIDSize (20) bytes of that signature.
+//
+// # Message ids
+//
+// The id (MessageID) is GossipSub's key and nothing else: each node
+// computes it for itself from the bytes it receives, to drop copies it
+// has seen and to name messages in IHAVE, IWANT and IDONTWANT gossip.
+// Envelope ids, replay guards, durable positions, history keepers and
+// the bus's dedupe use the envelope's own id and author. An id is in
+// every IHAVE and IWANT, so it is kept short: 20 bytes, where the hex of
+// the whole signature was 128 characters. 160 bits of an Ed25519
+// signature's R, a point derived from a hash of the signer's secret and
+// the message, keep two messages from ever sharing one by chance. They
+// are taken as they are rather than hashed: hashing would cost every
+// copy a SHA-256 and hide nothing, since its input, the signature, is
+// public as soon as the message is sent.
+//
+// What an attacker can do with an id. The id is computed before
+// validation, as it always was, so anyone can send bytes that begin
+// with another message's signature and carry the same id; but GossipSub
+// marks an id seen only once its message has been accepted, and such a
+// copy fails verification and is refused, leaving the real message to
+// be delivered and forwarded as before. Making a message look seen
+// before it is sent would take its signature in advance, which needs
+// the author's key; a message of the attacker's own with a given id
+// would need an Ed25519 signature whose first 160 bits it chose, some
+// 2^160 attempts, and would only hide it behind the message it copied.
+//
+// Nodes of different versions compute different ids for the same
+// message (this id, or the hex of the signature before it). Delivery by
+// the mesh does not depend on ids, and each side still answers the
+// other's IWANT, so messages reach every subscriber, but gossip between
+// the two sides works against itself: each takes the other's IHAVE ids
+// for messages it has not seen and fetches messages it already has, and
+// never sees the id it asked for arrive, which GossipSub counts as a
+// broken promise and penalises. A peer of the other version that gossips
+// to a node every heartbeat ends with a negative score there, and a
+// negative score keeps a peer out of the mesh: as meshes turn over,
+// more messages cross between old and new nodes by gossip, a heartbeat
+// or so later, until all are upgraded.
 //
 // # Validation
 //

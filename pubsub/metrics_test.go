@@ -33,7 +33,7 @@ func TestMetrics(t *testing.T) {
 	defer cancel()
 	raw, err := libp2ppubsub.NewGossipSub(ctx, hb,
 		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
-		libp2ppubsub.WithMessageIdFn(msgID))
+		libp2ppubsub.WithMessageIdFn(MessageID))
 	if err != nil {
 		t.Fatal(err)
 	}

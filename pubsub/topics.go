@@ -2,7 +2,6 @@ package pubsub
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,12 +84,16 @@ type family struct {
 	subs  map[*Subscription]struct{}
 }
 
-func msgID(m *pb.Message) string {
+// MessageIDSize is the length in bytes of a GossipSub message id here.
+const MessageIDSize = 20
+
+// MessageID is the GossipSub message id of a message of this mesh (for
+// libp2ppubsub.WithMessageIdFn): the first MessageIDSize bytes of its
+// signature, as a binary string. See "Message ids" in the package doc;
+// a router that gossips with meshagent nodes must use the same.
+func MessageID(m *pb.Message) string {
 	d := m.GetData()
-	if len(d) >= sign.SignatureSize {
-		d = d[:sign.SignatureSize]
-	}
-	return hex.EncodeToString(d)
+	return string(d[:min(len(d), MessageIDSize)])
 }
 
 func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresholds) {
@@ -137,7 +140,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 	mesh := newMeshTracer()
 	psOpts := []libp2ppubsub.Option{
 		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
-		libp2ppubsub.WithMessageIdFn(msgID),
+		libp2ppubsub.WithMessageIdFn(MessageID),
 		libp2ppubsub.WithPeerScore(sp, st),
 		libp2ppubsub.WithMaxMessageSize(cfg.maxSize + 4096),
 		libp2ppubsub.WithRawTracer(mesh),

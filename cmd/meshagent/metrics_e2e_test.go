@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/libp2p/go-libp2p"
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
-	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -222,7 +220,7 @@ func forgeTopicMessage(ctx context.Context, t *testing.T, p *nodeProc) {
 	t.Cleanup(rcancel)
 	raw, err := libp2ppubsub.NewGossipSub(rctx, h,
 		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
-		libp2ppubsub.WithMessageIdFn(func(m *pb.Message) string { return hex.EncodeToString(m.GetData()[:sign.SignatureSize]) }))
+		libp2ppubsub.WithMessageIdFn(pubsub.MessageID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,23 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// HearAgents makes n hold the heartbeats of count made-up agents, as if
+// it had heard them through the mesh, each announcing the longest
+// interval so that none goes stale while a test runs.
+func HearAgents(n *Node, count int) {
+	for i := range count {
+		id := peer.ID(fmt.Sprintf("made-up agent %d", i))
+		n.presence.record(id, &presenceState{
+			hb:       protocol.Heartbeat{AgentID: id.String(), Status: protocol.StatusAvailable},
+			at:       n.cfg.Now(),
+			interval: MaxHeartbeatInterval,
+		})
+	}
+}
