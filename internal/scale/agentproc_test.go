@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
 )
 
 // TestScaleAgent is one agent of a -scale.procs run: the harness starts
@@ -160,4 +162,51 @@ func (s *agentServer) stats(req request) *agentStats {
 		st.HeapBytes, st.RSSBytes = heapAndStacks(), rssBytes()
 	}
 	return st
+}
+
+// TestAgentProcess starts raw agents in processes of their own: one
+// answers addrs and stats with its own figures, then exits when sent a
+// line the protocol refuses (and the harness says so rather than wait);
+// another exits when its stdin ends, as when the harness dies.
+func TestAgentProcess(t *testing.T) {
+	k, err := startChild(agentSpec{Kind: KindRaw, Index: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.stop)
+	ctx := meshtest.Context(t, 30*time.Second)
+	r, err := k.call(ctx, request{Op: opAddrs})
+	if err != nil {
+		t.Fatalf("addrs: %v; stderr:\n%s", err, k.stderr.String())
+	}
+	if want := meshtest.ID(t, 5000); r.Info == nil || r.Info.ID != want || len(r.Info.Addrs) == 0 || r.AgentID != want.String() {
+		t.Fatalf("addrs = %+v, want the id %s with addresses", r, want)
+	}
+	if r, err = k.call(ctx, request{Op: opStats, Mem: true, Take: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats; st == nil || st.CPUNs <= 0 || st.WallNs <= 0 || st.HeapBytes == 0 || st.RSSBytes == 0 {
+		t.Fatalf("stats = %+v", r.Stats)
+	}
+	k.wmu.Lock()
+	_, _ = k.stdin.Write([]byte(`{"id":9,"op":"exec"}` + "\n"))
+	k.wmu.Unlock()
+	if _, err := k.call(ctx, request{Op: opStats}); err == nil {
+		t.Fatal("the agent answered after a line the protocol refuses")
+	}
+
+	k2, err := startChild(agentSpec{Kind: KindRaw, Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k2.stop)
+	if _, err := k2.call(ctx, request{Op: opAddrs}); err != nil {
+		t.Fatal(err)
+	}
+	_ = k2.stdin.Close()
+	select {
+	case <-k2.done:
+	case <-ctx.Done():
+		t.Fatal("the agent did not exit when its stdin ended")
+	}
 }

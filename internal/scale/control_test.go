@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -145,4 +146,46 @@ func clip(b []byte) []byte {
 		return b[:200]
 	}
 	return b
+}
+
+// TestControlDecodeStrict: a line with an unknown field, data after the
+// value, an unknown op or no id is refused; a message is the only reply
+// without an id.
+func TestControlDecodeStrict(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		ok   bool
+	}{
+		{`{"id":1,"op":"find","want":"x","timeout_ms":10}`, true},
+		{`{"id":2,"op":"stats","take":true,"mem":true}`, true},
+		{`{"id":1,"op":"find","wants":"x"}`, false},
+		{`{"id":1,"op":"find"} {"id":2,"op":"find"}`, false},
+		{`{"id":1,"op":"find"}x`, false},
+		{`{"id":1,"op":"exec"}`, false},
+		{`{"op":"stats"}`, false},
+		{`{"id":1,"op":"msg"}`, false},
+		{`[1]`, false},
+		{``, false},
+	} {
+		_, err := decodeRequest([]byte(tc.line))
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errProtocol)) {
+			t.Errorf("request %q: %v", tc.line, err)
+		}
+	}
+	for _, tc := range []struct {
+		line string
+		ok   bool
+	}{
+		{`{"id":3,"found":true,"queried":7}`, true},
+		{`{"id":0,"op":"msg","payload":"e30=","at_ns":1}`, true},
+		{`{"id":0}`, false},
+		{`{"id":3,"op":"msg"}`, false},
+		{`{"id":3,"op":"find"}`, false},
+		{`{"id":3,"stats":{"rpcs":1,"bytes":2,"cpu_ns":3,"wall_ns":4,"extra":5}}`, false},
+	} {
+		_, err := decodeReply([]byte(tc.line))
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errProtocol)) {
+			t.Errorf("reply %q: %v", tc.line, err)
+		}
+	}
 }

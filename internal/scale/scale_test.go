@@ -97,7 +97,8 @@ func TestScale(t *testing.T) {
 // both ends of each loopback connection are this process's, so N agents
 // hold about N² descriptors, plus their listeners and stores (64 each is
 // ample). In processes each agent holds its own ~N + 64 (the limit is
-// inherited) and the harness three pipes per agent; the processes and
+// inherited) and the harness three pipes per agent, 3N + 64 in all, the
+// larger of the two; the processes and
 // their threads count against the user's process limit (16 threads an
 // agent is ample). make scale raises the soft limit first.
 func enoughDescriptors(n int, procs bool) error {
@@ -111,7 +112,7 @@ func enoughDescriptors(n int, procs bool) error {
 		}
 		return nil
 	}
-	if need := uint64(max(n+64, 3*n+64)); lim.Cur < need {
+	if need := uint64(3*n + 64); lim.Cur < need {
 		return fmt.Errorf("N=%d in processes needs about %d file descriptors in the harness and the limit is %d: raise it (ulimit -n %d)", n, need, lim.Cur, need)
 	}
 	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
