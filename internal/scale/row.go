@@ -45,7 +45,9 @@ type Row struct {
 	// per node: in the test process its figures over N, in processes the
 	// median of the agents' own.
 	IdleCPUPercent, MemMiBPerNode float64
-	// RSSMiBPerNode is resident memory per node, counted as memory is.
+	// RSSMiBPerNode is resident memory per node, counted as memory is;
+	// in the test process only a floor (it can even be negative), as the
+	// runtime keeps pages an earlier cluster freed.
 	RSSMiBPerNode float64
 }
 
