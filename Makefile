@@ -9,11 +9,14 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 UNITS   := meshagent.service meshagent-relay.service
-# make scale: the sizes measured, where the CSV and plots go, and the bound of each waiting step.
+# make scale: the sizes measured, where the CSV and plots go, and the bound of each waiting step;
+# SCALEPROCS=1 runs each agent in a process of its own (its CSV and plots go to docs/scale/procs).
 SCALEN    ?= 10,25
-SCALEOUT  ?= docs/scale
+SCALEPROCS ?=
+SCALEOUT  ?= $(if $(filter 1,$(SCALEPROCS)),docs/scale/procs,docs/scale)
 SCALESTEP ?= 60s
 SCALERUNS ?= 1
+SCALETIMEOUT ?= 60m
 # make chaos runs each scenario within 3 minutes and all of them within this.
 CHAOSTIMEOUT ?= 14m
 
@@ -54,11 +57,11 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./cmd/meshagent -run '^$$' -bench Serve -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
-scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
+scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
 	@log=$$(mktemp); \
 	ulimit -n 131072 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
-	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=60m -v -args -scale -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) >$$log 2>&1; rc=$$?; \
-	grep -E '(scale|cluster)_test\.go:|^(--- |FAIL|ok )' $$log; \
+	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) >$$log 2>&1; rc=$$?; \
+	grep -E '(scale|cluster|local|procs)_test\.go:|^(--- |FAIL|ok )' $$log; \
 	if [ $$rc -ne 0 ]; then echo "make scale failed; the end of its log:"; tail -n 100 $$log; fi; \
 	rm -f $$log; exit $$rc
 

@@ -12,30 +12,38 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/routing"
-
 	"github.com/meshagent/meshagent/internal/wait"
 )
 
 // cluster is N started nodes of one kind, node provider offering the
-// capability probed.
+// capability probed: in the test process, or each in a process of its own.
 type cluster interface {
+	// kind is the Row's kind: KindMesh, KindRaw or their -procs forms.
+	kind() string
 	size() int
 	provider() int
 	// find looks the provider up from node i and reaches it (the mesh's
-	// signed hello, a raw connect); it reports whether it was found.
-	find(ctx context.Context, i int) (bool, error)
+	// signed hello, a raw connect); it reports whether it was found and
+	// how many peers the lookup queried.
+	find(ctx context.Context, i int) (found bool, queried int, err error)
 	// subscribe calls got with the payload of every message node i
-	// receives on the probe topic.
-	subscribe(i int, got func([]byte)) error
+	// receives on the probe topic and the time node i received it.
+	subscribe(i int, got func(data []byte, at time.Time)) error
 	publish(ctx context.Context, from int, payload []byte) error
-	reporter() *gossipReporter
-	kinds() *kindTracer
+	// sent returns the GossipSub RPCs and bytes all nodes sent so far.
+	sent() (msgs, bytes int64, err error)
+	// takeKinds returns the kind tracers' counts summed over the nodes
+	// and starts them afresh.
+	takeKinds() (map[string]int64, error)
+	// idle waits out an idle window and returns idle CPU (percent of
+	// one core) and memory (heap and stacks; RSS) per node.
+	idle(window time.Duration) (cpuPercent, memMiB, rssMiB float64)
 }
 
 // attemptBound bounds one discovery attempt: each retry of a finder, and
@@ -86,6 +94,24 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// rssBytes returns the process's resident memory, or 0 where the
+// system does not say (it is read from /proc).
+func rssBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
+}
+
 func quantile(ds []time.Duration, p int) float64 {
 	if len(ds) == 0 {
 		return math.NaN()
@@ -101,9 +127,9 @@ func payload(m string) []byte { return []byte(`{"m":"` + m + `"}`) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// measure records c's figures; base is the memory held before c started.
-func measure(t *testing.T, rng *rand.Rand, c cluster, p params, base uint64) Row {
-	r := Row{N: c.size()}
+// measure records c's figures.
+func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
+	r := Row{Kind: c.kind(), N: c.size()}
 	r.AllDiscoverMs, r.Discovered = allDiscover(t, c, p)
 	var lat []time.Duration
 	var queried, samples int
@@ -126,17 +152,13 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params, base uint64) Row
 	if p.discoveryOnly {
 		nan := math.NaN()
 		r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio = nan, nan, nan
-		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode = nan, nan, nan, nan
+		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = nan, nan, nan, nan, nan
 		return r
 	}
 	publishPhase(t, c, p, &r)
-	before := cpuTime()
-	start := time.Now()
-	<-time.After(p.idle) // an idle window, not a wait for a condition
-	r.IdleCPUPercent = 100 * float64(cpuTime()-before) / float64(time.Since(start)) / float64(c.size())
 	// Memory is taken idle, with the subscriptions and routing tables of
 	// a node that has discovered and published.
-	r.MemMiBPerNode = float64(int64(heapAndStacks())-int64(base)) / float64(c.size()) / (1 << 20)
+	r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = c.idle(p.idle)
 	return r
 }
 
@@ -158,7 +180,7 @@ func allDiscover(t *testing.T, c cluster, p params) (float64, int) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				lctx, lcancel := context.WithTimeout(ctx, attemptBound)
-				ok, _ := c.find(lctx, i)
+				ok, _, _ := c.find(lctx, i)
 				lcancel()
 				if ok {
 					mu.Lock()
@@ -186,22 +208,9 @@ func allDiscover(t *testing.T, c cluster, p params) (float64, int) {
 func lookup(c cluster, i int, bound time.Duration) (time.Duration, int, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	ctx, events := routing.RegisterForQueryEvents(ctx)
-	counted := make(chan int)
-	go func() {
-		n := 0
-		for ev := range events {
-			if ev.Type == routing.SendingQuery {
-				n++
-			}
-		}
-		counted <- n
-	}()
 	start := time.Now()
-	ok, _ := c.find(ctx, i)
-	d := time.Since(start)
-	cancel() // closes events
-	return d, <-counted, ok
+	ok, queried, _ := c.find(ctx, i)
+	return time.Since(start), queried, ok
 }
 
 // publishPhase subscribes every node but the publisher, warms the topic
@@ -220,8 +229,7 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 		if i == from {
 			continue
 		}
-		if err := c.subscribe(i, func(data []byte) {
-			now := time.Now()
+		if err := c.subscribe(i, func(data []byte, at time.Time) {
 			var m struct {
 				M string `json:"m"`
 			}
@@ -241,7 +249,7 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 			}
 			deliveries++
 			if got[seq]++; got[seq] == subs {
-				lat = append(lat, now.Sub(sent[seq]))
+				lat = append(lat, at.Sub(sent[seq]))
 			}
 		}); err != nil {
 			t.Fatalf("N=%d: subscribe %d: %v", c.size(), i, err)
@@ -267,8 +275,13 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	if ctx.Err() != nil {
 		t.Logf("N=%d: %d of %d subscribers warmed within %s", c.size(), len(warmed), subs, p.step)
 	}
-	msgs0, bytes0 := c.reporter().sent()
-	c.kinds().take()
+	msgs0, bytes0, err := c.sent()
+	if err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
+	if _, err := c.takeKinds(); err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
 	window := time.Now()
 	stopProfile := startProfile(t, c)
 	tick := time.NewTicker(time.Second / time.Duration(p.rate))
@@ -292,8 +305,14 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	}
 	_ = wait.Until(5*time.Second, done) // stragglers get 5 s; the ratio says how many never came
 	stopProfile()
-	msgs1, bytes1 := c.reporter().sent()
-	kinds := c.kinds().take()
+	msgs1, bytes1, err := c.sent()
+	if err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
+	kinds, err := c.takeKinds()
+	if err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	r.PublishP50Ms, r.PublishP99Ms = quantile(lat, 50), quantile(lat, 99)
@@ -305,16 +324,17 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 }
 
 // startProfile profiles the CPU until the returned function is called,
-// when -scale.cpuprofile is set.
+// when -scale.cpuprofile is set. It profiles the test process, so it
+// says nothing of agents in processes of their own.
 func startProfile(t *testing.T, c cluster) func() {
 	if *profile == "" {
 		return func() {}
 	}
-	kind := KindRaw
-	if _, ok := c.(*meshCluster); ok {
-		kind = KindMesh
+	if _, ok := c.(*localCluster); !ok {
+		t.Logf("-scale.cpuprofile profiles the test process; the agents of %s are not in it", c.kind())
+		return func() {}
 	}
-	f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", *profile, kind, c.size()))
+	f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", *profile, c.kind(), c.size()))
 	if err != nil {
 		t.Fatal(err)
 	}

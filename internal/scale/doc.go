@@ -14,12 +14,29 @@
 // WriteCSV and Plot turn the rows into a CSV and one PNG per figure, both
 // kinds side by side against N.
 //
+// With -scale.procs each agent runs in a process of its own: the test
+// binary starts itself again as TestScaleAgent, which builds one agent
+// with the same function the in-process harness uses for each of its N,
+// and the harness drives the N children over a line protocol (JSON, one
+// request or reply a line, decoded strictly) on their stdin and stdout:
+// addrs, find, subscribe, publish, stats, close. A child reports each
+// message it receives with its own receive time (the wall clock, which
+// the processes share), so the pipe's latency is not in the publish
+// figures; its stats are its own GossipSub counts, CPU time (getrusage)
+// and memory. A child exits when its stdin ends, so a harness that dies
+// leaves none behind, and the harness kills any left when the test ends.
+// The rows' kinds are then mesh-procs and raw-procs.
+//
 // In-process nodes share one Go runtime, scheduler and garbage collector
 // and talk over loopback TCP: there is no network latency or loss, the
 // CPU of every node competes for the same cores, and memory and CPU per
-// node are the process's figures divided by N. The per-node figures are
-// therefore upper bounds on idle cost (the runtime's fixed overhead is
-// shared) and the latencies are lower bounds on what a real network adds.
+// node are what the process gained since the nodes started, divided by
+// N. The runtime's fixed cost is then shared, so these per-node figures
+// are below what an agent on its own costs, and the latencies are lower
+// bounds on what a real network adds. In processes, idle CPU and memory
+// per node are the median over the agents of each one's own figures,
+// the runtime's fixed cost included: what one agent costs on its own.
+// The agents still share the machine's cores and loopback.
 //
 // DHT hops are not exposed by kad-dht: a lookup queries up to alpha peers
 // at a time and stops when the closest peers have answered, so the path

@@ -29,12 +29,16 @@ var figures = []figure{
 	{"bytes-per-node.png", "GossipSub bytes sent per node per published message", "bytes", func(r Row) float64 { return r.BytesPerNodePerPub }},
 	{"idle-cpu.png", "Idle CPU per node", "% of one core", func(r Row) float64 { return r.IdleCPUPercent }},
 	{"memory.png", "Memory per node (heap + stacks)", "MiB", func(r Row) float64 { return r.MemMiBPerNode }},
+	{"rss.png", "Resident memory per node (RSS)", "MiB", func(r Row) float64 { return r.RSSMiBPerNode }},
 }
 
-// kindColors keeps each kind's colour the same on every plot.
+// kindColors keeps each kind's colour the same on every plot; a kind in
+// processes has its in-process kind's colour and a dashed line.
 var kindColors = map[string]color.Color{
-	KindMesh: color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	KindRaw:  color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	KindMesh:      color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	KindRaw:       color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	KindMeshProcs: color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	KindRawProcs:  color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 }
 
 // Plot writes one PNG per figure into dir: each figure against N, one
@@ -47,7 +51,7 @@ func Plot(dir string, rows []Row) error {
 		p.Y.Label.Text = f.unit
 		p.Legend.Top = true
 		p.Legend.Left = true
-		for _, kind := range []string{KindMesh, KindRaw} {
+		for _, kind := range []string{KindMesh, KindRaw, KindMeshProcs, KindRawProcs} {
 			var pts plotter.XYs
 			for _, r := range rows {
 				if v := f.value(r); r.Kind == kind && !math.IsNaN(v) && !math.IsInf(v, 0) {
@@ -62,6 +66,9 @@ func Plot(dir string, rows []Row) error {
 				return fmt.Errorf("scale: plot %s: %w", f.file, err)
 			}
 			line.Color, dots.Color = kindColors[kind], kindColors[kind]
+			if kind == KindMeshProcs || kind == KindRawProcs {
+				line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			}
 			p.Add(line, dots)
 			p.Legend.Add(kind, line, dots)
 		}

@@ -10,10 +10,13 @@ import (
 	"strconv"
 )
 
-// Kinds of a Row: the mesh's own stack, and the raw libp2p baseline.
+// Kinds of a Row: the mesh's own stack, and the raw libp2p baseline; in
+// the test process, or each agent in a process of its own (-procs).
 const (
-	KindMesh = "mesh"
-	KindRaw  = "raw"
+	KindMesh      = "mesh"
+	KindRaw       = "raw"
+	KindMeshProcs = "mesh-procs"
+	KindRawProcs  = "raw-procs"
 )
 
 // Row holds one kind's figures at one size. Durations are in milliseconds.
@@ -39,19 +42,24 @@ type Row struct {
 	// node per published message, heartbeats and gossip included.
 	MsgsPerNodePerPub, BytesPerNodePerPub float64
 	// Idle CPU (percent of one core) and memory (heap and stacks, MiB)
-	// per node.
+	// per node: in the test process its figures over N, in processes the
+	// median of the agents' own.
 	IdleCPUPercent, MemMiBPerNode float64
+	// RSSMiBPerNode is resident memory per node, counted as memory is;
+	// in the test process only a floor (it can even be negative), as the
+	// runtime keeps pages an earlier cluster freed.
+	RSSMiBPerNode float64
 }
 
 // header names Row's fields in CSV order.
 var header = []string{"kind", "n", "all_discover_ms", "discovered", "discover_p50_ms", "discover_p99_ms",
 	"queried_per_lookup", "publish_p50_ms", "publish_p99_ms", "delivery_ratio",
-	"msgs_per_node_per_pub", "bytes_per_node_per_pub", "idle_cpu_percent", "mem_mib_per_node"}
+	"msgs_per_node_per_pub", "bytes_per_node_per_pub", "idle_cpu_percent", "mem_mib_per_node", "rss_mib_per_node"}
 
 func (r Row) values() []float64 {
 	return []float64{r.AllDiscoverMs, float64(r.Discovered), r.DiscoverP50Ms, r.DiscoverP99Ms,
 		r.QueriedPerLookup, r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio,
-		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode}
+		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode}
 }
 
 // WriteCSV writes rows with a header line.
@@ -87,7 +95,7 @@ func Median(runs []Row) Row {
 	fields := func(r *Row) []*float64 {
 		return []*float64{&r.AllDiscoverMs, &r.DiscoverP50Ms, &r.DiscoverP99Ms, &r.QueriedPerLookup,
 			&r.PublishP50Ms, &r.PublishP99Ms, &r.DeliveryRatio, &r.MsgsPerNodePerPub,
-			&r.BytesPerNodePerPub, &r.IdleCPUPercent, &r.MemMiBPerNode}
+			&r.BytesPerNodePerPub, &r.IdleCPUPercent, &r.MemMiBPerNode, &r.RSSMiBPerNode}
 	}
 	out := fields(&m)
 	vals := make([]float64, len(runs))

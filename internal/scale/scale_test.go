@@ -7,9 +7,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -22,48 +23,67 @@ var (
 	idle    = flag.Duration("scale.idle", 5*time.Second, "idle window for CPU")
 	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
 	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each publish phase to this prefix + -<kind>-<N>.pprof")
-	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw")
+	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw, and in processes mesh-procs, raw-procs (all four: the cross-check)")
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
 	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
+	procs   = flag.Bool("scale.procs", false, "run each agent in a process of its own: -scale.kinds mesh and raw become mesh-procs and raw-procs")
 )
 
-// TestScale is the harness's entry: for each size it measures the mesh,
-// closes it, then measures the raw baseline, and writes the CSV and plots.
+// TestScale is the harness's entry: for each size it measures each kind
+// in turn (the mesh, then the raw baseline; in the test process, in
+// processes, or both for the cross-check), closing each before the next,
+// and writes the CSV and plots.
 func TestScale(t *testing.T) {
 	if !*run {
 		t.Skip("the scale harness runs with -scale (make scale)")
 	}
 	p := params{step: *step, lookups: *lookups, rate: 20, published: *pubs, idle: *idle, discoveryOnly: *disc}
+	var measured []string
+	inProcess, inProcs := false, false
+	for _, kind := range strings.Split(*kinds, ",") {
+		if *procs && (kind == KindMesh || kind == KindRaw) {
+			kind += "-procs"
+		}
+		switch kind {
+		case KindMesh, KindRaw:
+			inProcess = true
+		case KindMeshProcs, KindRawProcs:
+			inProcs = true
+		default:
+			t.Fatalf("-scale.kinds: %q is none of %s, %s, %s, %s", kind, KindMesh, KindRaw, KindMeshProcs, KindRawProcs)
+		}
+		measured = append(measured, kind)
+	}
 	var rows []Row
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 3 {
 			t.Fatalf("-scale.n: %q is not a size of at least 3", f)
 		}
-		if err := enoughDescriptors(n); err != nil {
+		if err := enoughDescriptors(n, inProcess, inProcs); err != nil {
 			t.Fatal(err)
 		}
-		for _, kind := range strings.Split(*kinds, ",") {
-			if kind != KindMesh && kind != KindRaw {
-				t.Fatalf("-scale.kinds: %q is neither %s nor %s", kind, KindMesh, KindRaw)
-			}
+		for _, kind := range measured {
 			var done []Row
 			for run := range max(*runs, 1) {
 				t.Run(fmt.Sprintf("N=%d/%s/%d", n, kind, run+1), func(t *testing.T) {
 					// Each run its own topology and samples, the same for
-					// both kinds.
+					// every kind.
 					rng := rand.New(rand.NewPCG(*seed+uint64(run), uint64(n)))
-					base := heapAndStacks()
 					var c cluster
-					if kind == KindMesh {
+					switch kind {
+					case KindMesh:
 						c = startMesh(t, rng, n)
-					} else {
+					case KindRaw:
 						c = startRaw(t, rng, n, p.step)
+					case KindMeshProcs:
+						c = startProcs(t, rng, KindMesh, n, p.step)
+					case KindRawProcs:
+						c = startProcs(t, rng, KindRaw, n, p.step)
 					}
 					start := time.Now()
-					r := measure(t, rng, c, p, base)
-					r.Kind = kind
-					t.Logf("%s N=%d in %s: %+v", kind, n, time.Since(start).Round(time.Second), r)
+					r := measure(t, rng, c, p)
+					t.Logf("%s N=%d in %s: %+v", c.kind(), n, time.Since(start).Round(time.Second), r)
 					done = append(done, r)
 				})
 			}
@@ -88,20 +108,35 @@ func TestScale(t *testing.T) {
 	}
 }
 
-// enoughDescriptors refuses a size the process cannot open the sockets
-// for, before it starts, rather than failing minutes in with "too many
-// open files": in one process every agent ends up connected to nearly
-// every other and both ends of each loopback connection are this
-// process's, so N agents hold about N² descriptors, plus their listeners
-// and stores (64 each is ample). make scale raises the soft limit first.
-func enoughDescriptors(n int) error {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+// enoughDescriptors refuses a size the limits cannot carry, before it
+// starts, rather than failing minutes in with "too many open files". In
+// one process every agent ends up connected to nearly every other and
+// both ends of each loopback connection are this process's, so N agents
+// hold about N² descriptors, plus their listeners and stores (64 each is
+// ample). In processes each agent holds its own ~N + 64 (the limit is
+// inherited) and the harness three pipes per agent, 3N + 64 in all, the
+// larger of the two; the processes and
+// their threads count against the user's process limit (16 threads an
+// agent is ample). make scale raises the soft limit first.
+func enoughDescriptors(n int, inProcess, procs bool) error {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return nil // not knowable here: let the run say
 	}
-	need := uint64(n*n + 64*n)
-	if lim.Cur < need {
-		return fmt.Errorf("N=%d needs about %d file descriptors in one process and the limit is %d: raise it (ulimit -n %d; make scale does when it may)", n, need, lim.Cur, need)
+	if need := uint64(n*n + 64*n); inProcess && lim.Cur < need {
+		return fmt.Errorf("N=%d needs about %d file descriptors in one process and the limit is %d: raise it (ulimit -n %d; make scale does when it may), or run each agent in a process (-scale.procs)", n, need, lim.Cur, need)
+	}
+	if !procs {
+		return nil
+	}
+	if need := uint64(3*n + 64); lim.Cur < need {
+		return fmt.Errorf("N=%d in processes needs about %d file descriptors in the harness and the limit is %d: raise it (ulimit -n %d)", n, need, lim.Cur, need)
+	}
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+		return nil
+	}
+	if need := uint64(16 * n); lim.Cur != unix.RLIM_INFINITY && lim.Cur < need {
+		return fmt.Errorf("N=%d in processes needs about %d processes and threads and the limit is %d: raise it (ulimit -u %d)", n, need, lim.Cur, need)
 	}
 	return nil
 }

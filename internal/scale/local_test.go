@@ -1,0 +1,92 @@
+package scale
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// localCluster is N agents of one kind in the test process, sharing one
+// bandwidth reporter and one kind tracer.
+type localCluster struct {
+	name    string
+	agents  []agent
+	prov    int
+	rep     *gossipReporter
+	kt      *kindTracer
+	base    uint64 // heap and stacks before the agents started
+	baseRSS uint64
+}
+
+func newLocalCluster(kind string, n int) *localCluster {
+	return &localCluster{name: kind, prov: n - 1, rep: newGossipReporter(), kt: newKindTracer(), base: heapAndStacks(), baseRSS: rssBytes()}
+}
+
+// bootInfos returns the addresses of the agents boot names.
+func bootInfos(agents []agent, boot []int) []peer.AddrInfo {
+	var infos []peer.AddrInfo
+	for _, j := range boot {
+		infos = append(infos, agents[j].info())
+	}
+	return infos
+}
+
+func startMesh(t *testing.T, rng *rand.Rand, n int) *localCluster {
+	c := newLocalCluster(KindMesh, n)
+	// A node that cannot connect to its bootstrap peers within joinBound
+	// is left to its own retries, and the later ones are not waited for:
+	// the figures then say what such a mesh does.
+	overloaded := false
+	for i, boot := range sparse(rng, n) {
+		a, err := newMeshAgent(t, i, bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt)
+		if err != nil {
+			t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
+			overloaded = true
+		}
+		c.agents = append(c.agents, a)
+	}
+	return c
+}
+
+func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration) *localCluster {
+	c := newLocalCluster(KindRaw, n)
+	for i, boot := range sparse(rng, n) {
+		c.agents = append(c.agents, newRawAgent(t, i, bootInfos(c.agents, boot), i == c.prov, provideBound, c.rep, c.kt))
+	}
+	return c
+}
+
+func (c *localCluster) kind() string                         { return c.name }
+func (c *localCluster) size() int                            { return len(c.agents) }
+func (c *localCluster) provider() int                        { return c.prov }
+func (c *localCluster) sent() (msgs, bytes int64, _ error)   { m, b := c.rep.sent(); return m, b, nil }
+func (c *localCluster) takeKinds() (map[string]int64, error) { return c.kt.take(), nil }
+
+func (c *localCluster) find(ctx context.Context, i int) (bool, int, error) {
+	return findCounted(ctx, c.agents[i], c.agents[c.prov].id())
+}
+
+func (c *localCluster) subscribe(i int, got func([]byte, time.Time)) error {
+	return c.agents[i].subscribe(got)
+}
+
+func (c *localCluster) publish(ctx context.Context, from int, payload []byte) error {
+	return c.agents[from].publish(ctx, payload)
+}
+
+// idle measures the process over the window: its CPU and the memory it
+// gained since the agents started, divided by N, so that the runtime's
+// fixed cost is shared by all of them.
+func (c *localCluster) idle(window time.Duration) (cpuPercent, memMiB, rssMiB float64) {
+	before := cpuTime()
+	start := time.Now()
+	<-time.After(window) // an idle window, not a wait for a condition
+	n := float64(c.size())
+	cpuPercent = 100 * float64(cpuTime()-before) / float64(time.Since(start)) / n
+	memMiB = float64(int64(heapAndStacks())-int64(c.base)) / n / (1 << 20)
+	rssMiB = float64(int64(rssBytes())-int64(c.baseRSS)) / n / (1 << 20)
+	return cpuPercent, memMiB, rssMiB
+}
