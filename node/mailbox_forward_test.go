@@ -76,7 +76,11 @@ func TestMailboxTakesBusMessageFromRelayThatWentDown(t *testing.T) {
 	if !res.Success || len(res.Acks) != 1 || !res.Acks[0].Queued || res.Acks[0].Processed {
 		t.Fatalf("send result %+v, want one queued ack", res)
 	}
-	if n := heldFor(t, mst, b); n != 1 {
+	// A deposit is sealed afresh at each attempt, so one whose answer was
+	// lost (a loaded machine) and was retried leaves a second copy under
+	// the same request id: at least once, as documented; the agent runs
+	// it once all the same (checked below).
+	if n := heldFor(t, mst, b); n < 1 {
 		t.Fatalf("the mailbox holds %d, want the call", n)
 	}
 	if n := queuedFor(t, rst, b.String()); n != 0 {

@@ -57,7 +57,10 @@ func publishN(t *testing.T, b *Topics, archive *memArchive, from, to int) {
 		if _, err := b.Publish(context.Background(), fmt.Sprintf("news:%d", i%3), json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
-		wait.For(t, 10*time.Second, func() error {
+		// Bounded generously: under the race detector with other packages'
+		// tests on two cores a message has taken more than 10 s to reach
+		// the keeper (gossip repair, after a heartbeat or more).
+		wait.For(t, 30*time.Second, func() error {
 			if n := archive.Len(); n <= i {
 				return fmt.Errorf("the keeper has %d of %d", n, i+1)
 			}
