@@ -2,9 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
-
-	"github.com/meshagent/meshagent/protocol"
 )
 
 // DurableForgetter is implemented by a Mesh that can forget a durable
@@ -51,11 +48,7 @@ func (s *Server) meshForgetDurable(ctx context.Context, r *Request) (any, error)
 	}
 	forgotten, err := df.ForgetDurable(ctx, p.Durable)
 	if err != nil {
-		var pe *protocol.Error
-		if errors.As(err, &pe) && pe.Code == protocol.CodeInvalidMessage {
-			return nil, Errorf(CodeInvalidParams, "invalid params: %s", pe.Message)
-		}
-		return nil, protocol.AsError(err)
+		return nil, meshParamsError(err)
 	}
 	return ForgetDurableResult{Durable: p.Durable, Forgotten: forgotten}, nil
 }

@@ -304,11 +304,7 @@ func (s *Server) meshSubscribe(ctx context.Context, r *Request) (any, error) {
 		_ = conn.Notify(MethodMeshMessage, MessageParams{Subscription: id, Message: m})
 	})
 	if err != nil {
-		var pe *protocol.Error
-		if errors.As(err, &pe) && pe.Code == protocol.CodeInvalidMessage {
-			return nil, Errorf(CodeInvalidParams, "invalid params: %s", pe.Message)
-		}
-		return nil, protocol.AsError(err)
+		return nil, meshParamsError(err)
 	}
 	subs.cancel[id] = cancel
 	return SubscribeResult{Subscription: id}, nil
@@ -389,14 +385,10 @@ func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, 
 	defer subs.mu.Unlock()
 	if err != nil {
 		delete(subs.cancel, id)
-		var pe *protocol.Error
-		switch {
-		case errors.Is(err, protocol.ErrNoPeers):
+		if errors.Is(err, protocol.ErrNoPeers) {
 			return nil, Errorf(CodeNoPeers, "durable %q cannot catch up: %v", name, err)
-		case errors.As(err, &pe) && pe.Code == protocol.CodeInvalidMessage:
-			return nil, Errorf(CodeInvalidParams, "invalid params: %s", pe.Message)
 		}
-		return nil, protocol.AsError(err)
+		return nil, meshParamsError(err)
 	}
 	if subs.closed {
 		cancel()
