@@ -93,7 +93,8 @@ func span(from, to int) []int {
 // subscription reads three messages; the agent goes, its node is killed
 // (SIGKILL), and six are published meanwhile, which the relay keeps; the node back on
 // the same data and the agent subscribed again under the same name, it
-// gets those six in order, then a live one, nothing twice.
+// gets those six in order, then a live one, nothing twice but the last
+// one read before the kill, whose answer the kill may have beaten.
 func TestDurableClientsOffline(t *testing.T) {
 	bin := meshagent(t)
 	dir := t.TempDir()
@@ -154,8 +155,12 @@ func TestDurableClientsOffline(t *testing.T) {
 				}
 				return nil
 			})
-			if got := numbers(reader, "msg"); !slices.Equal(got, span(3, 10)) {
-				t.Errorf("back under the same name the agent got %v, want the six missed in order then the live one: %v", got, span(3, 10))
+			// The agent was killed right after it printed msg 2, and its
+			// answer to that delivery may not have left: the position then
+			// stays before msg 2, which comes again (at least once). Only
+			// that one may repeat.
+			if got := numbers(reader, "msg"); !slices.Equal(got, span(3, 10)) && !slices.Equal(got, span(2, 10)) {
+				t.Errorf("back under the same name the agent got %v, want the six missed in order then the live one: %v (after msg 2 again, if the kill beat its answer)", got, span(3, 10))
 			}
 		})
 	}

@@ -38,9 +38,16 @@ func newSigner(t testing.TB) *sign.Signer {
 	return s
 }
 
+// testPublishWait is how long a test's Publish waits for receivers unless
+// the test sets its own wait: the default 5 s is too short for a
+// subscription to reach the publisher under the full suite's race-detector
+// load on two cores, and a publish that finds its receiver sooner returns
+// sooner.
+const testPublishWait = 30 * time.Second
+
 func newBus(t testing.TB, h host.Host, opts ...Option) *Topics {
 	t.Helper()
-	b, err := New(h, newSigner(t), opts...)
+	b, err := New(h, newSigner(t), append([]Option{WithPublishWait(testPublishWait)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
