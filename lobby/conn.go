@@ -42,7 +42,13 @@ func (c *conn) sendMsg(m *Message) error {
 
 // spawn runs f as a job of the connection if a slot is free, and reports
 // whether it did.
-func (c *conn) spawn(f func()) bool { return c.ws.Go(f) }
+func (c *conn) spawn(f func()) bool {
+	// The job's place is held until it returns, answer included (it is
+	// sent from deep inside f): a client that keeps all of
+	// MaxConcurrentCalls in flight, and sends the next the moment an
+	// answer comes, may be refused one with RATE_LIMITED.
+	return c.ws.Go(func(func()) { f() })
+}
 
 // establish marks the connection as serving an agent: it is no longer
 // closed by the register deadline or evicted to make room.

@@ -255,11 +255,12 @@ func (c *Conn) dispatch(m *message, done func(*response)) {
 		done(nil)
 		return
 	}
-	started := c.wc.Go(func() {
+	started := c.wc.Go(func(free func()) {
 		res, err := c.invoke(h, req)
 		if err == nil && establishes(req.Method) {
 			c.wc.Establish()
 		}
+		free() // before the answer: see wsconn.Conn.Go
 		switch {
 		case req.IsNotification():
 			done(nil)

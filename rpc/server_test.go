@@ -167,6 +167,22 @@ func TestConcurrentCallLimit(t *testing.T) {
 	}
 }
 
+// A client that waits for each answer before its next request is never
+// refused, even at one request at a time: the place of a request is free
+// by the time its answer can arrive.
+func TestSequentialCallsNeverBusy(t *testing.T) {
+	l := rpc.DefaultLimits()
+	l.MaxConcurrentCalls = 1
+	ts := newTestServer(t, rpc.WithLimits(l))
+	c := dialClient(t, ts.url)
+	ctx := ctxT(t)
+	for i := range 2000 {
+		if err := c.Call(ctx, rpc.MethodPing, nil, nil); err != nil {
+			t.Fatalf("call %d, made after the answer to the one before: %v", i, err)
+		}
+	}
+}
+
 // Closing the client cancels its calls in the mesh.
 func TestClientDisconnectCancelsCalls(t *testing.T) {
 	ts := newTestServer(t)

@@ -114,20 +114,33 @@ func (c *Conn) Queued() (n, capacity int) { return len(c.send), cap(c.send) }
 // it from Handler.Frame or from a job: the connection ends only once
 // every job has returned, so f must watch Context. A panic in f is logged
 // and ends f only.
-func (c *Conn) Go(f func()) bool {
+//
+// f holds its place among the MaxConcurrentCalls until it returns or
+// calls free, whichever is first. A job that answers a request calls free
+// before it queues the answer: a client that sends its next request once
+// it has the answer must find the place free, not be refused because the
+// goroutine that answered has not yet returned.
+func (c *Conn) Go(f func(free func())) bool {
 	select {
 	case c.jobs <- struct{}{}:
 	default:
 		return false
 	}
 	c.pool.Go(func() {
-		defer func() { <-c.jobs }()
+		held := true // only this goroutine reads or writes it
+		free := func() {
+			if held {
+				held = false
+				<-c.jobs
+			}
+		}
+		defer free()
 		defer func() {
 			if p := recover(); p != nil {
 				c.log.Error("connection job panicked", "panic", p, "stack", string(debug.Stack()))
 			}
 		}()
-		f()
+		f(free)
 	})
 	return true
 }

@@ -316,16 +316,52 @@ func TestGoBoundsJobs(t *testing.T) {
 	release := make(chan struct{})
 	var ran sync.WaitGroup
 	ran.Add(1)
-	if !c.Go(func() { defer ran.Done(); <-release }) {
+	if !c.Go(func(func()) { defer ran.Done(); <-release }) {
 		t.Fatal("Go refused the first job")
 	}
-	if c.Go(func() {}) {
+	if c.Go(func(func()) {}) {
 		t.Fatal("Go took a job beyond MaxConcurrentCalls")
 	}
 	wait.Holds(t, 200*time.Millisecond, func() error { return c.Context().Err() })
 	close(release)
 	ran.Wait()
 	th.waitEnded(t, c) // the deadline, looked at again, closes it
+}
+
+// A job that calls free gives its place back while it still runs, and
+// its return does not give it back a second time.
+func TestGoFreeGivesThePlaceBack(t *testing.T) {
+	th := newTestHub(t, func(c *Config) { c.Limits.MaxConcurrentCalls = 1 })
+	_, c := th.dial(t)
+	freed, release1, release2 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	ended1 := make(chan struct{})
+	if !c.Go(func(free func()) {
+		defer close(ended1)
+		free()
+		free() // twice is once
+		close(freed)
+		<-release1
+	}) {
+		t.Fatal("Go refused the first job")
+	}
+	wait.Receive(t, 10*time.Second, freed, "the first job to free its place")
+	var ran sync.WaitGroup
+	ran.Add(1)
+	if !c.Go(func(func()) { defer ran.Done(); <-release2 }) {
+		t.Fatal("Go refused a job after the running one freed its place")
+	}
+	close(release1)
+	wait.Receive(t, 10*time.Second, ended1, "the first job's end")
+	// The place the first job gave back is the second's now; the first
+	// job's return (just after ended1) must not give it back again.
+	wait.Holds(t, 300*time.Millisecond, func() error {
+		if n := len(c.jobs); n != 1 {
+			return fmt.Errorf("%d places held while one job runs", n)
+		}
+		return nil
+	})
+	close(release2)
+	ran.Wait()
 }
 
 // A full Hub evicts its oldest waiting connection; with every slot
