@@ -53,7 +53,7 @@ func TestMetrics(t *testing.T) {
 		}
 		return nil
 	})
-	wait.For(t, 5*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		if count(opFindProviders, outcomeSuccess) < 1 {
 			return errors.New("the lookup that found a provider is not counted yet")
 		}
@@ -65,7 +65,7 @@ func TestMetrics(t *testing.T) {
 	if got := collect(ctx, d, "nothing-serves-this", false); len(got) != 0 {
 		t.Fatalf("found %v", got)
 	}
-	wait.For(t, 5*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		if got := count(opFindProviders, outcomeNotFound); got != notFound+1 {
 			return fmt.Errorf("not_found lookups %v, want %v", got, notFound+1)
 		}

@@ -261,7 +261,7 @@ func FuzzTopicNotify(f *testing.F) {
 		if err := topics["chat"].Publish(context.Background(), append(append([]byte{}, ms...), mb...)); err != nil {
 			t.Fatal(err)
 		}
-		wait.For(t, 5*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if !got[marker] {

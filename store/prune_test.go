@@ -164,7 +164,7 @@ func TestPruner(t *testing.T) {
 		return nil
 	})
 	clk.Add(2 * time.Hour)
-	wait.For(t, 5*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		if n := countKeys(t, s, bucketHistory) + countKeys(t, s, bucketIdxTopic) + countKeys(t, s, bucketIdxAgent); n != 0 {
 			return errors.New("old message not pruned yet")
 		}
