@@ -17,7 +17,7 @@ import (
 	"github.com/meshagent/meshagent/internal/wait"
 )
 
-const testTimeout = 5 * time.Second
+const testTimeout = 10 * time.Second
 
 // testHub serves a Hub on a test server; each connection is reported on
 // conns, and its end on ended.
