@@ -26,6 +26,7 @@ var (
 	_ rpc.AnyCaller         = (*node.Node)(nil)
 	_ rpc.DurableSubscriber = (*node.Node)(nil)
 	_ rpc.DurableForgetter  = (*node.Node)(nil)
+	_ rpc.DurableLister     = (*node.Node)(nil)
 	_ bus.Mesh              = (*node.Node)(nil)
 	_ bus.Forwarder         = (*node.Node)(nil)
 	_ bus.Registrar         = (*rpc.Server)(nil)

@@ -58,6 +58,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.discoverCommand(),
 		r.publishCommand(),
 		r.subscribeCommand(),
+		r.durableCommand(),
 		r.sendMessageCommand(),
 		r.busSubscribeCommand(),
 		r.historyCommand(),

@@ -21,6 +21,7 @@
 //	meshagent publish TOPIC --payload JSON|@FILE|- [--include-agent ID]... [--exclude-agent ID]...
 //	               [--persona TYPE]... [--require-capability NAME]... [--timeout D] [--api ADDR] [--json]
 //	meshagent subscribe PATTERN [--durable NAME] [--count N] [--api ADDR]
+//	meshagent durable list [--api ADDR] [--json] | durable forget NAME [--api ADDR] [--json]
 //	meshagent send-message --topic T --payload JSON|@FILE|- [--bus URL]
 //	meshagent bus-subscribe TOPIC [--group G] [--bus URL]
 //	meshagent history [--agent A] [--topic T] [--conversation C] [--since T|D] [--until T] [--limit N]

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -59,5 +60,93 @@ func TestDurableNamesBoundedOverAPI(t *testing.T) {
 	}
 	if _, err := c.SubscribeDurable(ctx, "news:*", "third", nop); err != nil {
 		t.Fatalf("a new name after a forget: %v", err)
+	}
+}
+
+// TestDurableCommand: an operator whose node refuses a new durable name
+// sees what fills the bound with `durable list` (names sorted, which runs
+// now, the limit), frees one with `durable forget NAME`, and the new name
+// is then accepted; forgetting a name in use or one never kept fails.
+func TestDurableCommand(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "node.db"), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)), store.WithMaxDurables(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := meshtest.Node(t, 45, node.WithStore(st))
+	ctx := meshtest.Context(t, 20*time.Second)
+	api := serveAPI(t, n)
+	c, err := rpc.Dial(ctx, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	nop := func(protocol.TopicMessage) error { return nil }
+
+	if out := runCLI(t, "", "durable", "list", "--api", api); out.code != 0 || strings.TrimSpace(out.stdout) != "0 durable names kept of 2" {
+		t.Fatalf("list of none: %d %q %s", out.code, out.stdout, out.stderr)
+	}
+	zed, err := c.SubscribeDurable(ctx, "news:*", "zed", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann, err := c.SubscribeDurable(ctx, "news:*", "ann", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Unsubscribe(ctx, ann); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubscribeDurable(ctx, "news:*", "new", nop); err == nil {
+		t.Fatal("a third name accepted past the bound of 2")
+	}
+
+	out := runCLI(t, "", "durable", "list", "--api", api)
+	out.wantCode(t, 0)
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "NAME BYTES ACTIVE" ||
+		!strings.HasPrefix(lines[1], "ann ") || !strings.HasSuffix(lines[1], " no") ||
+		!strings.HasPrefix(lines[2], "zed ") || !strings.HasSuffix(lines[2], " yes") || lines[3] != "2 durable names kept of 2" {
+		t.Fatalf("durable list:\n%s", out.stdout)
+	}
+	out = runCLI(t, "", "durable", "list", "--json", "--api", api)
+	out.wantCode(t, 0)
+	var list protocol.DurableList
+	if err := json.Unmarshal([]byte(out.stdout), &list); err != nil {
+		t.Fatalf("durable list --json %q: %v", out.stdout, err)
+	}
+	if list.Limit != 2 || len(list.Durables) != 2 || list.Durables[0].Name != "ann" || list.Durables[0].Active ||
+		list.Durables[0].Bytes == 0 || list.Durables[1].Name != "zed" || !list.Durables[1].Active {
+		t.Fatalf("durable list --json: %+v", list)
+	}
+
+	out = runCLI(t, "", "durable", "forget", "zed", "--api", api)
+	if out.code != ExitUsage || !strings.Contains(out.stderr, "in use") {
+		t.Fatalf("forget a name in use: %d %s", out.code, out.stderr)
+	}
+	out = runCLI(t, "", "durable", "forget", "never", "--api", api)
+	if out.code != ExitUsage || !strings.Contains(out.stderr, `keeps no position for "never"`) {
+		t.Fatalf("forget a name never kept: %d %s", out.code, out.stderr)
+	}
+	out = runCLI(t, "", "durable", "forget", "ann", "--api", api)
+	out.wantCode(t, 0)
+	if !strings.Contains(out.stdout, "forgot durable ann") {
+		t.Fatalf("forget: %q", out.stdout)
+	}
+	if _, err := c.SubscribeDurable(ctx, "news:*", "new", nop); err != nil {
+		t.Fatalf("a new name after durable forget: %v", err)
+	}
+	if err := c.Unsubscribe(ctx, zed); err != nil {
+		t.Fatal(err)
+	}
+	out = runCLI(t, "", "durable", "forget", "zed", "--json", "--api", api)
+	out.wantCode(t, 0)
+	if strings.TrimSpace(out.stdout) != `{"durable":"zed","forgotten":true}` {
+		t.Fatalf("forget --json: %q", out.stdout)
+	}
+	for _, args := range [][]string{{"durable"}, {"durable", "forget"}, {"durable", "drop", "x"}, {"durable", "list", "x"}} {
+		if out := runCLI(t, "", append(args, "--api", api)...); out.code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, out.code, ExitUsage)
+		}
 	}
 }

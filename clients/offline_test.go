@@ -94,7 +94,8 @@ func span(from, to int) []int {
 // (SIGKILL), and six are published meanwhile, which the relay keeps; the node back on
 // the same data and the agent subscribed again under the same name, it
 // gets those six in order, then a live one, nothing twice but the last
-// one read before the kill, whose answer the kill may have beaten.
+// one read before the kill, whose answer the kill may have beaten. Each
+// time, the agent lists the name it subscribed under (mesh.durables).
 func TestDurableClientsOffline(t *testing.T) {
 	bin := meshagent(t)
 	dir := t.TempDir()
@@ -118,6 +119,10 @@ func TestDurableClientsOffline(t *testing.T) {
 			sub := launch(t, bin, "node", "sub-"+agent.lang, "--key", key, "--data", data, "--bootstrap", boot)
 			reader := agent.run(t, "durable", "ws://"+sub.API+"/", family+":*", "reader")
 			waitLine(t, reader, "subscribed")
+			// The client lists the name it subscribed under, running.
+			if !slices.Contains(strings.Split(reader.String(), "\n"), "kept reader active") {
+				t.Fatalf("the agent's node does not list its durable name:\n%s", reader.String())
+			}
 			publish(0, 3)
 			wait.For(t, serveWait, func() error {
 				if got := numbers(reader, "msg"); !slices.Equal(got, span(0, 3)) {

@@ -68,6 +68,35 @@ func (n *Node) ForgetDurable(ctx context.Context, name string) (bool, error) {
 	return ok, err
 }
 
+// Durables lists the durable subscription names the node keeps positions
+// for, sorted, each with its position's size and whether a subscription
+// of it runs on the node now, and the most it keeps (the store's
+// WithMaxDurables): what an operator reads when a new name is refused. A
+// node without a store keeps none and refuses with INVALID_MESSAGE, as
+// ForgetDurable does.
+func (n *Node) Durables(ctx context.Context) (protocol.DurableList, error) {
+	if n.topics == nil {
+		return protocol.DurableList{}, ErrNoTopics
+	}
+	ds, err := n.topics.Durables(ctx)
+	if errors.Is(err, pubsub.ErrDurable) {
+		return protocol.DurableList{}, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	if err != nil {
+		return protocol.DurableList{}, err
+	}
+	out := protocol.DurableList{Durables: make([]protocol.DurableInfo, len(ds))}
+	for i, d := range ds {
+		out.Durables[i] = protocol.DurableInfo{Name: d.Name, Bytes: d.Bytes, Active: d.Active}
+	}
+	// Positions given with PubSubOptions instead of a store have no
+	// bound the node knows: Limit stays 0.
+	if n.cfg.Store != nil {
+		out.Limit = n.cfg.Store.MaxDurables()
+	}
+	return out, nil
+}
+
 // storeArchive keeps a history keeper's messages in the node's store,
 // one stream per topic family.
 type storeArchive struct{ st *store.Store }
@@ -106,6 +135,18 @@ func (p storePositions) ForgetPosition(ctx context.Context, name string) (bool, 
 		return false, nil
 	}
 	return err == nil, err
+}
+
+func (p storePositions) ListPositions(ctx context.Context) ([]pubsub.SavedPosition, error) {
+	ds, err := p.st.Durables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pubsub.SavedPosition, len(ds))
+	for i, d := range ds {
+		out[i] = pubsub.SavedPosition{Name: d.Name, Bytes: d.Bytes}
+	}
+	return out, nil
 }
 
 func (p storePositions) Position(ctx context.Context, name string) ([]byte, error) {

@@ -50,9 +50,18 @@ type Archive interface {
 // SavePosition of a name not saved before returns an error wrapping
 // ErrTooManyDurables when it keeps as many names as it may.
 // ForgetPosition deletes a name's position and reports whether there was
-// one.
+// one. ListPositions lists the names kept, sorted, with the size of each
+// position.
 type Positions interface {
 	SavePosition(ctx context.Context, name string, v []byte) error
 	Position(ctx context.Context, name string) ([]byte, error)
 	ForgetPosition(ctx context.Context, name string) (bool, error)
+	ListPositions(ctx context.Context) ([]SavedPosition, error)
+}
+
+// SavedPosition is a name whose position Positions keeps, and the
+// position's size in bytes.
+type SavedPosition struct {
+	Name  string
+	Bytes int
 }

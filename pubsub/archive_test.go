@@ -3,6 +3,7 @@ package pubsub
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -106,6 +107,16 @@ func (p *memPositions) ForgetPosition(_ context.Context, name string) (bool, err
 	_, ok := p.m[name]
 	delete(p.m, name)
 	return ok, nil
+}
+
+func (p *memPositions) ListPositions(context.Context) ([]SavedPosition, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []SavedPosition
+	for _, name := range slices.Sorted(maps.Keys(p.m)) {
+		out = append(out, SavedPosition{Name: name, Bytes: len(p.m[name])})
+	}
+	return out, nil
 }
 
 func (p *memPositions) Position(_ context.Context, name string) ([]byte, error) {

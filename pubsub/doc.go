@@ -203,7 +203,8 @@
 // SubscribeDurable returns, so that one past the bound is refused then
 // (ErrTooManyDurables, an ErrDurable) rather than lost at its first save;
 // ForgetDurable deletes the position of a name not in use, which is how
-// its owner makes room. Positions are not forgotten on their own, for
+// its owner makes room; Durables lists the names kept and which of them
+// run now. Positions are not forgotten on their own, for
 // age: a subscriber may be away for weeks and still expect to resume,
 // and forgetting it silently would restart it from now, missing what was
 // published meanwhile, with no error to tell.

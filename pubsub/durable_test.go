@@ -235,6 +235,51 @@ func TestDurableNamesBounded(t *testing.T) {
 	a.Cancel()
 }
 
+// TestDurablesList: Durables lists the names kept, sorted, with their
+// positions' sizes, and says which one runs now; a name forgotten is gone.
+func TestDurablesList(t *testing.T) {
+	positions := &memPositions{}
+	b := newBus(t, newHost(t), WithPositions(positions), WithFetchWait(100*time.Millisecond))
+	nop := func(context.Context, Message) error { return nil }
+	ctx := context.Background()
+	if got, err := b.Durables(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("Durables before any: %v %v, want none", got, err)
+	}
+	z, err := b.SubscribeDurable(ctx, "news:*", "zed", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.SubscribeDurable(ctx, "news:*", "ann", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Cancel()
+	got, err := b.Durables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "ann" || got[0].Active || got[1].Name != "zed" || !got[1].Active {
+		t.Fatalf("Durables = %+v, want ann (not running) then zed (running)", got)
+	}
+	for _, d := range got {
+		raw, _ := positions.Position(ctx, d.Name)
+		if d.Bytes != len(raw) || d.Bytes == 0 {
+			t.Fatalf("%s: %d bytes, its position has %d", d.Name, d.Bytes, len(raw))
+		}
+	}
+	z.Cancel()
+	if _, err := b.ForgetDurable(ctx, "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Durables(ctx); err != nil || len(got) != 1 || got[0].Name != "zed" || got[0].Active {
+		t.Fatalf("Durables after forgetting ann and cancelling zed: %+v %v", got, err)
+	}
+	none := newBus(t, newHost(t))
+	if _, err := none.Durables(ctx); !errors.Is(err, ErrDurable) {
+		t.Fatalf("Durables on a node keeping no positions: %v, want ErrDurable", err)
+	}
+}
+
 func TestParseHistoryQuery(t *testing.T) {
 	good := `{"pattern":"news:*","since":"2026-01-02T03:04:05.006Z","until":"2026-01-03T00:00:00Z","cursor":"ab","limit":10}`
 	q, err := ParseHistoryQuery([]byte(good))

@@ -224,6 +224,11 @@
 // mesh.forgetDurable {"durable": NAME} (a DurableForgetter mesh) drops
 // NAME's position and answers {"durable", "forgotten"}, forgotten false
 // when the node kept none; a name subscribed on the node is -32602.
+// mesh.durables (no params; a DurableLister mesh) lists what fills the
+// bound: {"durables": [{"name", "bytes", "active"}], "limit"}, the names
+// sorted, bytes the size of each saved position, active true while a
+// subscription of the name runs on the node (it must be unsubscribed
+// before it can be forgotten), limit the most names the node keeps.
 //
 // # Hooks
 //

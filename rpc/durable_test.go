@@ -406,3 +406,64 @@ func TestForgetDurable(t *testing.T) {
 		}
 	}
 }
+
+// Durables lists "kept" and the names in use, sorted, with a limit of 4.
+func (m *durableMesh) Durables(context.Context) (protocol.DurableList, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := protocol.DurableList{Limit: 4, Durables: []protocol.DurableInfo{{Name: "kept", Bytes: 12}}}
+	for name, inUse := range m.inUse {
+		if inUse {
+			list.Durables = append(list.Durables, protocol.DurableInfo{Name: name, Bytes: 40, Active: true})
+		}
+	}
+	slices.SortFunc(list.Durables, func(a, b protocol.DurableInfo) int { return strings.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
+// TestDurables: mesh.durables answers the mesh's names with their sizes,
+// which run now and the limit, as the client and the JSON spell them;
+// params other than none, {} or [] are -32602, and a mesh that runs no
+// durable subscriptions says so with -32602.
+func TestDurables(t *testing.T) {
+	mesh := newDurableMesh()
+	ts := serveMesh(t, mesh, mesh.Mesh)
+	c := dialClient(t, ts.url)
+	if _, err := c.SubscribeDurable(ctxT(t), "news:*", "reader", func(protocol.TopicMessage) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Durables(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := protocol.DurableList{Limit: 4, Durables: []protocol.DurableInfo{{Name: "kept", Bytes: 12}, {Name: "reader", Bytes: 40, Active: true}}}
+	if got.Limit != want.Limit || !slices.Equal(got.Durables, want.Durables) {
+		t.Fatalf("Durables = %+v, want %+v", got, want)
+	}
+	var raw json.RawMessage
+	if err := c.Call(ctxT(t), rpc.MethodMeshDurables, json.RawMessage(`{}`), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if s := string(raw); s != `{"durables":[{"name":"kept","bytes":12,"active":false},{"name":"reader","bytes":40,"active":true}],"limit":4}` {
+		t.Fatalf("mesh.durables answered %s", s)
+	}
+	for _, params := range []string{`[]`, ` { } `} {
+		if err := c.Call(ctxT(t), rpc.MethodMeshDurables, json.RawMessage(params), nil); err != nil {
+			t.Errorf("params %s: %v, want accepted", params, err)
+		}
+	}
+	for _, params := range []string{`{"durable":"x"}`, `["x"]`, `{"limit":0}`} {
+		err := c.Call(ctxT(t), rpc.MethodMeshDurables, json.RawMessage(params), nil)
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, "takes no params") {
+			t.Errorf("params %s: %v, want -32602", params, err)
+		}
+	}
+	tm := newTopicMesh()
+	plain := dialClient(t, serveMesh(t, tm, tm.Mesh).url)
+	_, err = plain.Durables(ctxT(t))
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams {
+		t.Fatalf("a mesh without durable subscriptions: %v, want -32602", err)
+	}
+}

@@ -271,7 +271,7 @@ var localMethods = []string{
 	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshDiscover, MethodMeshPublish,
 	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshConsensus, MethodMeshTaskStatus, MethodMeshTaskCancel,
 	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
-	MethodMeshProgress, MethodMeshSetState, MethodMeshForgetDurable,
+	MethodMeshProgress, MethodMeshSetState, MethodMeshForgetDurable, MethodMeshDurables,
 }
 
 // FuzzLocalAPI calls each method of the local API with fuzzed params

@@ -106,6 +106,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
 	s.Handle(MethodMeshForgetDurable, s.meshForgetDurable)
+	s.Handle(MethodMeshDurables, s.meshDurables)
 	s.Handle(MethodMeshConsensus, s.meshConsensus)
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)

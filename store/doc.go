@@ -105,7 +105,8 @@
 // bound (WithMaxKeptBytes, 128 MiB, kept in the meta bucket like the
 // history's) delete the oldest first. Keep is idempotent on (stream,
 // time, key). Bucket durables holds each durable subscription's position
-// (SaveDurable, Durable, DeleteDurable), an opaque value its owner
+// (SaveDurable, Durable, DeleteDurable; Durables lists the names and
+// their positions' sizes), an opaque value its owner
 // encodes, of at most MaxDurableSize, for at most WithMaxDurables names
 // (256 by default): a new name past it is ErrFull. Positions never
 // expire, since a subscriber may be away for long; their owner deletes

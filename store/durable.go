@@ -82,3 +82,36 @@ func (s *Store) Durable(ctx context.Context, name string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// DurableInfo describes a durable subscription name whose position the
+// store keeps (Durables).
+type DurableInfo struct {
+	// Name is the durable subscription's name.
+	Name string
+	// Bytes is the size of its saved position, as its owner encoded it.
+	Bytes int
+}
+
+// Durables lists the durable subscription names whose position the store
+// keeps, sorted by name: at most WithMaxDurables of them (more only when
+// the store was reopened with a lower bound), so the list is bounded. It
+// reads no position's content, so a name whose value is
+// damaged is still listed and can be deleted (DeleteDurable).
+func (s *Store) Durables(ctx context.Context) ([]DurableInfo, error) {
+	var out []DurableInfo
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		// Keys come in byte order, which is the sort by name.
+		return bucket(tx, bucketDurables).ForEach(func(k, v []byte) error {
+			out = append(out, DurableInfo{Name: string(k), Bytes: max(len(v)-1, 0)})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: durables: %w", err)
+	}
+	return out, nil
+}
+
+// MaxDurables returns how many durable subscription names the store keeps
+// a position for at most (WithMaxDurables).
+func (s *Store) MaxDurables() int { return s.cfg.maxDurables }

@@ -214,6 +214,16 @@ export class Client extends Server {
     return res.forgotten;
   }
 
+  /**
+   * The durable subscription names the node keeps positions for:
+   * {durables: [{name, bytes, active}], limit}, the names sorted, bytes
+   * each saved position's size, active true while a subscription of the
+   * name runs (it cannot be forgotten until unsubscribed), limit the most
+   * names the node keeps. What to read when a new name is refused, before
+   * forgetDurable.
+   */
+  durables() { return this.rpc.call('mesh.durables', {}); }
+
   /** The task (seed 003) of a request this node sent. */
   taskStatus(taskId, agentId) { return this.rpc.call('mesh.taskStatus', put({ taskId }, { agentId })); }
 

@@ -153,6 +153,12 @@ describe('client', () => {
     id = node.request('mesh.message', { subscription: 's8', message: { id: 'm4', payload: { n: 4 } } });
     assert.equal((await node.answer(id)).error.code, -32602);
     assert.deepEqual(got, [0, 1]);
+    // The node lists the name subscribed under.
+    const ds = client.durables();
+    const dreq = await node.next('mesh.durables');
+    assert.deepEqual(dreq.params, {});
+    node.reply(dreq, { durables: [{ name: 'reader', bytes: 97, active: true }], limit: 256 });
+    assert.deepEqual((await ds).durables.map((d) => d.name), ['reader']);
   });
 
   it('answers processMessage from the bus handler', async () => {

@@ -209,6 +209,15 @@ class Client(Server):
         res = await self.rpc.call("mesh.forgetDurable", {"durable": durable})
         return res["forgotten"]
 
+    async def durables(self):
+        """The durable subscription names the node keeps positions for:
+        ``{"durables": [{"name", "bytes", "active"}], "limit"}``, the names
+        sorted, ``bytes`` each saved position's size, ``active`` true while
+        a subscription of the name runs (it cannot be forgotten until
+        unsubscribed), ``limit`` the most names the node keeps. What to read
+        when a new name is refused, before ``forget_durable``."""
+        return await self.rpc.call("mesh.durables", {})
+
     async def task_status(self, task_id, agent_id=None):
         """The task (seed 003) of a request this node sent."""
         return await self.rpc.call("mesh.taskStatus", _put({"taskId": task_id}, "agentId", agent_id))

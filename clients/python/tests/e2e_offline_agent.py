@@ -2,7 +2,9 @@
 
     e2e_offline_agent.py durable URL PATTERN NAME
                                                  subscribe to PATTERN as durable NAME;
-                                                 print "subscribed", then "msg <n>" per message
+                                                 print "kept <name> active|idle" per durable
+                                                 name the node lists, "subscribed", then
+                                                 "msg <n>" per message
     e2e_offline_agent.py inbox URL              take direct messages; print "listening",
                                                  then "message <subject>" per message
     e2e_offline_agent.py send URL AGENT SUBJECT send AGENT a direct message; print the result
@@ -26,6 +28,8 @@ import meshagent_client as mc  # noqa: E402
 
 async def durable(mesh, pattern, name):
     await mesh.subscribe(pattern, lambda m: print(f"msg {m['payload']['n']}", flush=True), durable=name)
+    for d in (await mesh.durables())["durables"]:
+        print(f"kept {d['name']} {'active' if d['active'] else 'idle'}", flush=True)
     print("subscribed", flush=True)
     await mesh.wait_closed()
 

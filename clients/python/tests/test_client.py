@@ -162,6 +162,13 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
         rid = await self.node.request("mesh.message", {"subscription": "s8", "message": {"id": "m4", "payload": {"n": 4}}})
         self.assertEqual((await self.node.answer(rid))["error"]["code"], -32602)
         self.assertEqual(got, [0, 1])
+        # The node lists the name subscribed under.
+        listed = {"durables": [{"name": "reader", "bytes": 97, "active": True}], "limit": 256}
+        ds = self.go(self.client.durables())
+        req = await self.node.next("mesh.durables")
+        self.assertEqual(req["params"], {})
+        await self.node.reply(req, listed)
+        self.assertEqual([d["name"] for d in (await ds)["durables"]], ["reader"])
 
     async def test_bus_subscribe_and_process_message(self):
         def handler(topic, payload):

@@ -2,7 +2,9 @@
 //
 //   node test/e2e/offline-agent.js durable URL PATTERN NAME
 //                                                          subscribe to PATTERN as durable NAME;
-//                                                          print "subscribed", then "msg <n>" per message
+//                                                          print "kept <name> active|idle" per durable
+//                                                          name the node lists, "subscribed", then
+//                                                          "msg <n>" per message
 //   node test/e2e/offline-agent.js inbox URL               take direct messages; print "listening",
 //                                                          then "message <subject>" per message
 //   node test/e2e/offline-agent.js send URL AGENT SUBJECT  send AGENT a direct message; print the result
@@ -21,6 +23,7 @@ const [mode, url, ...args] = process.argv.slice(2);
 const modes = {
   async durable(mesh, pattern, name) {
     await mesh.subscribe(pattern, (m) => console.log(`msg ${m.payload.n}`), { durable: name });
+    for (const d of (await mesh.durables()).durables) console.log(`kept ${d.name} ${d.active ? 'active' : 'idle'}`);
     console.log('subscribed');
     await mesh.closed;
   },
