@@ -262,15 +262,9 @@ func (r *runState) dlqCommand() *ucli.Command {
 			jsonFlag("list: print one JSON object per dead letter"),
 		},
 		Action: func(c *ucli.Context) error {
-			switch {
-			case len(r.positional) == 1 && r.positional[0] == "list":
-				return r.runDLQList(c)
-			case len(r.positional) == 2 && r.positional[0] == "replay" && r.positional[1] != "":
-				return r.runDLQReplay(c, r.positional[1])
-			case len(r.positional) >= 1 && r.positional[0] == "replay":
-				return usageErrorf("dlq replay needs the ID of a dead letter (see `meshagent dlq list`)")
-			}
-			return usageErrorf("dlq needs `list` or `replay ID`")
+			return r.listOr(listOrVerb{noun: "dlq", verb: "replay", arg: "ID", argDesc: "the ID of a dead letter"},
+				func() error { return r.runDLQList(c) },
+				func(id string) error { return r.runDLQReplay(c, id) })
 		},
 	}
 }

@@ -31,15 +31,9 @@ func (r *runState) durableCommand() *ucli.Command {
 			jsonFlag("print the answer as JSON"),
 		},
 		Action: func(c *ucli.Context) error {
-			switch {
-			case len(r.positional) == 1 && r.positional[0] == "list":
-				return r.runDurableList(c)
-			case len(r.positional) == 2 && r.positional[0] == "forget" && r.positional[1] != "":
-				return r.runDurableForget(c, r.positional[1])
-			case len(r.positional) >= 1 && r.positional[0] == "forget":
-				return usageErrorf("durable forget needs one NAME (see `meshagent durable list`)")
-			}
-			return usageErrorf("durable needs `list` or `forget NAME`")
+			return r.listOr(listOrVerb{noun: "durable", verb: "forget", arg: "NAME", argDesc: "one NAME"},
+				func() error { return r.runDurableList(c) },
+				func(name string) error { return r.runDurableForget(c, name) })
 		},
 	}
 }
