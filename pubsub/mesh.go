@@ -18,6 +18,14 @@ type meshTracer struct {
 	// subscribed, when set, hears of each GossipSub topic a peer
 	// subscribes to (a keeper of every family learns them so).
 	subscribed atomic.Pointer[func(topic string)]
+
+	// streams is closed, and replaced, each time the router opens its
+	// stream to a peer. The router lists a peer among a topic's peers
+	// (ListPeers) only once it holds a queue for it, which may be after
+	// the peer's subscription arrived (and its PeerJoin event went out):
+	// a Publish waiting for receivers counts again then.
+	streamsMu sync.Mutex
+	streams   chan struct{}
 }
 
 // RecvRPC passes the topics a peer subscribes to on to subscribed.
@@ -35,7 +43,25 @@ func (t *meshTracer) RecvRPC(rpc *libp2ppubsub.RPC) {
 
 var _ libp2ppubsub.RawTracer = (*meshTracer)(nil)
 
-func newMeshTracer() *meshTracer { return &meshTracer{mesh: map[string]map[peer.ID]struct{}{}} }
+func newMeshTracer() *meshTracer {
+	return &meshTracer{mesh: map[string]map[peer.ID]struct{}{}, streams: make(chan struct{})}
+}
+
+// OnNewOutboundStream wakes whoever waits on nextStream.
+func (t *meshTracer) OnNewOutboundStream(peer.ID, libp2pprotocol.ID) {
+	t.streamsMu.Lock()
+	defer t.streamsMu.Unlock()
+	close(t.streams)
+	t.streams = make(chan struct{})
+}
+
+// nextStream returns a channel closed when the router next opens a
+// stream to a peer.
+func (t *meshTracer) nextStream() <-chan struct{} {
+	t.streamsMu.Lock()
+	defer t.streamsMu.Unlock()
+	return t.streams
+}
 
 func (t *meshTracer) count(topic string) int {
 	t.mu.Lock()
@@ -74,15 +100,14 @@ func (t *meshTracer) RemovePeer(p peer.ID) {
 	}
 }
 
-func (*meshTracer) AddPeer(peer.ID, libp2pprotocol.ID)             {}
-func (*meshTracer) OnNewOutboundStream(peer.ID, libp2pprotocol.ID) {}
-func (*meshTracer) OnClosedOutboundStream(peer.ID)                 {}
-func (*meshTracer) Join(string)                                    {}
-func (*meshTracer) ValidateMessage(*libp2ppubsub.Message)          {}
-func (*meshTracer) DeliverMessage(*libp2ppubsub.Message)           {}
-func (*meshTracer) RejectMessage(*libp2ppubsub.Message, string)    {}
-func (*meshTracer) DuplicateMessage(*libp2ppubsub.Message)         {}
-func (*meshTracer) ThrottlePeer(peer.ID)                           {}
-func (*meshTracer) SendRPC(*libp2ppubsub.RPC, peer.ID)             {}
-func (*meshTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)             {}
-func (*meshTracer) UndeliverableMessage(*libp2ppubsub.Message)     {}
+func (*meshTracer) AddPeer(peer.ID, libp2pprotocol.ID)          {}
+func (*meshTracer) OnClosedOutboundStream(peer.ID)              {}
+func (*meshTracer) Join(string)                                 {}
+func (*meshTracer) ValidateMessage(*libp2ppubsub.Message)       {}
+func (*meshTracer) DeliverMessage(*libp2ppubsub.Message)        {}
+func (*meshTracer) RejectMessage(*libp2ppubsub.Message, string) {}
+func (*meshTracer) DuplicateMessage(*libp2ppubsub.Message)      {}
+func (*meshTracer) ThrottlePeer(peer.ID)                        {}
+func (*meshTracer) SendRPC(*libp2ppubsub.RPC, peer.ID)          {}
+func (*meshTracer) DropRPC(*libp2ppubsub.RPC, peer.ID)          {}
+func (*meshTracer) UndeliverableMessage(*libp2ppubsub.Message)  {}

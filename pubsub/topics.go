@@ -388,8 +388,10 @@ func (b *Topics) localSubs(f *family, topic string, filter *Filter) int {
 // or wait passes, and returns the topic peers connected and that sum. It counts again when something
 // may have changed the sum, never on a timer: a peer joins the topic
 // (the router's topic events), a peer connects (a peer the router still
-// lists while its connection closes is not counted, see connected), a
-// local subscription is added, or a directory lookup ends.
+// lists while its connection closes is not counted, see connected), the
+// router opens its stream to a peer (it lists a peer whose subscription
+// came first only from then on), a local subscription is added, or a
+// directory lookup ends.
 func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (peers, n int, err error) {
 	peers = b.connected(t.ListPeers())
 	n = peers + local()
@@ -412,7 +414,7 @@ func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, 
 		lookupNext.Stop()
 	}
 	for {
-		added := b.localAdded()
+		added, streamed := b.localAdded(), b.mesh.nextStream()
 		peers = b.connected(t.ListPeers())
 		if n = peers + local(); n >= min && n > 0 {
 			return peers, n, nil
@@ -420,6 +422,7 @@ func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, 
 		select {
 		case <-changed:
 		case <-added:
+		case <-streamed:
 		case <-lookupNext.C:
 			lookup = b.findTopicPeers(ctx, t.String())
 		case <-lookup:

@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"sync/atomic"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,10 +40,9 @@ func newSigner(t testing.TB) *sign.Signer {
 }
 
 // testPublishWait is how long a test's Publish waits for receivers unless
-// the test sets its own wait: the default 5 s is too short for a
-// subscription to reach the publisher under the full suite's race-detector
-// load on two cores, and a publish that finds its receiver sooner returns
-// sooner.
+// the test sets its own wait: under the full suite's race-detector load on
+// two cores, the router's streams to a new peer can take longer than the
+// default 5 s, and a publish that finds its receiver sooner returns sooner.
 const testPublishWait = 30 * time.Second
 
 func newBus(t testing.TB, h host.Host, opts ...Option) *Topics {
@@ -344,5 +344,43 @@ func TestPublishNoPeers(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Publish took %s", d)
+	}
+}
+
+// A Publish waiting for receivers counts again when the router opens its
+// stream to a peer: the router lists a peer whose subscription arrived
+// first only from then on, and no other event may follow (the flake this
+// pins: the subscriber had joined 0.2 ms in, and a 30 s wait saw none).
+func TestPublishWaitWakesOnRouterStream(t *testing.T) {
+	b := newBus(t, newHost(t))
+	b.mu.Lock()
+	f, err := b.join("task")
+	b.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var receivers atomic.Int32
+	counted := make(chan struct{}, 2)
+	done := make(chan int, 1)
+	go func() {
+		_, n, _ := b.waitPeers(context.Background(), f.topic, 1, time.Minute, func() int {
+			n := int(receivers.Load())
+			select {
+			case counted <- struct{}{}:
+			default:
+			}
+			return n
+		})
+		done <- n
+	}()
+	// Counted twice (before and after it began to listen): the wait
+	// is waiting. A stand-in for a receiver the router now lists, which
+	// the count sees only if something wakes the wait.
+	wait.Receive(t, 10*time.Second, counted, "the first count")
+	wait.Receive(t, 10*time.Second, counted, "the count after listening")
+	receivers.Store(1)
+	b.mesh.OnNewOutboundStream("", "")
+	if n := wait.Receive(t, 10*time.Second, done, "the wait to count again"); n != 1 {
+		t.Fatalf("counted %d receivers, want 1", n)
 	}
 }
