@@ -1,13 +1,13 @@
 package pubsub
 
 import (
-	"sync/atomic"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/meshagent/meshagent/internal/p2ptest"
 	"github.com/meshagent/meshagent/internal/wait"
+	"sync/atomic"
 	"testing"
 	"time"
 
