@@ -2,6 +2,8 @@ package pubsub
 
 import (
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Flood publishing, per message. GossipSub sends a node's own message to
@@ -35,12 +37,20 @@ var meshFormed = libp2ppubsub.DefaultGossipSubParams().Dlo
 
 // floodNeeded says whether this node's message of family f, with peers
 // topic peers connected, must be flooded: while the node subscribes to
-// the family and its mesh has not formed.
+// the family and its mesh has not formed. A mesh peer whose connection
+// has closed is not counted: the router keeps it in the mesh until it
+// has processed the close, and a message sent through a mesh of only
+// such peers reaches the others by gossip, a heartbeat later or more.
 func (b *Topics) floodNeeded(f *family, peers int) bool {
 	b.mu.Lock()
 	subscribed := f.sub != nil
 	b.mu.Unlock()
-	return subscribed && b.mesh.count(f.topic.String()) < min(meshFormed, peers)
+	if !subscribed {
+		return false
+	}
+	net := b.h.Network()
+	mesh := b.mesh.countIf(f.topic.String(), func(p peer.ID) bool { return net.Connectedness(p) == network.Connected })
+	return mesh < min(meshFormed, peers)
 }
 
 // floodSwitch is the message filter of a family's subscription: it

@@ -90,3 +90,30 @@ func TestFloodOnlyWhileMeshForms(t *testing.T) {
 		t.Errorf("a publisher that does not subscribe floods")
 	}
 }
+
+// A mesh peer whose connection has closed does not count toward a formed
+// mesh: the router keeps it in the mesh until it has processed the
+// close, and a message sent through it alone reaches the others a
+// heartbeat later or more.
+func TestFloodCountsOnlyConnectedMeshPeers(t *testing.T) {
+	h, other := newHost(t), newHost(t)
+	b := newBus(t, h)
+	_ = collect(t, b, "fl:*")
+	b.mu.Lock()
+	f, err := b.join("fl")
+	b.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := f.topic.String()
+	gone := newHost(t).ID() // never connected
+	b.mesh.Graft(gone, topic)
+	if !b.floodNeeded(f, 1) {
+		t.Errorf("a mesh of one peer that is not connected counts as formed: the message would not flood")
+	}
+	connect(t, h, other)
+	b.mesh.Graft(other.ID(), topic)
+	if b.floodNeeded(f, 1) {
+		t.Errorf("a mesh holding the one connected topic peer does not count as formed")
+	}
+}

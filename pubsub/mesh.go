@@ -69,6 +69,20 @@ func (t *meshTracer) count(topic string) int {
 	return len(t.mesh[topic])
 }
 
+// countIf counts the topic's mesh peers for which keep is true. keep
+// runs under the tracer's lock: it must not call back into the router.
+func (t *meshTracer) countIf(topic string, keep func(peer.ID) bool) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for p := range t.mesh[topic] {
+		if keep(p) {
+			n++
+		}
+	}
+	return n
+}
+
 func (t *meshTracer) Graft(p peer.ID, topic string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
