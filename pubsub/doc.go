@@ -108,8 +108,9 @@
 // GossipSub mesh) while the node subscribes to the family and its mesh
 // has not formed (fewer than Dlo connected mesh peers, or than its topic
 // peers when there are fewer; a mesh peer whose connection has closed is
-// not counted, though the router keeps it until it has seen the close). A node that has just subscribed to a family has an
-// empty mesh until the next heartbeat grafts, and gossip goes only to
+// not counted, though the router keeps it until it has seen the close).
+// A node that has just subscribed to a family has an empty mesh until
+// the next heartbeat grafts, and gossip goes only to
 // non-mesh peers, so a mesh-only publish right after subscribing would
 // reach nobody while Publish counted its topic peers as receivers. Once
 // the mesh has formed it reaches every subscriber, and flooding would
