@@ -42,8 +42,16 @@ const (
 	latencySlackPct = 50
 )
 
+// Two loads closer than this count as equal. A load comes from a
+// heartbeat, a snapshot up to an interval old (minutes in a large mesh):
+// one that caught a call or two in flight (0.001 each with 1,024
+// handlers) must not make an idle provider lose every draw until its next
+// heartbeat.
+const loadSlack = 0.05
+
 // better reports whether a should be tried before b: reachable first,
-// then not busy, then less loaded, then nearer. Ties go to a.
+// then not busy, then less loaded (beyond loadSlack), then nearer. Ties
+// go to a.
 func better(a, b candidate) bool {
 	if a.down != b.down {
 		return !a.down
@@ -51,8 +59,8 @@ func better(a, b candidate) bool {
 	if a.busy != b.busy {
 		return !a.busy
 	}
-	if a.load != b.load {
-		return a.load < b.load
+	if d := a.load - b.load; d > loadSlack || d < -loadSlack {
+		return d < 0
 	}
 	if a.latency == 0 || b.latency == 0 {
 		return true // unknown: no preference

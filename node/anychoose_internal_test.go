@@ -52,6 +52,10 @@ func TestChooseProvidersPrefers(t *testing.T) {
 			cand("near-loaded", func(c *candidate) { c.load = 0.2; c.latency = time.Millisecond }),
 			cand("far-idle", func(c *candidate) { c.latency = 80 * time.Millisecond }),
 		}, "far-idle"},
+		{"load within the slack is a tie, nearer wins", []candidate{
+			cand("far-idle", func(c *candidate) { c.latency = 80 * time.Millisecond }),
+			cand("near-one-call", func(c *candidate) { c.load = 0.001; c.latency = time.Millisecond }),
+		}, "near-one-call"},
 		{"nearer at equal load", []candidate{
 			cand("far", func(c *candidate) { c.latency = 80 * time.Millisecond }),
 			cand("near", func(c *candidate) { c.latency = 10 * time.Millisecond }),
