@@ -15,21 +15,26 @@ import (
 type figure struct {
 	file, title, unit string
 	value             func(Row) float64
+	// kinds are the kinds the figure means something for; nil: all.
+	kinds []string
 }
 
 var figures = []figure{
-	{"all-discover.png", "Time until every node discovers the capability", "ms", func(r Row) float64 { return r.AllDiscoverMs }},
-	{"discover-p50.png", "Discovery p50 (lookup + hello/connect)", "ms", func(r Row) float64 { return r.DiscoverP50Ms }},
-	{"discover-p99.png", "Discovery p99 (lookup + hello/connect)", "ms", func(r Row) float64 { return r.DiscoverP99Ms }},
-	{"queried.png", "Peers queried per DHT lookup", "peers", func(r Row) float64 { return r.QueriedPerLookup }},
-	{"publish-p50.png", "Publish to all subscribers p50 at 20 msgs/s", "ms", func(r Row) float64 { return r.PublishP50Ms }},
-	{"publish-p99.png", "Publish to all subscribers p99 at 20 msgs/s", "ms", func(r Row) float64 { return r.PublishP99Ms }},
-	{"delivery.png", "Delivery ratio", "ratio", func(r Row) float64 { return r.DeliveryRatio }},
-	{"msgs-per-node.png", "GossipSub RPCs sent per node per published message", "RPCs", func(r Row) float64 { return r.MsgsPerNodePerPub }},
-	{"bytes-per-node.png", "GossipSub bytes sent per node per published message", "bytes", func(r Row) float64 { return r.BytesPerNodePerPub }},
-	{"idle-cpu.png", "Idle CPU per node", "% of one core", func(r Row) float64 { return r.IdleCPUPercent }},
-	{"memory.png", "Memory per node (heap + stacks)", "MiB", func(r Row) float64 { return r.MemMiBPerNode }},
-	{"rss.png", "Resident memory per node (RSS)", "MiB", func(r Row) float64 { return r.RSSMiBPerNode }},
+	{"all-discover.png", "Time until every node discovers the capability", "ms", func(r Row) float64 { return r.AllDiscoverMs }, nil},
+	{"discover-p50.png", "Discovery p50 (lookup + hello/connect)", "ms", func(r Row) float64 { return r.DiscoverP50Ms }, nil},
+	{"discover-p99.png", "Discovery p99 (lookup + hello/connect)", "ms", func(r Row) float64 { return r.DiscoverP99Ms }, nil},
+	{"queried.png", "Peers queried per DHT lookup", "peers", func(r Row) float64 { return r.QueriedPerLookup }, nil},
+	{"publish-p50.png", "Publish to all subscribers p50 at 20 msgs/s", "ms", func(r Row) float64 { return r.PublishP50Ms }, nil},
+	{"publish-p99.png", "Publish to all subscribers p99 at 20 msgs/s", "ms", func(r Row) float64 { return r.PublishP99Ms }, nil},
+	{"delivery.png", "Delivery ratio", "ratio", func(r Row) float64 { return r.DeliveryRatio }, nil},
+	{"msgs-per-node.png", "GossipSub RPCs sent per node per published message", "RPCs", func(r Row) float64 { return r.MsgsPerNodePerPub }, nil},
+	{"bytes-per-node.png", "GossipSub bytes sent per node per published message", "bytes", func(r Row) float64 { return r.BytesPerNodePerPub }, nil},
+	{"idle-cpu.png", "Idle CPU per node", "% of one core", func(r Row) float64 { return r.IdleCPUPercent }, nil},
+	{"memory.png", "Memory per node (heap + stacks)", "MiB", func(r Row) float64 { return r.MemMiBPerNode }, nil},
+	// In one process a node's RSS is only a floor, even negative (Row):
+	// the figure is the agents' in processes.
+	{file: "rss.png", title: "Resident memory per node (RSS)", unit: "MiB", value: func(r Row) float64 { return r.RSSMiBPerNode },
+		kinds: []string{KindMeshProcs, KindRawProcs}},
 }
 
 // kindColors keeps each kind's colour the same on every plot; a kind in
@@ -42,7 +47,8 @@ var kindColors = map[string]color.Color{
 }
 
 // Plot writes one PNG per figure into dir: each figure against N, one
-// line per kind. Figures that are NaN (not measured) are left out.
+// line per kind. Figures that are NaN (not measured) are left out, and a
+// plot with no line (a figure only for kinds not in rows) is not written.
 func Plot(dir string, rows []Row) error {
 	for _, f := range figures {
 		p := plot.New()
@@ -51,7 +57,12 @@ func Plot(dir string, rows []Row) error {
 		p.Y.Label.Text = f.unit
 		p.Legend.Top = true
 		p.Legend.Left = true
-		for _, kind := range []string{KindMesh, KindRaw, KindMeshProcs, KindRawProcs} {
+		kinds := f.kinds
+		if kinds == nil {
+			kinds = []string{KindMesh, KindRaw, KindMeshProcs, KindRawProcs}
+		}
+		lines := 0
+		for _, kind := range kinds {
 			var pts plotter.XYs
 			for _, r := range rows {
 				if v := f.value(r); r.Kind == kind && !math.IsNaN(v) && !math.IsInf(v, 0) {
@@ -71,6 +82,10 @@ func Plot(dir string, rows []Row) error {
 			}
 			p.Add(line, dots)
 			p.Legend.Add(kind, line, dots)
+			lines++
+		}
+		if lines == 0 {
+			continue
 		}
 		if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, f.file)); err != nil {
 			return fmt.Errorf("scale: plot %s: %w", f.file, err)

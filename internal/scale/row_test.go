@@ -2,6 +2,8 @@ package scale
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -36,9 +38,21 @@ func TestWriteCSVAndPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range figures {
-		if st, err := os.Stat(filepath.Join(dir, f.file)); err != nil || st.Size() == 0 {
+		_, err := os.Stat(filepath.Join(dir, f.file))
+		switch {
+		case f.file == "rss.png" && !errors.Is(err, fs.ErrNotExist):
+			t.Errorf("rss.png written for in-process kinds only (a floor, even negative): %v", err)
+		case f.file != "rss.png" && err != nil:
 			t.Errorf("%s: %v", f.file, err)
 		}
+	}
+	// In processes RSS is each agent's own: its plot is written.
+	procs := []Row{{Kind: KindMeshProcs, N: 10, RSSMiBPerNode: 60}, {Kind: KindMeshProcs, N: 25, RSSMiBPerNode: 62}}
+	if err := Plot(dir, procs); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "rss.png")); err != nil || st.Size() == 0 {
+		t.Errorf("rss.png for agents in processes: %v", err)
 	}
 }
 
