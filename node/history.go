@@ -85,10 +85,7 @@ func (n *Node) Durables(ctx context.Context) (protocol.DurableList, error) {
 	if err != nil {
 		return protocol.DurableList{}, err
 	}
-	out := protocol.DurableList{Durables: make([]protocol.DurableInfo, len(ds))}
-	for i, d := range ds {
-		out.Durables[i] = protocol.DurableInfo{Name: d.Name, Bytes: d.Bytes, Active: d.Active}
-	}
+	out := protocol.DurableList{Durables: ds}
 	// Positions given with PubSubOptions instead of a store have no
 	// bound the node knows: Limit stays 0.
 	if n.cfg.Store != nil {

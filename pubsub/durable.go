@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/meshagent/meshagent/protocol"
 )
 
 // Bounds of durable subscriptions.
@@ -211,23 +213,11 @@ func (b *Topics) ForgetDurable(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
-// DurableInfo describes a durable subscription name whose position the
-// node keeps (Topics.Durables).
-type DurableInfo struct {
-	// Name is the durable subscription's name.
-	Name string
-	// Bytes is the size of its saved position.
-	Bytes int
-	// Active reports a subscription of the name running on this node now:
-	// ForgetDurable refuses it until it is cancelled.
-	Active bool
-}
-
 // Durables lists the durable subscription names whose position the node
 // keeps, sorted by name, each saying whether a subscription of it runs
 // now. The list is as long as Positions keeps names (node's store: at most
 // 256).
-func (b *Topics) Durables(ctx context.Context) ([]DurableInfo, error) {
+func (b *Topics) Durables(ctx context.Context) ([]protocol.DurableInfo, error) {
 	if b.cfg.pos == nil {
 		return nil, fmt.Errorf("%w: this node keeps no positions", ErrDurable)
 	}
@@ -235,14 +225,14 @@ func (b *Topics) Durables(ctx context.Context) ([]DurableInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: list durables: %w", err)
 	}
-	out := make([]DurableInfo, len(saved))
+	out := make([]protocol.DurableInfo, len(saved))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, ErrClosed
 	}
 	for i, p := range saved {
-		out[i] = DurableInfo{Name: p.Name, Bytes: p.Bytes, Active: b.durables[p.Name] != nil}
+		out[i] = protocol.DurableInfo{Name: p.Name, Bytes: p.Bytes, Active: b.durables[p.Name] != nil}
 	}
 	return out, nil
 }
