@@ -349,16 +349,30 @@ func natsRoundTrip(b *testing.B) (rt roundTrip, ok bool) {
 	}, true
 }
 
-// BenchmarkBusCPUPerTrip runs b.N bus round trips (no store, benchInFlight
-// at once over benchSenders connections) and reports the CPU this process
-// used per round trip, server and clients together, and the bytes and
-// allocations per round trip. On a machine shared with other work the
-// rates of BenchmarkBusRoundTrip are the share of the cores the run got;
-// a fixed number of round trips and the CPU they cost vary much less:
+// BenchmarkBusCPUPerTrip runs b.N bus round trips (benchInFlight at once
+// over benchSenders connections), without and with the store, and reports
+// the CPU this process used per round trip, server and clients together,
+// and the bytes and allocations per round trip. On a machine shared with
+// other work the rates of BenchmarkBusRoundTrip are the share of the cores
+// the run got; a fixed number of round trips and the CPU they cost vary
+// much less. The two sub-benchmarks profile apart, so that what the store
+// costs shows as a difference of two profiles:
 //
 //	go test ./bus -run '^$' -bench BusCPUPerTrip -benchtime 20000x -benchmem
+//	go test ./bus -run '^$' -bench 'BusCPUPerTrip/^store$' -benchtime 20000x -cpuprofile store.prof
 func BenchmarkBusCPUPerTrip(b *testing.B) {
-	rt := busRoundTrip(b)
+	b.Run("nostore", func(b *testing.B) { benchCPUPerTrip(b, busRoundTrip(b)) })
+	b.Run("store", func(b *testing.B) {
+		st, err := store.Open(filepath.Join(b.TempDir(), "bus.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = st.Close() })
+		benchCPUPerTrip(b, busRoundTrip(b, rpctest.WithBus(bus.WithStore(st))))
+	})
+}
+
+func benchCPUPerTrip(b *testing.B, rt roundTrip) {
 	ctx := context.Background()
 	for i := range benchWarmup {
 		if err := rt(ctx, 0, i); err != nil {

@@ -100,7 +100,7 @@ type Bus struct {
 }
 
 // New builds the bus, registers its methods with srv, and starts its
-// retry loop and history writers when it has a store (WithStore). The
+// retry loop and history writer when it has a store (WithStore). The
 // caller closes it after srv has stopped serving.
 func New(srv Registrar, mesh Mesh, opts ...Option) (*Bus, error) {
 	if srv == nil || mesh == nil {
@@ -128,9 +128,7 @@ func New(srv Registrar, mesh Mesh, opts ...Option) (*Bus, error) {
 	if b.store != nil {
 		b.historyQ = make(chan store.Message, historyQueue)
 		b.spawn(b.retryLoop)
-		for range historyWriters {
-			b.spawn(b.historyLoop)
-		}
+		b.spawn(b.historyLoop)
 	}
 	return b, nil
 }
@@ -147,7 +145,7 @@ func (b *Bus) spawn(f func()) bool {
 	return true
 }
 
-// Close stops the retry loop and the history writers (which first write
+// Close stops the retry loop and the history writer (which first writes
 // what was queued), waits for every goroutine of the bus, and cancels its
 // mesh subscriptions. Call it after the server's Close, so that no request
 // is served by a closed bus; later calls do nothing. It always returns

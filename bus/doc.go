@@ -13,7 +13,7 @@
 //	if err != nil { … }
 //	… serve srv …
 //	srv.Close() // first: no request is served after it
-//	b.Close()   // then the bus: its retry loop and history writers
+//	b.Close()   // then the bus: its retry loop and history writer
 //
 // # Methods
 //
@@ -99,10 +99,11 @@
 // attempt) counts no attempt: the message waits until the client
 // subscribes again, up to MessageTTL from when it was sent, then is a dead
 // letter that says so. A local message nothing takes is a dead letter at
-// once. Every message is written to history by background writers, so
-// that no sendMessage waits for a history commit; each writes what queued
-// up while it was writing in one transaction (store.RecordAll), and Close
-// writes what they had queued. Message ids are store.NewID's: 32 hex
+// once. Every message is written to history by a background writer, so
+// that no sendMessage waits for a history commit: it gathers what is sent
+// for up to 10 ms and writes it in one transaction (store.RecordAll), so a
+// message is in history within about 10 ms and a commit of its answer, and
+// Close writes what was queued. Message ids are store.NewID's: 32 hex
 // digits, time-ordered, so the history's id index grows at its right edge.
 //
 // # Concurrency
@@ -122,7 +123,7 @@
 // # Lifecycle
 //
 // New registers the methods with the server and starts the retry loop and
-// the history writers (with a store). Close, after the server's Close,
+// the history writer (with a store). Close, after the server's Close,
 // stops them, waits for every goroutine of the bus, and cancels its mesh
 // subscriptions. The store is the caller's: close it after the bus.
 package bus

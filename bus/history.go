@@ -2,20 +2,29 @@ package bus
 
 import (
 	"context"
+	"time"
 
 	"github.com/meshagent/meshagent/store"
 )
 
-// History is written by writers of its own, so that no sendMessage waits
-// for an fsync. Each writer takes what has queued up while it was writing,
-// up to historyBatch messages, and records it in one transaction; with a
-// few writers, one gathers the next batch while another's is fsync'd (and
-// their batches share a store group commit), so a wake-up and a commit
-// serve many messages instead of one each.
+// History is written by a writer of its own, so that no sendMessage waits
+// for an fsync. The writer gathers what is sent for up to historyLinger
+// (or until historyBatch messages have queued) and records it in one
+// transaction: a commit and its fsync then serve the messages of a whole
+// interval instead of the few that queued while the previous commit ran.
+// History is a record, not part of what sendMessage acknowledges, so a
+// message may reach history up to historyLinger (and one commit) after its
+// answer. Measured with BenchmarkBusCPUPerTrip/store (30,000 round trips,
+// 64 in flight, three runs each, interleaved): CPU per round trip 116 µs
+// with four writers that took only what had queued, 93 µs with one
+// writer lingering 10 ms, against 92 µs for the bus without a store;
+// lingering 2 ms gave 104 µs. One writer suffices: bbolt commits one
+// transaction at a time anyway, and while it commits the next batch
+// queues (historyQueue holds 4,096; past that sendMessage waits).
 const (
-	historyQueue   = 4096
-	historyWriters = 4
-	historyBatch   = 256
+	historyQueue  = 4096
+	historyBatch  = 1024
+	historyLinger = 10 * time.Millisecond
 )
 
 // record writes a message to history, in the background: history is not
@@ -25,7 +34,7 @@ func (b *Bus) record(msg store.Message) {
 		return
 	}
 	select {
-	case b.historyQ <- msg: // blocks only when the writers fall behind
+	case b.historyQ <- msg: // blocks only when the writer falls behind
 	case <-b.ctx.Done():
 		b.recordNow(context.Background(), []store.Message{msg})
 	}
@@ -38,7 +47,7 @@ func (b *Bus) historyLoop() {
 		case m := <-b.historyQ:
 			// Not b.ctx: a record taken before Close began is still
 			// written, like those left in the queue.
-			batch = b.drainHistory(append(batch, m))
+			batch = b.gatherHistory(append(batch, m))
 			b.recordNow(context.Background(), batch)
 			clear(batch) // let the payloads go
 			batch = batch[:0]
@@ -54,6 +63,24 @@ func (b *Bus) historyLoop() {
 			}
 		}
 	}
+}
+
+// gatherHistory appends to batch what is sent in the next historyLinger,
+// until it holds historyBatch messages or the bus closes.
+func (b *Bus) gatherHistory(batch []store.Message) []store.Message {
+	t := time.NewTimer(historyLinger)
+	defer t.Stop()
+	for len(batch) < historyBatch {
+		select {
+		case m := <-b.historyQ:
+			batch = append(batch, m)
+		case <-t.C:
+			return batch
+		case <-b.ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 // drainHistory appends to batch what is queued, without waiting, until

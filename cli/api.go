@@ -64,7 +64,7 @@ func newBusServer(n *node.Node, log *slog.Logger, st *store.Store, reg prometheu
 }
 
 // Close closes the server and its clients, then the bus (its retry loop
-// and history writers), so that no request reaches a closed bus.
+// and history writer), so that no request reaches a closed bus.
 func (s *busServer) Close() error { return errors.Join(s.Server.Close(), s.bus.Close()) }
 
 // apiServer is a node's local API: the bus server on a loopback address.
