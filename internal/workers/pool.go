@@ -2,6 +2,7 @@ package workers
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,21 +47,71 @@ func (p *Pool) Go(f func()) {
 // serve runs f, then each job handed to it while it waits, until it has
 // waited idle or done is closed.
 func (p *Pool) serve(f func()) {
-	var t *time.Timer
+	w := newWaiter(p.idle)
+	defer w.stop()
 	for {
+		w.since.Store(busy)
 		f()
-		if t == nil {
-			t = time.NewTimer(p.idle)
-		} else {
-			t.Reset(p.idle)
-		}
+		w.since.Store(time.Now().UnixNano())
 		select {
 		case f = <-p.work:
-		case <-t.C:
+		case <-w.quit:
 			return
 		case <-p.done:
-			t.Stop()
 			return
 		}
 	}
+}
+
+// Values of waiter.since that are not times.
+const (
+	busy = 0  // running a job
+	gone = -1 // the goroutine has returned
+)
+
+// waiter ends a pool goroutine's wait after idle. The wait has no timer
+// of its own: a goroutine blocked in a select on a timer's channel puts
+// the timer in the runtime's heap and takes it out again when a job
+// arrives, and the wait needed a Reset per job as well. Instead the
+// goroutine notes when it began waiting, and a timer that fires at most
+// once per idle interval closes quit once it has waited that long.
+// Measured with BusCPUPerTrip/nostore (40,000 round trips, five runs
+// each, interleaved, medians): 91 → 88 µs of CPU per round trip.
+type waiter struct {
+	idle  time.Duration
+	since atomic.Int64 // UnixNano the wait began, or busy or gone
+	quit  chan struct{}
+	timer atomic.Pointer[time.Timer]
+}
+
+func newWaiter(idle time.Duration) *waiter {
+	w := &waiter{idle: idle, quit: make(chan struct{})}
+	// Armed once stored, so that check always finds it.
+	t := time.AfterFunc(time.Hour, w.check)
+	w.timer.Store(t)
+	t.Reset(idle)
+	return w
+}
+
+// check runs on the timer: it closes quit once the wait has lasted idle,
+// and otherwise looks again when it could have.
+func (w *waiter) check() {
+	next := w.idle
+	switch since := w.since.Load(); since {
+	case gone:
+		return
+	case busy:
+	default:
+		next -= time.Since(time.Unix(0, since))
+		if next <= 0 {
+			close(w.quit) // never re-armed after this: closed once
+			return
+		}
+	}
+	w.timer.Load().Reset(next)
+}
+
+func (w *waiter) stop() {
+	w.since.Store(gone)
+	w.timer.Load().Stop()
 }

@@ -62,3 +62,40 @@ func TestIdleGoroutineEnds(t *testing.T) {
 	go func() { wg.Wait(); close(ended) }()
 	wait.Receive(t, 10*time.Second, ended, "the idle goroutines' end")
 }
+
+// TestLongJobKeepsItsGoroutine: the idle interval counts from the end of
+// a job, not from its start. A goroutine whose job ran past idle still
+// waits for the next one afterwards.
+func TestLongJobKeepsItsGoroutine(t *testing.T) {
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	const idle = 500 * time.Millisecond
+	p := New(&wg, done, idle)
+	p.Go(func() {})
+	ended := make(chan struct{})
+	// The long job goes to the goroutine that ran the first, now waiting.
+	wait.ForTrue(t, 10*time.Second, "a waiting goroutine", func() bool {
+		select {
+		case p.work <- func() {
+			<-time.After(3 * idle) // the job's own length, past several checks
+			close(ended)
+		}:
+			return true
+		default:
+			return false
+		}
+	})
+	wait.Receive(t, 30*time.Second, ended, "the long job")
+	var ran atomic.Int32
+	wait.ForTrue(t, 10*time.Second, "the long job's goroutine waiting", func() bool {
+		select {
+		case p.work <- func() { ran.Add(1) }:
+			return true
+		default:
+			return false
+		}
+	})
+	wait.ForTrue(t, 10*time.Second, "the next job", func() bool { return ran.Load() == 1 })
+	close(done)
+	wg.Wait()
+}
