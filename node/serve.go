@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -25,6 +26,18 @@ type serverStream struct {
 	slots  chan struct{} // per-stream in-flight bound
 	wg     sync.WaitGroup
 	broken bool // set once a write fails; guarded by wmu
+
+	// idle hands a frame to the stream's spare worker, a goroutine that
+	// served a request and waits for the next rather than exiting, so that
+	// a stream of requests does not pay for a new goroutine and the growth
+	// of its stack (verification needs ~16 KiB) on every request. The
+	// channel is unbuffered: a frame goes to the spare only if it waits.
+	// spare is set while a worker is the spare or about to be; there is
+	// at most one per stream. workers counts the goroutines, so that the
+	// stream's handler returns only once they have.
+	idle    chan []byte
+	spare   atomic.Bool
+	workers sync.WaitGroup
 }
 
 // inboundStreams is the request streams being served, under its own lock,
@@ -85,7 +98,12 @@ func (n *Node) handleRequestStream(s network.Stream) {
 	defer n.inbound.remove(s)
 
 	remote := s.Conn().RemotePeer()
-	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
+	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream),
+		idle: make(chan []byte)}
+	defer func() {
+		close(ss.idle) // the spare, if any, exits
+		ss.workers.Wait()
+	}()
 	lim := n.cfg.Limits
 	fr := protocol.NewFrameReader(s, lim.MaxFrameSize)
 	for {
@@ -143,17 +161,44 @@ func (n *Node) handleRequestStream(s network.Stream) {
 		}
 		buf := append([]byte(nil), frame...)
 		ss.wg.Add(1)
-		go func() {
-			release := n.guard.hold(ss.remote) // a peer with work in flight is not trimmed
-			defer func() {
-				release()
-				<-n.sem
-				<-ss.slots
-				ss.wg.Done()
-			}()
-			ss.serve(buf)
-		}()
+		select {
+		case ss.idle <- buf:
+		default:
+			ss.workers.Add(1)
+			go ss.work(buf)
+		}
 	}
+}
+
+// work serves buf, then stays as the stream's spare worker for the frames
+// that follow while no other goroutine is the spare.
+func (ss *serverStream) work(buf []byte) {
+	defer ss.workers.Done()
+	for {
+		ss.serveHeld(buf)
+		if !ss.spare.CompareAndSwap(false, true) {
+			return
+		}
+		var ok bool
+		if buf, ok = <-ss.idle; !ok {
+			return
+		}
+		ss.spare.Store(false)
+	}
+}
+
+// serveHeld serves one frame that holds a slot of the stream and of the
+// node, and releases them.
+func (ss *serverStream) serveHeld(buf []byte) {
+	n := ss.n
+	release := n.guard.hold(ss.remote) // a peer with work in flight is not trimmed
+	defer func() {
+		release()
+		<-n.sem
+		<-ss.slots
+		ss.wg.Done()
+	}()
+	ss.serve(buf)
 }
 
 // serve verifies one request frame, runs it and writes the answer.
