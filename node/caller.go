@@ -139,6 +139,7 @@ type reqConn struct {
 	s    network.Stream
 
 	wmu sync.Mutex // serialises frame writes
+	wdl writeDeadline
 
 	mu      sync.Mutex
 	pending map[string]*pendingCall
@@ -316,10 +317,12 @@ func finalResult(resp *protocol.Response, frame []byte, pc *pendingCall) callRes
 	return r
 }
 
+// write writes one frame. A write that makes no progress for between
+// half of and the whole I/O timeout fails, and the stream with it.
 func (c *reqConn) write(frame []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_ = c.s.SetWriteDeadline(time.Now().Add(c.cl.ioTimeout))
+	c.wdl.extend(c.s, c.cl.ioTimeout)
 	_, err := c.s.Write(frame)
 	return err
 }

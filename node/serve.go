@@ -23,6 +23,7 @@ type serverStream struct {
 	remote peer.ID
 	remStr string // remote.String(), computed once per stream
 	wmu    sync.Mutex
+	wdl    writeDeadline // guarded by wmu
 	slots  chan struct{} // per-stream in-flight bound
 	wg     sync.WaitGroup
 	broken bool // set once a write fails; guarded by wmu
@@ -318,6 +319,27 @@ func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) 
 	_ = ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result})
 }
 
+// writeDeadline is the write deadline last set on a stream. Setting one
+// costs the muxer a timer, so that a stream written to for every request
+// extends its deadline only once half of the timeout has gone, as yamux
+// does for its connection: a write that makes no progress fails after
+// between half of and the whole timeout. Its user serialises the calls.
+type writeDeadline struct {
+	at time.Time
+}
+
+// extend makes sure s's write deadline is at least timeout/2 away.
+func (d *writeDeadline) extend(s network.Stream, timeout time.Duration) {
+	now := time.Now()
+	if now.Add(timeout / 2).Before(d.at) {
+		return
+	}
+	d.at = now.Add(timeout)
+	_ = s.SetWriteDeadline(d.at)
+}
+
+// send seals payload and writes it; a write that makes no progress for
+// between half of and the whole I/O timeout cuts the requester off.
 func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 	frame, err := ss.n.sealFrame(typ, ss.remStr, payload)
 	if err != nil {
@@ -329,7 +351,7 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 	if ss.broken {
 		return io.ErrClosedPipe
 	}
-	_ = ss.s.SetWriteDeadline(time.Now().Add(ss.n.cfg.Limits.IOTimeout))
+	ss.wdl.extend(ss.s, ss.n.cfg.Limits.IOTimeout)
 	if _, err := ss.s.Write(frame); err != nil {
 		// A requester that stops reading is cut off, not waited for.
 		ss.broken = true
