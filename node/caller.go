@@ -21,8 +21,9 @@ import (
 // its pending calls and its reader goroutine, which close stops.
 type caller struct {
 	host host.Host
-	// open verifies a response frame from a peer (Node.openFrame).
-	open      func(frame []byte, from peer.ID) (*protocol.Envelope, error)
+	// open verifies a response frame from a peer (Node.openFrame); owned
+	// says the frame is not a buffer the reader reuses.
+	open      func(frame []byte, from peer.ID, owned bool) (*protocol.Envelope, error)
 	maxFrame  int
 	ioTimeout time.Duration
 	log       *slog.Logger
@@ -276,7 +277,7 @@ func (c *reqConn) result(r callResult, pc *pendingCall) (*protocol.Response, cal
 // an in-progress response (given to its callback here), was rejected, or
 // belonged to another call after all (handed to it).
 func (c *reqConn) accept(frame []byte, corrID string, pc *pendingCall) (callResult, bool) {
-	e, err := c.cl.open(frame, c.peer)
+	e, err := c.cl.open(frame, c.peer, true) // the reader's copy, routed here
 	if err != nil {
 		c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 		return callResult{}, false
@@ -369,7 +370,11 @@ func (c *reqConn) readLoop() {
 			}
 			continue
 		}
-		e, err := c.cl.open(frame, c.peer)
+		// The reader reuses its buffer, and what is decoded from the frame
+		// outlives it: one copy for the envelope and the result to share,
+		// rather than a copy of the payload and then one of the result.
+		frame = bytes.Clone(frame)
+		e, err := c.cl.open(frame, c.peer, true)
 		if err != nil {
 			c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 			continue

@@ -58,14 +58,20 @@ func (n *Node) envelope(typ protocol.MessageType, to string, payload any, meta j
 
 // openFrame verifies and decodes a signed frame read from remote, then
 // applies the receiver rules every envelope obeys: addressed to this agent,
-// fresh, and not seen before.
-func (n *Node) openFrame(frame []byte, remote peer.ID) (*protocol.Envelope, error) {
+// fresh, and not seen before. owned says frame is a buffer of the
+// caller's own that nothing reuses: the envelope and what is decoded from
+// it then share its memory rather than copy it (protocol.OpenOwned).
+func (n *Node) openFrame(frame []byte, remote peer.ID, owned bool) (*protocol.Envelope, error) {
 	sig, body, err := protocol.SplitSigned(frame)
 	if err != nil {
 		n.refused(metrics.RefusedInvalid)
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
-	e, err := protocol.Open(body, sig, remote)
+	open := protocol.Open
+	if owned {
+		open = protocol.OpenOwned
+	}
+	e, err := open(body, sig, remote)
 	if err != nil {
 		if protocol.CodeOf(err) == protocol.CodeInvalidSignature {
 			n.refused(metrics.RefusedSignature)
