@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -365,5 +366,39 @@ func TestDecodeStrictAliasInput(t *testing.T) {
 				t.Errorf("after the input was overwritten id = %q", v.ID)
 			}
 		})
+	}
+}
+
+// TestUnquoteWellKnown checks that the strings decoded without allocating
+// (the protocol version, message types, statuses) read as themselves, and
+// that others, even a prefix or an escaped spelling of one, are unchanged.
+func TestUnquoteWellKnown(t *testing.T) {
+	for _, tc := range []struct {
+		raw   string
+		want  string
+		known bool
+	}{
+		{`"` + Version + `"`, Version, true},
+		{`"request"`, "request", true},
+		{`"response"`, "response", true},
+		{`"notify"`, "notify", true},
+		{`"hello"`, "hello", true},
+		{`"error"`, "error", true},
+		{`"success"`, "success", true},
+		{`"in_progress"`, "in_progress", true},
+		{`"requests"`, "requests", false},
+		{`"Request"`, "Request", false},
+		{`""`, "", false},
+		{`"req\u0075est"`, "request", false},
+	} {
+		raw := []byte(tc.raw)
+		slow := bytes.IndexByte(raw, '\\') >= 0
+		got, err := unquote(raw, slow)
+		if err != nil || got != tc.want {
+			t.Errorf("unquote(%s) = %q, %v; want %q", tc.raw, got, err, tc.want)
+		}
+		if allocs := testing.AllocsPerRun(10, func() { _, _ = unquote(raw, slow) }); tc.known && allocs != 0 {
+			t.Errorf("unquote(%s) allocates %v times", tc.raw, allocs)
+		}
 	}
 }
