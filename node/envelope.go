@@ -43,12 +43,20 @@ func (n *Node) sealJSON(typ protocol.MessageType, to string, payload any) (json.
 
 // envelope builds an unsigned envelope from this agent.
 func (n *Node) envelope(typ protocol.MessageType, to string, payload any, meta json.RawMessage) (*protocol.Envelope, error) {
-	e, err := protocol.NewEnvelope(typ, &protocol.Recipient{AgentID: to}, payload)
+	// protocol.NewEnvelope, but stamped once, by this node's clock.
+	p, err := protocol.MarshalCanonical(payload)
 	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "protocol: payload: %v", err)
 	}
-	e.Metadata = meta
-	e.Timestamp = protocol.FormatTime(n.cfg.Now())
+	e := &protocol.Envelope{
+		Protocol:  protocol.Version,
+		ID:        protocol.NewID(),
+		Timestamp: protocol.FormatTime(n.cfg.Now()),
+		To:        &protocol.Recipient{AgentID: to},
+		Type:      typ,
+		Payload:   p,
+		Metadata:  meta,
+	}
 	if typ == protocol.TypeHello || typ == protocol.TypeRequest {
 		e.From.Name = n.cfg.Name
 		e.From.Capabilities = n.services.capabilityNames()
