@@ -399,13 +399,18 @@ func (c *reqConn) readLoop() {
 // goroutine that verifies the frame; the call trusts nothing of it before
 // verification.
 func (c *reqConn) route(frame []byte) *pendingCall {
-	id := correlationHint(frame)
-	if id == "" {
-		return nil
+	id, plain := correlationHintRaw(frame)
+	if !plain {
+		// Escaped or missing: the rare case, unescaped as the hint is.
+		hint := correlationHint(frame)
+		if hint == "" {
+			return nil
+		}
+		id = []byte(hint)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pc := c.pending[id]
+	pc := c.pending[string(id)] // which does not allocate
 	if pc == nil || len(c.pending) == 1 && !pc.routed {
 		// Nothing to verify in parallel with: the reader, already
 		// running, verifies (handing the frame over first measured

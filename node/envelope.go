@@ -110,19 +110,36 @@ func (n *Node) openFrame(frame []byte, remote peer.ID, owned bool) (*protocol.En
 // verification, so the error reply can be matched by the caller. It is a
 // hint echoed back to the sender, never trusted for anything else.
 func correlationHint(frame []byte) string {
+	raw, plain := correlationHintRaw(frame)
+	if plain {
+		return string(raw)
+	}
+	var s string
+	if raw == nil || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// correlationHintRaw finds the correlationId in frame. plain says raw is
+// the id itself, printable ASCII that needs no unescaping (as every id
+// this package makes); otherwise raw is the id as quoted in the frame, or
+// nil when there is none.
+func correlationHintRaw(frame []byte) (raw []byte, plain bool) {
 	const key = `"correlationId":"`
 	i := bytes.Index(frame, []byte(key))
 	if i < 0 {
-		return ""
+		return nil, false
 	}
 	rest := frame[i+len(key):]
 	j := bytes.IndexByte(rest, '"')
 	if j <= 0 || j > protocol.MaxIDLen {
-		return ""
+		return nil, false
 	}
-	var s string
-	if json.Unmarshal(frame[i+len(key)-1:i+len(key)+j+1], &s) != nil {
-		return ""
+	for _, c := range rest[:j] {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return frame[i+len(key)-1 : i+len(key)+j+1], false
+		}
 	}
-	return s
+	return rest[:j], true
 }
