@@ -20,11 +20,8 @@ func (n *Node) sealFrame(typ protocol.MessageType, to string, payload any) ([]by
 // sealFrameMeta is sealFrame with the envelope's metadata (canonical JSON
 // object, or nil).
 func (n *Node) sealFrameMeta(typ protocol.MessageType, to string, payload any, meta json.RawMessage) ([]byte, error) {
-	e, err := n.envelope(typ, to, payload, meta)
-	if err != nil {
-		return nil, err
-	}
-	return protocol.SealFrame(n.signer, e)
+	// The payload is encoded into the frame rather than on its own first.
+	return protocol.SealPayloadFrame(n.signer, n.header(typ, to, meta), payload)
 }
 
 // sealJSON builds and signs an envelope as sealFrame does and returns its
@@ -43,25 +40,31 @@ func (n *Node) sealJSON(typ protocol.MessageType, to string, payload any) (json.
 
 // envelope builds an unsigned envelope from this agent.
 func (n *Node) envelope(typ protocol.MessageType, to string, payload any, meta json.RawMessage) (*protocol.Envelope, error) {
-	// protocol.NewEnvelope, but stamped once, by this node's clock.
 	p, err := protocol.MarshalCanonical(payload)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "protocol: payload: %v", err)
 	}
+	e := n.header(typ, to, meta)
+	e.Payload = p
+	return e, nil
+}
+
+// header builds an unsigned envelope from this agent, all but its
+// payload: protocol.NewEnvelope, but stamped once, by this node's clock.
+func (n *Node) header(typ protocol.MessageType, to string, meta json.RawMessage) *protocol.Envelope {
 	e := &protocol.Envelope{
 		Protocol:  protocol.Version,
 		ID:        protocol.NewID(),
 		Timestamp: protocol.FormatTime(n.cfg.Now()),
 		To:        &protocol.Recipient{AgentID: to},
 		Type:      typ,
-		Payload:   p,
 		Metadata:  meta,
 	}
 	if typ == protocol.TypeHello || typ == protocol.TypeRequest {
 		e.From.Name = n.cfg.Name
 		e.From.Capabilities = n.services.capabilityNames()
 	}
-	return e, nil
+	return e
 }
 
 // openFrame verifies and decodes a signed frame read from remote, then

@@ -265,6 +265,12 @@ func SealFrame(s *sign.Signer, e *Envelope) ([]byte, error) {
 		}
 		return AppendSignedFrame(make([]byte, 0, frameHeadroom+len(body)), sig, body), nil
 	}
+	return signFrame(s, buf), nil
+}
+
+// signFrame signs the canonical bytes after buf's frameHeadroom and puts
+// the frame prefix and the signature before them.
+func signFrame(s *sign.Signer, buf []byte) []byte {
 	body := buf[frameHeadroom:]
 	sig := s.Sign(body)
 	n := len(sig) + len(body)
@@ -273,7 +279,32 @@ func SealFrame(s *sign.Signer, e *Envelope) ([]byte, error) {
 	start := frameHeadroom - sign.SignatureSize - pl
 	copy(buf[start:], prefix[:pl])
 	copy(buf[start+pl:], sig)
-	return buf[start:], nil
+	return buf[start:]
+}
+
+// SealPayloadFrame is SealFrame for an envelope whose payload is still to
+// be encoded: payload is encoded as MarshalCanonical encodes it, for a
+// *Request or a *Response straight into the frame, and e.Payload is set
+// to the encoded bytes, which may be part of the frame. The frame is the
+// one SealFrame returns for the envelope with that payload. An error
+// encoding the payload is INVALID_MESSAGE.
+func SealPayloadFrame(s *sign.Signer, e *Envelope, payload any) ([]byte, error) {
+	e.From.AgentID = s.IDString()
+	e.Signature = ""
+	buf, pa, pz, ok := e.appendCanonicalWith(frameHeadroom, payload)
+	if !ok {
+		p, err := MarshalCanonical(payload)
+		if err != nil {
+			return nil, Errorf(CodeInvalidMessage, "protocol: payload: %v", err)
+		}
+		e.Payload = p
+		return SealFrame(s, e)
+	}
+	e.Payload = buf[pa:pz:pz]
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return signFrame(s, buf), nil
 }
 
 // Open verifies and decodes an envelope received as canonical bytes with a
