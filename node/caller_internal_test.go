@@ -79,3 +79,28 @@ func TestCorrelationHint(t *testing.T) {
 		})
 	}
 }
+
+// TestPutFrameSizes checks the buffer putFrame keeps for the next frame:
+// the one given while the frame fitted in it, else one with room for a
+// frame a quarter larger, but never one past maxPooledFrame.
+func TestPutFrameSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		bufCap, frameCap int
+		want             int
+	}{
+		{"first frame", 0, 1000, 1250},
+		{"frame fitted", 4096, 4088, 4096},
+		{"frame outgrew", 1250, 2000, 2500},
+		{"frame too large to keep room for", 1250, maxPooledFrame, 1250},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]byte, 0, tc.bufCap)
+			buf := &b
+			putFrame(buf, make([]byte, tc.frameCap))
+			if cap(*buf) != tc.want {
+				t.Errorf("kept a buffer of %d bytes, want %d", cap(*buf), tc.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -22,6 +23,37 @@ func (n *Node) sealFrame(typ protocol.MessageType, to string, payload any) ([]by
 func (n *Node) sealFrameMeta(typ protocol.MessageType, to string, payload any, meta json.RawMessage) ([]byte, error) {
 	// The payload is encoded into the frame rather than on its own first.
 	return protocol.SealPayloadFrame(n.signer, n.header(typ, to, meta), payload)
+}
+
+// framePool holds buffers to seal frames in that are written as soon as
+// they are sealed and then dropped (a request, a response): a buffer is
+// reused once its frame is written, as a stream keeps nothing of what it
+// is given to write.
+var framePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledFrame bounds the buffers kept, so that one large frame does
+// not stay in memory for small ones.
+const maxPooledFrame = 64 << 10
+
+// sealPooledFrame is sealFrameMeta with a buffer from framePool. Once the
+// frame is written, putFrame must return the buffer, and the frame must
+// not be used again.
+func (n *Node) sealPooledFrame(typ protocol.MessageType, to string, payload any, meta json.RawMessage) (frame []byte, buf *[]byte, err error) {
+	buf = framePool.Get().(*[]byte)
+	frame, err = protocol.SealPayloadFrameInto(*buf, n.signer, n.header(typ, to, meta), payload)
+	return frame, buf, err
+}
+
+// putFrame returns the buffer of sealPooledFrame to the pool. When the
+// frame did not fit in it, the buffer is replaced by one with room for a
+// frame a quarter larger than this one. (The frame's own array will not
+// do: the frame begins a few bytes into it, so the next frame of the same
+// size would not fit.)
+func putFrame(buf *[]byte, frame []byte) {
+	if c := cap(frame); c > cap(*buf) && c+c/4 <= maxPooledFrame {
+		*buf = make([]byte, 0, c+c/4)
+	}
+	framePool.Put(buf)
 }
 
 // sealJSON builds and signs an envelope as sealFrame does and returns its

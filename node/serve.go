@@ -341,7 +341,8 @@ func (d *writeDeadline) extend(s network.Stream, timeout time.Duration) {
 // send seals payload and writes it; a write that makes no progress for
 // between half of and the whole I/O timeout cuts the requester off.
 func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
-	frame, err := ss.n.sealFrame(typ, ss.remStr, payload)
+	frame, buf, err := ss.n.sealPooledFrame(typ, ss.remStr, payload, nil)
+	defer putFrame(buf, frame)
 	if err != nil {
 		ss.n.log.Error("seal response", "remote_peer", ss.remote, "err", err)
 		return err

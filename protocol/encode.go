@@ -124,14 +124,15 @@ func rawCanonical(raw json.RawMessage) bool {
 // rules of its struct tags, after headroom zero bytes that SealFrame fills
 // with the frame prefix and signature.
 func (e *Envelope) appendCanonical(headroom int) ([]byte, bool) {
-	b, _, _, ok := e.appendCanonicalWith(headroom, nil)
+	b, _, _, ok := e.appendCanonicalWith(nil, headroom, nil)
 	return b, ok
 }
 
 // appendCanonicalWith is appendCanonical, with the payload encoded from
-// payload (appendPayload) in place of e.Payload unless payload is nil.
-// The payload's bytes are b[pa:pz].
-func (e *Envelope) appendCanonicalWith(headroom int, payload any) (b []byte, pa, pz int, ok bool) {
+// payload (appendPayload) in place of e.Payload unless payload is nil,
+// in into's array if it has room for the estimated size. The payload's
+// bytes are b[pa:pz].
+func (e *Envelope) appendCanonicalWith(into []byte, headroom int, payload any) (b []byte, pa, pz int, ok bool) {
 	plen := len(e.Payload)
 	if payload != nil {
 		plen = payloadSize(payload)
@@ -148,7 +149,11 @@ func (e *Envelope) appendCanonicalWith(headroom int, payload any) (b []byte, pa,
 	if e.To != nil {
 		est += len(e.To.AgentID) + len(e.To.Topic)
 	}
-	b = make([]byte, headroom, est)
+	if cap(into) >= est {
+		b = into[:headroom] // the headroom is overwritten or cut off
+	} else {
+		b = make([]byte, headroom, est)
+	}
 	b = append(b, `{"from":{"agentId":`...)
 	if b, ok = appendString(b, e.From.AgentID); !ok {
 		return nil, 0, 0, false

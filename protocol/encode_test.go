@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -134,6 +135,38 @@ func checkSealPayloadFrame(t *testing.T, s *sign.Signer, e *Envelope, payload an
 	}
 	if werr == nil && !bytes.Equal(e1.Payload, e2.Payload) {
 		t.Fatalf("SealPayloadFrame left payload %s, reference %s", e1.Payload, e2.Payload)
+	}
+	// Into a buffer used before, with room and without: the same frame.
+	for _, size := range []int{16, 64 << 10} {
+		buf := bytes.Repeat([]byte{0xff}, size)
+		e3 := testEnvelopeCopy(t, e)
+		got, gerr := SealPayloadFrameInto(buf[:size/2], s, e3, payload)
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("SealPayloadFrameInto(%d bytes) error %v, reference %v", size, gerr, werr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("SealPayloadFrameInto(%d bytes) %q\nreference                     %q", size, got, want)
+		}
+		if werr == nil && !bytes.Equal(e3.Payload, e2.Payload) {
+			t.Fatalf("SealPayloadFrameInto(%d bytes) left payload %s, reference %s", size, e3.Payload, e2.Payload)
+		}
+	}
+}
+
+// TestSealPayloadFrameIntoReuses checks that a frame is built in the
+// buffer given when it has room, so that a sender can reuse its memory.
+func TestSealPayloadFrameIntoReuses(t *testing.T) {
+	s := testSigner(t, 1)
+	buf := make([]byte, 0, 4096)
+	for i := range 3 {
+		e := &Envelope{ID: "i", Protocol: Version, Timestamp: "2026-01-01T00:00:00.000Z", To: &Recipient{AgentID: "B"}, Type: TypeResponse}
+		frame, err := SealPayloadFrameInto(buf, s, e, &Response{CorrelationID: fmt.Sprint(i), Status: StatusSuccess, Result: json.RawMessage(`{"n":1}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end := &frame[:cap(frame)][cap(frame)-1]; end != &buf[:cap(buf)][cap(buf)-1] {
+			t.Fatalf("frame %d was not built in the buffer given", i)
+		}
 	}
 }
 

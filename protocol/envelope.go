@@ -289,9 +289,18 @@ func signFrame(s *sign.Signer, buf []byte) []byte {
 // one SealFrame returns for the envelope with that payload. An error
 // encoding the payload is INVALID_MESSAGE.
 func SealPayloadFrame(s *sign.Signer, e *Envelope, payload any) ([]byte, error) {
+	return SealPayloadFrameInto(nil, s, e, payload)
+}
+
+// SealPayloadFrameInto is SealPayloadFrame building the frame in buf's
+// array when it has room (buf's length and contents do not matter), so
+// that a sender may reuse one buffer for frame after frame, each once it
+// is written: an io.Writer keeps nothing of what it is given. The frame,
+// and e.Payload, are then part of buf's array, and change with it.
+func SealPayloadFrameInto(buf []byte, s *sign.Signer, e *Envelope, payload any) ([]byte, error) {
 	e.From.AgentID = s.IDString()
 	e.Signature = ""
-	buf, pa, pz, ok := e.appendCanonicalWith(frameHeadroom, payload)
+	buf, pa, pz, ok := e.appendCanonicalWith(buf[:0], frameHeadroom, payload)
 	if !ok {
 		p, err := MarshalCanonical(payload)
 		if err != nil {
