@@ -2,7 +2,6 @@ package sign
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -24,7 +23,7 @@ type ReplayGuard struct {
 	max    int
 
 	mu    sync.Mutex
-	seen  map[string]struct{}
+	seen  map[replayKey]struct{}
 	byAge tsHeap
 	floor time.Time
 }
@@ -39,7 +38,7 @@ func NewReplayGuard(window time.Duration, maxEntries int) *ReplayGuard {
 	if maxEntries <= 0 {
 		maxEntries = DefaultReplayMaxEntries
 	}
-	return &ReplayGuard{window: window, max: maxEntries, seen: make(map[string]struct{})}
+	return &ReplayGuard{window: window, max: maxEntries, seen: make(map[replayKey]struct{})}
 }
 
 // Window returns the allowed clock skew.
@@ -51,9 +50,7 @@ func (g *ReplayGuard) Check(sender, id string, ts, now time.Time) error {
 	if d := now.Sub(ts); d > g.window || d < -g.window {
 		return fmt.Errorf("%w: timestamp %s is %s away from now (allowed ±%s)", ErrStale, ts.UTC().Format(time.RFC3339), d.Round(time.Second), g.window)
 	}
-	// Length-prefixed, so that no two (sender, id) pairs share a key even
-	// when either contains the separator (raw peer IDs contain NUL bytes).
-	key := strconv.Itoa(len(sender)) + ":" + sender + id
+	key := replayKey{sender: sender, id: id}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// Forget what can no longer be replayed: older than the window.
@@ -85,8 +82,15 @@ func (g *ReplayGuard) Len() int {
 	return len(g.seen)
 }
 
+// replayKey is a (sender, id) pair: two strings rather than one joined,
+// which would cost an allocation a message and need a separator no
+// sender contains (raw peer IDs contain any byte).
+type replayKey struct {
+	sender, id string
+}
+
 type tsEntry struct {
-	key string
+	key replayKey
 	ts  time.Time
 }
 

@@ -48,7 +48,7 @@ func TestTSHeapMatchesContainerHeap(t *testing.T) {
 					}
 					continue
 				}
-				e := tsEntry{key: strconv.Itoa(i), ts: base.Add(time.Duration(r.IntN(tc.spread)) * time.Millisecond)}
+				e := tsEntry{key: replayKey{sender: "s", id: strconv.Itoa(i)}, ts: base.Add(time.Duration(r.IntN(tc.spread)) * time.Millisecond)}
 				got.push(e)
 				heap.Push(&want, e)
 			}
