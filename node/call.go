@@ -98,7 +98,8 @@ func (n *Node) callPeer(ctx, openCtx context.Context, to peer.ID, toStr string, 
 	if len(frame) > n.cfg.Limits.MaxFrameSize {
 		return nil, stageNotSent, protocol.Errorf(protocol.CodeInvalidMessage, "request of %d bytes exceeds the %d-byte frame limit", len(frame), n.cfg.Limits.MaxFrameSize)
 	}
-	defer n.guard.hold(to)() // a peer with a call in flight is not trimmed
+	n.guard.hold(to) // a peer with a call in flight is not trimmed
+	defer n.guard.release(to)
 	c, err := n.caller.conn(openCtx, to)
 	if err != nil {
 		return nil, stageNotSent, err

@@ -192,9 +192,9 @@ func (ss *serverStream) work(buf []byte) {
 // node, and releases them.
 func (ss *serverStream) serveHeld(buf []byte) {
 	n := ss.n
-	release := n.guard.hold(ss.remote) // a peer with work in flight is not trimmed
+	n.guard.hold(ss.remote) // a peer with work in flight is not trimmed
 	defer func() {
-		release()
+		n.guard.release(ss.remote)
 		<-n.sem
 		<-ss.slots
 		ss.wg.Done()
