@@ -408,6 +408,34 @@ func TestCallValuesOutliveFrames(t *testing.T) {
 	}
 }
 
+// TestSpareWorkers checks that each request stream keeps one spare worker
+// between requests, however many it served, and that it goes with its
+// stream.
+func TestSpareWorkers(t *testing.T) {
+	p := meshtest.Node(t, 2, node.WithServices(echoService("echo")))
+	a, b := meshtest.Node(t, 1), meshtest.Node(t, 3)
+	meshtest.Connect(t, a, p)
+	meshtest.Connect(t, b, p)
+	spares := func(want int) {
+		t.Helper()
+		wait.ForTrue(t, 10*time.Second, fmt.Sprintf("%d spare workers", want), func() bool { return node.SpareWorkers(p) == want })
+	}
+	for _, from := range []*node.Node{a, a, a, b, b} {
+		if _, err := call(t, from, p, "echo", `{"x":1}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spares(2)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spares(1)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spares(0)
+}
+
 func TestCallSelf(t *testing.T) {
 	a := meshtest.Node(t, 1, node.WithServices(echoService("echo")))
 	resp, err := call(t, a, a, "echo", `{"x":1}`)

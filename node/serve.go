@@ -34,8 +34,9 @@ type serverStream struct {
 	// of its stack (verification needs ~16 KiB) on every request. The
 	// channel is unbuffered: a frame goes to the spare only if it waits.
 	// spare is set while a worker is the spare or about to be; there is
-	// at most one per stream. workers counts the goroutines, so that the
-	// stream's handler returns only once they have.
+	// at most one per stream, and maxSpareWorkers in all. workers counts
+	// the goroutines, so that the stream's handler returns only once they
+	// have.
 	idle    chan []byte
 	spare   atomic.Bool
 	workers sync.WaitGroup
@@ -47,7 +48,16 @@ type inboundStreams struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[network.Stream]struct{}
+
+	// spares counts the streams' spare workers, at most maxSpareWorkers,
+	// so that thousands of requesters do not each keep a goroutine and
+	// its stack waiting.
+	spares atomic.Int32
 }
+
+// maxSpareWorkers bounds the spare workers of all a node's request
+// streams together.
+const maxSpareWorkers = 64
 
 // add records s, or refuses it once the node is closing.
 func (is *inboundStreams) add(s network.Stream) bool {
@@ -172,16 +182,25 @@ func (n *Node) handleRequestStream(s network.Stream) {
 }
 
 // work serves buf, then stays as the stream's spare worker for the frames
-// that follow while no other goroutine is the spare.
+// that follow while no other goroutine is the spare and the node has room
+// for one more.
 func (ss *serverStream) work(buf []byte) {
 	defer ss.workers.Done()
+	spares := &ss.n.inbound.spares
 	for {
 		ss.serveHeld(buf)
 		if !ss.spare.CompareAndSwap(false, true) {
 			return
 		}
+		if spares.Add(1) > maxSpareWorkers {
+			spares.Add(-1)
+			ss.spare.Store(false)
+			return
+		}
 		var ok bool
-		if buf, ok = <-ss.idle; !ok {
+		buf, ok = <-ss.idle
+		spares.Add(-1)
+		if !ok {
 			return
 		}
 		ss.spare.Store(false)
