@@ -90,6 +90,16 @@ func (l *latencies) report(b *testing.B, name string, elapsed time.Duration) {
 	benchResults.Store(name, [3]float64{float64(p50.Microseconds()), float64(p99.Microseconds()), rps})
 }
 
+// reportCPU reports the process's CPU time per operation since cpu: both
+// ends of the call, the runtime's garbage collection included. Unlike
+// latency it moves little when other work shares the machine, which makes
+// it the figure to compare changes by.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	if cpu := processCPU() - cpu; cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e3, "cpu-µs/op")
+	}
+}
+
 // echoClient is one caller's stream for the raw echo.
 func echoClient(b *testing.B, a, p *node.Node) (func([]byte) error, func()) {
 	s, err := a.Host().NewStream(meshtest.Context(b, time.Minute), p.ID(), echoProto)
@@ -132,7 +142,7 @@ func BenchmarkRequestResponse(b *testing.B) {
 		defer done()
 		var l latencies
 		d := make([]time.Duration, 0, b.N)
-		start := time.Now()
+		start, cpu := time.Now(), processCPU()
 		for b.Loop() {
 			t0 := time.Now()
 			if err := do(payload); err != nil {
@@ -140,13 +150,14 @@ func BenchmarkRequestResponse(b *testing.B) {
 			}
 			d = append(d, time.Since(t0))
 		}
+		reportCPU(b, cpu)
 		l.add(d)
 		l.report(b, "serial/raw-echo", time.Since(start))
 	})
 	b.Run("serial/signed-call", func(b *testing.B) {
 		var l latencies
 		d := make([]time.Duration, 0, b.N)
-		start := time.Now()
+		start, cpu := time.Now(), processCPU()
 		for b.Loop() {
 			t0 := time.Now()
 			if err := signed(); err != nil {
@@ -154,6 +165,7 @@ func BenchmarkRequestResponse(b *testing.B) {
 			}
 			d = append(d, time.Since(t0))
 		}
+		reportCPU(b, cpu)
 		l.add(d)
 		l.report(b, "serial/signed-call", time.Since(start))
 	})

@@ -90,14 +90,16 @@ func (n *Node) newOutgoing(req protocol.CallRequest) (*outgoing, error) {
 // answer. openCtx bounds opening the request stream, ctx the whole call.
 // The stage says how far a failed call got.
 func (n *Node) callPeer(ctx, openCtx context.Context, to peer.ID, toStr string, out *outgoing) (*protocol.Response, callStage, error) {
-	frame, err := n.sealFrameMeta(protocol.TypeRequest, toStr, out.payload, out.meta)
+	frame, buf, err := n.sealPooledFrame(protocol.TypeRequest, toStr, out.payload, out.meta)
+	defer putFrame(buf, frame) // roundTrip writes the frame and keeps none of it
 	if err != nil {
 		return nil, stageNotSent, err
 	}
 	if len(frame) > n.cfg.Limits.MaxFrameSize {
 		return nil, stageNotSent, protocol.Errorf(protocol.CodeInvalidMessage, "request of %d bytes exceeds the %d-byte frame limit", len(frame), n.cfg.Limits.MaxFrameSize)
 	}
-	defer n.guard.hold(to)() // a peer with a call in flight is not trimmed
+	n.guard.hold(to) // a peer with a call in flight is not trimmed
+	defer n.guard.release(to)
 	c, err := n.caller.conn(openCtx, to)
 	if err != nil {
 		return nil, stageNotSent, err

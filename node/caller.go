@@ -21,8 +21,9 @@ import (
 // its pending calls and its reader goroutine, which close stops.
 type caller struct {
 	host host.Host
-	// open verifies a response frame from a peer (Node.openFrame).
-	open      func(frame []byte, from peer.ID) (*protocol.Envelope, error)
+	// open verifies a response frame from a peer (Node.openFrame); owned
+	// says the frame is not a buffer the reader reuses.
+	open      func(frame []byte, from peer.ID, owned bool) (*protocol.Envelope, error)
 	maxFrame  int
 	ioTimeout time.Duration
 	log       *slog.Logger
@@ -139,6 +140,7 @@ type reqConn struct {
 	s    network.Stream
 
 	wmu sync.Mutex // serialises frame writes
+	wdl writeDeadline
 
 	mu      sync.Mutex
 	pending map[string]*pendingCall
@@ -275,7 +277,7 @@ func (c *reqConn) result(r callResult, pc *pendingCall) (*protocol.Response, cal
 // an in-progress response (given to its callback here), was rejected, or
 // belonged to another call after all (handed to it).
 func (c *reqConn) accept(frame []byte, corrID string, pc *pendingCall) (callResult, bool) {
-	e, err := c.cl.open(frame, c.peer)
+	e, err := c.cl.open(frame, c.peer, true) // the reader's copy, routed here
 	if err != nil {
 		c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 		return callResult{}, false
@@ -316,10 +318,12 @@ func finalResult(resp *protocol.Response, frame []byte, pc *pendingCall) callRes
 	return r
 }
 
+// write writes one frame. A write that makes no progress for between
+// half of and the whole I/O timeout fails, and the stream with it.
 func (c *reqConn) write(frame []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_ = c.s.SetWriteDeadline(time.Now().Add(c.cl.ioTimeout))
+	c.wdl.extend(c.s, c.cl.ioTimeout)
 	_, err := c.s.Write(frame)
 	return err
 }
@@ -366,7 +370,11 @@ func (c *reqConn) readLoop() {
 			}
 			continue
 		}
-		e, err := c.cl.open(frame, c.peer)
+		// The reader reuses its buffer, and what is decoded from the frame
+		// outlives it: one copy for the envelope and the result to share,
+		// rather than a copy of the payload and then one of the result.
+		frame = bytes.Clone(frame)
+		e, err := c.cl.open(frame, c.peer, true)
 		if err != nil {
 			c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 			continue
@@ -391,13 +399,18 @@ func (c *reqConn) readLoop() {
 // goroutine that verifies the frame; the call trusts nothing of it before
 // verification.
 func (c *reqConn) route(frame []byte) *pendingCall {
-	id := correlationHint(frame)
-	if id == "" {
-		return nil
+	id, plain := correlationHintRaw(frame)
+	if !plain {
+		// Escaped or missing: the rare case, unescaped as the hint is.
+		hint := correlationHint(frame)
+		if hint == "" {
+			return nil
+		}
+		id = []byte(hint)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pc := c.pending[id]
+	pc := c.pending[string(id)] // which does not allocate
 	if pc == nil || len(c.pending) == 1 && !pc.routed {
 		// Nothing to verify in parallel with: the reader, already
 		// running, verifies (handing the frame over first measured

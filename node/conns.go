@@ -109,21 +109,24 @@ func newGuard(h host.Host, limits ConnLimits, log *slog.Logger) *guard {
 	return &guard{host: h, limits: limits, log: log, kick: make(chan struct{}, 1), busy: map[peer.ID]int{}}
 }
 
-// hold protects p while a call is in flight; the returned func releases it.
-func (g *guard) hold(p peer.ID) func() {
+// hold protects p while a call is in flight, until release. (A pair of
+// methods rather than a returned func, which cost an allocation a call.)
+func (g *guard) hold(p peer.ID) {
 	g.mu.Lock()
 	g.busy[p]++
 	if g.busy[p] == 1 {
 		g.host.ConnManager().Protect(p, tagBusy)
 	}
 	g.mu.Unlock()
-	return func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.busy[p]--; g.busy[p] == 0 {
-			delete(g.busy, p)
-			g.host.ConnManager().Unprotect(p, tagBusy)
-		}
+}
+
+// release ends a hold of p.
+func (g *guard) release(p peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.busy[p]--; g.busy[p] == 0 {
+		delete(g.busy, p)
+		g.host.ConnManager().Unprotect(p, tagBusy)
 	}
 }
 

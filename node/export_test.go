@@ -21,3 +21,6 @@ func HearAgents(n *Node, count int) {
 		})
 	}
 }
+
+// SpareWorkers is how many of n's request streams keep a spare worker.
+func SpareWorkers(n *Node) int { return int(n.inbound.spares.Load()) }

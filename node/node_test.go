@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -332,6 +333,107 @@ func TestConcurrentCalls(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestCallValuesOutliveFrames checks that what a call decodes does not
+// share a buffer that is read into again: the results a caller keeps and
+// the params a handler keeps stay as they were while later frames of the
+// same length, one call at a time and concurrently, pass through the same
+// streams.
+func TestCallValuesOutliveFrames(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		kept = map[string]json.RawMessage{} // params by their "i", as the handler got them
+	)
+	keep := node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
+		var p struct {
+			I string `json:"i"`
+		}
+		if err := json.Unmarshal(c.Request.Params, &p); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		kept[p.I] = c.Request.Params
+		mu.Unlock()
+		return c.Request.Params, nil
+	})
+	p := meshtest.Node(t, 2, node.WithServices(node.Service{Capability: protocol.Capability{Name: "keep"}, Handler: keep}))
+	a := meshtest.Node(t, 1)
+	meshtest.Connect(t, a, p)
+	params := func(i int) string { return fmt.Sprintf(`{"i":"%04d","pad":%q}`, i, strings.Repeat("x", 200)) }
+
+	for _, tc := range []struct {
+		name     string
+		from, to int
+		parallel bool
+	}{
+		{"serial", 0, 50, false},
+		{"concurrent", 50, 250, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			results := make([]json.RawMessage, tc.to)
+			errs := make(chan error, tc.to-tc.from)
+			do := func(i int) {
+				resp, err := call(t, a, p, "keep", params(i))
+				if err == nil {
+					results[i] = resp.Result
+				}
+				errs <- err
+			}
+			for i := tc.from; i < tc.to; i++ {
+				if tc.parallel {
+					go do(i)
+				} else {
+					do(i)
+				}
+			}
+			for range tc.to - tc.from {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := tc.from; i < tc.to; i++ {
+				want := params(i)
+				if string(results[i]) != want {
+					t.Errorf("result of call %d became %s", i, results[i])
+				}
+				mu.Lock()
+				got := kept[fmt.Sprintf("%04d", i)]
+				mu.Unlock()
+				if string(got) != want {
+					t.Errorf("params the handler kept of call %d became %s", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestSpareWorkers checks that each request stream keeps one spare worker
+// between requests, however many it served, and that it goes with its
+// stream.
+func TestSpareWorkers(t *testing.T) {
+	p := meshtest.Node(t, 2, node.WithServices(echoService("echo")))
+	a, b := meshtest.Node(t, 1), meshtest.Node(t, 3)
+	meshtest.Connect(t, a, p)
+	meshtest.Connect(t, b, p)
+	spares := func(want int) {
+		t.Helper()
+		wait.ForTrue(t, 10*time.Second, fmt.Sprintf("%d spare workers", want), func() bool { return node.SpareWorkers(p) == want })
+	}
+	for _, from := range []*node.Node{a, a, a, b, b} {
+		if _, err := call(t, from, p, "echo", `{"x":1}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spares(2)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spares(1)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spares(0)
 }
 
 func TestCallSelf(t *testing.T) {

@@ -37,7 +37,9 @@ type Limits struct {
 	MaxPerStream int
 	// HandlerTimeout caps a handler's run time whatever the caller asks.
 	HandlerTimeout time.Duration
-	// IOTimeout bounds each frame write and the hello exchange.
+	// IOTimeout bounds each frame write and the hello exchange. A frame
+	// write that makes no progress fails after between half of it and all
+	// of it: a stream's write deadline is extended only once half has gone.
 	IOTimeout time.Duration
 	// ReplayWindow is the accepted clock skew; ids are remembered this long.
 	ReplayWindow time.Duration

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -22,9 +23,23 @@ type serverStream struct {
 	remote peer.ID
 	remStr string // remote.String(), computed once per stream
 	wmu    sync.Mutex
+	wdl    writeDeadline // guarded by wmu
 	slots  chan struct{} // per-stream in-flight bound
 	wg     sync.WaitGroup
 	broken bool // set once a write fails; guarded by wmu
+
+	// idle hands a frame to the stream's spare worker, a goroutine that
+	// served a request and waits for the next rather than exiting, so that
+	// a stream of requests does not pay for a new goroutine and the growth
+	// of its stack (verification needs ~16 KiB) on every request. The
+	// channel is unbuffered: a frame goes to the spare only if it waits.
+	// spare is set while a worker is the spare or about to be; there is
+	// at most one per stream, and maxSpareWorkers in all. workers counts
+	// the goroutines, so that the stream's handler returns only once they
+	// have.
+	idle    chan []byte
+	spare   atomic.Bool
+	workers sync.WaitGroup
 }
 
 // inboundStreams is the request streams being served, under its own lock,
@@ -33,7 +48,16 @@ type inboundStreams struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[network.Stream]struct{}
+
+	// spares counts the streams' spare workers, at most maxSpareWorkers,
+	// so that thousands of requesters do not each keep a goroutine and
+	// its stack waiting.
+	spares atomic.Int32
 }
+
+// maxSpareWorkers bounds the spare workers of all a node's request
+// streams together.
+const maxSpareWorkers = 64
 
 // add records s, or refuses it once the node is closing.
 func (is *inboundStreams) add(s network.Stream) bool {
@@ -85,7 +109,12 @@ func (n *Node) handleRequestStream(s network.Stream) {
 	defer n.inbound.remove(s)
 
 	remote := s.Conn().RemotePeer()
-	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream)}
+	ss := &serverStream{n: n, s: s, remote: remote, remStr: remote.String(), slots: make(chan struct{}, n.cfg.Limits.MaxPerStream),
+		idle: make(chan []byte)}
+	defer func() {
+		close(ss.idle) // the spare, if any, exits
+		ss.workers.Wait()
+	}()
 	lim := n.cfg.Limits
 	fr := protocol.NewFrameReader(s, lim.MaxFrameSize)
 	for {
@@ -143,23 +172,59 @@ func (n *Node) handleRequestStream(s network.Stream) {
 		}
 		buf := append([]byte(nil), frame...)
 		ss.wg.Add(1)
-		go func() {
-			release := n.guard.hold(ss.remote) // a peer with work in flight is not trimmed
-			defer func() {
-				release()
-				<-n.sem
-				<-ss.slots
-				ss.wg.Done()
-			}()
-			ss.serve(buf)
-		}()
+		select {
+		case ss.idle <- buf:
+		default:
+			ss.workers.Add(1)
+			go ss.work(buf)
+		}
 	}
+}
+
+// work serves buf, then stays as the stream's spare worker for the frames
+// that follow while no other goroutine is the spare and the node has room
+// for one more.
+func (ss *serverStream) work(buf []byte) {
+	defer ss.workers.Done()
+	spares := &ss.n.inbound.spares
+	for {
+		ss.serveHeld(buf)
+		if !ss.spare.CompareAndSwap(false, true) {
+			return
+		}
+		if spares.Add(1) > maxSpareWorkers {
+			spares.Add(-1)
+			ss.spare.Store(false)
+			return
+		}
+		var ok bool
+		buf, ok = <-ss.idle
+		spares.Add(-1)
+		if !ok {
+			return
+		}
+		ss.spare.Store(false)
+	}
+}
+
+// serveHeld serves one frame that holds a slot of the stream and of the
+// node, and releases them.
+func (ss *serverStream) serveHeld(buf []byte) {
+	n := ss.n
+	n.guard.hold(ss.remote) // a peer with work in flight is not trimmed
+	defer func() {
+		n.guard.release(ss.remote)
+		<-n.sem
+		<-ss.slots
+		ss.wg.Done()
+	}()
+	ss.serve(buf)
 }
 
 // serve verifies one request frame, runs it and writes the answer.
 func (ss *serverStream) serve(frame []byte) {
 	n := ss.n
-	e, err := n.openFrame(frame, ss.remote)
+	e, err := n.openFrame(frame, ss.remote, true) // frame is this request's own copy
 	if err != nil {
 		n.log.Warn("request rejected", "remote_peer", ss.remote, "err", err)
 		ss.reply(correlationHint(frame), nil, err)
@@ -273,8 +338,30 @@ func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) 
 	_ = ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result})
 }
 
+// writeDeadline is the write deadline last set on a stream. Setting one
+// costs the muxer a timer, so that a stream written to for every request
+// extends its deadline only once half of the timeout has gone, as yamux
+// does for its connection: a write that makes no progress fails after
+// between half of and the whole timeout. Its user serialises the calls.
+type writeDeadline struct {
+	at time.Time
+}
+
+// extend makes sure s's write deadline is at least timeout/2 away.
+func (d *writeDeadline) extend(s network.Stream, timeout time.Duration) {
+	now := time.Now()
+	if now.Add(timeout / 2).Before(d.at) {
+		return
+	}
+	d.at = now.Add(timeout)
+	_ = s.SetWriteDeadline(d.at)
+}
+
+// send seals payload and writes it; a write that makes no progress for
+// between half of and the whole I/O timeout cuts the requester off.
 func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
-	frame, err := ss.n.sealFrame(typ, ss.remStr, payload)
+	frame, buf, err := ss.n.sealPooledFrame(typ, ss.remStr, payload, nil)
+	defer putFrame(buf, frame)
 	if err != nil {
 		ss.n.log.Error("seal response", "remote_peer", ss.remote, "err", err)
 		return err
@@ -284,7 +371,7 @@ func (ss *serverStream) send(typ protocol.MessageType, payload any) error {
 	if ss.broken {
 		return io.ErrClosedPipe
 	}
-	_ = ss.s.SetWriteDeadline(time.Now().Add(ss.n.cfg.Limits.IOTimeout))
+	ss.wdl.extend(ss.s, ss.n.cfg.Limits.IOTimeout)
 	if _, err := ss.s.Write(frame); err != nil {
 		// A requester that stops reading is cut off, not waited for.
 		ss.broken = true

@@ -208,7 +208,10 @@ func (tt *taskTable) admit(ctx context.Context, from requester, fromStr string, 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}),
-		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action}}
+		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action,
+			// Room for a run's usual states, validating, approved and
+			// completed, in one allocation rather than three.
+			History: make([]protocol.TaskEvent, 0, 4)}}
 	t.set(protocol.TaskValidating, "")
 	tt.m[key] = t
 	tt.order = append(tt.order, key)

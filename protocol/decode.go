@@ -31,13 +31,21 @@ type wireEnvelope struct {
 // payload or metadata. Errors are DecodeStrict's; envelopeError words them.
 // Whatever it accepts, json.Unmarshal reads the same
 // (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
-func decodeEnvelope(body []byte) (*Envelope, error) {
+//
+// With shared, the envelope's Payload and Metadata share body's memory.
+func decodeEnvelope(body []byte, shared bool) (*Envelope, error) {
 	var w wireEnvelope
-	if err := DecodeStrict(body, &w); err != nil {
+	var err error
+	if shared {
+		err = DecodeStrict(body, &w, AliasInput())
+	} else {
+		err = DecodeStrict(body, &w)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &Envelope{From: w.From, ID: w.ID, Metadata: w.Metadata, Payload: w.Payload, Protocol: w.Protocol,
-		Timestamp: w.Timestamp, To: w.To, Type: w.Type}, nil
+		Timestamp: w.Timestamp, To: w.To, Type: w.Type, shared: shared}, nil
 }
 
 // envelopeError turns a DecodeStrict error on envelope bytes into the
@@ -74,10 +82,21 @@ func envelopeError(err error) error {
 // in messages. A missing value (nil or empty raw) is an error; JSON null
 // leaves v unchanged.
 func DecodePayload(raw []byte, what string, v any) error {
+	return decodePayload(raw, what, v, false)
+}
+
+// decodePayload is DecodePayload; with shared, the raw JSON values decoded
+// share raw's memory (AliasInput).
+func decodePayload(raw []byte, what string, v any, shared bool) error {
 	if len(raw) == 0 {
 		return Errorf(CodeInvalidMessage, "%s is missing", what)
 	}
-	err := DecodeStrict(raw, v, AllowUnknown())
+	var err error
+	if shared {
+		err = DecodeStrict(raw, v, AllowUnknown(), AliasInput())
+	} else {
+		err = DecodeStrict(raw, v, AllowUnknown())
+	}
 	if err == nil {
 		return nil
 	}

@@ -24,7 +24,18 @@ func checkDecodeAgrees(t *testing.T, body []byte) {
 	if sign.CheckCanonical(body) != nil || len(body) == 0 || body[0] != '{' {
 		return
 	}
-	fast, ferr := decodeEnvelope(body)
+	fast, ferr := decodeEnvelope(body, false)
+	// Sharing the input's memory changes nothing of what is read.
+	shared, herr := decodeEnvelope(body, true)
+	if (herr == nil) != (ferr == nil) || herr != nil && herr.Error() != ferr.Error() {
+		t.Fatalf("shared decode of %s: %v, copying decode: %v", body, herr, ferr)
+	}
+	if herr == nil {
+		shared.shared = false
+		if !reflect.DeepEqual(shared, fast) {
+			t.Fatalf("shared and copying decodes disagree on %s:\n shared %+v\n copied %+v", body, shared, fast)
+		}
+	}
 	if errors.Is(ferr, ErrUnknownMember) {
 		return // stricter than encoding/json by design
 	}

@@ -23,45 +23,9 @@ const maxExactInt = 1 << 53
 func fastMarshal(v any) (out []byte, ok bool) {
 	switch p := v.(type) {
 	case *Request:
-		if !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
-			return nil, false
-		}
-		b := make([]byte, 0, 64+len(p.Action)+len(p.CorrelationID)+len(p.Params))
-		b = append(b, `{"action":`...)
-		if b, ok = appendString(b, p.Action); !ok {
-			return nil, false
-		}
-		b = append(b, `,"correlationId":`...)
-		if b, ok = appendString(b, p.CorrelationID); !ok {
-			return nil, false
-		}
-		if len(p.Params) > 0 {
-			b = append(b, `,"params":`...)
-			b = append(b, p.Params...)
-		}
-		if p.Timeout != 0 {
-			b = append(b, `,"timeout":`...)
-			b = strconv.AppendInt(b, p.Timeout, 10)
-		}
-		return append(b, '}'), true
+		return appendRequest(make([]byte, 0, requestSize(p)), p)
 	case *Response:
-		if !rawCanonical(p.Result) {
-			return nil, false
-		}
-		b := make([]byte, 0, 64+len(p.CorrelationID)+len(p.Result))
-		b = append(b, `{"correlationId":`...)
-		if b, ok = appendString(b, p.CorrelationID); !ok {
-			return nil, false
-		}
-		if len(p.Result) > 0 {
-			b = append(b, `,"result":`...)
-			b = append(b, p.Result...)
-		}
-		b = append(b, `,"status":`...)
-		if b, ok = appendString(b, string(p.Status)); !ok {
-			return nil, false
-		}
-		return append(b, '}'), true
+		return appendResponse(make([]byte, 0, responseSize(p)), p)
 	case *Envelope:
 		b, ok := p.appendCanonical(0)
 		return b, ok
@@ -78,6 +42,79 @@ func fastMarshal(v any) (out []byte, ok bool) {
 	return nil, false
 }
 
+// payloadSize estimates the encoded size of a payload appendPayload
+// encodes, or returns -1 for one it does not.
+func payloadSize(v any) int {
+	switch p := v.(type) {
+	case *Request:
+		return requestSize(p)
+	case *Response:
+		return responseSize(p)
+	}
+	return -1
+}
+
+// appendPayload appends a payload of the hot path (a request or a
+// response) as fastMarshal encodes it. ok is false when it needs the
+// general path.
+func appendPayload(b []byte, v any) ([]byte, bool) {
+	switch p := v.(type) {
+	case *Request:
+		return appendRequest(b, p)
+	case *Response:
+		return appendResponse(b, p)
+	}
+	return nil, false
+}
+
+func requestSize(p *Request) int { return 64 + len(p.Action) + len(p.CorrelationID) + len(p.Params) }
+
+func appendRequest(b []byte, p *Request) ([]byte, bool) {
+	if !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
+		return nil, false
+	}
+	ok := true
+	b = append(b, `{"action":`...)
+	if b, ok = appendString(b, p.Action); !ok {
+		return nil, false
+	}
+	b = append(b, `,"correlationId":`...)
+	if b, ok = appendString(b, p.CorrelationID); !ok {
+		return nil, false
+	}
+	if len(p.Params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, p.Params...)
+	}
+	if p.Timeout != 0 {
+		b = append(b, `,"timeout":`...)
+		b = strconv.AppendInt(b, p.Timeout, 10)
+	}
+	return append(b, '}'), true
+}
+
+func responseSize(p *Response) int { return 64 + len(p.CorrelationID) + len(p.Result) }
+
+func appendResponse(b []byte, p *Response) ([]byte, bool) {
+	if !rawCanonical(p.Result) {
+		return nil, false
+	}
+	ok := true
+	b = append(b, `{"correlationId":`...)
+	if b, ok = appendString(b, p.CorrelationID); !ok {
+		return nil, false
+	}
+	if len(p.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, p.Result...)
+	}
+	b = append(b, `,"status":`...)
+	if b, ok = appendString(b, string(p.Status)); !ok {
+		return nil, false
+	}
+	return append(b, '}'), true
+}
+
 // rawCanonical reports whether raw is absent or canonical JSON.
 func rawCanonical(raw json.RawMessage) bool {
 	return len(raw) == 0 || sign.CheckCanonical(raw) == nil
@@ -87,21 +124,39 @@ func rawCanonical(raw json.RawMessage) bool {
 // rules of its struct tags, after headroom zero bytes that SealFrame fills
 // with the frame prefix and signature.
 func (e *Envelope) appendCanonical(headroom int) ([]byte, bool) {
-	if !rawCanonical(e.Payload) || !rawCanonical(e.Metadata) || len(e.Payload) == 0 {
-		return nil, false
+	b, _, _, ok := e.appendCanonicalWith(nil, headroom, nil)
+	return b, ok
+}
+
+// appendCanonicalWith is appendCanonical, with the payload encoded from
+// payload (appendPayload) in place of e.Payload unless payload is nil,
+// in into's array if it has room for the estimated size. The payload's
+// bytes are b[pa:pz].
+func (e *Envelope) appendCanonicalWith(into []byte, headroom int, payload any) (b []byte, pa, pz int, ok bool) {
+	plen := len(e.Payload)
+	if payload != nil {
+		plen = payloadSize(payload)
+	} else if !rawCanonical(e.Payload) {
+		return nil, 0, 0, false
 	}
-	est := headroom + 320 + len(e.Payload) + len(e.Metadata) + len(e.From.Name) + len(e.ID) + len(e.Timestamp)
+	if plen <= 0 || !rawCanonical(e.Metadata) {
+		return nil, 0, 0, false
+	}
+	est := headroom + 320 + plen + len(e.Metadata) + len(e.From.Name) + len(e.ID) + len(e.Timestamp)
 	for _, c := range e.From.Capabilities {
 		est += len(c) + 3
 	}
 	if e.To != nil {
 		est += len(e.To.AgentID) + len(e.To.Topic)
 	}
-	b := make([]byte, headroom, est)
-	ok := true
+	if cap(into) >= est {
+		b = into[:headroom] // the headroom is overwritten or cut off
+	} else {
+		b = make([]byte, headroom, est)
+	}
 	b = append(b, `{"from":{"agentId":`...)
 	if b, ok = appendString(b, e.From.AgentID); !ok {
-		return nil, false
+		return nil, 0, 0, false
 	}
 	if len(e.From.Capabilities) > 0 {
 		b = append(b, `,"capabilities":[`...)
@@ -110,7 +165,7 @@ func (e *Envelope) appendCanonical(headroom int) ([]byte, bool) {
 				b = append(b, ',')
 			}
 			if b, ok = appendString(b, c); !ok {
-				return nil, false
+				return nil, 0, 0, false
 			}
 		}
 		b = append(b, ']')
@@ -118,32 +173,38 @@ func (e *Envelope) appendCanonical(headroom int) ([]byte, bool) {
 	if e.From.Name != "" {
 		b = append(b, `,"name":`...)
 		if b, ok = appendString(b, e.From.Name); !ok {
-			return nil, false
+			return nil, 0, 0, false
 		}
 	}
 	b = append(b, `},"id":`...)
 	if b, ok = appendString(b, e.ID); !ok {
-		return nil, false
+		return nil, 0, 0, false
 	}
 	if len(e.Metadata) > 0 {
 		b = append(b, `,"metadata":`...)
 		b = append(b, e.Metadata...)
 	}
 	b = append(b, `,"payload":`...)
-	b = append(b, e.Payload...)
+	pa = len(b)
+	if payload == nil {
+		b = append(b, e.Payload...)
+	} else if b, ok = appendPayload(b, payload); !ok {
+		return nil, 0, 0, false
+	}
+	pz = len(b)
 	b = append(b, `,"protocol":`...)
 	if b, ok = appendString(b, e.Protocol); !ok {
-		return nil, false
+		return nil, 0, 0, false
 	}
 	if e.Signature != "" {
 		b = append(b, `,"signature":`...)
 		if b, ok = appendString(b, e.Signature); !ok {
-			return nil, false
+			return nil, 0, 0, false
 		}
 	}
 	b = append(b, `,"timestamp":`...)
 	if b, ok = appendString(b, e.Timestamp); !ok {
-		return nil, false
+		return nil, 0, 0, false
 	}
 	if e.To != nil {
 		b = append(b, `,"to":{`...)
@@ -151,7 +212,7 @@ func (e *Envelope) appendCanonical(headroom int) ([]byte, bool) {
 		if e.To.AgentID != "" {
 			b = append(b, `"agentId":`...)
 			if b, ok = appendString(b, e.To.AgentID); !ok {
-				return nil, false
+				return nil, 0, 0, false
 			}
 			comma = true
 		}
@@ -163,16 +224,16 @@ func (e *Envelope) appendCanonical(headroom int) ([]byte, bool) {
 		if e.To.Topic != "" {
 			b = append(b, `,"topic":`...)
 			if b, ok = appendString(b, e.To.Topic); !ok {
-				return nil, false
+				return nil, 0, 0, false
 			}
 		}
 		b = append(b, '}')
 	}
 	b = append(b, `,"type":`...)
 	if b, ok = appendString(b, string(e.Type)); !ok {
-		return nil, false
+		return nil, 0, 0, false
 	}
-	return append(b, '}'), true
+	return append(b, '}'), pa, pz, true
 }
 
 // appendString appends s as an RFC 8785 string. It refuses invalid UTF-8

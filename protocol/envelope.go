@@ -78,6 +78,11 @@ type Envelope struct {
 	Timestamp string          `json:"timestamp"`
 	To        *Recipient      `json:"to,omitempty"`
 	Type      MessageType     `json:"type"`
+
+	// shared: Payload and Metadata share the memory of the bytes handed
+	// to OpenOwned, and DecodeRequest and DecodeResponse let the values
+	// they decode share it too.
+	shared bool
 }
 
 // NewID returns a random UUID (version 4) for an envelope id.
@@ -260,6 +265,12 @@ func SealFrame(s *sign.Signer, e *Envelope) ([]byte, error) {
 		}
 		return AppendSignedFrame(make([]byte, 0, frameHeadroom+len(body)), sig, body), nil
 	}
+	return signFrame(s, buf), nil
+}
+
+// signFrame signs the canonical bytes after buf's frameHeadroom and puts
+// the frame prefix and the signature before them.
+func signFrame(s *sign.Signer, buf []byte) []byte {
 	body := buf[frameHeadroom:]
 	sig := s.Sign(body)
 	n := len(sig) + len(body)
@@ -268,7 +279,41 @@ func SealFrame(s *sign.Signer, e *Envelope) ([]byte, error) {
 	start := frameHeadroom - sign.SignatureSize - pl
 	copy(buf[start:], prefix[:pl])
 	copy(buf[start+pl:], sig)
-	return buf[start:], nil
+	return buf[start:]
+}
+
+// SealPayloadFrame is SealFrame for an envelope whose payload is still to
+// be encoded: payload is encoded as MarshalCanonical encodes it, for a
+// *Request or a *Response straight into the frame, and e.Payload is set
+// to the encoded bytes, which may be part of the frame. The frame is the
+// one SealFrame returns for the envelope with that payload. An error
+// encoding the payload is INVALID_MESSAGE.
+func SealPayloadFrame(s *sign.Signer, e *Envelope, payload any) ([]byte, error) {
+	return SealPayloadFrameInto(nil, s, e, payload)
+}
+
+// SealPayloadFrameInto is SealPayloadFrame building the frame in buf's
+// array when it has room (buf's length and contents do not matter), so
+// that a sender may reuse one buffer for frame after frame, each once it
+// is written: an io.Writer keeps nothing of what it is given. The frame,
+// and e.Payload, are then part of buf's array, and change with it.
+func SealPayloadFrameInto(buf []byte, s *sign.Signer, e *Envelope, payload any) ([]byte, error) {
+	e.From.AgentID = s.IDString()
+	e.Signature = ""
+	buf, pa, pz, ok := e.appendCanonicalWith(buf[:0], frameHeadroom, payload)
+	if !ok {
+		p, err := MarshalCanonical(payload)
+		if err != nil {
+			return nil, Errorf(CodeInvalidMessage, "protocol: payload: %v", err)
+		}
+		e.Payload = p
+		return SealFrame(s, e)
+	}
+	e.Payload = buf[pa:pz:pz]
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return signFrame(s, buf), nil
 }
 
 // Open verifies and decodes an envelope received as canonical bytes with a
@@ -276,10 +321,24 @@ func SealFrame(s *sign.Signer, e *Envelope) ([]byte, error) {
 // stream, the authenticated remote peer): the signature is checked against
 // its key before anything is parsed, and from.agentId must name it.
 func Open(body, sig []byte, signer peer.ID) (*Envelope, error) {
+	return open(body, sig, signer, false)
+}
+
+// OpenOwned is Open for bytes the caller hands over, such as a frame read
+// into a buffer of its own: instead of copying them, the envelope's
+// Payload and Metadata share body's memory, and so do the params or result
+// DecodeRequest or DecodeResponse decode from the envelope. body must not
+// be modified or reused once given; the values that share it must not be
+// modified either.
+func OpenOwned(body, sig []byte, signer peer.ID) (*Envelope, error) {
+	return open(body, sig, signer, true)
+}
+
+func open(body, sig []byte, signer peer.ID, owned bool) (*Envelope, error) {
 	if err := sign.Verify(signer, body, sig); err != nil {
 		return nil, Errorf(CodeInvalidSignature, "signature does not verify for %s", signer)
 	}
-	e, err := decodeCanonical(body)
+	e, err := decodeCanonical(body, owned)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +390,7 @@ func OpenJSON(doc []byte) (*Envelope, []byte, error) {
 		}
 		return nil, nil, Errorf(CodeInvalidMessage, "%v", err)
 	}
-	e, err := decodeCanonical(body)
+	e, err := decodeCanonical(body, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -349,11 +408,13 @@ func OpenJSON(doc []byte) (*Envelope, []byte, error) {
 // SignedJSON returns the embedded form of a sealed envelope.
 func SignedJSON(body, sig []byte) ([]byte, error) { return sign.Attach(body, sig) }
 
-func decodeCanonical(body []byte) (*Envelope, error) {
+// decodeCanonical decodes and checks signed envelope bytes; with owned,
+// the envelope shares body's memory (OpenOwned).
+func decodeCanonical(body []byte, owned bool) (*Envelope, error) {
 	if err := sign.CheckCanonical(body); err != nil {
 		return nil, Errorf(CodeInvalidMessage, "signed bytes: %v", err)
 	}
-	e, err := decodeEnvelope(body)
+	e, err := decodeEnvelope(body, owned)
 	if err != nil {
 		return nil, envelopeError(err)
 	}
@@ -369,7 +430,7 @@ func decodeCanonical(body []byte) (*Envelope, error) {
 // correlationId did decode.
 func DecodeRequest(e *Envelope) (*Request, error) {
 	var r Request
-	if err := DecodePayload(e.Payload, "request payload", &r); err != nil {
+	if err := decodePayload(e.Payload, "request payload", &r, e.shared); err != nil {
 		return &r, err
 	}
 	switch {
@@ -391,7 +452,7 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 	switch e.Type {
 	case TypeResponse:
 		var r Response
-		if err := DecodePayload(e.Payload, "response payload", &r); err != nil {
+		if err := decodePayload(e.Payload, "response payload", &r, e.shared); err != nil {
 			return nil, err
 		}
 		if r.CorrelationID == "" {
@@ -405,7 +466,7 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 		return &r, nil
 	case TypeError:
 		var pe Error
-		if err := DecodePayload(e.Payload, "error payload", &pe); err != nil {
+		if err := decodePayload(e.Payload, "error payload", &pe, e.shared); err != nil {
 			return nil, err
 		}
 		if !pe.Code.Valid() {

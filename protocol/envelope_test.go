@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gowebpki/jcs"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/sign"
 )
@@ -229,6 +230,81 @@ func TestSealOpenRoundTrip(t *testing.T) {
 	if req.Action != "code-review" || req.CorrelationID != "req-123" || req.Timeout != 30000 ||
 		string(req.Params) != `{"code":"function add(a, b) { return a + b; }","language":"javascript"}` {
 		t.Errorf("request = %+v", req)
+	}
+}
+
+// TestOpenOwnership checks what the values decoded from a received
+// envelope share with the received bytes: nothing after Open, whose caller
+// may reuse its buffer, and the bytes themselves after OpenOwned, which
+// saves copying the payload and then the params or result.
+func TestOpenOwnership(t *testing.T) {
+	s := testSigner(t, 1)
+	req := testRequest(t)
+	req.Metadata = json.RawMessage(`{"priority":"high"}`)
+	reqBody, reqSig := seal(t, s, req)
+	resp := testEnvelope(t, TypeResponse, &Recipient{AgentID: testSigner(t, 2).ID().String()},
+		Response{CorrelationID: "req-123", Status: StatusSuccess, Result: json.RawMessage(`{"ok":[true]}`)})
+	respBody, respSig := seal(t, s, resp)
+	const params, result = `{"code":"function add(a, b) { return a + b; }","language":"javascript"}`, `{"ok":[true]}`
+
+	for _, tc := range []struct {
+		name   string
+		open   func(body, sig []byte, signer peer.ID) (*Envelope, error)
+		shares bool
+	}{
+		{"Open", Open, false},
+		{"OpenOwned", OpenOwned, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := bytes.Clone(reqBody)
+			e, err := tc.open(body, reqSig, s.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := DecodeRequest(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(r.Params) != params {
+				t.Fatalf("params = %s", r.Params)
+			}
+			// Appending to a shared value must not write over the bytes
+			// after it.
+			_ = append(r.Params, '!')
+			_ = append(e.Metadata, '!')
+			if !bytes.Equal(body, reqBody) {
+				t.Fatal("appending to a decoded value changed the received bytes")
+			}
+			for i := range body {
+				body[i] = 'x' // a reader reusing its buffer
+			}
+			shared := string(r.Params) != params || string(e.Metadata) != `{"priority":"high"}` || e.Payload[0] != '{'
+			if shared != tc.shares {
+				t.Errorf("after the bytes were overwritten: params %s, metadata %s; want them shared: %v", r.Params, e.Metadata, tc.shares)
+			}
+			if r.Action != "code-review" || r.CorrelationID != "req-123" || e.ID != testID || e.Type != TypeRequest {
+				t.Errorf("strings changed with the bytes: %+v, %+v", r, e)
+			}
+
+			body = bytes.Clone(respBody)
+			e, err = tc.open(body, respSig, s.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := DecodeResponse(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range body {
+				body[i] = 'x'
+			}
+			if (string(got.Result) != result) != tc.shares {
+				t.Errorf("after the bytes were overwritten result = %s; want it shared: %v", got.Result, tc.shares)
+			}
+			if got.CorrelationID != "req-123" || got.Status != StatusSuccess {
+				t.Errorf("response = %+v", got)
+			}
+		})
 	}
 }
 
@@ -761,7 +837,7 @@ func FuzzClaimedSigner(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		claimed, cerr := ClaimedSigner(body)
-		e, err := decodeCanonical(body)
+		e, err := decodeCanonical(body, false)
 		if err != nil {
 			return
 		}

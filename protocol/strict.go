@@ -17,6 +17,7 @@ type DecodeOption func(decodeConfig) decodeConfig
 
 type decodeConfig struct {
 	allowUnknown bool
+	alias        bool
 }
 
 // AllowUnknown lets objects carry members the Go type does not declare;
@@ -27,6 +28,14 @@ type decodeConfig struct {
 // setting silently dropped.
 func AllowUnknown() DecodeOption {
 	return func(c decodeConfig) decodeConfig { c.allowUnknown = true; return c }
+}
+
+// AliasInput lets the json.RawMessage values decoded share data's memory
+// instead of each being a copy, as encoding/json makes. Use it only for
+// data nobody modifies or reuses while a decoded value lives: a buffer a
+// reader fills again for the next frame must not be decoded with it.
+func AliasInput() DecodeOption {
+	return func(c decodeConfig) decodeConfig { c.alias = true; return c }
 }
 
 // DecodeStrict decodes the JSON value data into v, which must be a non-nil
@@ -214,7 +223,14 @@ func (d *decoder) value(p *plan, v reflect.Value) error {
 		if err != nil {
 			return err
 		}
-		v.SetBytes(bytes.Clone(raw))
+		if d.cfg.alias {
+			// Capped, so that appending to the value copies rather
+			// than overwrite the input after it.
+			raw = raw[:len(raw):len(raw)]
+		} else {
+			raw = bytes.Clone(raw)
+		}
+		v.SetBytes(raw)
 	case kJSON:
 		raw, err := d.skip()
 		if err != nil {

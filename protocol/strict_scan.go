@@ -252,11 +252,40 @@ func (s *scanner) enter() error {
 // unquote returns the value of a string read by str.
 func unquote(raw []byte, slow bool) (string, error) {
 	if !slow {
-		return string(raw[1 : len(raw)-1]), nil
+		b := raw[1 : len(raw)-1]
+		if s, ok := wellKnown(b); ok {
+			return s, nil
+		}
+		return string(b), nil
 	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return "", errSyntax
 	}
 	return v, nil
+}
+
+// wellKnown returns the constant for the strings every envelope and call
+// carries (the protocol version, the message type, the status), so that
+// decoding them allocates nothing. Comparing does not allocate either.
+func wellKnown(b []byte) (string, bool) {
+	switch string(b) {
+	case Version:
+		return Version, true
+	case string(TypeRequest):
+		return string(TypeRequest), true
+	case string(TypeResponse):
+		return string(TypeResponse), true
+	case string(TypeNotify):
+		return string(TypeNotify), true
+	case string(TypeHello):
+		return string(TypeHello), true
+	case string(TypeError): // StatusError too
+		return string(TypeError), true
+	case string(StatusSuccess):
+		return string(StatusSuccess), true
+	case string(StatusInProgress):
+		return string(StatusInProgress), true
+	}
+	return "", false
 }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -266,6 +267,12 @@ func FuzzDecodeStrict(f *testing.F) {
 				t.Fatalf("DecodeStrict called valid JSON %q malformed: %v", in, err)
 			}
 		}
+		// Sharing the input's memory changes nothing of what is decoded.
+		var aliased strictTarget
+		aerr := DecodeStrict(in, &aliased, AliasInput())
+		if (aerr == nil) != (err == nil) || err != nil && aerr.Error() != err.Error() || err == nil && !reflect.DeepEqual(aliased, v) {
+			t.Fatalf("AliasInput decoded %q to %+v, %v; without it %+v, %v", in, aliased, aerr, v, err)
+		}
 		var lenient strictTarget
 		if err := DecodeStrict(in, &lenient, AllowUnknown()); err == nil && !json.Valid(in) {
 			t.Fatalf("DecodeStrict accepted malformed JSON %q", in)
@@ -314,5 +321,84 @@ func TestDecodeStrictOddTypes(t *testing.T) {
 	}
 	if err := DecodeStrict([]byte(`{"u":{}}`), &v); err == nil {
 		t.Fatal("an object into a nil interface with methods must be refused, as encoding/json does")
+	}
+}
+
+// TestDecodeStrictAliasInput checks who owns the raw values decoded: a
+// copy by default, so that a reader may refill its buffer; with
+// AliasInput the input itself, capped so that appending never writes over
+// what follows.
+func TestDecodeStrictAliasInput(t *testing.T) {
+	const in = `{"id":"x","params":{"a":[1,2]},"opt":3}`
+	for _, tc := range []struct {
+		name   string
+		opts   []DecodeOption
+		shares bool
+	}{
+		{"copies", nil, false},
+		{"copies/unknown", []DecodeOption{AllowUnknown()}, false},
+		{"aliases", []DecodeOption{AliasInput()}, true},
+		{"aliases/unknown", []DecodeOption{AllowUnknown(), AliasInput()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte(in)
+			var v strictRequired
+			if err := DecodeStrict(data, &v, tc.opts...); err != nil {
+				t.Fatal(err)
+			}
+			if string(v.Params) != `{"a":[1,2]}` || v.ID != "x" || v.Opt == nil || *v.Opt != 3 {
+				t.Fatalf("decoded %+v", v)
+			}
+			if cap(v.Params) != len(v.Params) && tc.shares {
+				t.Errorf("an aliased value has capacity %d beyond its %d bytes", cap(v.Params), len(v.Params))
+			}
+			_ = append(v.Params, '!')
+			if string(data) != in {
+				t.Fatalf("appending to the value changed the input to %s", data)
+			}
+			for i := range data {
+				data[i] = 'x' // the reader fills its buffer again
+			}
+			if got := string(v.Params) != `{"a":[1,2]}`; got != tc.shares {
+				t.Errorf("after the input was overwritten params = %s; want it shared: %v", v.Params, tc.shares)
+			}
+			if v.ID != "x" {
+				t.Errorf("after the input was overwritten id = %q", v.ID)
+			}
+		})
+	}
+}
+
+// TestUnquoteWellKnown checks that the strings decoded without allocating
+// (the protocol version, message types, statuses) read as themselves, and
+// that others, even a prefix or an escaped spelling of one, are unchanged.
+func TestUnquoteWellKnown(t *testing.T) {
+	for _, tc := range []struct {
+		raw   string
+		want  string
+		known bool
+	}{
+		{`"` + Version + `"`, Version, true},
+		{`"request"`, "request", true},
+		{`"response"`, "response", true},
+		{`"notify"`, "notify", true},
+		{`"hello"`, "hello", true},
+		{`"error"`, "error", true},
+		{`"success"`, "success", true},
+		{`"in_progress"`, "in_progress", true},
+		{`"requests"`, "requests", false},
+		{`"Request"`, "Request", false},
+		{`""`, "", false},
+		{`"req\u0075est"`, "request", false},
+	} {
+		raw := []byte(tc.raw)
+		slow := bytes.IndexByte(raw, '\\') >= 0
+		got, err := unquote(raw, slow)
+		if err != nil || got != tc.want {
+			t.Errorf("unquote(%s) = %q, %v; want %q", tc.raw, got, err, tc.want)
+		}
+		if allocs := testing.AllocsPerRun(10, func() { _, _ = unquote(raw, slow) }); tc.known && allocs != 0 {
+			t.Errorf("unquote(%s) allocates %v times", tc.raw, allocs)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package sign_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gowebpki/jcs"
 
@@ -130,5 +132,29 @@ func BenchmarkSignJSON1KiB(b *testing.B) {
 		if _, err := s.SignJSON(doc); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReplayGuardCheck checks one message after another from one
+// sender in steady state: the window holds a thousand ids, and each check
+// forgets the oldest as it records the newest.
+func BenchmarkReplayGuardCheck(b *testing.B) {
+	const held = 1000
+	g := sign.NewReplayGuard(time.Second, 0)
+	sender := strings.Repeat("s", 38) // a peer ID's length
+	ids := make([]string, 4096)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%08x-0000-4000-8000-000000000000", i)
+	}
+	t0 := time.Unix(1700000000, 0)
+	step := time.Second / held
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ts := t0.Add(time.Duration(i) * step)
+		if err := g.Check(sender, ids[i%len(ids)], ts, ts); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }

@@ -1,9 +1,7 @@
 package sign
 
 import (
-	"container/heap"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -25,7 +23,7 @@ type ReplayGuard struct {
 	max    int
 
 	mu    sync.Mutex
-	seen  map[string]struct{}
+	seen  map[replayKey]struct{}
 	byAge tsHeap
 	floor time.Time
 }
@@ -40,7 +38,7 @@ func NewReplayGuard(window time.Duration, maxEntries int) *ReplayGuard {
 	if maxEntries <= 0 {
 		maxEntries = DefaultReplayMaxEntries
 	}
-	return &ReplayGuard{window: window, max: maxEntries, seen: make(map[string]struct{})}
+	return &ReplayGuard{window: window, max: maxEntries, seen: make(map[replayKey]struct{})}
 }
 
 // Window returns the allowed clock skew.
@@ -52,14 +50,12 @@ func (g *ReplayGuard) Check(sender, id string, ts, now time.Time) error {
 	if d := now.Sub(ts); d > g.window || d < -g.window {
 		return fmt.Errorf("%w: timestamp %s is %s away from now (allowed ±%s)", ErrStale, ts.UTC().Format(time.RFC3339), d.Round(time.Second), g.window)
 	}
-	// Length-prefixed, so that no two (sender, id) pairs share a key even
-	// when either contains the separator (raw peer IDs contain NUL bytes).
-	key := strconv.Itoa(len(sender)) + ":" + sender + id
+	key := replayKey{sender: sender, id: id}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// Forget what can no longer be replayed: older than the window.
 	for len(g.byAge) > 0 && now.Sub(g.byAge[0].ts) > g.window {
-		delete(g.seen, heap.Pop(&g.byAge).(tsEntry).key)
+		delete(g.seen, g.byAge.pop().key)
 	}
 	if !ts.After(g.floor) {
 		return fmt.Errorf("%w: timestamp at or before the replay floor (guard is full)", ErrStale)
@@ -68,14 +64,14 @@ func (g *ReplayGuard) Check(sender, id string, ts, now time.Time) error {
 		return fmt.Errorf("%w: id %q from %s", ErrReplay, truncate(id, 64), truncate(sender, 64))
 	}
 	for len(g.byAge) >= g.max {
-		old := heap.Pop(&g.byAge).(tsEntry)
+		old := g.byAge.pop()
 		delete(g.seen, old.key)
 		if old.ts.After(g.floor) {
 			g.floor = old.ts
 		}
 	}
 	g.seen[key] = struct{}{}
-	heap.Push(&g.byAge, tsEntry{key: key, ts: ts})
+	g.byAge.push(tsEntry{key: key, ts: ts})
 	return nil
 }
 
@@ -86,20 +82,67 @@ func (g *ReplayGuard) Len() int {
 	return len(g.seen)
 }
 
+// replayKey is a (sender, id) pair: two strings rather than one joined,
+// which would cost an allocation a message and need a separator no
+// sender contains (raw peer IDs contain any byte).
+type replayKey struct {
+	sender, id string
+}
+
 type tsEntry struct {
-	key string
+	key replayKey
 	ts  time.Time
 }
 
+// tsHeap is a min-heap of entries by timestamp. It is container/heap's
+// algorithm written for tsEntry, so that a push or a pop does not box an
+// entry in an interface (an allocation each, on every message checked).
 type tsHeap []tsEntry
 
-func (h tsHeap) Len() int           { return len(h) }
-func (h tsHeap) Less(i, j int) bool { return h[i].ts.Before(h[j].ts) }
-func (h tsHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *tsHeap) Push(x any)        { *h = append(*h, x.(tsEntry)) }
-func (h *tsHeap) Pop() any {
+func (h tsHeap) less(i, j int) bool { return h[i].ts.Before(h[j].ts) }
+
+func (h *tsHeap) push(e tsEntry) {
+	*h = append(*h, e)
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the entry with the oldest timestamp.
+func (h *tsHeap) pop() tsEntry {
 	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+	n := len(old) - 1
+	old[0], old[n] = old[n], old[0]
+	h.down(0, n)
+	e := old[n]
+	old[n] = tsEntry{} // no reference to the key stays in the array
+	*h = old[:n]
 	return e
+}
+
+func (h tsHeap) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h tsHeap) down(i, n int) {
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
 }
