@@ -63,17 +63,17 @@ func (p *Pool) serve(f func()) {
 	}
 }
 
-// waiter ends a pool goroutine's wait once it has lasted an idle
-// interval. The wait has no timer of its own: a goroutine blocked in a
-// select on a timer's channel puts the timer in the runtime's heap and
-// takes it out again when a job arrives, and the wait needed a Reset per
-// job as well. Nor does a job read the clock (time.Now per job was 1.6%
-// of the bus's CPU in a profile of BusCPUPerTrip). A job counts itself in state, and a timer that fires
-// once per idle interval closes quit when the goroutine is waiting and
-// has run no job since the timer last fired: it has waited between one
-// and two intervals. Measured with BusCPUPerTrip/nostore (40,000 round
-// trips, five runs each, interleaved, medians): 91 → 88 µs of CPU per
-// round trip against the timer in the select.
+// waiter ends a pool goroutine's wait once it has lasted an idle interval.
+// The wait has no timer of its own: a goroutine blocked in a select on a
+// timer's channel puts the timer in the runtime's heap and takes it out
+// again when a job arrives, and the wait needed a Reset per job as well.
+// Nor does a job read the clock (time.Now per job was 1.6% of the bus's
+// CPU in a profile of BusCPUPerTrip). A job counts itself in state, and a
+// timer that fires once per idle interval closes quit when the goroutine
+// is waiting and has run no job since the timer last fired: it has waited
+// between one and two intervals. Measured with BusCPUPerTrip/nostore
+// (40,000 round trips, five runs each, interleaved, medians): 91 → 88 µs
+// of CPU per round trip against the timer in the select.
 type waiter struct {
 	idle  time.Duration
 	state atomic.Uint64 // twice the jobs begun, plus one while one runs
