@@ -117,7 +117,7 @@ func decodeObject(raw []byte) item {
 	if !hasMethod && (hasResult || hasError) {
 		return decodeResponse(f.version, id, result, hasResult, errRaw, hasError)
 	}
-	if version, err := jsonString(f.version); !f.hasVersion || err != nil || version != "2.0" {
+	if !f.hasVersion || !isVersion2(f.version) {
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))}
 	}
 	method, merr := jsonString(methodRaw)
@@ -170,6 +170,17 @@ func decodeResponse(version, id, result json.RawMessage, hasResult bool, errRaw 
 		m.Error = &e
 	}
 	return item{msg: m}
+}
+
+// isVersion2 reports whether raw, a member's value, is the JSON string
+// "2.0". As written nearly always, it is compared in place: decoding it
+// would allocate the string on every message.
+func isVersion2(raw json.RawMessage) bool {
+	if string(raw) == `"2.0"` {
+		return true
+	}
+	version, err := jsonString(raw)
+	return err == nil && version == "2.0"
 }
 
 func validID(id json.RawMessage) bool {
