@@ -216,6 +216,23 @@ func resultResponse(id json.RawMessage, result any) *response {
 	return &response{JSONRPC: "2.0", ID: id, Result: b}
 }
 
+// encodeResult is encodeResponse(resultResponse(id, result)), byte for
+// byte, with the usual result, a flat map (a subscriber's answer), framed
+// in place: one allocation of the exact size instead of the result's
+// buffer, the response and the message's buffer.
+func encodeResult(id json.RawMessage, result any) []byte {
+	if m, ok := result.(map[string]any); ok && len(id) > 0 {
+		var buf [256]byte
+		b := append(buf[:0], `{"jsonrpc":"2.0","id":`...)
+		b = append(b, id...)
+		b = append(b, `,"result":`...)
+		if b, ok := appendFlatMap(b, m); ok {
+			return bytes.Clone(append(b, '}'))
+		}
+	}
+	return encodeResponse(resultResponse(id, result))
+}
+
 // encodeResponse is r on the wire. A result (compact JSON, as
 // resultResponse makes it) is framed in one pass, byte for byte what
 // marshal would write; an error goes through marshal, and one that does

@@ -196,3 +196,31 @@ func TestEncodeResponseAsMarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeResult checks the framing in place against the response
+// encodeResponse writes, for flat maps and for results it leaves to
+// encodeResponse.
+func TestEncodeResult(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct {
+		id     string
+		result any
+	}{
+		{`1`, map[string]any{"processed": true}},
+		{`"a-b"`, map[string]any{"processed": true, "message": "ok", "retry_seconds": 3, "z": nil, "f": 1.5}},
+		{`7`, map[string]any{}},
+		{`7`, map[string]any{"long": long}},
+		{`7`, map[string]any{"html": "<&>"}},
+		{`7`, map[string]any{"nested": map[string]any{"a": 1}}},
+		{`7`, map[string]any(nil)},
+		{`7`, struct{}{}},
+		{`null`, map[string]any{"processed": false}},
+		{``, map[string]any{"processed": true}},
+		{`8`, map[string]any{"bad": make(chan int)}},
+	} {
+		want := encodeResponse(resultResponse(json.RawMessage(tc.id), tc.result))
+		if got := encodeResult(json.RawMessage(tc.id), tc.result); string(got) != string(want) {
+			t.Errorf("encodeResult(%s, %v) = %s, want %s", tc.id, tc.result, got, want)
+		}
+	}
+}
