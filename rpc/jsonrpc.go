@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"unicode/utf8"
 
@@ -367,10 +368,27 @@ func (m *message) decodeResult(method string, result any) error {
 		*raw = append((*raw)[:0], m.Result...)
 		return nil
 	}
+	if u, ok := result.(json.Unmarshaler); ok && m.Result != nil && nonNilPointer(result) {
+		// What json.Unmarshal would do once it had validated m.Result
+		// again (the frame's decoding has): hand it to the decoder the
+		// result has, in its exact bytes, and return its error as it is.
+		if err := u.UnmarshalJSON(m.Result); err != nil {
+			return fmt.Errorf("rpc: decode result of %s: %w", method, err)
+		}
+		return nil
+	}
 	if result != nil {
 		if err := json.Unmarshal(m.Result, result); err != nil {
 			return fmt.Errorf("rpc: decode result of %s: %w", method, err)
 		}
 	}
 	return nil
+}
+
+// nonNilPointer reports whether v is a pointer that is not nil: what
+// json.Unmarshal requires of its target, and refuses otherwise with an
+// *json.InvalidUnmarshalError.
+func nonNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && !rv.IsNil()
 }

@@ -224,3 +224,35 @@ func TestEncodeResult(t *testing.T) {
 		}
 	}
 }
+
+// upper is a result with a decoder of its own.
+type upper string
+
+func (u *upper) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*u = upper(strings.ToUpper(s))
+	return nil
+}
+
+// TestDecodeResultUnmarshaler checks that a result with its own decoder
+// decodes, and fails, as json.Unmarshal would have it.
+func TestDecodeResultUnmarshaler(t *testing.T) {
+	for _, raw := range []string{`"abc"`, `null`, `7`, `{"a":1}`} {
+		var want upper
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		var got upper
+		err := (&message{Result: json.RawMessage(raw)}).decodeResult("m", &got)
+		if got != want || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != "rpc: decode result of m: "+wantErr.Error()) {
+			t.Errorf("decodeResult(%s) = %q, %v; want %q, %v", raw, got, err, want, wantErr)
+		}
+		var nilPtr *upper
+		wantErr = json.Unmarshal([]byte(raw), nilPtr)
+		err = (&message{Result: json.RawMessage(raw)}).decodeResult("m", nilPtr)
+		if err == nil || err.Error() != "rpc: decode result of m: "+wantErr.Error() {
+			t.Errorf("decodeResult(%s) into a nil pointer: %v, want %v", raw, err, wantErr)
+		}
+	}
+}
