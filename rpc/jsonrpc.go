@@ -68,6 +68,12 @@ var nullID = json.RawMessage("null")
 // batch). batch reports whether the frame was an array, whose answers go
 // back as one array.
 func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *response) {
+	return decodeFrameInto(nil, frame, maxBatch)
+}
+
+// decodeFrameInto is decodeFrame appending a single object's item to
+// buf, which the caller can keep on its stack.
+func decodeFrameInto(buf []item, frame []byte, maxBatch int) (items []item, batch bool, fatal *response) {
 	if !utf8.Valid(frame) {
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: invalid UTF-8"))
 	}
@@ -76,7 +82,7 @@ func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *r
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: not a JSON value"))
 	}
 	if frame[0] != '[' {
-		return []item{decodeObject(frame)}, false, nil
+		return append(buf, decodeObject(frame)), false, nil
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(frame, &elems); err != nil {
