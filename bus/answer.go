@@ -24,8 +24,13 @@ func decodeProcessResult(method string, raw []byte, pr *ProcessResult) error {
 	if len(raw) == 0 || readProcessResult(raw, pr) {
 		return nil
 	}
-	*pr = ProcessResult{}
-	if err := json.Unmarshal(raw, pr); err != nil {
+	// Decoded into a value of its own, so that pr, which the walk above
+	// leaves on the caller's stack, does not move to the heap for the
+	// rare answer that comes here.
+	var q ProcessResult
+	err := json.Unmarshal(raw, &q)
+	*pr = q
+	if err != nil {
 		// Worded as rpc.Conn.Call words it, so that acks read the same.
 		return fmt.Errorf("rpc: decode result of %s: %w", method, err)
 	}

@@ -374,7 +374,7 @@ func (c *Client) serveRequest(m *message) {
 			c.send(errorResponse(m.ID, toRPCError(err)))
 			return
 		}
-		c.send(resultResponse(m.ID, res))
+		_ = c.write(c.ctx, encodeResult(m.ID, res)) // as send does
 	})
 }
 

@@ -70,6 +70,10 @@ type Conn struct {
 	pending  map[string]chan *message // server-initiated requests awaiting answers
 	values   map[any]any
 	onClose  []func()
+
+	// replyAny is c.replyIfAny, made once: a method value made per
+	// frame is an allocation per message.
+	replyAny func(*response)
 }
 
 // ID returns the connection's number, unique within its server.
@@ -185,18 +189,19 @@ func (c *Conn) ended() {
 // handleFrame dispatches one WebSocket message: a request, a
 // notification, a response to a request we sent, or a batch of those.
 func (c *Conn) handleFrame(frame []byte) {
-	items, batch, fatal := decodeFrame(frame, c.srv.cfg.Limits.MaxBatch)
+	var one [1]item // a frame of one object, the usual, decodes into it
+	items, batch, fatal := decodeFrameInto(one[:0], frame, c.srv.cfg.Limits.MaxBatch)
 	if fatal != nil {
 		c.log.Debug("rejected message", "code", fatal.Error.Code, "err", fatal.Error.Message)
 		c.reply(fatal)
 		return
 	}
 	if !batch {
-		c.handleItem(items[0], func(r *response) {
-			if r != nil {
-				c.reply(r)
-			}
-		})
+		done := c.replyAny
+		if done == nil {
+			done = c.replyIfAny
+		}
+		c.handleItem(items[0], done)
 		return
 	}
 	b := &batchReply{c: c, out: make([]*response, len(items)), remaining: len(items)}
@@ -300,6 +305,14 @@ func (c *Conn) invoke(h HandlerFunc, req *Request) (res any, err error) {
 
 func (c *Conn) reply(r *response) {
 	_ = c.enqueue(encodeResponse(r))
+}
+
+// replyIfAny replies r unless it is nil: the done of a frame's single
+// item.
+func (c *Conn) replyIfAny(r *response) {
+	if r != nil {
+		c.reply(r)
+	}
 }
 
 // batchReply collects a batch's responses and sends them as one array

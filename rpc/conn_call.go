@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 )
 
 // Requests of the server's own to a client: Call waits for the answer;
@@ -18,6 +19,20 @@ type PendingCall struct {
 	id     string
 	ch     chan *message // buffered 1: the answer
 	err    error         // the send failed: Wait returns it
+}
+
+// answerChans keeps the channels of answered requests for the next ones:
+// a fan-out to ten subscribers otherwise makes ten channels per message.
+var answerChans = sync.Pool{New: func() any { return make(chan *message, 1) }}
+
+// answered gives p's channel back for reuse once Wait has received the
+// answer from it. Only then is it known to be empty and no one's: deliver
+// took it out of pending before sending its one answer, and a channel
+// that was not answered may still be sent to, so it is left to the
+// collector.
+func answered(p *PendingCall) {
+	answerChans.Put(p.ch)
+	p.ch = nil
 }
 
 // Call sends the client a request and waits for its response, which it
@@ -75,7 +90,7 @@ func (c *Conn) start(method string, params []byte) *PendingCall {
 	}
 	c.nextID++
 	pc.id = strconv.FormatInt(c.nextID, 10)
-	pc.ch = make(chan *message, 1)
+	pc.ch = answerChans.Get().(chan *message)
 	if c.pending == nil {
 		c.pending = make(map[string]chan *message)
 	}
@@ -111,6 +126,7 @@ func (p *PendingCall) Wait(ctx context.Context, result any) error {
 	}
 	select {
 	case m := <-p.ch:
+		answered(p)
 		return m.decodeResult(p.method, result)
 	case <-ctx.Done():
 		return ctx.Err()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"unicode/utf8"
 
@@ -67,6 +68,12 @@ var nullID = json.RawMessage("null")
 // batch). batch reports whether the frame was an array, whose answers go
 // back as one array.
 func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *response) {
+	return decodeFrameInto(nil, frame, maxBatch)
+}
+
+// decodeFrameInto is decodeFrame appending a single object's item to
+// buf, which the caller can keep on its stack.
+func decodeFrameInto(buf []item, frame []byte, maxBatch int) (items []item, batch bool, fatal *response) {
 	if !utf8.Valid(frame) {
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: invalid UTF-8"))
 	}
@@ -75,7 +82,7 @@ func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *r
 		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: not a JSON value"))
 	}
 	if frame[0] != '[' {
-		return []item{decodeObject(frame)}, false, nil
+		return append(buf, decodeObject(frame)), false, nil
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(frame, &elems); err != nil {
@@ -117,7 +124,7 @@ func decodeObject(raw []byte) item {
 	if !hasMethod && (hasResult || hasError) {
 		return decodeResponse(f.version, id, result, hasResult, errRaw, hasError)
 	}
-	if version, err := jsonString(f.version); !f.hasVersion || err != nil || version != "2.0" {
+	if !f.hasVersion || !isVersion2(f.version) {
 		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))}
 	}
 	method, merr := jsonString(methodRaw)
@@ -172,6 +179,17 @@ func decodeResponse(version, id, result json.RawMessage, hasResult bool, errRaw 
 	return item{msg: m}
 }
 
+// isVersion2 reports whether raw, a member's value, is the JSON string
+// "2.0". As written nearly always, it is compared in place: decoding it
+// would allocate the string on every message.
+func isVersion2(raw json.RawMessage) bool {
+	if string(raw) == `"2.0"` {
+		return true
+	}
+	version, err := jsonString(raw)
+	return err == nil && version == "2.0"
+}
+
 func validID(id json.RawMessage) bool {
 	if len(id) == 0 {
 		return false
@@ -203,6 +221,23 @@ func resultResponse(id json.RawMessage, result any) *response {
 		return errorResponse(id, Errorf(CodeInternalError, "internal error: encode result: %v", err))
 	}
 	return &response{JSONRPC: "2.0", ID: id, Result: b}
+}
+
+// encodeResult is encodeResponse(resultResponse(id, result)), byte for
+// byte, with the usual result, a flat map (a subscriber's answer), framed
+// in place: one allocation of the exact size instead of the result's
+// buffer, the response and the message's buffer.
+func encodeResult(id json.RawMessage, result any) []byte {
+	if m, ok := result.(map[string]any); ok && len(id) > 0 {
+		var buf [256]byte
+		b := append(buf[:0], `{"jsonrpc":"2.0","id":`...)
+		b = append(b, id...)
+		b = append(b, `,"result":`...)
+		if b, ok := appendFlatMap(b, m); ok {
+			return bytes.Clone(append(b, '}'))
+		}
+	}
+	return encodeResponse(resultResponse(id, result))
 }
 
 // encodeResponse is r on the wire. A result (compact JSON, as
@@ -339,10 +374,27 @@ func (m *message) decodeResult(method string, result any) error {
 		*raw = append((*raw)[:0], m.Result...)
 		return nil
 	}
+	if u, ok := result.(json.Unmarshaler); ok && m.Result != nil && nonNilPointer(result) {
+		// What json.Unmarshal would do once it had validated m.Result
+		// again (the frame's decoding has): hand it to the decoder the
+		// result has, in its exact bytes, and return its error as it is.
+		if err := u.UnmarshalJSON(m.Result); err != nil {
+			return fmt.Errorf("rpc: decode result of %s: %w", method, err)
+		}
+		return nil
+	}
 	if result != nil {
 		if err := json.Unmarshal(m.Result, result); err != nil {
 			return fmt.Errorf("rpc: decode result of %s: %w", method, err)
 		}
 	}
 	return nil
+}
+
+// nonNilPointer reports whether v is a pointer that is not nil: what
+// json.Unmarshal requires of its target, and refuses otherwise with an
+// *json.InvalidUnmarshalError.
+func nonNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && !rv.IsNil()
 }

@@ -196,3 +196,63 @@ func TestEncodeResponseAsMarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeResult checks the framing in place against the response
+// encodeResponse writes, for flat maps and for results it leaves to
+// encodeResponse.
+func TestEncodeResult(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct {
+		id     string
+		result any
+	}{
+		{`1`, map[string]any{"processed": true}},
+		{`"a-b"`, map[string]any{"processed": true, "message": "ok", "retry_seconds": 3, "z": nil, "f": 1.5}},
+		{`7`, map[string]any{}},
+		{`7`, map[string]any{"long": long}},
+		{`7`, map[string]any{"html": "<&>"}},
+		{`7`, map[string]any{"nested": map[string]any{"a": 1}}},
+		{`7`, map[string]any(nil)},
+		{`7`, struct{}{}},
+		{`null`, map[string]any{"processed": false}},
+		{``, map[string]any{"processed": true}},
+		{`8`, map[string]any{"bad": make(chan int)}},
+	} {
+		want := encodeResponse(resultResponse(json.RawMessage(tc.id), tc.result))
+		if got := encodeResult(json.RawMessage(tc.id), tc.result); string(got) != string(want) {
+			t.Errorf("encodeResult(%s, %v) = %s, want %s", tc.id, tc.result, got, want)
+		}
+	}
+}
+
+// upper is a result with a decoder of its own.
+type upper string
+
+func (u *upper) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*u = upper(strings.ToUpper(s))
+	return nil
+}
+
+// TestDecodeResultUnmarshaler checks that a result with its own decoder
+// decodes, and fails, as json.Unmarshal would have it.
+func TestDecodeResultUnmarshaler(t *testing.T) {
+	for _, raw := range []string{`"abc"`, `null`, `7`, `{"a":1}`} {
+		var want upper
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		var got upper
+		err := (&message{Result: json.RawMessage(raw)}).decodeResult("m", &got)
+		if got != want || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != "rpc: decode result of m: "+wantErr.Error()) {
+			t.Errorf("decodeResult(%s) = %q, %v; want %q, %v", raw, got, err, want, wantErr)
+		}
+		var nilPtr *upper
+		wantErr = json.Unmarshal([]byte(raw), nilPtr)
+		err = (&message{Result: json.RawMessage(raw)}).decodeResult("m", nilPtr)
+		if err == nil || err.Error() != "rpc: decode result of m: "+wantErr.Error() {
+			t.Errorf("decodeResult(%s) into a nil pointer: %v, want %v", raw, err, wantErr)
+		}
+	}
+}

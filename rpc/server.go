@@ -265,6 +265,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, acc *access) {
 			log:   wc.Logger(),
 			calls: make(chan struct{}, s.cfg.Limits.MaxPendingCalls),
 		}
+		c.replyAny = c.replyIfAny
 		c.SetValue(accessKey{}, acc)
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
