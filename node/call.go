@@ -138,7 +138,7 @@ func (n *Node) callSelf(ctx context.Context, from requester, req *protocol.Reque
 			return nil
 		}
 	}
-	res, err := n.execute(ctx, from, req, pf)
+	res, err := n.execute(ctx, nil, from, req, pf)
 	if err != nil {
 		return nil, err
 	}

@@ -261,7 +261,7 @@ func (ss *serverStream) serve(frame []byte) {
 	sendProgress := func(res json.RawMessage) error {
 		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
 	}
-	res, err := n.run(ctx, from, ss.remStr, req, ss, sendProgress)
+	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress)
 	ss.reply(req.CorrelationID, res, err)
 }
 
@@ -273,7 +273,9 @@ func (ss *serverStream) serve(frame []byte) {
 // where it goes (a stream sends each progress once, however many times
 // it sent the request). agent is from.agent.String(), which a stream
 // holds already, so that a request does not pay to encode it again.
-func (n *Node) run(ctx context.Context, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error) (json.RawMessage, error) {
+// cancel cancels ctx, which the caller made for this request alone: the
+// request's task, if it runs as one, is cancelled through it.
+func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error) (json.RawMessage, error) {
 	progress := sendProgress
 	var t *task
 	if n.services.runsAsTask(req.Action) {
@@ -281,13 +283,14 @@ func (n *Node) run(ctx context.Context, from requester, agent string, req *proto
 			run bool
 			err error
 		)
-		ctx, t, run, err = n.tasks.admit(ctx, from, from.stringWith(agent), req)
+		t, run, err = n.tasks.admit(cancel, from, from.stringWith(agent), req)
 		if err != nil {
 			return nil, err
 		}
 		// This receiver gets the task's progress from now on, whichever
 		// request of it runs the handler.
-		defer t.attach(receiver, sendProgress)()
+		t.attach(receiver, sendProgress)
+		defer t.detach(receiver)
 		if !run {
 			// The requester sent this request before (a retry after a lost
 			// answer): it runs once, and this request gets its answer.
@@ -297,7 +300,7 @@ func (n *Node) run(ctx context.Context, from requester, agent string, req *proto
 		progress = t.progress
 	}
 	start := time.Now()
-	res, err := n.execute(ctx, from, req, func(r json.RawMessage) error {
+	res, err := n.execute(ctx, t, from, req, func(r json.RawMessage) error {
 		res, err := protocol.MarshalCanonical(r)
 		if err != nil {
 			return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
