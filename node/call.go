@@ -90,7 +90,9 @@ func (n *Node) newOutgoing(req protocol.CallRequest) (*outgoing, error) {
 // answer. openCtx bounds opening the request stream, ctx the whole call.
 // The stage says how far a failed call got.
 func (n *Node) callPeer(ctx, openCtx context.Context, to peer.ID, toStr string, out *outgoing) (*protocol.Response, callStage, error) {
-	frame, buf, err := n.sealPooledFrame(protocol.TypeRequest, toStr, out.payload, out.meta)
+	// The params are canonicalParams', canonical: sealing need not scan
+	// them again.
+	frame, buf, err := n.sealPooledFrame(protocol.TypeRequest, toStr, protocol.KnownCanonical(out.payload), out.meta)
 	defer putFrame(buf, frame) // roundTrip writes the frame and keeps none of it
 	if err != nil {
 		return nil, stageNotSent, err

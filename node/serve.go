@@ -259,7 +259,8 @@ func (ss *serverStream) serve(frame []byte) {
 	ctx, cancel := context.WithTimeout(n.ctx, timeout)
 	defer cancel()
 	sendProgress := func(res json.RawMessage) error {
-		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
+		// run hands on progress canonical (MarshalCanonical's).
+		return ss.send(protocol.TypeResponse, protocol.KnownCanonical(&protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res}))
 	}
 	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress)
 	ss.reply(req.CorrelationID, res, err)
@@ -330,7 +331,8 @@ func awaitTask(ctx context.Context, t *task, corrID string) (json.RawMessage, er
 	}
 }
 
-// reply writes the final answer: a success response, or an error envelope.
+// reply writes the final answer: a success response, or an error
+// envelope. result is canonical, as run returns it.
 func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) {
 	if err != nil {
 		pe := *protocol.AsError(err)
@@ -338,7 +340,8 @@ func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) 
 		_ = ss.send(protocol.TypeError, &pe)
 		return
 	}
-	_ = ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result})
+	// A result is run's, canonical (execute made it with MarshalCanonical).
+	_ = ss.send(protocol.TypeResponse, protocol.KnownCanonical(&protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result}))
 }
 
 // writeDeadline is the write deadline last set on a stream. Setting one

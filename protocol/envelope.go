@@ -302,7 +302,7 @@ func SealPayloadFrameInto(buf []byte, s *sign.Signer, e *Envelope, payload any) 
 	e.Signature = ""
 	buf, pa, pz, ok := e.appendCanonicalWith(buf[:0], frameHeadroom, payload)
 	if !ok {
-		p, err := MarshalCanonical(payload)
+		p, err := MarshalCanonical(unmarked(payload))
 		if err != nil {
 			return nil, Errorf(CodeInvalidMessage, "protocol: payload: %v", err)
 		}
