@@ -224,7 +224,7 @@ func (ss *serverStream) serveHeld(buf []byte) {
 // serve verifies one request frame, runs it and writes the answer.
 func (ss *serverStream) serve(frame []byte) {
 	n := ss.n
-	e, err := n.openFrame(frame, ss.remote, true) // frame is this request's own copy
+	e, err := n.openFrame(frame, ss.remote, ss.remStr, true) // frame is this request's own copy
 	if err != nil {
 		n.log.Warn("request rejected", "remote_peer", ss.remote, "err", err)
 		ss.reply(correlationHint(frame), nil, err)

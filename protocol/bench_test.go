@@ -60,7 +60,7 @@ func BenchmarkDecodeRequest1KiB(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeCanonical(body, false); err != nil {
+		if _, err := decodeCanonical(body, false, [2]string{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -33,14 +33,10 @@ type wireEnvelope struct {
 // (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
 //
 // With shared, the envelope's Payload and Metadata share body's memory.
-func decodeEnvelope(body []byte, shared bool) (*Envelope, error) {
+// A string member equal to one of known is that string, not a copy.
+func decodeEnvelope(body []byte, shared bool, known [2]string) (*Envelope, error) {
 	var w wireEnvelope
-	var err error
-	if shared {
-		err = DecodeStrict(body, &w, AliasInput())
-	} else {
-		err = DecodeStrict(body, &w)
-	}
+	err := decodeStrict(body, reflect.ValueOf(&w), decodeConfig{alias: shared, known: known})
 	if err != nil {
 		return nil, err
 	}
