@@ -46,9 +46,13 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protoc
 // outgoing is a request checked and ready to be sealed for a provider.
 type outgoing struct {
 	req     protocol.CallRequest
-	payload *protocol.Request
+	payload *protocol.Request // &request
 	meta    json.RawMessage
 	timeout time.Duration
+
+	// request is the payload's memory, so that the outgoing request and
+	// its payload are one allocation.
+	request protocol.Request
 }
 
 // newOutgoing checks req (all but its target) and builds its payload,
@@ -73,17 +77,19 @@ func (n *Node) newOutgoing(req protocol.CallRequest) (*outgoing, error) {
 	if corrID == "" {
 		corrID = protocol.NewID()
 	}
-	return &outgoing{
+	out := &outgoing{
 		req:  req,
 		meta: meta,
-		payload: &protocol.Request{
+		request: protocol.Request{
 			Action:        req.Action,
 			CorrelationID: corrID,
 			Params:        params,
 			Timeout:       timeout.Milliseconds(),
 		},
 		timeout: timeout,
-	}, nil
+	}
+	out.payload = &out.request
+	return out, nil
 }
 
 // callPeer sends out to the remote agent to and waits for its final

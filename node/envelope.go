@@ -84,11 +84,17 @@ func (n *Node) envelope(typ protocol.MessageType, to string, payload any, meta j
 // header builds an unsigned envelope from this agent, all but its
 // payload: protocol.NewEnvelope, but stamped once, by this node's clock.
 func (n *Node) header(typ protocol.MessageType, to string, meta json.RawMessage) *protocol.Envelope {
-	e := &protocol.Envelope{
+	// The envelope and its recipient in one allocation.
+	h := &struct {
+		e  protocol.Envelope
+		to protocol.Recipient
+	}{to: protocol.Recipient{AgentID: to}}
+	e := &h.e
+	*e = protocol.Envelope{
 		Protocol:  protocol.Version,
 		ID:        protocol.NewID(),
 		Timestamp: protocol.FormatTime(n.cfg.Now()),
-		To:        &protocol.Recipient{AgentID: to},
+		To:        &h.to,
 		Type:      typ,
 		Metadata:  meta,
 	}
