@@ -157,14 +157,26 @@ type pendingCall struct {
 	// gone is closed when the call stops waiting, so that the reader never
 	// blocks on a call that timed out.
 	gone chan struct{}
-	// final is an outcome decided elsewhere: the stream failed, or the
-	// reader (or another call) verified a frame the hint did not route here.
-	final chan callResult // buffered 1
+	// final is signalled once result is an outcome decided elsewhere: the
+	// stream failed, or the reader (or another call) verified a frame the
+	// hint did not route here. A call has one such outcome at most (it is
+	// dropped from reqConn.pending first), so that the send never waits.
+	// The channel carries no pointers, which makes it one allocation
+	// rather than two.
+	final  chan struct{} // buffered 1
+	result callResult    // written before final is signalled
 	// routed: a frame went to frames; guarded by reqConn.mu.
 	routed bool
 	// progressMu keeps progress callbacks one at a time, even for a frame
 	// another call verified because its hint named the wrong call.
 	progressMu sync.Mutex
+}
+
+// finish hands the call its outcome decided elsewhere; it is called once
+// at most per call.
+func (pc *pendingCall) finish(r callResult) {
+	pc.result = r
+	pc.final <- struct{}{}
 }
 
 // report passes an in-progress response to the call's callback.
@@ -211,7 +223,7 @@ const (
 
 func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, callStage, error) {
 	pc := &pendingCall{progress: progress, signed: signed,
-		frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan callResult, 1)}
+		frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan struct{}, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -240,7 +252,8 @@ func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, pr
 			if r, ok := c.accept(f, corrID, pc); ok {
 				return c.result(r, pc)
 			}
-		case r := <-pc.final:
+		case <-pc.final:
+			r := pc.result
 			// A frame routed here before the stream failed is the better
 			// answer: take it first.
 			for len(pc.frames) > 0 {
@@ -345,7 +358,7 @@ func (c *reqConn) close(err error) {
 	c.pending = map[string]*pendingCall{}
 	c.mu.Unlock()
 	for _, pc := range pending {
-		pc.final <- callResult{err: err}
+		pc.finish(callResult{err: err})
 	}
 	_ = c.s.Reset()
 	c.cl.forget(c)
@@ -439,10 +452,10 @@ func (c *reqConn) dispatch(resp *protocol.Response, rerr error, frame []byte) {
 	}
 	switch {
 	case rerr != nil:
-		pc.final <- callResult{err: rerr, remote: true}
+		pc.finish(callResult{err: rerr, remote: true})
 	case resp.Status == protocol.StatusInProgress:
 		pc.report(resp)
 	default:
-		pc.final <- finalResult(resp, frame, pc)
+		pc.finish(finalResult(resp, frame, pc))
 	}
 }

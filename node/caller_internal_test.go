@@ -31,7 +31,7 @@ func TestRouteByHintDeliversByVerifiedID(t *testing.T) {
 	got := map[string]int{}
 	for _, id := range []string{"a", "b"} {
 		c.pending[id] = &pendingCall{progress: func(*protocol.Response) { got[id]++ },
-			frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan callResult, 1)}
+			frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan struct{}, 1)}
 	}
 	pc := c.route(frame)
 	if pc != c.pending["a"] {
