@@ -33,7 +33,9 @@ type wireEnvelope struct {
 // (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
 //
 // With shared, the envelope's Payload and Metadata share body's memory.
-// A string member equal to one of known is that string, not a copy.
+// A string member equal to one of known is that string, not a copy. body
+// must have passed sign.CheckCanonical, as signed bytes do first: its
+// strings are only scanned for their end.
 func decodeEnvelope(body []byte, shared bool, known [2]string) (*Envelope, error) {
 	// The wire form escapes to the heap (the decoder reflects on it): it
 	// and the envelope are one allocation.
@@ -42,7 +44,7 @@ func decodeEnvelope(body []byte, shared bool, known [2]string) (*Envelope, error
 		w wireEnvelope
 	})
 	w := &b.w
-	err := decodeStrict(body, reflect.ValueOf(w), decodeConfig{alias: shared, known: known})
+	err := decodeStrict(body, reflect.ValueOf(w), decodeConfig{alias: shared, known: known, canonical: true})
 	if err != nil {
 		return nil, err
 	}

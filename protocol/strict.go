@@ -22,6 +22,8 @@ type decodeConfig struct {
 	// to one of them (as written, without escapes) is decoded as that
 	// string rather than a copy of it.
 	known [2]string
+	// canonical: the data passed sign.CheckCanonical (scanner.canonical).
+	canonical bool
 }
 
 // AllowUnknown lets objects carry members the Go type does not declare;
@@ -82,7 +84,7 @@ func DecodeStrict(data []byte, v any, opts ...DecodeOption) error {
 // decodeStrict is DecodeStrict into rv, a non-nil pointer, configured by
 // cfg.
 func decodeStrict(data []byte, rv reflect.Value, cfg decodeConfig) error {
-	d := decoder{scanner: scanner{data: data}, cfg: cfg}
+	d := decoder{scanner: scanner{data: data, canonical: cfg.canonical}, cfg: cfg}
 	err := d.value(planFor(rv.Type().Elem()), rv.Elem())
 	if err == nil {
 		if d.ws(); d.pos < len(data) {
