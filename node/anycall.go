@@ -55,7 +55,7 @@ func (n *Node) CallAny(ctx context.Context, req protocol.CallRequest) (resp *pro
 	}
 	if len(cands) == 0 {
 		if n.services.lookup(req.Action) != nil {
-			resp, err := n.callSelf(ctx, self, out.payload, req.Progress, req.Signed)
+			resp, err := n.callSelf(ctx, self, out.own(), req.Progress, req.Signed)
 			return resp, n.idStr, err
 		}
 		return nil, "", protocol.Errorf(protocol.CodeCapabilityNotSupported, "no agent known to this node offers capability %s", req.Action).

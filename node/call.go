@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -31,7 +32,7 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protoc
 	ctx, cancel := context.WithTimeout(ctx, out.timeout)
 	defer cancel()
 	if to == n.id {
-		return n.callSelf(ctx, requester{agent: n.id, client: req.OnBehalfOf}, out.payload, req.Progress, req.Signed)
+		return n.callSelf(ctx, requester{agent: n.id, client: req.OnBehalfOf}, out.own(), req.Progress, req.Signed)
 	}
 	// Address the envelope with the canonical peer ID string; skip
 	// re-encoding when the caller already gave that form.
@@ -46,9 +47,27 @@ func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protoc
 // outgoing is a request checked and ready to be sealed for a provider.
 type outgoing struct {
 	req     protocol.CallRequest
-	payload *protocol.Request
+	payload *protocol.Request // &request
 	meta    json.RawMessage
 	timeout time.Duration
+
+	// request is the payload's memory, so that the outgoing request and
+	// its payload are one allocation.
+	request protocol.Request
+	// shared: the payload's params are the caller's bytes (CallRequest's
+	// Params, canonical already), not a copy: sealed into a frame, they
+	// need none.
+	shared bool
+}
+
+// own returns the payload with params of its own, for a handler of this
+// node, which may keep them after the call returns.
+func (o *outgoing) own() *protocol.Request {
+	if o.shared {
+		o.request.Params = bytes.Clone(o.request.Params)
+		o.shared = false
+	}
+	return o.payload
 }
 
 // newOutgoing checks req (all but its target) and builds its payload,
@@ -61,7 +80,7 @@ func (n *Node) newOutgoing(req protocol.CallRequest) (*outgoing, error) {
 	if timeout <= 0 {
 		timeout = n.cfg.RequestTimeout
 	}
-	params, err := canonicalParams(req.Params)
+	params, shared, err := paramsOf(req.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -73,24 +92,29 @@ func (n *Node) newOutgoing(req protocol.CallRequest) (*outgoing, error) {
 	if corrID == "" {
 		corrID = protocol.NewID()
 	}
-	return &outgoing{
+	out := &outgoing{
 		req:  req,
 		meta: meta,
-		payload: &protocol.Request{
+		request: protocol.Request{
 			Action:        req.Action,
 			CorrelationID: corrID,
 			Params:        params,
 			Timeout:       timeout.Milliseconds(),
 		},
 		timeout: timeout,
-	}, nil
+		shared:  shared,
+	}
+	out.payload = &out.request
+	return out, nil
 }
 
 // callPeer sends out to the remote agent to and waits for its final
 // answer. openCtx bounds opening the request stream, ctx the whole call.
 // The stage says how far a failed call got.
 func (n *Node) callPeer(ctx, openCtx context.Context, to peer.ID, toStr string, out *outgoing) (*protocol.Response, callStage, error) {
-	frame, buf, err := n.sealPooledFrame(protocol.TypeRequest, toStr, out.payload, out.meta)
+	// The params are paramsOf's, canonical: sealing need not scan
+	// them again.
+	frame, buf, err := n.sealPooledFrame(protocol.TypeRequest, toStr, protocol.KnownCanonical(out.payload), out.meta)
 	defer putFrame(buf, frame) // roundTrip writes the frame and keeps none of it
 	if err != nil {
 		return nil, stageNotSent, err
@@ -110,18 +134,35 @@ func (n *Node) callPeer(ctx, openCtx context.Context, to peer.ID, toStr string, 
 	return c.roundTrip(ctx, out.payload.CorrelationID, frame, out.req.Progress, out.req.Signed)
 }
 
+// canonicalParams returns a call's params in canonical form, a copy of
+// p's bytes.
 func canonicalParams(p json.RawMessage) (json.RawMessage, error) {
-	if len(p) == 0 || string(p) == "null" {
-		return nil, nil
+	out, shared, err := paramsOf(p)
+	if shared {
+		out = bytes.Clone(out)
 	}
-	out, err := protocol.MarshalCanonical(p)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "params are not valid JSON: %v", err)
+	return out, err
+}
+
+// paramsOf returns a call's params in canonical form: p itself (shared)
+// when it is canonical already, as MarshalCanonical would return it but
+// without the copy, else a canonical copy.
+func paramsOf(p json.RawMessage) (_ json.RawMessage, shared bool, _ error) {
+	if len(p) == 0 || string(p) == "null" {
+		return nil, false, nil
+	}
+	out := p
+	shared = sign.CheckCanonical(p) == nil
+	if !shared {
+		var err error
+		if out, err = protocol.MarshalCanonical(p); err != nil {
+			return nil, false, protocol.Errorf(protocol.CodeInvalidMessage, "params are not valid JSON: %v", err)
+		}
 	}
 	if out[0] != '{' {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "params must be a JSON object")
+		return nil, false, protocol.Errorf(protocol.CodeInvalidMessage, "params must be a JSON object")
 	}
-	return out, nil
+	return out, shared, nil
 }
 
 // callSelf runs a request against this node's own services, with the same
@@ -138,7 +179,7 @@ func (n *Node) callSelf(ctx context.Context, from requester, req *protocol.Reque
 			return nil
 		}
 	}
-	res, err := n.execute(ctx, from, req, pf)
+	res, err := n.execute(ctx, nil, from, req, pf)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ type caller struct {
 	host host.Host
 	// open verifies a response frame from a peer (Node.openFrame); owned
 	// says the frame is not a buffer the reader reuses.
-	open      func(frame []byte, from peer.ID, owned bool) (*protocol.Envelope, error)
+	open      func(frame []byte, from peer.ID, fromStr string, owned bool) (*protocol.Envelope, error)
 	maxFrame  int
 	ioTimeout time.Duration
 	log       *slog.Logger
@@ -85,7 +85,7 @@ func (cl *caller) openConn(ctx context.Context, p peer.ID) (*reqConn, error) {
 		}
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "cannot reach agent %s: %v", p, err)
 	}
-	c := &reqConn{cl: cl, peer: p, s: s, pending: make(map[string]*pendingCall)}
+	c := &reqConn{cl: cl, peer: p, peerStr: p.String(), s: s, pending: make(map[string]*pendingCall)}
 	cl.mu.Lock()
 	if cl.closed {
 		cl.mu.Unlock()
@@ -135,9 +135,10 @@ func (cl *caller) close(err error) {
 // it, so that the verifications run on every core instead of one after
 // another on the reader's.
 type reqConn struct {
-	cl   *caller
-	peer peer.ID
-	s    network.Stream
+	cl      *caller
+	peer    peer.ID
+	peerStr string // peer.String(), made once per stream
+	s       network.Stream
 
 	wmu sync.Mutex // serialises frame writes
 	wdl writeDeadline
@@ -156,14 +157,26 @@ type pendingCall struct {
 	// gone is closed when the call stops waiting, so that the reader never
 	// blocks on a call that timed out.
 	gone chan struct{}
-	// final is an outcome decided elsewhere: the stream failed, or the
-	// reader (or another call) verified a frame the hint did not route here.
-	final chan callResult // buffered 1
+	// final is signalled once result is an outcome decided elsewhere: the
+	// stream failed, or the reader (or another call) verified a frame the
+	// hint did not route here. A call has one such outcome at most (it is
+	// dropped from reqConn.pending first), so that the send never waits.
+	// The channel carries no pointers, which makes it one allocation
+	// rather than two.
+	final  chan struct{} // buffered 1
+	result callResult    // written before final is signalled
 	// routed: a frame went to frames; guarded by reqConn.mu.
 	routed bool
 	// progressMu keeps progress callbacks one at a time, even for a frame
 	// another call verified because its hint named the wrong call.
 	progressMu sync.Mutex
+}
+
+// finish hands the call its outcome decided elsewhere; it is called once
+// at most per call.
+func (pc *pendingCall) finish(r callResult) {
+	pc.result = r
+	pc.final <- struct{}{}
 }
 
 // report passes an in-progress response to the call's callback.
@@ -210,7 +223,7 @@ const (
 
 func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, progress func(*protocol.Response), signed func(json.RawMessage)) (*protocol.Response, callStage, error) {
 	pc := &pendingCall{progress: progress, signed: signed,
-		frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan callResult, 1)}
+		frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan struct{}, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -239,7 +252,8 @@ func (c *reqConn) roundTrip(ctx context.Context, corrID string, frame []byte, pr
 			if r, ok := c.accept(f, corrID, pc); ok {
 				return c.result(r, pc)
 			}
-		case r := <-pc.final:
+		case <-pc.final:
+			r := pc.result
 			// A frame routed here before the stream failed is the better
 			// answer: take it first.
 			for len(pc.frames) > 0 {
@@ -277,7 +291,7 @@ func (c *reqConn) result(r callResult, pc *pendingCall) (*protocol.Response, cal
 // an in-progress response (given to its callback here), was rejected, or
 // belonged to another call after all (handed to it).
 func (c *reqConn) accept(frame []byte, corrID string, pc *pendingCall) (callResult, bool) {
-	e, err := c.cl.open(frame, c.peer, true) // the reader's copy, routed here
+	e, err := c.cl.open(frame, c.peer, c.peerStr, true) // the reader's copy, routed here
 	if err != nil {
 		c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 		return callResult{}, false
@@ -344,7 +358,7 @@ func (c *reqConn) close(err error) {
 	c.pending = map[string]*pendingCall{}
 	c.mu.Unlock()
 	for _, pc := range pending {
-		pc.final <- callResult{err: err}
+		pc.finish(callResult{err: err})
 	}
 	_ = c.s.Reset()
 	c.cl.forget(c)
@@ -374,7 +388,7 @@ func (c *reqConn) readLoop() {
 		// outlives it: one copy for the envelope and the result to share,
 		// rather than a copy of the payload and then one of the result.
 		frame = bytes.Clone(frame)
-		e, err := c.cl.open(frame, c.peer, true)
+		e, err := c.cl.open(frame, c.peer, c.peerStr, true)
 		if err != nil {
 			c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 			continue
@@ -438,10 +452,10 @@ func (c *reqConn) dispatch(resp *protocol.Response, rerr error, frame []byte) {
 	}
 	switch {
 	case rerr != nil:
-		pc.final <- callResult{err: rerr, remote: true}
+		pc.finish(callResult{err: rerr, remote: true})
 	case resp.Status == protocol.StatusInProgress:
 		pc.report(resp)
 	default:
-		pc.final <- finalResult(resp, frame, pc)
+		pc.finish(finalResult(resp, frame, pc))
 	}
 }

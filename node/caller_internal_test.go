@@ -26,12 +26,12 @@ func TestRouteByHintDeliversByVerifiedID(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &caller{log: slog.New(slog.DiscardHandler),
-		open: func([]byte, peer.ID, bool) (*protocol.Envelope, error) { return e, nil }} // stands for verification
+		open: func([]byte, peer.ID, string, bool) (*protocol.Envelope, error) { return e, nil }} // stands for verification
 	c := &reqConn{cl: cl, pending: map[string]*pendingCall{}}
 	got := map[string]int{}
 	for _, id := range []string{"a", "b"} {
 		c.pending[id] = &pendingCall{progress: func(*protocol.Response) { got[id]++ },
-			frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan callResult, 1)}
+			frames: make(chan []byte, routedFrames), gone: make(chan struct{}), final: make(chan struct{}, 1)}
 	}
 	pc := c.route(frame)
 	if pc != c.pending["a"] {

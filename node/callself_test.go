@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -34,5 +36,37 @@ func TestConsensusSelfVoteSigned(t *testing.T) {
 		if _, err := node.VerifyVote(v.Signed, v.Agent, options); err != nil {
 			t.Errorf("the vote of %s: %v", v.Agent, err)
 		}
+	}
+}
+
+// TestCallSelfParamsOwn: a handler of the calling node itself gets params
+// of its own, which the caller changing its bytes once Call has returned
+// does not change, whether the caller's were canonical already or not.
+func TestCallSelfParamsOwn(t *testing.T) {
+	var kept []json.RawMessage
+	keep := node.Service{Capability: protocol.Capability{Name: "keep", Description: "keeps its params"},
+		Handler: node.HandlerFunc(func(_ context.Context, call *node.Call) (json.RawMessage, error) {
+			kept = append(kept, call.Request.Params)
+			return json.RawMessage(`{}`), nil
+		})}
+	n := meshtest.Node(t, 132, node.WithServices(keep))
+	ctx := meshtest.Context(t, 20*time.Second)
+	for _, tc := range []struct{ name, params, want string }{
+		{"canonical", `{"a":1}`, `{"a":1}`},
+		{"not canonical", `{ "a": 1 }`, `{"a":1}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept = kept[:0]
+			params := []byte(tc.params)
+			if _, err := n.Call(ctx, protocol.CallRequest{To: n.AgentID(), Action: "keep", Params: params}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range params {
+				params[i] = ' '
+			}
+			if len(kept) != 1 || string(kept[0]) != tc.want {
+				t.Fatalf("the handler kept %q, want [%s]", kept, tc.want)
+			}
+		})
 	}
 }

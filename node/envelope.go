@@ -84,11 +84,17 @@ func (n *Node) envelope(typ protocol.MessageType, to string, payload any, meta j
 // header builds an unsigned envelope from this agent, all but its
 // payload: protocol.NewEnvelope, but stamped once, by this node's clock.
 func (n *Node) header(typ protocol.MessageType, to string, meta json.RawMessage) *protocol.Envelope {
-	e := &protocol.Envelope{
+	// The envelope and its recipient in one allocation.
+	h := &struct {
+		e  protocol.Envelope
+		to protocol.Recipient
+	}{to: protocol.Recipient{AgentID: to}}
+	e := &h.e
+	*e = protocol.Envelope{
 		Protocol:  protocol.Version,
 		ID:        protocol.NewID(),
 		Timestamp: protocol.FormatTime(n.cfg.Now()),
-		To:        &protocol.Recipient{AgentID: to},
+		To:        &h.to,
 		Type:      typ,
 		Metadata:  meta,
 	}
@@ -104,17 +110,20 @@ func (n *Node) header(typ protocol.MessageType, to string, meta json.RawMessage)
 // fresh, and not seen before. owned says frame is a buffer of the
 // caller's own that nothing reuses: the envelope and what is decoded from
 // it then share its memory rather than copy it (protocol.OpenOwned).
-func (n *Node) openFrame(frame []byte, remote peer.ID, owned bool) (*protocol.Envelope, error) {
+// remoteStr is remote.String() when the caller holds it, or "": the
+// envelope's agent ids, remote's and this node's, are then not copies.
+func (n *Node) openFrame(frame []byte, remote peer.ID, remoteStr string, owned bool) (*protocol.Envelope, error) {
 	sig, body, err := protocol.SplitSigned(frame)
 	if err != nil {
 		n.refused(metrics.RefusedInvalid)
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
-	open := protocol.Open
+	var e *protocol.Envelope
 	if owned {
-		open = protocol.OpenOwned
+		e, err = protocol.OpenOwnedKnown(body, sig, remote, [2]string{remoteStr, n.idStr})
+	} else {
+		e, err = protocol.Open(body, sig, remote)
 	}
-	e, err := open(body, sig, remote)
 	if err != nil {
 		if protocol.CodeOf(err) == protocol.CodeInvalidSignature {
 			n.refused(metrics.RefusedSignature)

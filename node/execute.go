@@ -14,8 +14,9 @@ import (
 // order, and runs the handler: the capability exists, the requester is
 // authorised, the params match input_schema; then the result must match
 // output_schema. Every request takes this path, the node's own
-// capabilities (builtins.go) included.
-func (n *Node) execute(ctx context.Context, from requester, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
+// capabilities (builtins.go) included. t is the request's task, if it
+// runs as one.
+func (n *Node) execute(ctx context.Context, t *task, from requester, req *protocol.Request, progress func(json.RawMessage) error) (json.RawMessage, error) {
 	svc := n.services.lookup(req.Action)
 	if svc == nil {
 		available := n.capabilityNames()
@@ -32,7 +33,6 @@ func (n *Node) execute(ctx context.Context, from requester, req *protocol.Reques
 	if progress == nil {
 		progress = func(json.RawMessage) error { return nil }
 	}
-	t := taskOf(ctx)
 	if t != nil {
 		t.set(protocol.TaskApproved, "")
 	}

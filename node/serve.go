@@ -224,7 +224,7 @@ func (ss *serverStream) serveHeld(buf []byte) {
 // serve verifies one request frame, runs it and writes the answer.
 func (ss *serverStream) serve(frame []byte) {
 	n := ss.n
-	e, err := n.openFrame(frame, ss.remote, true) // frame is this request's own copy
+	e, err := n.openFrame(frame, ss.remote, ss.remStr, true) // frame is this request's own copy
 	if err != nil {
 		n.log.Warn("request rejected", "remote_peer", ss.remote, "err", err)
 		ss.reply(correlationHint(frame), nil, err)
@@ -259,9 +259,10 @@ func (ss *serverStream) serve(frame []byte) {
 	ctx, cancel := context.WithTimeout(n.ctx, timeout)
 	defer cancel()
 	sendProgress := func(res json.RawMessage) error {
-		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
+		// run hands on progress canonical (MarshalCanonical's).
+		return ss.send(protocol.TypeResponse, protocol.KnownCanonical(&protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res}))
 	}
-	res, err := n.run(ctx, from, ss.remStr, req, ss, sendProgress)
+	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress)
 	ss.reply(req.CorrelationID, res, err)
 }
 
@@ -273,7 +274,9 @@ func (ss *serverStream) serve(frame []byte) {
 // where it goes (a stream sends each progress once, however many times
 // it sent the request). agent is from.agent.String(), which a stream
 // holds already, so that a request does not pay to encode it again.
-func (n *Node) run(ctx context.Context, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error) (json.RawMessage, error) {
+// cancel cancels ctx, which the caller made for this request alone: the
+// request's task, if it runs as one, is cancelled through it.
+func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error) (json.RawMessage, error) {
 	progress := sendProgress
 	var t *task
 	if n.services.runsAsTask(req.Action) {
@@ -281,13 +284,14 @@ func (n *Node) run(ctx context.Context, from requester, agent string, req *proto
 			run bool
 			err error
 		)
-		ctx, t, run, err = n.tasks.admit(ctx, from, from.stringWith(agent), req)
+		t, run, err = n.tasks.admit(cancel, from, from.stringWith(agent), req)
 		if err != nil {
 			return nil, err
 		}
 		// This receiver gets the task's progress from now on, whichever
 		// request of it runs the handler.
-		defer t.attach(receiver, sendProgress)()
+		t.attach(receiver, sendProgress)
+		defer t.detach(receiver)
 		if !run {
 			// The requester sent this request before (a retry after a lost
 			// answer): it runs once, and this request gets its answer.
@@ -297,7 +301,7 @@ func (n *Node) run(ctx context.Context, from requester, agent string, req *proto
 		progress = t.progress
 	}
 	start := time.Now()
-	res, err := n.execute(ctx, from, req, func(r json.RawMessage) error {
+	res, err := n.execute(ctx, t, from, req, func(r json.RawMessage) error {
 		res, err := protocol.MarshalCanonical(r)
 		if err != nil {
 			return protocol.Errorf(protocol.CodeInternalError, "progress result is not JSON: %v", err)
@@ -327,7 +331,8 @@ func awaitTask(ctx context.Context, t *task, corrID string) (json.RawMessage, er
 	}
 }
 
-// reply writes the final answer: a success response, or an error envelope.
+// reply writes the final answer: a success response, or an error
+// envelope. result is canonical, as run returns it.
 func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) {
 	if err != nil {
 		pe := *protocol.AsError(err)
@@ -335,7 +340,8 @@ func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) 
 		_ = ss.send(protocol.TypeError, &pe)
 		return
 	}
-	_ = ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result})
+	// A result is run's, canonical (execute made it with MarshalCanonical).
+	_ = ss.send(protocol.TypeResponse, protocol.KnownCanonical(&protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result}))
 }
 
 // writeDeadline is the write deadline last set on a stream. Setting one

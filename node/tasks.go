@@ -45,6 +45,7 @@ type task struct {
 	t      protocol.Task
 	key    requestKey
 	digest [sha256.Size]byte // of action and params: a retry is the same request
+	// cancel cancels the context the task's handler runs under.
 	cancel context.CancelFunc
 	// cancelled is set when the requester cancelled the task.
 	cancelled bool
@@ -57,11 +58,19 @@ type task struct {
 	size          int
 	progressBytes int
 	// receivers get the task's progress: one per stream waiting for it, so
-	// a stream that sent the request twice gets each progress once.
-	receivers map[any]*progressReceiver
+	// a stream that sent the request twice gets each progress once. A task
+	// has one receiver but while a repeat waits: receiver0 is the array
+	// of the first, so that attaching it allocates nothing.
+	receivers []progressReceiver
+	receiver0 [1]progressReceiver
+	// history0 is the array of t.History, with room for a run's usual
+	// states, validating, approved and completed: the task and its
+	// history in one allocation.
+	history0 [3]protocol.TaskEvent
 }
 
 type progressReceiver struct {
+	key  any
 	send func(json.RawMessage) error
 	refs int
 }
@@ -83,25 +92,39 @@ func (t *task) answer() (json.RawMessage, error) {
 	return t.res, t.err
 }
 
-// attach makes send receive the task's further progress until release is
-// called. Attachments with the same key share one receiver.
-func (t *task) attach(key any, send func(json.RawMessage) error) (release func()) {
+// attach makes send receive the task's further progress until detach is
+// called with the same key. Attachments with the same key share one
+// receiver, the first one's send.
+func (t *task) attach(key any, send func(json.RawMessage) error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for i := range t.receivers {
+		if t.receivers[i].key == key {
+			t.receivers[i].refs++
+			return
+		}
+	}
 	if t.receivers == nil {
-		t.receivers = map[any]*progressReceiver{}
+		t.receivers = t.receiver0[:0]
 	}
-	r := t.receivers[key]
-	if r == nil {
-		r = &progressReceiver{send: send}
-		t.receivers[key] = r
-	}
-	r.refs++
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if r.refs--; r.refs == 0 {
-			delete(t.receivers, key)
+	t.receivers = append(t.receivers, progressReceiver{key: key, send: send, refs: 1})
+}
+
+// detach ends an attachment of key; the receiver goes with its last.
+func (t *task) detach(key any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.receivers {
+		if r := &t.receivers[i]; r.key == key {
+			if r.refs--; r.refs == 0 {
+				// Order does not matter (progress goes to each): the last
+				// takes the place, and the vacated entry keeps nothing.
+				last := len(t.receivers) - 1
+				t.receivers[i] = t.receivers[last]
+				t.receivers[last] = progressReceiver{}
+				t.receivers = t.receivers[:last]
+			}
+			return
 		}
 	}
 }
@@ -166,14 +189,6 @@ func newTaskTable(agent string, now func() time.Time) *taskTable {
 	return &taskTable{agent: agent, now: now, m: map[requestKey]*task{}}
 }
 
-type taskCtxKey struct{}
-
-// taskOf returns the task a handler's context belongs to, or nil.
-func taskOf(ctx context.Context) *task {
-	t, _ := ctx.Value(taskCtxKey{}).(*task)
-	return t
-}
-
 // requestDigest identifies what a request asks: its action and params
 // (canonical JSON, as every verified request is).
 func requestDigest(req *protocol.Request) [sha256.Size]byte {
@@ -192,32 +207,31 @@ func requestDigest(req *protocol.Request) [sha256.Size]byte {
 // caller waits for its answer and must not run the request again. A
 // different request under an id already used is refused. Otherwise it
 // records a new task, about to be checked and run, and returns it with
-// run true and the context its handler runs under (cancelled by
-// task.cancel).
-func (tt *taskTable) admit(ctx context.Context, from requester, fromStr string, req *protocol.Request) (_ context.Context, _ *task, run bool, _ error) {
+// run true. cancel cancels the context the request would run under: the
+// task's own cancel, for its requester's task.cancel, since the caller
+// makes that context for this request alone (one context rather than
+// its timeout's and another for the task).
+func (tt *taskTable) admit(cancel context.CancelFunc, from requester, fromStr string, req *protocol.Request) (_ *task, run bool, _ error) {
 	key := requestKey{from: from, id: req.CorrelationID}
 	digest := requestDigest(req)
 	tt.mu.Lock()
 	if old := tt.m[key]; old != nil {
 		tt.mu.Unlock()
 		if old.digest != digest {
-			return nil, nil, false, protocol.Errorf(protocol.CodeInvalidMessage,
+			return nil, false, protocol.Errorf(protocol.CodeInvalidMessage,
 				"request id %s was already used by this requester for another request; a retry must repeat the request exactly, and a new request needs a new id", req.CorrelationID)
 		}
-		return ctx, old, false, nil
+		return old, false, nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}),
-		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action,
-			// Room for a run's usual states, validating, approved and
-			// completed, in one allocation rather than three.
-			History: make([]protocol.TaskEvent, 0, 4)}}
+		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action}}
+	t.t.History = t.history0[:0]
 	t.set(protocol.TaskValidating, "")
 	tt.m[key] = t
 	tt.order = append(tt.order, key)
 	tt.evictLocked()
 	tt.mu.Unlock()
-	return context.WithValue(ctx, taskCtxKey{}, t), t, true, nil
+	return t, true, nil
 }
 
 // evictLocked forgets the oldest finished tasks while the table holds

@@ -21,7 +21,8 @@ func TestTaskTableBounds(t *testing.T) {
 	from := requester{agent: peer.ID("requester")}
 	admit := func(id string) *task {
 		t.Helper()
-		_, tk, run, err := tt.admit(context.Background(), from, from.String(), &protocol.Request{Action: "work", CorrelationID: id})
+		_, cancel := context.WithCancel(context.Background())
+		tk, run, err := tt.admit(cancel, from, from.String(), &protocol.Request{Action: "work", CorrelationID: id})
 		if err != nil || !run {
 			t.Fatalf("admit %s: run %v, %v", id, run, err)
 		}

@@ -33,19 +33,24 @@ type wireEnvelope struct {
 // (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
 //
 // With shared, the envelope's Payload and Metadata share body's memory.
-func decodeEnvelope(body []byte, shared bool) (*Envelope, error) {
-	var w wireEnvelope
-	var err error
-	if shared {
-		err = DecodeStrict(body, &w, AliasInput())
-	} else {
-		err = DecodeStrict(body, &w)
-	}
+// A string member equal to one of known is that string, not a copy. body
+// must have passed sign.CheckCanonical, as signed bytes do first: its
+// strings are only scanned for their end.
+func decodeEnvelope(body []byte, shared bool, known [2]string) (*Envelope, error) {
+	// The wire form escapes to the heap (the decoder reflects on it): it
+	// and the envelope are one allocation.
+	b := new(struct {
+		e Envelope
+		w wireEnvelope
+	})
+	w := &b.w
+	err := decodeStrict(body, reflect.ValueOf(w), decodeConfig{alias: shared, known: known, canonical: true})
 	if err != nil {
 		return nil, err
 	}
-	return &Envelope{From: w.From, ID: w.ID, Metadata: w.Metadata, Payload: w.Payload, Protocol: w.Protocol,
-		Timestamp: w.Timestamp, To: w.To, Type: w.Type, shared: shared}, nil
+	b.e = Envelope{From: w.From, ID: w.ID, Metadata: w.Metadata, Payload: w.Payload, Protocol: w.Protocol,
+		Timestamp: w.Timestamp, To: w.To, Type: w.Type, shared: shared}
+	return &b.e, nil
 }
 
 // envelopeError turns a DecodeStrict error on envelope bytes into the

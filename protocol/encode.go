@@ -23,9 +23,9 @@ const maxExactInt = 1 << 53
 func fastMarshal(v any) (out []byte, ok bool) {
 	switch p := v.(type) {
 	case *Request:
-		return appendRequest(make([]byte, 0, requestSize(p)), p)
+		return appendRequest(make([]byte, 0, requestSize(p)), p, false)
 	case *Response:
-		return appendResponse(make([]byte, 0, responseSize(p)), p)
+		return appendResponse(make([]byte, 0, responseSize(p)), p, false)
 	case *Envelope:
 		b, ok := p.appendCanonical(0)
 		return b, ok
@@ -42,6 +42,42 @@ func fastMarshal(v any) (out []byte, ok bool) {
 	return nil, false
 }
 
+// canonicalRequest and canonicalResponse are a *Request and a *Response
+// whose params or result are known to be canonical (KnownCanonical).
+type (
+	canonicalRequest  Request
+	canonicalResponse Response
+)
+
+// KnownCanonical marks p, a *Request or a *Response, as one whose params
+// or result are canonical JSON already, so that SealPayloadFrame and
+// SealPayloadFrameInto encode them without scanning them again: bytes
+// MarshalCanonical returned, or a verified envelope's, unchanged since.
+// It changes neither the frame nor the errors; params or a result that
+// are not canonical after all make a frame no receiver accepts. Any other
+// payload is returned as it is. The mark costs no allocation.
+func KnownCanonical(p any) any {
+	switch p := p.(type) {
+	case *Request:
+		return (*canonicalRequest)(p)
+	case *Response:
+		return (*canonicalResponse)(p)
+	}
+	return p
+}
+
+// unmarked returns the payload KnownCanonical marked, for the general
+// path, which scans it anyway.
+func unmarked(v any) any {
+	switch p := v.(type) {
+	case *canonicalRequest:
+		return (*Request)(p)
+	case *canonicalResponse:
+		return (*Response)(p)
+	}
+	return v
+}
+
 // payloadSize estimates the encoded size of a payload appendPayload
 // encodes, or returns -1 for one it does not.
 func payloadSize(v any) int {
@@ -50,27 +86,37 @@ func payloadSize(v any) int {
 		return requestSize(p)
 	case *Response:
 		return responseSize(p)
+	case *canonicalRequest:
+		return requestSize((*Request)(p))
+	case *canonicalResponse:
+		return responseSize((*Response)(p))
 	}
 	return -1
 }
 
 // appendPayload appends a payload of the hot path (a request or a
-// response) as fastMarshal encodes it. ok is false when it needs the
-// general path.
+// response, marked by KnownCanonical or not) as fastMarshal encodes it.
+// ok is false when it needs the general path.
 func appendPayload(b []byte, v any) ([]byte, bool) {
 	switch p := v.(type) {
 	case *Request:
-		return appendRequest(b, p)
+		return appendRequest(b, p, false)
 	case *Response:
-		return appendResponse(b, p)
+		return appendResponse(b, p, false)
+	case *canonicalRequest:
+		return appendRequest(b, (*Request)(p), true)
+	case *canonicalResponse:
+		return appendResponse(b, (*Response)(p), true)
 	}
 	return nil, false
 }
 
 func requestSize(p *Request) int { return 64 + len(p.Action) + len(p.CorrelationID) + len(p.Params) }
 
-func appendRequest(b []byte, p *Request) ([]byte, bool) {
-	if !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
+// appendRequest appends p's canonical form; known says p.Params is
+// canonical already (KnownCanonical), else it is checked.
+func appendRequest(b []byte, p *Request, known bool) ([]byte, bool) {
+	if !known && !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
 		return nil, false
 	}
 	ok := true
@@ -95,8 +141,10 @@ func appendRequest(b []byte, p *Request) ([]byte, bool) {
 
 func responseSize(p *Response) int { return 64 + len(p.CorrelationID) + len(p.Result) }
 
-func appendResponse(b []byte, p *Response) ([]byte, bool) {
-	if !rawCanonical(p.Result) {
+// appendResponse appends p's canonical form; known says p.Result is
+// canonical already (KnownCanonical), else it is checked.
+func appendResponse(b []byte, p *Response, known bool) ([]byte, bool) {
+	if !known && !rawCanonical(p.Result) {
 		return nil, false
 	}
 	ok := true

@@ -18,6 +18,12 @@ type DecodeOption func(decodeConfig) decodeConfig
 type decodeConfig struct {
 	allowUnknown bool
 	alias        bool
+	// known are strings the caller holds already: a string value equal
+	// to one of them (as written, without escapes) is decoded as that
+	// string rather than a copy of it.
+	known [2]string
+	// canonical: the data passed sign.CheckCanonical (scanner.canonical).
+	canonical bool
 }
 
 // AllowUnknown lets objects carry members the Go type does not declare;
@@ -68,10 +74,17 @@ func DecodeStrict(data []byte, v any, opts ...DecodeOption) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("protocol: DecodeStrict needs a non-nil pointer, not %T", v)
 	}
-	d := decoder{scanner: scanner{data: data}}
+	var cfg decodeConfig
 	for _, o := range opts {
-		d.cfg = o(d.cfg)
+		cfg = o(cfg)
 	}
+	return decodeStrict(data, rv, cfg)
+}
+
+// decodeStrict is DecodeStrict into rv, a non-nil pointer, configured by
+// cfg.
+func decodeStrict(data []byte, rv reflect.Value, cfg decodeConfig) error {
+	d := decoder{scanner: scanner{data: data, canonical: cfg.canonical}, cfg: cfg}
 	err := d.value(planFor(rv.Type().Elem()), rv.Elem())
 	if err == nil {
 		if d.ws(); d.pos < len(data) {
@@ -281,6 +294,14 @@ func (d *decoder) stringValue(p *plan, c byte) (string, error) {
 	raw, slow, err := d.str()
 	if err != nil {
 		return "", err
+	}
+	if !slow {
+		b := raw[1 : len(raw)-1]
+		for _, k := range d.cfg.known {
+			if k != "" && string(b) == k { // which does not allocate
+				return k, nil
+			}
+		}
 	}
 	return unquote(raw, slow)
 }

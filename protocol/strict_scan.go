@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 
@@ -18,6 +19,10 @@ type scanner struct {
 	data  []byte
 	pos   int
 	depth int
+	// canonical: data passed sign.CheckCanonical, so that its strings are
+	// valid (UTF-8, escapes, no control character) and str need only find
+	// where each ends.
+	canonical bool
 }
 
 // errSyntax marks malformed JSON inside the scanner; the message is
@@ -59,6 +64,15 @@ func (s *scanner) expect(c byte) error {
 func (s *scanner) str() (raw []byte, slow bool, err error) {
 	start := s.pos
 	s.pos++ // the opening quote
+	if s.canonical {
+		// Without a backslash before it, the next quote ends the string,
+		// and the string is plain (valid UTF-8, checked, without escapes).
+		rest := s.data[s.pos:]
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			s.pos += i + 1
+			return s.data[start:s.pos], false, nil
+		}
+	}
 	for s.pos < len(s.data) {
 		// Most of a string is printable ASCII: skip it a word at a time,
 		// then a byte at a time up to the first byte that is not.
