@@ -17,17 +17,9 @@ func Elements(raw []byte, f func(value []byte)) bool {
 			return false
 		}
 		f(raw[i:end:end])
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return false
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case ']':
-			return true
-		default:
-			return false
+		var done bool
+		if i, done, ok = afterValue(raw, end, ']'); done || !ok {
+			return ok
 		}
 	}
 	return false

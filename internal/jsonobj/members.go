@@ -36,20 +36,28 @@ func Members(raw []byte, f func(key, value []byte)) bool {
 			return false
 		}
 		f(key, raw[i:end:end])
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return false
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return true
-		default:
-			return false
+		var done bool
+		if i, done, ok = afterValue(raw, end, '}'); done || !ok {
+			return ok
 		}
 	}
 	return false
+}
+
+// afterValue reads what follows a value ending at end in an object or
+// array that closes with close: a comma (i is where the next one starts)
+// or the close (done).
+func afterValue(raw []byte, end int, close byte) (i int, done, ok bool) {
+	i = skipSpace(raw, end)
+	switch {
+	case i >= len(raw):
+		return i, false, false
+	case raw[i] == ',':
+		return skipSpace(raw, i+1), false, true
+	case raw[i] == close:
+		return i, true, true
+	}
+	return i, false, false
 }
 
 // skipSpace returns the index of the first byte at or after i that is
