@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/meshagent/meshagent/internal/jsonobj"
@@ -44,34 +43,38 @@ var processResultKeys = []string{"processed", "should_retry", "retry_seconds", "
 // false, leaving pr to be reset, for anything it does not read exactly as
 // encoding/json would.
 func readProcessResult(raw []byte, pr *ProcessResult) bool {
-	ok := true
-	walked := jsonobj.Members(raw, func(k, v []byte) {
-		if !ok {
-			return
-		}
+	return readMembers(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case "processed":
-			ok = readBool(v, &pr.Processed)
+			return readBool(v, &pr.Processed)
 		case "should_retry":
-			ok = readBool(v, &pr.ShouldRetry)
+			return readBool(v, &pr.ShouldRetry)
 		case "stopPropagation":
-			ok = readBool(v, &pr.StopPropagation)
+			return readBool(v, &pr.StopPropagation)
 		case "success":
 			var b bool
-			if ok = readBool(v, &b); ok {
-				pr.Success = &b
+			if !readBool(v, &b) {
+				return false
 			}
+			pr.Success = &b
+			return true
 		case "retry_seconds":
-			ok = readInt(v, &pr.RetrySeconds)
+			return readInt(v, &pr.RetrySeconds)
 		case "message":
-			ok = readString(v, &pr.Message)
-		default:
-			// encoding/json matches keys regardless of case too.
-			for _, known := range processResultKeys {
-				if strings.EqualFold(string(k), known) {
-					ok = false
-				}
-			}
+			return readString(v, &pr.Message)
+		}
+		return !foldsTo(k, processResultKeys)
+	})
+}
+
+// readMembers walks the members of raw with read until one read reports
+// false: the shape of every one-walk reader here. It reports whether raw
+// was an object the walk could read and every read succeeded.
+func readMembers(raw []byte, read func(k, v []byte) bool) bool {
+	ok := true
+	walked := jsonobj.Members(raw, func(k, v []byte) {
+		if ok {
+			ok = read(k, v)
 		}
 	})
 	return walked && ok

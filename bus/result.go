@@ -54,27 +54,25 @@ var (
 // SendResult. It reports false, leaving r to be dropped, for anything it
 // does not read exactly as encoding/json would.
 func readSendResult(raw []byte, r *SendResult) bool {
-	ok, acks := true, false
-	walked := jsonobj.Members(raw, func(k, v []byte) {
-		if !ok {
-			return
-		}
+	acks := false
+	return readMembers(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case "success":
-			ok = readBool(v, &r.Success)
+			return readBool(v, &r.Success)
 		case "stopPropagation":
-			ok = readBool(v, &r.StopPropagation)
+			return readBool(v, &r.StopPropagation)
 		case "messageId":
-			ok = readString(v, &r.MessageID)
+			return readString(v, &r.MessageID)
 		case "acks":
 			// A second acks would decode into the first one's acks.
-			ok = !acks && readAcks(v, &r.Acks)
+			if acks {
+				return false
+			}
 			acks = true
-		default:
-			ok = !foldsTo(k, sendResultKeys)
+			return readAcks(v, &r.Acks)
 		}
+		return !foldsTo(k, sendResultKeys)
 	})
-	return walked && ok
 }
 
 // readAcks reads an array of acks into a nil *acks.
@@ -102,35 +100,30 @@ func readAcks(raw []byte, acks *[]Ack) bool {
 
 // readAck reads one ack into a, a zero Ack.
 func readAck(raw []byte, a *Ack) bool {
-	ok := true
-	walked := jsonobj.Members(raw, func(k, v []byte) {
-		if !ok {
-			return
-		}
+	return readMembers(raw, func(k, v []byte) bool {
 		switch string(k) {
 		case "client_id":
-			ok = readString(v, &a.ClientID)
+			return readString(v, &a.ClientID)
 		case "processed":
-			ok = readBool(v, &a.Processed)
+			return readBool(v, &a.Processed)
 		case "message":
-			ok = readString(v, &a.Message)
+			return readString(v, &a.Message)
 		case "retrying":
-			ok = readBool(v, &a.Retrying)
+			return readBool(v, &a.Retrying)
 		case "queued":
-			ok = readBool(v, &a.Queued)
+			return readBool(v, &a.Queued)
 		case "receipt":
 			if string(v) == "null" {
 				a.Receipt = nil
-				break
+				return true
 			}
 			// What json.RawMessage's UnmarshalJSON keeps: a copy.
 			rm := json.RawMessage(append([]byte(nil), v...))
 			a.Receipt = &rm
-		default:
-			ok = !foldsTo(k, ackKeys)
+			return true
 		}
+		return !foldsTo(k, ackKeys)
 	})
-	return walked && ok
 }
 
 // foldsTo reports whether encoding/json, which matches keys regardless of

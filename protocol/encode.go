@@ -21,11 +21,10 @@ const maxExactInt = 1 << 53
 // fastMarshal encodes the payload types of the hot path. ok is false when
 // the value needs the general path.
 func fastMarshal(v any) (out []byte, ok bool) {
+	if n := payloadSize(v); n >= 0 {
+		return appendPayload(make([]byte, 0, n), v)
+	}
 	switch p := v.(type) {
-	case *Request:
-		return appendRequest(make([]byte, 0, requestSize(p)), p, false)
-	case *Response:
-		return appendResponse(make([]byte, 0, responseSize(p)), p, false)
 	case *Envelope:
 		b, ok := p.appendCanonical(0)
 		return b, ok
@@ -66,47 +65,55 @@ func KnownCanonical(p any) any {
 	return p
 }
 
+// hotPayload unwraps a payload of the hot path: a request or a response,
+// marked by KnownCanonical (known) or not. Both are nil for any other.
+func hotPayload(v any) (req *Request, resp *Response, known bool) {
+	switch p := v.(type) {
+	case *Request:
+		return p, nil, false
+	case *Response:
+		return nil, p, false
+	case *canonicalRequest:
+		return (*Request)(p), nil, true
+	case *canonicalResponse:
+		return nil, (*Response)(p), true
+	}
+	return nil, nil, false
+}
+
 // unmarked returns the payload KnownCanonical marked, for the general
 // path, which scans it anyway.
 func unmarked(v any) any {
-	switch p := v.(type) {
-	case *canonicalRequest:
-		return (*Request)(p)
-	case *canonicalResponse:
-		return (*Response)(p)
+	switch req, resp, known := hotPayload(v); {
+	case !known:
+		return v
+	case req != nil:
+		return req
+	default:
+		return resp
 	}
-	return v
 }
 
 // payloadSize estimates the encoded size of a payload appendPayload
 // encodes, or returns -1 for one it does not.
 func payloadSize(v any) int {
-	switch p := v.(type) {
-	case *Request:
-		return requestSize(p)
-	case *Response:
-		return responseSize(p)
-	case *canonicalRequest:
-		return requestSize((*Request)(p))
-	case *canonicalResponse:
-		return responseSize((*Response)(p))
+	switch req, resp, _ := hotPayload(v); {
+	case req != nil:
+		return requestSize(req)
+	case resp != nil:
+		return responseSize(resp)
 	}
 	return -1
 }
 
-// appendPayload appends a payload of the hot path (a request or a
-// response, marked by KnownCanonical or not) as fastMarshal encodes it.
-// ok is false when it needs the general path.
+// appendPayload appends a payload of the hot path as fastMarshal encodes
+// it. ok is false when it needs the general path.
 func appendPayload(b []byte, v any) ([]byte, bool) {
-	switch p := v.(type) {
-	case *Request:
-		return appendRequest(b, p, false)
-	case *Response:
-		return appendResponse(b, p, false)
-	case *canonicalRequest:
-		return appendRequest(b, (*Request)(p), true)
-	case *canonicalResponse:
-		return appendResponse(b, (*Response)(p), true)
+	switch req, resp, known := hotPayload(v); {
+	case req != nil:
+		return appendRequest(b, req, known)
+	case resp != nil:
+		return appendResponse(b, resp, known)
 	}
 	return nil, false
 }
