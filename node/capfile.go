@@ -26,6 +26,35 @@ type HandlerSpec struct {
 	Timeout string `json:"timeout,omitempty"`
 }
 
+// HandlerKind builds the Handler of a capability from the value of its
+// handler's one member named after the kind: for a kind "mcp",
+// {"handler": {"mcp": {...}}} calls the "mcp" kind with {...}. Kinds beyond
+// builtin and exec live outside node (the MCP and A2A handlers), so the
+// process that assembles a node registers them with WithHandlerKind. The
+// capability is the entry's own, so a kind may check or complete it (an
+// input schema taken from the tool it serves); spec is the raw JSON value and
+// must be decoded strictly.
+type HandlerKind func(c *protocol.Capability, spec json.RawMessage) (Handler, error)
+
+// ParseOption configures ParseServices and LoadServices.
+type ParseOption func(*parseConfig)
+
+type parseConfig struct {
+	kinds map[string]HandlerKind
+}
+
+// WithHandlerKind lets a capabilities file name handlers of kind name
+// ({"handler": {name: spec}}), built by k. The names "builtin", "exec" and
+// "timeout" are taken.
+func WithHandlerKind(name string, k HandlerKind) ParseOption {
+	return func(c *parseConfig) {
+		if c.kinds == nil {
+			c.kinds = make(map[string]HandlerKind)
+		}
+		c.kinds[name] = k
+	}
+}
+
 // fileCapability is one entry of a capabilities file: seed 000's capability
 // object plus a handler.
 type fileCapability struct {
@@ -39,7 +68,11 @@ type fileCapability struct {
 // {"builtin": "echo"} or the shorthand "echo". It is decoded strictly
 // (protocol.DecodeStrict): unknown or repeated members are errors, so typos
 // do not silently drop settings.
-func ParseServices(data []byte) ([]Service, error) {
+func ParseServices(data []byte, opts ...ParseOption) ([]Service, error) {
+	var cfg parseConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, errors.New("capabilities: file is empty")
@@ -61,8 +94,9 @@ func ParseServices(data []byte) ([]Service, error) {
 		return nil, fmt.Errorf("capabilities: expected an array of capability objects: %w", err)
 	}
 	services := make([]Service, 0, len(entries))
-	for i, e := range entries {
-		h, err := parseHandler(e.Handler)
+	for i := range entries {
+		e := &entries[i]
+		h, err := cfg.parseHandler(&e.Capability, e.Handler)
 		if err != nil {
 			return nil, fmt.Errorf("capabilities[%d] %q: %w", i, e.Name, err)
 		}
@@ -78,7 +112,7 @@ func ParseServices(data []byte) ([]Service, error) {
 }
 
 // LoadServices reads and parses a capabilities file (see ParseServices).
-func LoadServices(path string) ([]Service, error) {
+func LoadServices(path string, opts ...ParseOption) ([]Service, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("capabilities: %w", err)
@@ -91,16 +125,36 @@ func LoadServices(path string) ([]Service, error) {
 	if len(data) > maxCapabilitiesFile {
 		return nil, fmt.Errorf("capabilities: %s is larger than %d bytes", path, maxCapabilitiesFile)
 	}
-	s, err := ParseServices(data)
+	s, err := ParseServices(data, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }
 
-func parseHandler(raw json.RawMessage) (Handler, error) {
+func (cfg *parseConfig) parseHandler(c *protocol.Capability, raw json.RawMessage) (Handler, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errors.New(`a "handler" is required: {"exec": ["cmd", "arg"]} or {"builtin": "echo"}`)
+	}
+	if len(cfg.kinds) > 0 && raw[0] == '{' {
+		var members map[string]json.RawMessage
+		if err := protocol.DecodeStrict(raw, &members); err != nil {
+			return nil, fmt.Errorf("handler: %w", err)
+		}
+		for name, k := range cfg.kinds {
+			spec, ok := members[name]
+			if !ok {
+				continue
+			}
+			if len(members) != 1 {
+				return nil, fmt.Errorf("handler: %q takes no other member beside it", name)
+			}
+			h, err := k(c, spec)
+			if err != nil {
+				return nil, fmt.Errorf("handler: %s: %w", name, err)
+			}
+			return h, nil
+		}
 	}
 	var spec HandlerSpec
 	target := any(&spec)
