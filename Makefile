@@ -65,10 +65,10 @@ scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,
 	if [ $$rc -ne 0 ]; then echo "make scale failed; the end of its log:"; tail -n 100 $$log; fi; \
 	rm -f $$log; exit $$rc
 
-fuzz: ## Run every fuzz target for FUZZTIME (node's, rpc's, bus's and lobby's drive whole paths: serve, hello, topics, local API, bus, lobby)
-	@for pkg in sign protocol store pubsub rpc bus lobby mailbox node cli internal/jsonobj; do \
-	  for f in $$($(GO) test ./$$pkg -list '^Fuzz' | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; out=$$($(GO) test ./$$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s 2>&1); rc=$$?; echo "$$out" | tail -n 3; \
+fuzz: ## Run every fuzz target of every package for FUZZTIME (CI: 10s each; node's, rpc's, bus's and lobby's drive whole paths: serve, hello, topics, local API, bus, lobby)
+	@for pkg in $$(grep -rlE --include='*_test.go' --exclude-dir=node_modules '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s 2>&1); rc=$$?; echo "$$out" | tail -n 3; \
 	    if [ $$rc -ne 0 ]; then \
 	      if echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
 	        echo "   (Go 1.26's fuzz coordinator reported its own deadline at the end of -fuzztime, golang/go#75804: no failing input, not a failure)"; \
