@@ -1,149 +1,239 @@
 package archtest
 
 import (
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 const mod = "github.com/meshagent/meshagent/"
 
-// forbidden maps each package to import-path prefixes it must not depend
-// on, directly or transitively.
-var forbidden = map[string][]string{
-	"sign":            {mod, "github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
-	"protocol":        {mod + "node", mod + "dht", mod + "pubsub", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "store", "github.com/libp2p/go-libp2p/p2p/", "net/http"},
-	"dht":             {mod + "pubsub", mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
-	"pubsub":          {mod + "dht", mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
-	"metrics":         {mod},
-	"ui":              {mod},
-	"internal/wsconn": {mod},
-	"store":           {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
-	"node":            {mod + "rpc", mod + "bus", mod + "lobby", mod + "cli"},
-	// Mailboxes are a relay service and the agent's client of it: below
-	// node, beside dht and pubsub.
-	"mailbox": {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
-	"rpc":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"bus":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"lobby":   {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+// mayImport is DESIGN.md's arrows as an allow-list: for each package of the
+// module, the packages of the module it may import directly. What a package
+// reaches transitively follows from the arrows of what it imports. A package
+// without an entry fails TestEveryPackageHasARule, so a new package starts
+// with a rule, not without one. Examples (and the process entry point) stand
+// above everything and are not listed.
+var mayImport = map[string][]string{
+	// The leaf and the shared vocabulary.
+	"sign":     {},
+	"protocol": {"sign"},
 
-	// The test helpers every package's tests share import nothing of the
-	// project, so that no package's tests import a package above it.
-	"internal/p2ptest": {mod},
-	"internal/testlog": {mod},
-	"internal/wait":    {mod},
-	// The fake mesh speaks only the shared vocabulary, so that the tests
-	// of every listener (rpc, bus, lobby) can use it.
-	"internal/fakemesh": {mod + "node", mod + "dht", mod + "pubsub", mod + "store", mod + "cli", mod + "rpc", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	// The raw WebSocket client imports nothing of the project, so that the
-	// in-package tests of rpc and bus can use it without a cycle.
-	"internal/wstest": {mod},
-	// The local API server builder stands on rpc and bus alone: the tests
-	// of cli, cmd/meshagent and the examples use it beside real nodes.
-	"internal/rpctest": {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	// The example clients' exchange runs a real node's local API, built
-	// as a node serves it, without the command line.
-	"internal/clienttest": {mod + "cli", mod + "lobby"},
-	// The scale harness's rows and plots import nothing of the project;
-	// its measuring, which starts nodes, is in its tests.
-	"internal/scale": {mod},
-	// The JSON object walker under rpc's frames and the bus's answers
-	// imports nothing of the project.
-	"internal/jsonobj": {mod},
-	// The goroutines that run a connection's jobs (under wsconn and rpc's
-	// client) import nothing of the project.
-	"internal/workers": {mod},
+	// Beside each other on protocol: the directory, topics, mailboxes and
+	// the embedded store (which imports nothing of ours).
+	"dht":     {"protocol", "sign"},
+	"pubsub":  {"protocol", "sign"},
+	"mailbox": {"protocol", "sign", "store"},
+	// store should import nothing of ours; it re-validates payloads with
+	// jsonobj until the one-JSON-engine change removes that package.
+	"store":   {"internal/jsonobj"},
+	"metrics": {},
+	"ui":      {},
+
+	// A running agent. metrics is the leaf Prometheus registry its parts
+	// count into.
+	"node": {"dht", "pubsub", "mailbox", "store", "metrics", "protocol", "sign"},
+
+	// The edges: never node, dht or pubsub (each declares the interface it
+	// needs, and *node.Node satisfies it).
+	"rpc":   {"protocol", "sign", "internal/wsconn", "internal/workers", "internal/jsonobj"},
+	"bus":   {"rpc", "store", "protocol", "sign", "internal/jsonobj"},
+	"lobby": {"store", "protocol", "sign", "internal/wsconn"},
+
+	// The commands and the assembly of a process.
+	"cli":           {"node", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
+	"cmd/meshagent": {"cli"},
+	// The Python and JS clients' folder: a Go package only for its doc.
+	"clients": {},
+
+	// Plumbing written once. None of it imports the project above it.
+	"internal/wsconn":   {"internal/workers"},
+	"internal/workers":  {},
+	"internal/jsonobj":  {},
+	"internal/archtest": {},
+
+	// Test helpers (testHelpers below): only tests import them.
+	"internal/p2ptest":    {},
+	"internal/testlog":    {},
+	"internal/wait":       {},
+	"internal/wstest":     {},
+	"internal/scale":      {},
+	"internal/fakemesh":   {"protocol", "sign"},
+	"internal/meshtest":   {"node", "sign", "internal/testlog"},
+	"internal/rpctest":    {"rpc", "bus", "internal/testlog", "internal/wstest"},
+	"internal/clienttest": {"rpc", "bus", "internal/meshtest", "internal/rpctest"},
 }
 
-// allowed are the exceptions to forbidden: packages of the project a
-// package may depend on although a prefix above forbids them.
-var allowed = map[string][]string{
-	// The goroutines that run a connection's jobs.
-	"internal/wsconn": {mod + "internal/workers"},
+// mayNotReach are outside packages a package must not depend on even
+// transitively: the leaves stay off the network.
+var mayNotReach = map[string][]string{
+	"sign":     {"github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
+	"protocol": {"github.com/libp2p/go-libp2p/p2p/", "net/http"},
+	"rpc":      {"github.com/libp2p/go-libp2p/p2p/"},
+	"bus":      {"github.com/libp2p/go-libp2p/p2p/"},
+	"lobby":    {"github.com/libp2p/go-libp2p/p2p/"},
 }
+
+// mayPrint are the packages that may write to stdout, print with the log
+// package or exit: the commands only.
+var mayPrint = []string{"cli", "cmd/meshagent", "internal/scale"}
 
 // testHelpers are the packages only tests may import.
 var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/scale", "internal/testlog", "internal/wait", "internal/wstest"}
 
-func goList(t *testing.T, args ...string) []string {
+type pkgInfo struct {
+	path    string // relative to the module
+	dir     string
+	files   []string
+	imports []string
+}
+
+func listPackages(t *testing.T) []pkgInfo {
 	t.Helper()
-	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{.Dir}}|{{join .GoFiles \",\"}}|{{join .Imports \",\"}}", "../../...").Output()
 	if err != nil {
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = string(ee.Stderr)
 		}
-		t.Fatalf("go list %v: %v\n%s", args, err, stderr)
+		t.Fatalf("go list: %v\n%s", err, stderr)
 	}
-	return strings.Fields(string(out))
+	var pkgs []pkgInfo
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.SplitN(line, "|", 4)
+		if len(parts) != 4 {
+			t.Fatalf("go list printed %q", line)
+		}
+		p := pkgInfo{path: strings.TrimPrefix(parts[0], mod), dir: parts[1]}
+		if parts[2] != "" {
+			p.files = strings.Split(parts[2], ",")
+		}
+		if parts[3] != "" {
+			p.imports = strings.Split(parts[3], ",")
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
 }
 
-// TestRulesNamePackages fails when a package named in forbidden or
-// testHelpers does not exist: after a rename its rules would otherwise
-// check nothing. Rename the rule with the package.
-func TestRulesNamePackages(t *testing.T) {
-	named := append([]string(nil), testHelpers...)
-	for pkg := range forbidden {
-		named = append(named, pkg)
+func isExample(pkg string) bool { return strings.HasPrefix(pkg, "examples/") }
+
+// TestEveryPackageHasARule fails for a package of the module without an
+// entry in mayImport, and for an entry naming no package (after a rename its
+// rule would otherwise check nothing).
+func TestEveryPackageHasARule(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range listPackages(t) {
+		seen[p.path] = true
+		if _, ok := mayImport[p.path]; !ok && !isExample(p.path) {
+			t.Errorf("%s has no rule in mayImport: add the arrows DESIGN.md gives it", p.path)
+		}
 	}
-	for _, pkg := range named {
-		if out, err := exec.Command("go", "list", "../../"+pkg).CombinedOutput(); err != nil {
-			t.Errorf("the rules name %s, which is not a package: %v\n%s", pkg, err, out)
+	for pkg := range mayImport {
+		if !seen[pkg] {
+			t.Errorf("mayImport names %s, which is not a package", pkg)
 		}
 	}
 }
 
 func TestImportRules(t *testing.T) {
-	for pkg, bad := range forbidden {
-		t.Run(pkg, func(t *testing.T) {
-			for _, dep := range goList(t, "-deps", "-f", "{{.ImportPath}}", "../../"+pkg) {
-				if dep == mod+pkg || slices.Contains(allowed[pkg], dep) {
-					continue
-				}
-				for _, b := range bad {
-					if strings.HasPrefix(dep, b) {
-						t.Errorf("%s must not depend on %s", pkg, dep)
-					}
+	for _, p := range listPackages(t) {
+		allowed, ok := mayImport[p.path]
+		if !ok {
+			continue
+		}
+		for _, imp := range p.imports {
+			dep, ours := strings.CutPrefix(imp, mod)
+			if ours && !slices.Contains(allowed, dep) {
+				t.Errorf("%s imports %s; its arrows allow %v", p.path, dep, allowed)
+			}
+		}
+	}
+	for pkg, bad := range mayNotReach {
+		out, err := exec.Command("go", "list", "-deps", "../../"+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, b := range bad {
+				if strings.HasPrefix(dep, b) {
+					t.Errorf("%s must not depend on %s", pkg, dep)
 				}
 			}
-		})
+		}
 	}
 }
 
 // TestNoTestingInProduction checks direct imports: production packages
 // never import testing or the test helpers, and nothing imports cli.
 func TestNoTestingInProduction(t *testing.T) {
-	for _, line := range goList(t, "-f", "{{.ImportPath}}:{{join .Imports \",\"}}", "../../...") {
-		pkg, imports, _ := strings.Cut(line, ":")
-		if isTestHelper(pkg) {
+	for _, p := range listPackages(t) {
+		if slices.Contains(testHelpers, p.path) {
 			continue
 		}
-		for _, imp := range strings.Split(imports, ",") {
+		for _, imp := range p.imports {
 			switch {
 			case imp == "testing":
-				t.Errorf("%s imports testing in production code", pkg)
-			case isTestHelper(imp):
-				t.Errorf("%s imports the test helper %s", pkg, imp)
-			case imp == mod+"cli" && pkg != mod+"cmd/meshagent":
-				t.Errorf("%s imports cli; only main may", pkg)
+				t.Errorf("%s imports testing in production code", p.path)
+			case slices.Contains(testHelpers, strings.TrimPrefix(imp, mod)):
+				t.Errorf("%s imports the test helper %s", p.path, imp)
+			case imp == mod+"cli" && p.path != "cmd/meshagent":
+				t.Errorf("%s imports cli; only main may", p.path)
 			}
 		}
 	}
 }
 
-func isTestHelper(imp string) bool {
-	for _, h := range testHelpers {
-		if imp == mod+h {
-			return true
+// TestLibrariesDoNotPrint holds every library package to DESIGN.md's rule
+// that only the commands print or exit: no fmt.Print*, no log.Print*/Fatal*/
+// Panic*, no os.Exit and no os.Stdout in production files.
+func TestLibrariesDoNotPrint(t *testing.T) {
+	banned := map[string][]string{
+		"fmt": {"Print", "Printf", "Println"},
+		"log": {"Print", "Printf", "Println", "Fatal", "Fatalf", "Fatalln", "Panic", "Panicf", "Panicln"},
+		"os":  {"Exit", "Stdout"},
+	}
+	for _, p := range listPackages(t) {
+		if slices.Contains(mayPrint, p.path) || isExample(p.path) {
+			continue
+		}
+		for _, name := range p.files {
+			path := filepath.Join(p.dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := map[string]string{} // local name -> import path
+			for _, imp := range f.Imports {
+				ip, _ := strconv.Unquote(imp.Path.Value)
+				n := filepath.Base(ip)
+				if imp.Name != nil {
+					n = imp.Name.Name
+				}
+				local[n] = ip
+			}
+			src := selectors(f)
+			for _, s := range src {
+				if names, ok := banned[local[s.pkg]]; ok && slices.Contains(names, s.name) {
+					t.Errorf("%s: %s.%s in a library package (only the commands print or exit)", filepath.Join(p.path, name), s.pkg, s.name)
+				}
+			}
 		}
 	}
-	return false
 }
 
 // TestPackageDocs checks that every package says what it is for.
 func TestPackageDocs(t *testing.T) {
-	for _, line := range goList(t, "-f", "{{.ImportPath}}|{{if .Doc}}ok{{end}}", "../../...") {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{if .Doc}}ok{{end}}", "../../...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Fields(string(out)) {
 		pkg, doc, _ := strings.Cut(line, "|")
 		if doc != "ok" && !strings.Contains(pkg, "/examples/") {
 			t.Errorf("%s has no package doc comment", pkg)

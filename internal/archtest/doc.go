@@ -2,10 +2,11 @@
 // rules and documentation habits, so the layering cannot rot silently. It
 // has no code of its own.
 //
-// The rules name packages by path. A rule that names a package which does
-// not exist fails rather than checking nothing, so renaming a package
-// means renaming its rules with it. The shared test helpers (meshtest,
-// p2ptest, testlog, wait) are for tests only: no production package may
-// import them, and those below node import nothing of the project, so any
-// package's tests can use them.
+// The rules are an allow-list: mayImport gives every package of the module
+// the packages of the module it may import directly, written from
+// DESIGN.md's arrows. A new package without an entry fails, and so does an
+// entry naming a package that no longer exists, so renaming a package means
+// renaming its rule with it. Library packages do not print or exit (only
+// cli and main do), checked on their syntax trees. The shared test helpers
+// are for tests only: no production package may import them.
 package archtest
