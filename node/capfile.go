@@ -113,23 +113,33 @@ func ParseServices(data []byte, opts ...ParseOption) ([]Service, error) {
 
 // LoadServices reads and parses a capabilities file (see ParseServices).
 func LoadServices(path string, opts ...ParseOption) ([]Service, error) {
-	f, err := os.Open(path)
+	data, err := readBoundedFile("capabilities", path, maxCapabilitiesFile)
 	if err != nil {
-		return nil, fmt.Errorf("capabilities: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCapabilitiesFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("capabilities: read %s: %w", path, err)
-	}
-	if len(data) > maxCapabilitiesFile {
-		return nil, fmt.Errorf("capabilities: %s is larger than %d bytes", path, maxCapabilitiesFile)
+		return nil, err
 	}
 	s, err := ParseServices(data, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// readBoundedFile reads a configuration file of at most limit bytes; what
+// names the file's kind in errors.
+func readBoundedFile(what, path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read %s: %w", what, path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: %s is larger than %d bytes", what, path, limit)
+	}
+	return data, nil
 }
 
 func (cfg *parseConfig) parseHandler(c *protocol.Capability, raw json.RawMessage) (Handler, error) {

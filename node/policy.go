@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -80,17 +78,9 @@ const maxPolicyFile = 1 << 20
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
-	f, err := os.Open(file)
+	data, err := readBoundedFile("policy", file, maxPolicyFile)
 	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicyFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("policy: read %s: %w", file, err)
-	}
-	if len(data) > maxPolicyFile {
-		return nil, fmt.Errorf("policy: %s is larger than %d bytes", file, maxPolicyFile)
+		return nil, err
 	}
 	p, err := ParsePolicy(data)
 	if err != nil {

@@ -13,9 +13,6 @@ var (
 	// ErrInvalidAgentID is returned for a string that is neither an Ed25519
 	// peer ID nor a base64 Ed25519 public key.
 	ErrInvalidAgentID = errors.New("sign: invalid agent id")
-	// ErrKeyMismatch is returned when a message's claimed agent id is not
-	// the key that signed it.
-	ErrKeyMismatch = errors.New("sign: agent id does not match signing key")
 	// ErrNotCanonical is returned by CheckCanonical for bytes that are not
 	// RFC 8785 canonical JSON; the wrapping error says where and why.
 	ErrNotCanonical = errors.New("sign: not canonical JSON")
