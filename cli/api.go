@@ -84,7 +84,7 @@ const localTimeout = 10 * time.Second
 // (may be nil) receives the bus's figures. level is the process's log
 // level, which the API's mesh.logLevel changes.
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg prometheus.Registerer, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
-	srv, err := newBusServer(n, log, st, reg, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...)...)
+	srv, err := newBusServer(n, log.With("component", "api"), st, reg, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...)...)
 	if err != nil {
 		return nil, exitErrorf(ExitFailure, "local API: %v", err)
 	}

@@ -152,10 +152,13 @@ func TestNodeServesLocalAPI(t *testing.T) {
 	if code := n.stop(t); code != ExitOK {
 		t.Fatalf("node exited %d after cancel:\n%s", code, n.stderr)
 	}
-	for _, want := range []string{"node started", "component=relay", "shutting down", "shutdown complete"} {
+	for _, want := range []string{"node started", "component=api", "shutting down", "shutdown complete"} {
 		if !strings.Contains(n.stderr.String(), want) {
 			t.Errorf("node log lacks %q:\n%s", want, n.stderr)
 		}
+	}
+	if strings.Contains(n.stderr.String(), "component=relay") {
+		t.Errorf("a plain node logs as the relay:\n%s", n.stderr)
 	}
 	res := runCLI(t, "", "peers", "--api", api)
 	res.wantCode(t, ExitFailure)

@@ -229,7 +229,7 @@ func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *
 	var own *busServer
 	if srv == nil {
 		var err error
-		if own, err = newBusServer(n, log, st, reg); err != nil {
+		if own, err = newBusServer(n, log.With("component", "relay"), st, reg); err != nil {
 			return nil, exitErrorf(ExitFailure, "bus: %v", err)
 		}
 		srv = own

@@ -59,8 +59,9 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// "relay" is the component name operators already filter logs by.
-	log := cfg.Logger.With("component", "relay")
+	// The component name is the caller's: the same server is a node's
+	// local API ("api") and a relay's public listener ("relay").
+	log := cfg.Logger
 	hub, err := wsconn.NewHub(cfg.hubConfig(log, "initialize deadline: no initialize within %v"))
 	if err != nil {
 		return nil, fmt.Errorf("rpc: %w", err)
