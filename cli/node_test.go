@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/meshagent/meshagent/internal/wait"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,6 +136,27 @@ func TestNodeServesLocalAPI(t *testing.T) {
 		res := runCLI(t, "", "call", other, "echo", "--api", api, "--timeout", "2s")
 		res.wantCode(t, ExitCodeFor(protocol.CodeUnknownAgent))
 		res.wantStderr(t, "UNKNOWN_AGENT")
+	})
+	t.Run("seed 004 discovery REST", func(t *testing.T) {
+		resp, err := http.Get("http://" + api + "/api/v1/agents?capability=echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var list struct {
+			Agents []struct {
+				AgentID      string   `json:"agent_id"`
+				Name         string   `json:"name"`
+				Capabilities []string `json:"capabilities"`
+				Status       string   `json:"status"`
+			} `json:"agents"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %v", resp.StatusCode, err)
+		}
+		if len(list.Agents) != 1 || list.Agents[0].AgentID != id || list.Agents[0].Name != "solo" || list.Agents[0].Status != "available" {
+			t.Fatalf("agents %+v, want this node alone, available", list.Agents)
+		}
 	})
 	t.Run("peers", func(t *testing.T) {
 		res := runCLI(t, "", "peers", "--api", api, "--json")

@@ -3,24 +3,29 @@ package cli
 import (
 	"net/http"
 
+	"github.com/meshagent/meshagent/localapi"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/ui"
 )
 
-// statusPage mounts the status page (/ui) on the local API beside ops
-// (/metrics, /healthz, /readyz; may be nil), and admits the page as a
+// statusPage mounts the status page (/ui) and seed 004's discovery REST
+// (/api/v1/agents, over dir) on the local API beside ops (/metrics,
+// /healthz, /readyz; may be nil), and admits the page as a
 // browser client of the API. The page is served by the local API only,
 // never by a relay's public listener or the --metrics listener: it needs
 // the operator's methods (mesh.status, …), which only the loopback API
 // serves.
-func statusPage(ops http.Handler) []rpc.Option {
+func statusPage(ops http.Handler, dir localapi.Directory) []rpc.Option {
 	page := ui.Handler()
+	agents := localapi.AgentsHandler(dir)
 	return []rpc.Option{
 		rpc.WithHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case ui.Owns(r.URL.Path):
 				page.ServeHTTP(w, r)
+			case localapi.Owns(r.URL.Path):
+				agents.ServeHTTP(w, r)
 			case ops != nil:
 				ops.ServeHTTP(w, r)
 			default:
@@ -35,4 +40,6 @@ func statusPage(ops http.Handler) []rpc.Option {
 var (
 	_ rpc.ConnLister = (*node.Node)(nil)
 	_ rpc.CallLister = (*node.Node)(nil)
+	// and seed 004's discovery REST what it knows of the mesh.
+	_ localapi.Directory = (*node.Node)(nil)
 )

@@ -44,9 +44,11 @@ var mayImport = map[string][]string{
 	"rpc":   {"protocol", "sign", "internal/wsconn", "internal/workers", "internal/jsonobj"},
 	"bus":   {"rpc", "store", "protocol", "sign", "internal/jsonobj"},
 	"lobby": {"store", "protocol", "sign", "internal/wsconn"},
+	// The local API's faces beyond JSON-RPC (seed 004's REST today).
+	"localapi": {"rpc", "protocol", "sign"},
 
 	// The commands and the assembly of a process.
-	"cli":           {"node", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
+	"cli":           {"node", "localapi", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
 	"cmd/meshagent": {"cli"},
 	// The Python and JS clients' folder: a Go package only for its doc.
 	"clients": {},
