@@ -23,6 +23,7 @@ import (
 const (
 	flagConfig          = "config"
 	flagData            = "data"
+	flagExchange        = "exchange"
 	flagLogLevel        = "log-level"
 	flagLogFormat       = "log-format"
 	flagKey             = "key"
@@ -62,7 +63,7 @@ const (
 
 // pathFlags name files or directories; a relative path in the config file
 // is relative to the file's directory.
-var pathFlags = map[string]bool{flagData: true, flagKey: true, flagCapabilities: true}
+var pathFlags = map[string]bool{flagData: true, flagKey: true, flagCapabilities: true, flagExchange: true}
 
 // envVar returns the environment variable that sets a flag.
 func envVar(flag string) string {

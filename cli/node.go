@@ -19,6 +19,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/meshagent/meshagent/localapi"
 	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
@@ -33,6 +34,7 @@ const storeFileName = "store.db"
 // nodeSettings is the validated configuration of `meshagent node`.
 type nodeSettings struct {
 	dataDir      string
+	exchangeDir  string // seed 002 file exchange (--exchange), "" for none
 	keyPath      string
 	listen       []ma.Multiaddr
 	bootstrap    []ma.Multiaddr
@@ -105,6 +107,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			sliceFlag(flagKeepHistory, "keep the messages of topics matching `PATTERN` for others' durable subscriptions (repeatable; * keeps every family a connected peer subscribes to; a relay keeps * unless given off)"),
 			durationFlag(flagKeepAge, store.DefaultKeptRetention, "how long kept topic messages are kept"),
 			stringFlag(flagKeepBytes, strconv.Itoa(store.DefaultMaxKeptBytes), "bound on the kept topic messages, in `BYTES` (the oldest go first)"),
+			stringFlag(flagExchange, "", "seed 002 file exchange `DIR`: signed envelopes written there as {from}-{to}-{timestamp}-{id}.json to this agent are handled as POST /agentprotocol is, each once, and answered in the same directory"),
 			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
 		},
 		Action: r.runNode,
@@ -187,6 +190,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if len(s.mailboxes) > protocol.MaxMailboxes {
 		return nil, r.flagError(c, flagMailbox, "%d mailboxes given; the limit is %d", len(s.mailboxes), protocol.MaxMailboxes)
 	}
+	s.exchangeDir = expandHome(c.String(flagExchange))
 	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
 		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
 	}
@@ -361,6 +365,13 @@ func (r *runState) runNode(c *ucli.Context) error {
 			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())
 		}
 	}
+	var exchange *localapi.Exchange
+	if s.exchangeDir != "" {
+		if exchange, err = localapi.StartExchange(localapi.NewAgentProtocol(n, log.With("component", "exchange")), s.exchangeDir, n.AgentID(), n.PublicKeyBase64(), log.With("component", "exchange")); err != nil {
+			return errors.Join(r.flagError(c, flagExchange, "%v", err), doors.close(context.Background()), n.Close(), st.Close())
+		}
+		defer exchange.Close()
+	}
 	if err := r.printNodeStarted(n, doors, s.json); err != nil {
 		log.Warn("cannot print the start line", "err", err)
 	}
@@ -407,6 +418,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 		case <-c.Context.Done():
 			svc.stopping()
 			log.Info("shutting down", "timeout", s.shutdownTimeout)
+			if exchange != nil {
+				_ = exchange.Close() // no new requests from files while the node stops
+			}
 			return shutdown(n, doors, st, s.shutdownTimeout, log)
 		case <-hup:
 			if s.capsPath == "" && s.policyPath == "" && s.public.tokensPath == "" {

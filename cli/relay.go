@@ -147,7 +147,7 @@ func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, 
 	var d frontDoors
 	var srv *busServer
 	if api != "" {
-		a, err := startAPI(n, api, log, st, reg, level, statusPage(ops, n)...)
+		a, err := startAPI(n, api, log, st, reg, level, statusPage(ops, n, log)...)
 		if err != nil {
 			return d, err
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"net/http"
 
 	"github.com/meshagent/meshagent/localapi"
@@ -9,16 +10,18 @@ import (
 	"github.com/meshagent/meshagent/ui"
 )
 
-// statusPage mounts the status page (/ui) and seed 004's discovery REST
-// (/api/v1/agents, over dir) on the local API beside ops (/metrics,
+// statusPage mounts the status page (/ui), seed 004's discovery REST
+// (/api/v1/agents) and seed 002's bindings (/agentprotocol,
+// /agentprotocol/ws) for n on the local API beside ops (/metrics,
 // /healthz, /readyz; may be nil), and admits the page as a
 // browser client of the API. The page is served by the local API only,
 // never by a relay's public listener or the --metrics listener: it needs
 // the operator's methods (mesh.status, …), which only the loopback API
 // serves.
-func statusPage(ops http.Handler, dir localapi.Directory) []rpc.Option {
+func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
 	page := ui.Handler()
-	agents := localapi.AgentsHandler(dir)
+	agents := localapi.AgentsHandler(n)
+	envelopes := localapi.NewAgentProtocol(n, log.With("component", "agentprotocol"))
 	return []rpc.Option{
 		rpc.WithHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
@@ -26,6 +29,8 @@ func statusPage(ops http.Handler, dir localapi.Directory) []rpc.Option {
 				page.ServeHTTP(w, r)
 			case localapi.Owns(r.URL.Path):
 				agents.ServeHTTP(w, r)
+			case localapi.OwnsAgentProtocol(r.URL.Path):
+				envelopes.ServeHTTP(w, r)
 			case ops != nil:
 				ops.ServeHTTP(w, r)
 			default:
@@ -42,4 +47,5 @@ var (
 	_ rpc.CallLister = (*node.Node)(nil)
 	// and seed 004's discovery REST what it knows of the mesh.
 	_ localapi.Directory = (*node.Node)(nil)
+	_ localapi.Envelopes = (*node.Node)(nil)
 )
