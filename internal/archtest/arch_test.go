@@ -27,6 +27,10 @@ var forbidden = map[string][]string{
 	"rpc":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
 	"bus":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
 	"lobby":   {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+	// The MCP server is a client of a node's local API (rpc's client):
+	// it never reaches into a node, and the inward "mcp" handler is
+	// adapted to node.Handler by cli.
+	"mcp": {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", mod + "mailbox", mod + "store", "github.com/libp2p/go-libp2p/p2p/"},
 
 	// The test helpers every package's tests share import nothing of the
 	// project, so that no package's tests import a package above it.
