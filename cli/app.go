@@ -56,6 +56,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.callCommand(),
 		r.peersCommand(),
 		r.discoverCommand(),
+		r.mcpCommand(),
 		r.publishCommand(),
 		r.subscribeCommand(),
 		r.durableCommand(),

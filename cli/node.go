@@ -40,6 +40,7 @@ type nodeSettings struct {
 	bootstrap    []ma.Multiaddr
 	name         string
 	capsPath     string
+	kinds        *handlerKinds // the "mcp" handler's servers; closed when the node stops
 	policyPath   string
 	policy       *node.Policy
 	services     []node.Service
@@ -150,7 +151,9 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		}
 	}
 	if s.capsPath = expandHome(c.String(flagCapabilities)); s.capsPath != "" {
-		if s.services, err = node.LoadServices(s.capsPath); err != nil {
+		s.kinds = newHandlerKinds()
+		if s.services, err = node.LoadServices(s.capsPath, s.kinds.options()...); err != nil {
+			_ = s.kinds.close()
 			return nil, r.flagError(c, flagCapabilities, "%v", err)
 		}
 	}
@@ -280,6 +283,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer func() { _ = s.kinds.close() }()
 	// SIGHUP reloads the capabilities. Catch it from the start, so that one
 	// sent while the node starts is served once it runs rather than killing
 	// the process.
@@ -398,7 +402,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 	// The capabilities and policy files are re-read when their content
 	// changes (checked every --capabilities-poll) and on SIGHUP.
 	files := []*watchedFile{
-		{path: s.capsPath, reload: func() { reloadCapabilities(doors.setServices(n), s.capsPath, log) }},
+		{path: s.capsPath, reload: func() { reloadCapabilities(doors.setServices(n), s.capsPath, log, s.kinds.options()...) }},
 		{path: s.policyPath, reload: func() { reloadPolicy(n, s.policyPath, log) }},
 		{path: s.public.tokensPath, reload: func() { doors.reloadTokens(log) }},
 	}
@@ -518,8 +522,8 @@ func orOff(s string) string {
 
 // reloadCapabilities replaces the node's capabilities with the file's. A
 // file that does not load leaves the current set in place.
-func reloadCapabilities(set func([]node.Service) error, path string, log *slog.Logger) {
-	services, err := node.LoadServices(path)
+func reloadCapabilities(set func([]node.Service) error, path string, log *slog.Logger, opts ...node.ParseOption) {
+	services, err := node.LoadServices(path, opts...)
 	if err == nil {
 		err = set(services)
 	}

@@ -254,7 +254,8 @@
 // # The operator's methods
 //
 // With WithControl, for a node's loopback local API only, the server also
-// serves mesh.status, mesh.connect and mesh.logLevel and, when the Mesh
+// serves mesh.status, mesh.capabilities (the node's own capability
+// objects, schemas included), mesh.connect and mesh.logLevel and, when the Mesh
 // implements ConnLister and CallLister (*node.Node does),
 // mesh.connections (each open connection, direct or relayed) and
 // mesh.recentCalls (the node's last calls sent and served, newest first,

@@ -129,6 +129,7 @@ func (s *Server) registerControlMethods() {
 	s.Handle(MethodMeshConnect, s.meshConnect)
 	s.Handle(MethodMeshLogLevel, s.meshLogLevel)
 	s.Handle(MethodMeshStatus, s.meshStatus)
+	s.Handle(MethodMeshCapabilities, s.meshCapabilities)
 	s.registerActivityMethods()
 }
 

@@ -84,6 +84,19 @@ func TestControlMethods(t *testing.T) {
 		}
 	})
 
+	t.Run("capabilities", func(t *testing.T) {
+		caps, err := c.Capabilities(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(caps) != 2 || caps[0].Name != "echo" || caps[1].Name != "translate" {
+			t.Fatalf("mesh.capabilities = %+v", caps)
+		}
+		if err := c.Call(ctx, rpc.MethodMeshCapabilities, map[string]any{"x": 1}, nil); err == nil {
+			t.Fatal("mesh.capabilities with params: no error")
+		}
+	})
+
 	t.Run("connect", func(t *testing.T) {
 		addr := "/ip4/127.0.0.1/tcp/4001/p2p/" + peerID
 		var res rpc.ConnectResult
@@ -176,7 +189,7 @@ func TestControlMethodsNeedControl(t *testing.T) {
 	ts := newTestServer(t)
 	c := dialClient(t, ts.url)
 	ctx := context.Background()
-	for _, m := range []string{rpc.MethodMeshConnect, rpc.MethodMeshLogLevel, rpc.MethodMeshStatus} {
+	for _, m := range []string{rpc.MethodMeshConnect, rpc.MethodMeshLogLevel, rpc.MethodMeshStatus, rpc.MethodMeshCapabilities} {
 		err := c.Call(ctx, m, nil, nil)
 		var re *rpc.Error
 		if !errors.As(err, &re) || re.Code != rpc.CodeMethodNotFound {

@@ -46,9 +46,12 @@ var mayImport = map[string][]string{
 	"lobby": {"store", "protocol", "sign", "internal/wsconn"},
 	// The local API's faces beyond JSON-RPC (seed 004's REST today).
 	"localapi": {"rpc", "protocol", "sign"},
+	// MCP and A2A speak outward as clients of a node's local API; their
+	// inward handlers are adapted to node.Handler by cli.
+	"mcp": {"rpc", "protocol", "sign"},
 
 	// The commands and the assembly of a process.
-	"cli":           {"node", "localapi", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
+	"cli":           {"node", "localapi", "mcp", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
 	"cmd/meshagent": {"cli"},
 	// The Python and JS clients' folder: a Go package only for its doc.
 	"clients": {},

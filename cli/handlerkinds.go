@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/meshagent/meshagent/mcp"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// handlerKinds are the capabilities file's handler kinds beyond exec and
+// builtin: "mcp" serves a tool of an MCP server. The servers they start
+// live as long as the node command: close stops them.
+type handlerKinds struct {
+	pool *mcp.Pool
+}
+
+func newHandlerKinds() *handlerKinds {
+	return &handlerKinds{pool: mcp.NewPool()}
+}
+
+// options are what node.LoadServices takes to know the kinds.
+func (k *handlerKinds) options() []node.ParseOption {
+	return []node.ParseOption{node.WithHandlerKind("mcp", k.mcpKind)}
+}
+
+// mcpKind adapts the MCP tool handler to node.Handler (mcp never imports
+// node).
+func (k *handlerKinds) mcpKind(c *protocol.Capability, spec json.RawMessage) (node.Handler, error) {
+	h, err := k.pool.Handler(context.Background(), c, spec)
+	if err != nil {
+		return nil, err
+	}
+	return node.HandlerFunc(func(ctx context.Context, call *node.Call) (json.RawMessage, error) {
+		return h.Call(ctx, call.Request.Params, call.Progress)
+	}), nil
+}
+
+// close stops the servers the kinds started.
+func (k *handlerKinds) close() error {
+	if k == nil {
+		return nil
+	}
+	return k.pool.Close()
+}
