@@ -117,7 +117,7 @@ func TestPublicListenerRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res bus.SendResult
-	if err := anon.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "inbound:1", "payload": map[string]string{"text": "hi"}}, &res); err != nil || !res.Success {
+	if err := anon.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "inbound:1", "payload": map[string]string{"type": "plaintext_message", "text": "hi"}}, &res); err != nil || !res.Success {
 		t.Fatalf("anonymous sendMessage: %+v %v", res, err)
 	}
 	if err := anon.Call(ctxT(t), rpc.MethodPing, nil, nil); err != nil {
@@ -201,7 +201,7 @@ func TestTokens(t *testing.T) {
 	})
 	t.Run("topics", func(t *testing.T) {
 		send := func(topic string) error {
-			return bridge.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"text": "x"}}, nil)
+			return bridge.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"type": "plaintext_message", "text": "x"}}, nil)
 		}
 		if err := send("inbound:1"); err != nil {
 			t.Errorf("bridge sendMessage inbound:1: %v", err)

@@ -225,6 +225,45 @@ func TestBusSubscribeErrors(t *testing.T) {
 	}
 }
 
+// TestPayloadTypeMandatory: seed 001 makes a payload's "type" mandatory,
+// a string; sendMessage refuses a payload without one with -32602 before
+// anything is delivered, and a subscriber sees only the valid ones.
+func TestPayloadTypeMandatory(t *testing.T) {
+	_, url := busServer(t, fakemesh.New(), nil)
+	sub := newPeer(t, url, "sub", nil)
+	sub.subscribe(t, map[string]any{"topic": "typed:*"})
+	sender := newPeer(t, url, "sender", nil)
+	for _, tc := range []struct {
+		payload string
+		ok      bool
+	}{
+		{`{}`, false},
+		{`{"text":"hi"}`, false},
+		{`{"type":5}`, false},
+		{`{"type":null}`, false},
+		{`{"type":""}`, false},
+		{`{"type":["a"]}`, false},
+		{`{"type":{"a":1}}`, false},
+		{`{"type":true,"text":"hi"}`, false},
+		{`{"type":"a","type":"b"}`, false},
+		{`{"type":"plaintext_message"}`, true},
+		{`{"type":"task_request","text":"hi","extra":{"n":1}}`, true},
+	} {
+		var res bus.SendResult
+		err := sender.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "typed:1", "payload": json.RawMessage(tc.payload)}, &res)
+		switch {
+		case tc.ok && (err != nil || !res.Success):
+			t.Errorf("payload %s: %+v %v, want delivered", tc.payload, res, err)
+		case !tc.ok && rpcCode(err) != rpc.CodeInvalidParams:
+			t.Errorf("payload %s: %+v %v, want -32602", tc.payload, res, err)
+		}
+	}
+	waitFor(t, "the two typed messages", func() bool { return len(sub.texts()) >= 2 })
+	if got := sub.texts(); len(got) != 2 {
+		t.Errorf("the subscriber got %d messages, want the 2 typed ones", len(got))
+	}
+}
+
 // TestBusOrderAndShadowing is seed 001's "last match wins" example.
 func TestBusOrderAndShadowing(t *testing.T) {
 	_, url := busServer(t, fakemesh.New(), nil)
@@ -469,7 +508,7 @@ func TestBusSlowSubscriber(t *testing.T) {
 	fast.subscribe(t, map[string]any{"topic": "fast:*"})
 	p1, p2 := newPeer(t, url, "p1", nil), newPeer(t, url, "p2", nil)
 	go func() {
-		_ = p1.Call(context.Background(), "sendMessage", map[string]any{"topic": "slow:1", "payload": map[string]any{}}, nil)
+		_ = p1.Call(context.Background(), "sendMessage", map[string]any{"topic": "slow:1", "payload": map[string]any{"type": "event"}}, nil)
 	}()
 	receive(t, stuck.notify, "the stuck delivery")
 	start := time.Now()

@@ -125,7 +125,7 @@ func TestReadingSubscriberKeptUnderFlood(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	stop := heapPeak()
 	start := time.Now()
-	results, errs := flood(t, url, "flow:1", map[string]any{"text": strings.Repeat("x", 1024)}, flowSenders)
+	results, errs := flood(t, url, "flow:1", map[string]any{"type": "plaintext_message", "text": strings.Repeat("x", 1024)}, flowSenders)
 	elapsed := time.Since(start)
 	peak := stop()
 	bad := 0
@@ -182,7 +182,7 @@ func TestNonReadingSubscriberCutReaderKept(t *testing.T) {
 	// stalled never reads again.
 	// 64 in flight: enough to keep both subscribers' slots busy, light
 	// enough that readers answer their pings on a loaded machine.
-	results, errs := flood(t, url, "flow:1", map[string]any{"text": strings.Repeat("y", 1024)}, 8)
+	results, errs := flood(t, url, "flow:1", map[string]any{"type": "plaintext_message", "text": strings.Repeat("y", 1024)}, 8)
 	for i := range results {
 		if errs[i] != nil || !results[i].Success {
 			t.Fatalf("send %d: %+v %v", i, results[i], errs[i])
@@ -247,7 +247,7 @@ func TestFanOutWaitsForSlotsUnderFlood(t *testing.T) {
 		})
 		p.subscribe(t, map[string]any{"topic": pattern, "policy": "continueAll"})
 	}
-	results, errs := flood(t, url, "fan:1", map[string]any{"text": "x"}, flowSenders/4)
+	results, errs := flood(t, url, "fan:1", map[string]any{"type": "plaintext_message", "text": "x"}, flowSenders/4)
 	bad := 0
 	for i := range results {
 		if errs[i] != nil || ackIDs(results[i]) != "sub-1=true sub-0=true" {

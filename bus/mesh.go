@@ -58,7 +58,13 @@ func (b *Bus) addMeshSub(sub *subscription) {
 		ms.n++
 		return
 	}
-	cancel, err := pub.Subscribe(sub.pattern, b.fromMesh)
+	subscribe := pub.Subscribe
+	if ip, ok := pub.(rpc.IDPublisher); ok {
+		// The bus drops its own messages when they come back: they are
+		// no mesh delivery, and PublishID must not count them as one.
+		subscribe = ip.SubscribeOwn
+	}
+	cancel, err := subscribe(sub.pattern, b.fromMesh)
 	if err != nil {
 		// A pattern the mesh cannot carry (a wildcard family) is still a
 		// local subscription.

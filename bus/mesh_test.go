@@ -92,7 +92,7 @@ func TestBusCallsMeshOutsideTableLock(t *testing.T) {
 		t.Errorf("mesh subscription to %q", got)
 	}
 	var res SendResult
-	if err := c.Call(ctx, MethodSendMessage, map[string]any{"topic": "job:1", "payload": map[string]any{}}, &res); err != nil || !res.Success {
+	if err := c.Call(ctx, MethodSendMessage, map[string]any{"topic": "job:1", "payload": map[string]any{"type": "event"}}, &res); err != nil || !res.Success {
 		t.Fatalf("sendMessage: %+v, %v", res, err)
 	}
 	if got := <-m.publish; got != "job:1" {

@@ -267,12 +267,34 @@ func (b *Bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	if len(payload) == 0 || payload[0] != '{' {
 		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
 	}
+	if err := checkPayloadType(payload); err != nil {
+		return nil, err
+	}
 	msg := store.Message{ID: newMessageID(), Topic: topic, From: clientID, Payload: payload, Time: b.now().UTC(), ConversationID: conversationOf(payload)}
 	res, err := b.dispatch(ctx, msg, true)
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// payloadType is the member seed 001 makes mandatory in every payload.
+type payloadType struct {
+	Type string `json:"type,required"`
+}
+
+// checkPayloadType refuses, with -32602, a payload without seed 001's
+// mandatory "type": a non-empty string naming the message type. Other
+// members are the payload's own and not looked at.
+func checkPayloadType(payload json.RawMessage) error {
+	var p payloadType
+	if err := protocol.DecodeStrict(payload, &p, protocol.AllowUnknown()); err != nil {
+		return rpc.Errorf(rpc.CodeInvalidParams, `invalid params: payload: %v (seed 001: "type", a string, is mandatory)`, err)
+	}
+	if p.Type == "" {
+		return rpc.Errorf(rpc.CodeInvalidParams, `invalid params: payload: "type" is empty (seed 001: it names the message type)`)
+	}
+	return nil
 }
 
 // newMessageID is store.NewID: time-ordered ids keep the history's id

@@ -203,7 +203,7 @@ func TestThousandClients(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			to := (i + 1) % n
-			payload := map[string]string{"text": "from " + scaleID(i), "to": scaleID(to)}
+			payload := map[string]string{"type": "plaintext_message", "text": "from " + scaleID(i), "to": scaleID(to)}
 			errs[i] = clients[i].Call(ctx, bus.MethodSendMessage, map[string]any{"topic": scaleTopic(to), "payload": payload}, &results[i])
 		})
 	}

@@ -89,7 +89,7 @@ func TestRelayOneBus(t *testing.T) {
 			}
 			defer sender.Close()
 			var res bus.SendResult
-			if err := sender.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"text": "hi"}}, &res); err != nil {
+			if err := sender.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"type": "plaintext_message", "text": "hi"}}, &res); err != nil {
 				t.Fatal(err)
 			}
 			if len(res.Acks) != 1 || res.Acks[0].ClientID != "worker-"+topic || !res.Acks[0].Retrying {
@@ -225,7 +225,7 @@ func TestRelayTokensAndTLS(t *testing.T) {
 	if err := bridge.Call(ctx, bus.MethodSubscribe, map[string]string{"topic": "inbound:*"}, nil); err != nil {
 		t.Errorf("bridge subscribe inbound:*: %v", err)
 	}
-	send := map[string]any{"topic": "outbound:1", "payload": map[string]string{"text": "x"}}
+	send := map[string]any{"topic": "outbound:1", "payload": map[string]string{"type": "plaintext_message", "text": "x"}}
 	if err := bridge.Call(ctx, bus.MethodSendMessage, send, nil); rpcCode(err) != rpc.CodeForbidden {
 		t.Errorf("bridge sendMessage outbound:1: %v, want -32020", err)
 	}

@@ -121,7 +121,7 @@ func TestOwnPublishReachesOwnSubscribers(t *testing.T) {
 	// subscribers a second time.
 	sender, _ := busSubscriber(t, api, "sender")
 	var sr bus.SendResult
-	if err := sender.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": "outbound:4", "payload": map[string]string{"n": "bus"}}, &sr); err != nil || !sr.Success {
+	if err := sender.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": "outbound:4", "payload": map[string]string{"type": "event", "n": "bus"}}, &sr); err != nil || !sr.Success {
 		t.Errorf("sendMessage: %+v %v", sr, err)
 	}
 	// Y publishes: X subscribes to the family, so Y finds it.

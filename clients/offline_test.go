@@ -233,7 +233,7 @@ func TestBusQueueGroupClients(t *testing.T) {
 	}
 	const sent = 30
 	for i := range sent {
-		out, errOut, err := cliRun(t, bin, "send-message", "--bus", url, "--topic", fmt.Sprintf("jobs:%d", i), "--payload", fmt.Sprintf(`{"n":%d}`, i))
+		out, errOut, err := cliRun(t, bin, "send-message", "--bus", url, "--topic", fmt.Sprintf("jobs:%d", i), "--payload", fmt.Sprintf(`{"type":"job","n":%d}`, i))
 		if err != nil {
 			t.Fatalf("send-message %d: %v\n%s%s", i, err, out, errOut)
 		}

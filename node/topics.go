@@ -118,6 +118,27 @@ func (n *Node) Subscribe(pattern string, handler func(protocol.TopicMessage)) (c
 	return s.Cancel, nil
 }
 
+// SubscribeOwn is Subscribe for the caller of PublishID, which recognises
+// the messages it published by their id and drops them: PublishID does not
+// count such a subscription as a receiver, so a message that reached only
+// it is not reported as delivered.
+func (n *Node) SubscribeOwn(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error) {
+	if n.topics == nil {
+		return nil, ErrNoTopics
+	}
+	if handler == nil {
+		return nil, errors.New("node: SubscribeOwn: nil handler")
+	}
+	s, err := n.topics.SubscribeOwn(pattern, func(m pubsub.Message) { handler(topicMessage(m)) })
+	if errors.Is(err, pubsub.ErrPattern) {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Cancel, nil
+}
+
 func topicMessage(m pubsub.Message) protocol.TopicMessage {
 	tm := protocol.TopicMessage{Topic: m.Topic, From: m.From.String(), Payload: m.Payload, ID: m.Envelope.ID}
 	if ts, err := m.Envelope.Time(); err == nil {

@@ -93,3 +93,33 @@ func TestPublishLocalAndRemote(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnSubscriptionNotCounted: a SubscribeOwn subscription is no
+// receiver of a Publish WithID (its publisher drops its own copy): alone
+// it makes the publish fail with ErrNoPeers at once, without waiting for
+// topic peers. A Publish without an id counts it, and any other local
+// subscription is counted either way.
+func TestOwnSubscriptionNotCounted(t *testing.T) {
+	b := newBus(t, newHost(t), WithPublishWait(time.Minute))
+	if _, err := b.SubscribeOwn("dur:*", func(Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	n, err := b.Publish(context.Background(), "dur:7", payload("own"), WithID("own-1"))
+	if !errors.Is(err, ErrNoPeers) || n != 0 {
+		t.Errorf("Publish WithID to the own subscription only = %d, %v; want 0, ErrNoPeers", n, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Publish waited %s for topic peers with the publisher's own subscription there", d)
+	}
+	if n, err := b.Publish(context.Background(), "dur:7", payload("not own")); err != nil || n != 1 {
+		t.Errorf("Publish without an id = %d, %v; want the subscription counted", n, err)
+	}
+	collect(t, b, "dur:7")
+	if n, err := b.Publish(context.Background(), "dur:7", payload("other"), WithID("own-2")); err != nil || n != 1 {
+		t.Errorf("Publish WithID with another local subscriber = %d, %v; want 1", n, err)
+	}
+	if _, err := b.SubscribeOwn("*:x", func(Message) {}); !errors.Is(err, ErrPattern) {
+		t.Errorf("SubscribeOwn of a wildcard family: %v", err)
+	}
+}

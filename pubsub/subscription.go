@@ -17,7 +17,12 @@ type Subscription struct {
 	// keeper marks a history keeper's subscription: it takes every topic
 	// of its family when pattern is empty, and is not a receiver Publish
 	// counts (it keeps messages for others; it reads none).
-	keeper  bool
+	keeper bool
+	// own marks the subscription of a publisher that recognises the
+	// messages it publishes WithID by their id and drops them (the bus,
+	// which delivers its own messages itself): Publish WithID does not
+	// count it as a receiver, since its copy reaches nobody.
+	own     bool
 	handler func(Message)
 	queue   chan Message
 	done    chan struct{}
@@ -57,8 +62,26 @@ func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription
 	return b.subscribe(fam, pattern, false, handler)
 }
 
+// SubscribeOwn is Subscribe for a publisher that publishes WithID and
+// drops the messages it recognises as its own when they come back: a
+// Publish WithID does not count the subscription as a receiver, so a
+// message that reached only it fails with ErrNoPeers instead of being
+// reported as delivered. A Publish without an id counts it.
+func (b *Topics) SubscribeOwn(pattern string, handler func(Message)) (*Subscription, error) {
+	fam := Family(pattern)
+	if fam == "" || hasWild(fam) || !validPattern(pattern) {
+		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
+	}
+	return b.subscribeAs(fam, pattern, false, true, handler)
+}
+
 // subscribe adds a subscription to family fam.
 func (b *Topics) subscribe(fam, pattern string, keeper bool, handler func(Message)) (*Subscription, error) {
+	return b.subscribeAs(fam, pattern, keeper, false, handler)
+}
+
+// subscribeAs is subscribe, own as SubscribeOwn's.
+func (b *Topics) subscribeAs(fam, pattern string, keeper, own bool, handler func(Message)) (*Subscription, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f, err := b.join(fam)
@@ -74,7 +97,7 @@ func (b *Topics) subscribe(fam, pattern string, keeper bool, handler func(Messag
 		b.wg.Add(1)
 		go b.read(f, sub)
 	}
-	s := &Subscription{b: b, fam: fam, pattern: pattern, keeper: keeper, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
+	s := &Subscription{b: b, fam: fam, pattern: pattern, keeper: keeper, own: own, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
 	f.subs[s] = struct{}{}
 	close(b.added)
 	b.added = make(chan struct{})

@@ -297,7 +297,8 @@ func WithID(id string) PublishOption { return func(c *publishConfig) { c.id = id
 
 // Publish seals payload in a notify envelope for topic and publishes it to
 // topic peers and to this node's own subscriptions that match topic (and
-// that the filter admits), and returns how many of both it went to. It
+// that the filter admits), and returns how many of both it went to (with
+// WithID, SubscribeOwn subscriptions are not counted). It
 // waits (see WithPublishWait, WithAtLeast) only while there are fewer
 // than that many; with none it fails with ErrNoPeers.
 func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMessage, opts ...PublishOption) (int, error) {
@@ -340,11 +341,19 @@ func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMess
 	if err != nil {
 		return 0, err
 	}
-	local := func() int { return b.localSubs(f, topic, pc.filter) }
-	peers, n, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait, local)
+	// A publisher's own subscription ends the wait (its publisher has
+	// delivered the message itself: waiting for peers would only delay
+	// its mesh copy) but is no receiver.
+	local := func() int {
+		counted, own := b.localSubs(f, topic, pc.filter, pc.id != "")
+		return counted + own
+	}
+	peers, _, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait, local)
 	if err != nil {
 		return 0, fmt.Errorf("%w for %s after %s: %w", ErrNoPeers, GossipTopic(topic), pc.wait, err)
 	}
+	counted, _ := b.localSubs(f, topic, pc.filter, pc.id != "")
+	n := peers + counted
 	if n < 1 {
 		return 0, fmt.Errorf("%w for %s after %s", ErrNoPeers, GossipTopic(topic), pc.wait)
 	}
@@ -365,23 +374,28 @@ var errWaitOver = errors.New("pubsub: publish wait over")
 
 // localSubs counts this node's subscriptions that a message on topic
 // under filter reaches: GossipSub delivers a node's own messages to its own
-// subscriptions.
-func (b *Topics) localSubs(f *family, topic string, filter *Filter) int {
+// subscriptions. A history keeper's subscription is no receiver; for a
+// message published WithID (withID), a SubscribeOwn subscription is
+// counted apart, in own: its publisher drops its own copy.
+func (b *Topics) localSubs(f *family, topic string, filter *Filter, withID bool) (counted, own int) {
 	if filter != nil {
 		self := b.self.Load()
 		if !filter.Admits(self.AgentID, self.PersonaType, self.Capabilities) {
-			return 0
+			return 0, 0
 		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := 0
 	for s := range f.subs {
-		if !s.keeper && s.matches(topic) {
-			n++
+		switch {
+		case s.keeper || !s.matches(topic):
+		case withID && s.own:
+			own++
+		default:
+			counted++
 		}
 	}
-	return n
+	return counted, own
 }
 
 // waitPeers waits until topic peers plus local subscriptions reach min,

@@ -227,12 +227,12 @@ func (c fuzzConn) exchange(frame []byte, maxBatch int) []rpcOut {
 // bus's methods are not served here: they are answered -32601).
 var dispatchSeeds = []string{
 	`{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"topic":"inbound:*","policy":"continueAll"}}`,
-	`{"jsonrpc":"2.0","id":2,"method":"sendMessage","params":{"topic":"inbound:1","payload":{"text":"hi"}}}`,
+	`{"jsonrpc":"2.0","id":2,"method":"sendMessage","params":{"topic":"inbound:1","payload":{"type":"plaintext_message","text":"hi"}}}`,
 	`{"jsonrpc":"2.0","id":3,"method":"unsubscribe","params":{"topic":"inbound:*","defaultHandler":"yes"}}`,
 	`{"jsonrpc":"2.0","id":4,"method":"bus.history","params":{"topic":5}}`,
 	`{"jsonrpc":"2.0","id":5,"method":"bus.deadLetters","params":{"limit":"10"}}`,
 	`{"jsonrpc":"2.0","id":6,"method":"bus.replay","params":{"id":7}}`,
-	`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"x","payload":{}}},{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}]`,
+	`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"sendMessage","params":{"topic":"x","payload":{"type":"event"}}},{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}]`,
 	`{"jsonrpc":"2.0","id":"a","method":"mesh.call","params":{"agentId":"` + fuzzAgent + `","capability":"echo","timeoutMs":"10"}}`,
 	`{"jsonrpc":"2.0","id":null,"method":"subscribe","params":{"topic":"agent:*","defaultHandler":true}}`,
 	`{"jsonrpc":"2.0","id":9,"method":"sendMessage","params":{"topic":"agent:` + fuzzAgent + `","payload":{"type":5}}}`,

@@ -243,13 +243,20 @@ func (s *Server) URL() string {
 
 // ServeHTTP serves the API at path "/" by upgrading to WebSocket, with
 // every method, as the loopback local API. Other paths go to the handler
-// given by WithHTTPHandler, or are 404. For a
-// listener that faces anyone, use PublicHandler.
+// given by WithHTTPHandler, or are 404; a request for one whose Host
+// header is neither an IP address nor "localhost" is refused with 421
+// (Misdirected Request): a page whose domain was rebound to 127.0.0.1
+// must not read the status page or the metrics, as the WebSocket refuses
+// its origin. For a listener that faces anyone, use PublicHandler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/":
 		s.serveAPI(w, r, localAccess)
 	default:
+		if !wsconn.LocalHost(r) {
+			http.Error(w, "misdirected request: the local API answers only a Host that is an IP address or localhost", http.StatusMisdirectedRequest)
+			return
+		}
 		if s.cfg.HTTP != nil {
 			s.cfg.HTTP.ServeHTTP(w, r)
 			return

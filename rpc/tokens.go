@@ -42,9 +42,11 @@ type Credential struct {
 	Name string
 	// Topics are the patterns the holder may subscribe to and send on;
 	// empty allows every topic. A topic is allowed if a pattern matches
-	// it; a subscription pattern is allowed if it is one of these, or
-	// provably narrower (see DESIGN: a pattern with one of these literal
-	// prefixes).
+	// it by the one topic matcher, protocol.MatchTopic, which subscribe
+	// and the mesh use too: "*" and "?" match across '.' and ':' but
+	// not '/', so "a.*" allows "a.b.c" exactly as a subscription to
+	// "a.*" receives it. A subscription pattern is allowed if it is one
+	// of these, or provably narrower (see AllowsPattern).
 	Topics []string
 	// Methods are the methods granted beyond the bus's own (initialize,
 	// ping, subscribe, unsubscribe, sendMessage): GrantAdmin, a method
@@ -94,7 +96,11 @@ func (c *Credential) AllowsTopic(topic string) bool {
 // pattern matches; under an allowed pattern L* (L free of wildcards), a
 // wildcard pattern that starts with L and has no '/' after it; and under
 // an allowed prefix pattern (L ending in ':', '-', '.', '/' or '_'), any
-// pattern starting with L. Anything it cannot prove narrower is refused.
+// pattern starting with L. Anything it cannot prove narrower is refused:
+// under L*, a remainder with a character class or an escape, which can
+// match the '/' that L*'s "*" never crosses ("a.[^x]" receives "a./").
+// For every pattern it accepts, each topic the pattern matches is one
+// AllowsTopic allows (FuzzAllowsPatternSound checks it).
 func (c *Credential) AllowsPattern(pattern string) bool {
 	if c == nil || len(c.Topics) == 0 {
 		return true
@@ -110,7 +116,7 @@ func (c *Credential) AllowsPattern(pattern string) bool {
 		}
 		if strings.ContainsAny(a, wildcards) {
 			lit, ok := strings.CutSuffix(a, "*")
-			if ok && !strings.ContainsAny(lit, wildcards) && wild && strings.HasPrefix(pattern, lit) && !strings.Contains(pattern[len(lit):], "/") {
+			if ok && !strings.ContainsAny(lit, wildcards) && wild && strings.HasPrefix(pattern, lit) && !strings.ContainsAny(pattern[len(lit):], `/[\`) {
 				return true
 			}
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
 
@@ -76,6 +77,101 @@ func TestCredentialGrants(t *testing.T) {
 	if anon.AllowsMethod("bus.history") || !anon.AllowsTopic("x") || !anon.AllowsPattern("*") {
 		t.Error("a nil credential grants no method and every topic")
 	}
+}
+
+// TestTokenTopicsMatchAsSubscribe: a token's topic patterns are matched
+// by protocol.MatchTopic, the matcher of subscribe and of the mesh, on
+// multi-level topics too; a subscription pattern is granted only when
+// every topic it can receive is granted.
+func TestTokenTopicsMatchAsSubscribe(t *testing.T) {
+	grants := []string{"a.*", "jobs.", "inbound:chat-?", "team:[ab]x"}
+	c := &rpc.Credential{Name: "x", Topics: grants}
+	topics := []struct {
+		topic string
+		want  bool
+	}{
+		{"a.b", true},
+		{"a.b.c", true}, // "*" crosses '.': subscribe's "a.*" receives it too
+		{"a.b:c.d", true},
+		{"a.", true},
+		{"a", false},
+		{"a/b", false},
+		{"a.b/c", false}, // "*" never crosses '/'
+		{"ab.c", false},
+		{"jobs.1", true},
+		{"jobs.x.y/z", true}, // a prefix grant takes everything after it
+		{"jobs", false},
+		{"inbound:chat-1", true},
+		{"inbound:chat-12", false},
+		{"inbound:chat-/", false},
+		{"team:ax", true},
+		{"team:cx", false},
+	}
+	for _, tc := range topics {
+		if got := c.AllowsTopic(tc.topic); got != tc.want {
+			t.Errorf("AllowsTopic(%q) = %v, want %v", tc.topic, got, tc.want)
+		}
+		matched := false
+		for _, g := range grants {
+			matched = matched || protocol.MatchTopic(g, tc.topic)
+		}
+		if matched != tc.want {
+			t.Errorf("%q: the token says %v, the subscribe matcher %v", tc.topic, tc.want, matched)
+		}
+	}
+	for _, tc := range []struct {
+		pattern string
+		want    bool
+	}{
+		{"a.*", true},
+		{"a.b.*", true},
+		{"a.*.c", true},
+		{"a.?", true},
+		{"a.b.c", true},
+		{"a.b.", false},   // a prefix: it would take "a.b./x"
+		{"a.[^x]", false}, // a class matches '/': it would take "a./"
+		{`a.\*`, false},
+		{"a.*/x", false},
+		{"a*", false},
+		{"*", false},
+		{"jobs.", true},
+		{"jobs.x.", true},
+		{"jobs.*", true},
+		{"jobs.[^x]/y", true},
+		{"job", false},
+		{"inbound:chat-?", true},
+		{"inbound:chat-1", true},
+		{"inbound:chat-*", false},
+		{"team:[ab]x", true},
+		{"team:[a-c]x", false},
+	} {
+		if got := c.AllowsPattern(tc.pattern); got != tc.want {
+			t.Errorf("AllowsPattern(%q) = %v, want %v", tc.pattern, got, tc.want)
+		}
+	}
+}
+
+// FuzzAllowsPatternSound: a subscription pattern a credential grants
+// receives no topic the credential does not grant.
+func FuzzAllowsPatternSound(f *testing.F) {
+	for _, s := range [][3]string{
+		{"a.*", "a.[^x]", "a./"},
+		{"a.*", "a.b.*", "a.b.c"},
+		{"jobs.", "jobs.*", "jobs.1"},
+		{"inbound:*", "inbound:?", "inbound:/"},
+		{"x:y", "x:y", "x:y"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, grant, pattern, topic string) {
+		c := &rpc.Credential{Name: "x", Topics: []string{grant}}
+		if grant == "" || !protocol.ValidPattern(grant) || !protocol.ValidPattern(pattern) {
+			return
+		}
+		if c.AllowsPattern(pattern) && protocol.MatchTopic(pattern, topic) && !c.AllowsTopic(topic) {
+			t.Fatalf("grant %q allows pattern %q, which receives %q, a topic it does not allow", grant, pattern, topic)
+		}
+	})
 }
 
 // FuzzParseTokens: any input is a tokens set or an error, never a panic,

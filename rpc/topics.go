@@ -44,8 +44,12 @@ type Publisher interface {
 type IDPublisher interface {
 	Publisher
 	// PublishID is Publish under message (envelope) id id, a fresh
-	// protocol.NewID().
+	// protocol.NewID(). Its count leaves out the subscriptions made with
+	// SubscribeOwn: a node's own bus is never a mesh delivery.
 	PublishID(ctx context.Context, id, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error)
+	// SubscribeOwn is Subscribe for the caller of PublishID, which drops
+	// the messages it published when they come back.
+	SubscribeOwn(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error)
 }
 
 // DurableSubscriber is implemented by a Mesh that runs durable

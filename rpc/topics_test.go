@@ -107,6 +107,11 @@ func (m *topicMesh) Subscribe(pattern string, handler func(protocol.TopicMessage
 	}, nil
 }
 
+// SubscribeOwn is Subscribe: the fake counts every subscription.
+func (m *topicMesh) SubscribeOwn(pattern string, handler func(protocol.TopicMessage)) (func(), error) {
+	return m.Subscribe(pattern, handler)
+}
+
 func (m *topicMesh) counts() (live, cancelled int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -54,7 +54,7 @@ func TestBusSubscribeGroup(t *testing.T) {
 	}
 	const total = 6
 	for i := range total {
-		meshagent(t, "send-message", "--bus", api, "--topic", fmt.Sprintf("job:%d", i), "--payload", fmt.Sprintf(`{"n":%d}`, i)).must(t, 0)
+		meshagent(t, "send-message", "--bus", api, "--topic", fmt.Sprintf("job:%d", i), "--payload", fmt.Sprintf(`{"type":"job","n":%d}`, i)).must(t, 0)
 	}
 	printed := func(m *member) []int {
 		var ns []int

@@ -208,7 +208,7 @@ func TestChaosWebSocketFlood(t *testing.T) {
 			return fmt.Errorf("initialize: %w", err)
 		}
 		var res bus.SendResult
-		if err := cl.Call(pctx, "sendMessage", map[string]any{"topic": fmt.Sprintf("probe:%d", i), "payload": map[string]any{"i": i}}, &res); err != nil {
+		if err := cl.Call(pctx, "sendMessage", map[string]any{"topic": fmt.Sprintf("probe:%d", i), "payload": map[string]any{"type": "probe", "i": i}}, &res); err != nil {
 			return fmt.Errorf("sendMessage: %w", err)
 		}
 		if !slices.ContainsFunc(res.Acks, func(a bus.Ack) bool { return a.ClientID == "honest-sub" && a.Processed }) {

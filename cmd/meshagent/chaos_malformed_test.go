@@ -348,7 +348,7 @@ func TestChaosMalformed(t *testing.T) {
 			var res bus.SendResult
 			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 			defer ccancel()
-			if err := cl.Call(cctx, "sendMessage", map[string]any{"topic": fmt.Sprintf("honest:%d", sent), "payload": map[string]any{"n": sent}}, &res); err != nil {
+			if err := cl.Call(cctx, "sendMessage", map[string]any{"topic": fmt.Sprintf("honest:%d", sent), "payload": map[string]any{"type": "event", "n": sent}}, &res); err != nil {
 				return err
 			}
 			for _, a := range res.Acks {

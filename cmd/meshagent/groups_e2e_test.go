@@ -73,7 +73,7 @@ func TestBusQueueGroup(t *testing.T) {
 	}
 	const total = 12
 	for i := range total {
-		res := meshagent(t, "send-message", "--bus", api, "--topic", fmt.Sprintf("job:%d", i), "--payload", fmt.Sprintf(`{"n":%d}`, i)).must(t, 0)
+		res := meshagent(t, "send-message", "--bus", api, "--topic", fmt.Sprintf("job:%d", i), "--payload", fmt.Sprintf(`{"type":"job","n":%d}`, i)).must(t, 0)
 		var sr struct {
 			Acks []struct {
 				ClientID string `json:"client_id"`

@@ -97,10 +97,10 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("bus subscribe: %+v %v", ok, err)
 	}
 	var sent bus.SendResult
-	if err := sub.Call(ctx, "sendMessage", map[string]any{"topic": "jobs:1", "payload": map[string]any{"text": "work"}}, &sent); err != nil || !sent.Success {
+	if err := sub.Call(ctx, "sendMessage", map[string]any{"topic": "jobs:1", "payload": map[string]any{"type": "task_request", "text": "work"}}, &sent); err != nil || !sent.Success {
 		t.Fatalf("sendMessage jobs:1: %+v %v", sent, err)
 	}
-	if err := sub.Call(ctx, "sendMessage", map[string]any{"topic": "nobody:1", "payload": map[string]any{"text": "lost"}}, &sent); err != nil || sent.Success {
+	if err := sub.Call(ctx, "sendMessage", map[string]any{"topic": "nobody:1", "payload": map[string]any{"type": "task_request", "text": "lost"}}, &sent); err != nil || sent.Success {
 		t.Fatalf("sendMessage nobody:1: %+v %v, want no success", sent, err)
 	}
 

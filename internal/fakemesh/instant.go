@@ -43,6 +43,11 @@ func (Instant) PublishID(context.Context, string, string, json.RawMessage, *prot
 // Subscribe accepts every pattern and never delivers.
 func (Instant) Subscribe(string, func(protocol.TopicMessage)) (func(), error) { return func() {}, nil }
 
+// SubscribeOwn accepts every pattern and never delivers.
+func (Instant) SubscribeOwn(string, func(protocol.TopicMessage)) (func(), error) {
+	return func() {}, nil
+}
+
 // Discover finds nothing.
 func (Instant) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo, error) {
 	ch := make(chan protocol.PeerInfo)

@@ -66,3 +66,28 @@ func SameLoopbackOrigin(r *http.Request) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// LocalHost reports whether a request's Host header names this machine
+// in a way DNS rebinding cannot forge: an IP address literal (a
+// rebinding page reaches a loopback port under the attacker's domain
+// name, never under an IP), or "localhost" (any case, with a trailing
+// dot or not). Its port, if any, is not looked at. An empty Host (an
+// HTTP/1.0 request) is refused.
+func LocalHost(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	if i := strings.IndexByte(host, '%'); i > 0 { // an IPv6 zone
+		host = host[:i]
+	}
+	return net.ParseIP(host) != nil
+}

@@ -37,3 +37,30 @@ func TestSameLoopbackOrigin(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalHost(t *testing.T) {
+	for host, ok := range map[string]bool{
+		"127.0.0.1:7892":           true,
+		"127.0.0.1":                true,
+		"10.0.0.5:7892":            true, // an IP literal: no name to rebind
+		"[::1]:7892":               true,
+		"[::1]":                    true,
+		"[fe80::1%eth0]:7892":      true,
+		"localhost:7892":           true,
+		"LocalHost.":               true,
+		"":                         false,
+		"evil.example:7892":        false,
+		"evil.example":             false,
+		"localhost.evil.example":   false,
+		"127.0.0.1.nip.io:7892":    false,
+		"evil.localhost.example:1": false,
+		"[evil.example]:7892":      false,
+		"127.0.0.1:7892:1":         false,
+	} {
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		r.Host = host
+		if got := LocalHost(r); got != ok {
+			t.Errorf("LocalHost(Host %q) = %v, want %v", host, got, ok)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/testlog"
+	"github.com/meshagent/meshagent/metrics"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/store"
+)
+
+// TestLocalPagesRefuseForeignHost (issue 23 defect 7): the local API's
+// HTTP pages (/metrics, /healthz, /readyz, /ui) answer only a Host that is
+// an IP address or localhost; a DNS-rebinding page's request, which names
+// the attacker's domain, is refused with 421 and gets none of the page.
+func TestLocalPagesRefuseForeignHost(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := meshtest.Node(t, 62, node.WithStore(st))
+	reg := metrics.New()
+	ops := metrics.Handler(reg, readyChecks(n, st, nil))
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, reg.Registry, new(slog.LevelVar), statusPage(ops)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = api.close(ctx)
+	})
+	_, port, _ := strings.Cut(api.addr, ":")
+	get := func(path, host string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+api.addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(body)
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/ui", "/ui/"} {
+		for _, tc := range []struct {
+			host string
+			ok   bool
+		}{
+			{"127.0.0.1:" + port, true},
+			{"localhost:" + port, true},
+			{"LOCALHOST.:" + port, true},
+			{"[::1]:" + port, true},
+			{"evil.example:" + port, false},
+			{"evil.example", false},
+			{"localhost.evil.example:" + port, false},
+			{"127.0.0.1.nip.io:" + port, false},
+		} {
+			code, body := get(path, tc.host)
+			switch {
+			case tc.ok && code == http.StatusMisdirectedRequest:
+				t.Errorf("GET %s Host %s: refused (%d %q)", path, tc.host, code, body)
+			case !tc.ok && code != http.StatusMisdirectedRequest:
+				t.Errorf("GET %s Host %s: %d, want 421", path, tc.host, code)
+			case !tc.ok && strings.Contains(body, "meshagent_"):
+				t.Errorf("GET %s Host %s: the body names metrics", path, tc.host)
+			}
+		}
+	}
+	if code, body := get("/metrics", "127.0.0.1:"+port); code != http.StatusOK || !strings.Contains(body, "meshagent_") {
+		t.Errorf("GET /metrics on 127.0.0.1: %d %.200q", code, body)
+	}
+}
