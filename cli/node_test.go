@@ -157,6 +157,22 @@ func TestNodeServesLocalAPI(t *testing.T) {
 		if len(list.Agents) != 1 || list.Agents[0].AgentID != id || list.Agents[0].Name != "solo" || list.Agents[0].Status != "available" {
 			t.Fatalf("agents %+v, want this node alone, available", list.Agents)
 		}
+		// A DNS-rebinding page names its own domain as Host: refused.
+		for _, path := range []string{"/api/v1/agents", "/agentprotocol"} {
+			req, err := http.NewRequest(http.MethodGet, "http://"+api+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = "evil.example"
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMisdirectedRequest {
+				t.Errorf("%s with Host evil.example: %d, want 421", path, resp.StatusCode)
+			}
+		}
 	})
 	t.Run("peers", func(t *testing.T) {
 		res := runCLI(t, "", "peers", "--api", api, "--json")
