@@ -30,7 +30,7 @@ func TestLocalPagesRefuseForeignHost(t *testing.T) {
 	n := meshtest.Node(t, 62, node.WithStore(st))
 	reg := metrics.New()
 	ops := metrics.Handler(reg, readyChecks(n, st, nil))
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, reg.Registry, new(slog.LevelVar), statusPage(ops)...)
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, reg.Registry, new(slog.LevelVar), statusPage(ops, n, testlog.New(t))...)
 	if err != nil {
 		t.Fatal(err)
 	}
