@@ -158,6 +158,18 @@ func (n *Node) noteMailboxes(p peer.ID, addrs []string) {
 		return
 	}
 	ais := parseMailboxes(p, addrs)
+	if mb.server != nil {
+		for _, ai := range ais {
+			if ai.ID == n.id {
+				// p names this relay as its mailbox, in a hello or heartbeat
+				// it signed: the relay holds mail for it from now on.
+				if err := mb.server.Register(p); err != nil {
+					n.log.Warn("mailbox: agent not registered", "agent", p, "err", err)
+				}
+				break
+			}
+		}
+	}
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	if len(ais) == 0 {
