@@ -48,6 +48,7 @@ const (
 	flagKeepBytes       = "keep-history-bytes"
 	flagHoldMessages    = "hold-messages"
 	flagMailbox         = "mailbox"
+	flagOutboxTTL       = "outbox-ttl"
 	flagParams          = "params"
 	flagTimeout         = "timeout"
 )

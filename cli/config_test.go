@@ -10,6 +10,8 @@ import (
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/meshagent/meshagent/node"
 )
 
 // resolveNodeFlags runs `meshagent node args…` with the node replaced by
@@ -208,6 +210,8 @@ func TestFlagValidation(t *testing.T) {
 		{name: "explicit config missing", args: []string{"--config", "/nonexistent/meshagent.json"}, msgs: []string{"invalid --config", "/nonexistent/meshagent.json"}},
 		{name: "keep-history pattern with a wild family", args: []string{"--keep-history", "n*:x"}, msgs: []string{"invalid --keep-history", "must be literal"}},
 		{name: "keep-history bytes not a number", args: []string{"--keep-history-bytes", "lots"}, msgs: []string{"invalid --keep-history-bytes", "positive number of bytes"}},
+		{name: "outbox ttl not positive", args: []string{"--outbox-ttl", "0s"}, msgs: []string{"invalid --outbox-ttl", "not a positive duration"}},
+		{name: "outbox ttl not a duration", env: map[string]string{"MESHAGENT_OUTBOX_TTL": "a week"}, msgs: []string{"MESHAGENT_OUTBOX_TTL"}},
 		{name: "keep-history age not positive", args: []string{"--keep-history-age", "0s"}, msgs: []string{"invalid --keep-history-age", "not positive"}},
 		{name: "unexpected argument", args: []string{"extra"}, msgs: []string{`unexpected argument "extra"`}},
 		{name: "unknown flag", args: []string{"--nope"}, msgs: []string{"flag provided but not defined", "meshagent node --help"}},
@@ -251,4 +255,36 @@ func TestFlagValidation(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOutboxTTLFlag: --outbox-ttl comes from the flag, the environment or
+// the config file, and defaults to the node's message TTL.
+func TestOutboxTTLFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		conf string
+		env  map[string]string
+		args []string
+		want time.Duration
+	}{
+		{name: "default", want: node.DefaultMessageTTL},
+		{name: "file", conf: `{"outbox-ttl": "2m"}`, want: 2 * time.Minute},
+		{name: "env beats file", conf: `{"outbox-ttl": "2m"}`, env: map[string]string{"MESHAGENT_OUTBOX_TTL": "3s"}, want: 3 * time.Second},
+		{name: "flag beats env", env: map[string]string{"MESHAGENT_OUTBOX_TTL": "3s"}, args: []string{"--outbox-ttl", "1h"}, want: time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.conf != "" {
+				writeFile(t, filepath.Join(dir, "config.json"), tc.conf)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			s, res := resolveNodeFlags(t, append([]string{"--data", dir}, tc.args...)...)
+			res.wantCode(t, ExitOK)
+			if s.outboxTTL != tc.want {
+				t.Fatalf("outbox TTL %s, want %s", s.outboxTTL, tc.want)
+			}
+		})
+	}
 }

@@ -52,6 +52,7 @@ type nodeSettings struct {
 	capsPoll     time.Duration // 0: reload only on SIGHUP
 	staticRelays []ma.Multiaddr
 	mailboxes    []ma.Multiaddr // relays holding this agent's messages while it is away
+	outboxTTL    time.Duration  // how long a message waits in the outbox
 	// keepHistory are the topic patterns kept for durable subscribers,
 	// within keepAge and keepBytes.
 	keepHistory []string
@@ -103,6 +104,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats, stretched in proportion in a mesh of more than 50 agents; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
 			sliceFlag(flagMailbox, "mailbox relay `MULTIADDR` (ending in /p2p/<id>; a `meshagent relay`) that holds direct messages and agent:<id> bus messages for this agent while it is offline: announced to other agents, which leave messages there when they cannot reach it, and read when this node connects to it; repeatable, at most 4"),
+			durationFlag(flagOutboxTTL, node.DefaultMessageTTL, "how long a direct message or agent:<id> bus message to an agent that is away waits in this node's outbox, tried again, before it becomes a dead letter"),
 			boolFlag(flagHoldMessages, "refuse direct messages (CAPABILITY_NOT_SUPPORTED, which the sender's node queues and retries) until a local API client takes them with mesh.onMessage: for an agent that serves through the local API, so nothing sent while it is away is lost"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
 			sliceFlag(flagKeepHistory, "keep the messages of topics matching `PATTERN` for others' durable subscriptions (repeatable; * keeps every family a connected peer subscribes to; a relay keeps * unless given off)"),
@@ -194,6 +196,9 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		return nil, r.flagError(c, flagMailbox, "%d mailboxes given; the limit is %d", len(s.mailboxes), protocol.MaxMailboxes)
 	}
 	s.exchangeDir = expandHome(c.String(flagExchange))
+	if s.outboxTTL, err = r.positiveDuration(c, flagOutboxTTL); err != nil {
+		return nil, err
+	}
 	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
 		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
 	}
@@ -335,6 +340,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithPolicy(s.policy),
 		node.WithStore(st),
 		node.WithMailboxes(s.mailboxes...),
+		node.WithMessageTTL(s.outboxTTL),
 		node.WithKeepHistory(s.keepHistory...),
 		node.WithLogger(log),
 	}

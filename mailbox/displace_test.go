@@ -46,7 +46,7 @@ func TestSybilFloodHonestStillDeposits(t *testing.T) {
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	logs := &logBuffer{}
 	const capacity, sybils = 10, 10
-	r, srv, _ := relay(t, mailbox.WithBounds(capacity, 1<<20, 1<<20), mailbox.WithSenderBounds(capacity/10, 1<<20),
+	r, srv, _ := relay(t, mailbox.WithBounds(capacity, 1<<20, 1<<20), mailbox.WithSenderBounds(capacity/10, 1<<20), mailbox.WithReserve(0, 0),
 		mailbox.WithClock(clock), mailbox.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	b, bc := agent(t, r)
 	for i := range sybils {

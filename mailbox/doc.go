@@ -48,6 +48,29 @@
 // message), "refused" (the request is not acceptable and never will be)
 // or "error" (the relay failed; try again).
 //
+// # Whom a relay holds mail for
+//
+// Only agents that named the relay as their mailbox: a hello or
+// heartbeat the agent signed lists it (its node calls Server.Register),
+// or the agent fetched from it (its own authenticated stream). The fact is
+// kept in the relay's store (AgentsScope) for the TTL after the agent
+// last said so, for at most MaxAgents agents; a deposit for any other
+// agent is "refused", saying so. Each sender's share of the whole relay
+// is bounded too (SenderTotalBytes, a sixteenth of TotalBytes), so that a
+// sender spreading deposits over many agents cannot fill the relay.
+//
+// # Known senders and the reserve
+//
+// A sender is known to an agent once the agent acknowledged (took) an
+// item of it from this relay; the relay remembers that (KnownScope) for
+// the TTL after the last, for at most MaxKnown pairs. Half of each
+// mailbox (ReservedItems, ReservedBytes) is kept for known senders:
+// senders the agent never took anything from, however many identities
+// they use, deposit only while the mailbox holds less than the other
+// half. A flood of fresh identities therefore closes a mailbox to new
+// senders only (they keep their messages in their outboxes), never to
+// the senders its agent already deals with.
+//
 // # Storage
 //
 // The Server keeps items in a named queue of the relay's store (one

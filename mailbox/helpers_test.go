@@ -39,8 +39,19 @@ func relay(t *testing.T, opts ...mailbox.Option) (host.Host, *mailbox.Server, *s
 	return h, srv, st
 }
 
-// agent starts a host that knows the relay's addresses and a client on it.
+// agent starts a host that knows the relay's addresses and a client on it,
+// and fetches once, which names the relay its mailbox.
 func agent(t *testing.T, r host.Host) (host.Host, *mailbox.Client) {
+	t.Helper()
+	h, c := stranger(t, r)
+	if _, err := c.Fetch(ctx(t), r.ID(), "", 0); err != nil {
+		t.Fatalf("first fetch: %v", err)
+	}
+	return h, c
+}
+
+// stranger is agent without the fetch: the relay holds nothing for it.
+func stranger(t *testing.T, r host.Host) (host.Host, *mailbox.Client) {
 	t.Helper()
 	h := p2ptest.Host(t)
 	h.Peerstore().AddAddrs(r.ID(), r.Addrs(), time.Hour)

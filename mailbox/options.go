@@ -22,6 +22,21 @@ const (
 	DefaultPerSenderBytes = DefaultPerAgentBytes / 10
 	// DefaultTotalBytes bounds the envelope bytes held for all agents.
 	DefaultTotalBytes = 256 << 20
+	// DefaultSenderTotalBytes bounds what one sender holds on the relay,
+	// for all agents: a sixteenth of it, so that one sender spreading its
+	// deposits over many agents cannot fill the relay.
+	DefaultSenderTotalBytes = DefaultTotalBytes / 16
+	// DefaultReservedItems and DefaultReservedBytes are the part of each
+	// agent's mailbox that only its known senders (those it took an item
+	// from on this relay) may fill: half of it. Senders it never took
+	// anything from share the other half.
+	DefaultReservedItems = DefaultPerAgent / 2
+	DefaultReservedBytes = DefaultPerAgentBytes / 2
+	// DefaultMaxAgents bounds the agents the relay holds mail for (those
+	// that named it as their mailbox), and DefaultMaxKnown the
+	// (agent, known sender) pairs it remembers.
+	DefaultMaxAgents = 100_000
+	DefaultMaxKnown  = 200_000
 	// DefaultDisplaceAfter is how long an item its agent deferred (no
 	// handler for it yet) keeps its place in a full mailbox: long enough
 	// for the agent's program to restart and attach its handlers.
@@ -46,6 +61,19 @@ type Config struct {
 	// "full".
 	PerSender      int
 	PerSenderBytes int64
+	// SenderTotalBytes bounds what one sender holds on the relay, for all
+	// agents. A deposit past it is "full".
+	SenderTotalBytes int64
+	// ReservedItems and ReservedBytes are the part of each agent's
+	// mailbox kept for its known senders: a sender the agent never took
+	// an item from may deposit only while the mailbox holds less than
+	// PerAgent-ReservedItems items and PerAgentBytes-ReservedBytes bytes.
+	ReservedItems int
+	ReservedBytes int64
+	// MaxAgents bounds the agents the relay holds mail for; MaxKnown the
+	// (agent, known sender) pairs it remembers.
+	MaxAgents int
+	MaxKnown  int
 	// DisplaceAfter is how long an item its agent deferred keeps its place
 	// in a full mailbox: past it, a deposit the agent's bounds would
 	// refuse takes its place (see the package doc, Storage). Zero: at
@@ -64,16 +92,21 @@ type Config struct {
 // DefaultConfig returns every default in one place.
 func DefaultConfig() Config {
 	return Config{
-		TTL:            DefaultTTL,
-		PerAgent:       DefaultPerAgent,
-		PerAgentBytes:  DefaultPerAgentBytes,
-		TotalBytes:     DefaultTotalBytes,
-		PerSender:      DefaultPerSender,
-		PerSenderBytes: DefaultPerSenderBytes,
-		DisplaceAfter:  DefaultDisplaceAfter,
-		MaxSkew:        2 * time.Minute,
-		IOTimeout:      DefaultIOTimeout,
-		Now:            time.Now,
+		TTL:              DefaultTTL,
+		PerAgent:         DefaultPerAgent,
+		PerAgentBytes:    DefaultPerAgentBytes,
+		TotalBytes:       DefaultTotalBytes,
+		PerSender:        DefaultPerSender,
+		PerSenderBytes:   DefaultPerSenderBytes,
+		SenderTotalBytes: DefaultSenderTotalBytes,
+		ReservedItems:    DefaultReservedItems,
+		ReservedBytes:    DefaultReservedBytes,
+		MaxAgents:        DefaultMaxAgents,
+		MaxKnown:         DefaultMaxKnown,
+		DisplaceAfter:    DefaultDisplaceAfter,
+		MaxSkew:          2 * time.Minute,
+		IOTimeout:        DefaultIOTimeout,
+		Now:              time.Now,
 	}
 }
 
@@ -85,8 +118,11 @@ func (c *Config) Validate() error {
 	switch {
 	case c.TTL <= 0 || c.MaxSkew < 0 || c.IOTimeout <= 0 || c.DisplaceAfter < 0:
 		return errors.New("mailbox: TTL and I/O timeout must be positive, skew and displace-after not negative")
-	case c.PerAgent <= 0 || c.PerAgentBytes <= 0 || c.TotalBytes <= 0 || c.PerSender <= 0 || c.PerSenderBytes <= 0:
+	case c.PerAgent <= 0 || c.PerAgentBytes <= 0 || c.TotalBytes <= 0 || c.PerSender <= 0 || c.PerSenderBytes <= 0 ||
+		c.SenderTotalBytes <= 0 || c.MaxAgents <= 0 || c.MaxKnown <= 0:
 		return errors.New("mailbox: bounds must be positive")
+	case c.ReservedItems < 0 || c.ReservedItems >= c.PerAgent || c.ReservedBytes < 0 || c.ReservedBytes >= c.PerAgentBytes:
+		return errors.New("mailbox: the reserve for known senders must be less than an agent's mailbox")
 	case c.Now == nil:
 		return errors.New("mailbox: a clock is required")
 	}
@@ -99,12 +135,34 @@ func WithTTL(d time.Duration) Option {
 }
 
 // WithBounds bounds one agent's mailbox (items and bytes) and the relay's
-// total bytes.
+// total bytes. The reserve for known senders becomes half of the
+// agent's bounds, and a sender's share of the relay a sixteenth of it,
+// unless WithReserve and WithSenderTotal (given after) say otherwise.
 func WithBounds(perAgent int, perAgentBytes, totalBytes int64) Option {
 	return func(c *Config) error {
 		c.PerAgent, c.PerAgentBytes, c.TotalBytes = perAgent, perAgentBytes, totalBytes
+		c.ReservedItems, c.ReservedBytes = perAgent/2, perAgentBytes/2
+		c.SenderTotalBytes = max(totalBytes/16, MaxEnvelopeBytes)
 		return nil
 	}
+}
+
+// WithReserve sets the part of each agent's mailbox kept for the senders
+// it took items from (items and bytes).
+func WithReserve(items int, bytes int64) Option {
+	return func(c *Config) error { c.ReservedItems, c.ReservedBytes = items, bytes; return nil }
+}
+
+// WithSenderTotal bounds what one sender holds on the relay, for all
+// agents, in bytes.
+func WithSenderTotal(bytes int64) Option {
+	return func(c *Config) error { c.SenderTotalBytes = bytes; return nil }
+}
+
+// WithMaxAgents bounds the agents the relay holds mail for, and the
+// (agent, known sender) pairs it remembers.
+func WithMaxAgents(agents, known int) Option {
+	return func(c *Config) error { c.MaxAgents, c.MaxKnown = agents, known; return nil }
 }
 
 // WithSenderBounds bounds what one sender holds in one agent's mailbox

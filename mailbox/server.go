@@ -169,11 +169,66 @@ func answer(err error) *Response {
 	}
 }
 
+// Scopes of the store's marks (store.Mark) a Server keeps.
+const (
+	// AgentsScope marks the agents that named this relay as their
+	// mailbox (key: agent id), until the TTL after they last said so.
+	AgentsScope = "mailbox-agents"
+	// KnownScope marks the senders each agent took an item from on this
+	// relay (key: agent id / sender id), until the TTL after the last.
+	KnownScope = "mailbox-known"
+	// renewAfter is how old a mark gets before the same fact renews it:
+	// a fetch or a hello every few seconds costs no commit each.
+	renewAfter = time.Hour
+)
+
+// Register records that agent names this relay as its mailbox (a hello
+// or heartbeat it signed lists the relay; a node calls it), for the TTL:
+// the relay holds mail only for agents registered so. An agent's fetch
+// registers it too. A relay holding MaxAgents agents refuses a new one
+// with an error matching ErrFull.
+func (s *Server) Register(agent peer.ID) error {
+	return s.mark(AgentsScope, agent.String(), s.cfg.MaxAgents)
+}
+
+// Registered reports whether agent named this relay as its mailbox within
+// the TTL.
+func (s *Server) Registered(agent peer.ID) (bool, error) {
+	_, ok, err := s.st.Marked(s.ctx, AgentsScope, agent.String(), s.cfg.Now())
+	return ok, err
+}
+
+// mark sets key in scope for the TTL, unless it was set less than
+// renewAfter ago.
+func (s *Server) mark(scope, key string, limit int) error {
+	now := s.cfg.Now()
+	until, ok, err := s.st.Marked(s.ctx, scope, key, now)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	if ok && until.After(now.Add(s.cfg.TTL-renewAfter)) {
+		return nil
+	}
+	if err := s.st.Mark(s.ctx, scope, key, now.Add(s.cfg.TTL), limit); err != nil {
+		if errors.Is(err, store.ErrFull) {
+			return fmt.Errorf("%w: %v", ErrFull, err)
+		}
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	return nil
+}
+
 // deposit verifies and stores an envelope for req.To.
 func (s *Server) deposit(remote peer.ID, req *Request) error {
 	to, err := sign.ParseAgentID(req.To)
 	if err != nil {
 		return fmt.Errorf("%w: to: %v", ErrRefused, err)
+	}
+	switch ok, err := s.Registered(to); {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	case !ok:
+		return fmt.Errorf("%w: %s has not named this relay as its mailbox (no hello or fetch of its within %s)", ErrRefused, to, s.cfg.TTL)
 	}
 	e, _, err := Open(req.Envelope, to)
 	if err != nil {
@@ -194,14 +249,24 @@ func (s *Server) deposit(remote peer.ID, req *Request) error {
 		return fmt.Errorf("%w: envelope time %s is outside the mailbox's window", ErrRefused, e.Timestamp)
 	}
 	expires := ts.Add(s.cfg.TTL)
+	bounds := store.Bounds{
+		PerRecipient: s.cfg.PerAgent, PerRecipientBytes: s.cfg.PerAgentBytes, Bytes: s.cfg.TotalBytes,
+		PerSender: s.cfg.PerSender, PerSenderBytes: s.cfg.PerSenderBytes, SenderBytes: s.cfg.SenderTotalBytes,
+	}
+	_, known, err := s.st.Marked(s.ctx, KnownScope, knownKey(to, from), now)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	if !known {
+		// The reserve: a flood of fresh identities fills at most the rest.
+		bounds.PerRecipient -= s.cfg.ReservedItems
+		bounds.PerRecipientBytes -= s.cfg.ReservedBytes
+	}
 	m := store.Message{
 		ID: itemID(to, from, e.ID), Queue: Queue, Topic: "agent:" + to.String(), From: from.String(), To: to.String(),
 		Payload: req.Envelope, Time: now, NextAttempt: expires, Expires: expires,
 	}
-	displaced, err := s.st.EnqueueDisplacing(s.ctx, m, store.Bounds{
-		PerRecipient: s.cfg.PerAgent, PerRecipientBytes: s.cfg.PerAgentBytes, Bytes: s.cfg.TotalBytes,
-		PerSender: s.cfg.PerSender, PerSenderBytes: s.cfg.PerSenderBytes,
-	}, now.Add(-s.cfg.DisplaceAfter))
+	displaced, err := s.st.EnqueueDisplacing(s.ctx, m, bounds, now.Add(-s.cfg.DisplaceAfter))
 	for _, d := range displaced {
 		// Its sender was told "ok" and its agent has seen it: the relay's
 		// log and metric are what is left of it.
@@ -213,7 +278,10 @@ func (s *Server) deposit(remote peer.ID, req *Request) error {
 	case errors.Is(err, store.ErrExists):
 		return nil // deposited before: one copy is enough
 	case errors.Is(err, store.ErrFull):
-		s.log.Info("mailbox full", "agent", to, "from", from, "err", err)
+		s.log.Info("mailbox full", "agent", to, "from", from, "known", known, "err", err)
+		if !known {
+			return fmt.Errorf("%w: the mailbox of %s on this relay holds all it may from senders it has not taken mail from (%v)", ErrFull, to, err)
+		}
 		return fmt.Errorf("%w: the mailbox of %s on this relay holds all it may (%v)", ErrFull, to, err)
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid):
 		return fmt.Errorf("%w: %v", ErrRefused, err)
@@ -232,6 +300,10 @@ func (s *Server) fetch(remote peer.ID, req *Request) *Response {
 		limit = DefaultPage
 	}
 	to := remote.String()
+	// The agent itself asks: it uses this relay as its mailbox.
+	if err := s.Register(remote); err != nil {
+		s.log.Warn("mailbox: agent not registered", "agent", remote, "err", err)
+	}
 	ms, last, err := s.st.PendingFor(s.ctx, Queue, to, after, limit)
 	if err != nil {
 		return answer(fmt.Errorf("%w: %v", ErrFailed, err))
@@ -295,10 +367,13 @@ func (s *Server) ack(remote peer.ID, ids []string) error {
 	}
 	// Concurrent deletes share the store's commits.
 	errs := make([]error, len(ids))
+	taken := make([]bool, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			if err := s.st.Delivered(s.ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			err := s.st.Delivered(s.ctx, id)
+			taken[i] = err == nil
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				errs[i] = err
 			}
 		})
@@ -307,8 +382,26 @@ func (s *Server) ack(remote peer.ID, ids []string) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %v", ErrFailed, err)
 	}
+	// The agent took these: their senders are known to it, and may fill
+	// the reserve of its mailbox. Only items that were there count, so
+	// that an agent cannot fill the relay's memory of known senders.
+	seen := map[peer.ID]bool{}
+	for i, id := range ids {
+		from, _, _ := strings.Cut(strings.TrimPrefix(id, remote.String()+"/"), "/")
+		p, err := sign.ParseAgentID(from)
+		if !taken[i] || err != nil || seen[p] {
+			continue
+		}
+		seen[p] = true
+		if err := s.mark(KnownScope, knownKey(remote, p), s.cfg.MaxKnown); err != nil {
+			s.log.Warn("mailbox: known sender not recorded", "agent", remote, "from", p, "err", err)
+		}
+	}
 	return nil
 }
+
+// knownKey is the KnownScope key of sender from of agent to.
+func knownKey(to, from peer.ID) string { return to.String() + "/" + from.String() }
 
 // expireLoop deletes items past their TTL: their due time in the queue is
 // their expiry, so it sleeps until the earliest one, or a deposit.

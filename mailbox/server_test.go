@@ -115,7 +115,7 @@ func TestDepositRefused(t *testing.T) {
 // TestDepositFull: past its bounds a mailbox says so, and takes more once
 // its agent acknowledged what it held.
 func TestDepositFull(t *testing.T) {
-	r, _, _ := relay(t, mailbox.WithBounds(2, 1<<20, 1<<20))
+	r, _, _ := relay(t, mailbox.WithBounds(2, 1<<20, 1<<20), mailbox.WithReserve(0, 0))
 	a, ac := agent(t, r)
 	b, bc := agent(t, r)
 	for i := range 2 {
@@ -172,7 +172,10 @@ func TestDepositSenderShare(t *testing.T) {
 
 	// The bytes share, on a relay of its own: a then c deposit for b.
 	one := message(t, a, b.ID(), "big0")
-	rb, _, _ := relay(t, mailbox.WithSenderBounds(100, int64(len(one))+1))
+	rb, srvb, _ := relay(t, mailbox.WithSenderBounds(100, int64(len(one))+1))
+	if err := srvb.Register(b.ID()); err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range []host.Host{a, c} {
 		h.Peerstore().AddAddrs(rb.ID(), rb.Addrs(), time.Hour)
 	}

@@ -158,6 +158,18 @@ func (n *Node) noteMailboxes(p peer.ID, addrs []string) {
 		return
 	}
 	ais := parseMailboxes(p, addrs)
+	if mb.server != nil {
+		for _, ai := range ais {
+			if ai.ID == n.id {
+				// p names this relay as its mailbox, in a hello or heartbeat
+				// it signed: the relay holds mail for it from now on.
+				if err := mb.server.Register(p); err != nil {
+					n.log.Warn("mailbox: agent not registered", "agent", p, "err", err)
+				}
+				break
+			}
+		}
+	}
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	if len(ais) == 0 {
@@ -302,7 +314,8 @@ func (n *Node) tryHandOver(m store.Message) bool {
 
 // mailboxLoop reads this agent's mailboxes: at start, when woken (a
 // connection to one), and every OutboxRetry; after a failure sooner,
-// with a doubling wait.
+// with a doubling wait. A round that ended with a mailbox still holding
+// more (its page or time budget spent) is followed at once by another.
 func (n *Node) mailboxLoop() {
 	mb := n.mailboxes
 	t := time.NewTimer(0)
@@ -315,71 +328,159 @@ func (n *Node) mailboxLoop() {
 		case <-t.C:
 		case <-mb.kick:
 		}
-		failed := false
-		for _, r := range mb.own {
-			if err := n.drainMailbox(r); err != nil {
-				failed = true
-				if n.ctx.Err() == nil {
-					n.log.Debug("mailbox not read", "mailbox", r.ID, "err", err)
-				}
-			}
-		}
+		failed, more := n.mailboxRound()
 		t.Stop()
-		if failed {
+		switch {
+		case failed:
 			t.Reset(retry)
 			retry = min(retry*2, n.cfg.OutboxRetry)
-		} else {
+		case more:
+			t.Reset(mailboxRetryMin)
+			retry = mailboxRetryMin
+		default:
 			t.Reset(n.cfg.OutboxRetry)
 			retry = mailboxRetryMin
 		}
 	}
 }
 
-// drainMailbox fetches everything relay r holds for this agent, page by
-// page, takes each envelope and acknowledges those taken.
-func (n *Node) drainMailbox(r peer.AddrInfo) error {
-	if n.host.Network().Connectedness(r.ID) != network.Connected {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.IOTimeout)
-		err := n.host.Connect(ctx, r)
-		cancel()
-		if err != nil {
-			return err
-		}
-	}
+// Bounds of one round of mailbox reads, per mailbox: a relay that answers
+// "more" forever, or never moves its cursor, holds the agent no longer
+// than this, and the other mailboxes are read in between (round robin, a
+// page each in turn).
+const (
+	// mailboxRoundPages bounds the pages read from one mailbox in a round
+	// (MaxPage items each: a full mailbox of the default bounds is 10).
+	mailboxRoundPages = 20
+	// mailboxRoundTime bounds the time spent on one mailbox in a round,
+	// running what it holds included.
+	mailboxRoundTime = time.Minute
+)
+
+// mailboxRead is one mailbox's state within a round.
+type mailboxRead struct {
+	relay peer.AddrInfo
+	after string
+	seen  map[string]bool // cursors this round has been given
+	pages int
+	spent time.Duration
+	done  bool
+	err   error
+}
+
+// mailboxRound reads this agent's mailboxes a page each in turn until
+// every one is empty, failed, misbehaved (a page announcing more with no
+// items, or a cursor already given this round) or spent its budget
+// (mailboxRoundPages, mailboxRoundTime). It reports whether one failed,
+// and whether one still holds more.
+func (n *Node) mailboxRound() (failed, more bool) {
 	mb := n.mailboxes
-	after := ""
-	for {
-		p, err := mb.client.Fetch(n.ctx, r.ID, after, 0)
-		if err != nil {
-			return err
+	reads := make([]*mailboxRead, len(mb.own))
+	for i, r := range mb.own {
+		reads[i] = &mailboxRead{relay: r, seen: map[string]bool{"": true}}
+		if err := n.connectMailbox(r); err != nil {
+			reads[i].done, reads[i].err = true, err
 		}
-		var done, later []string
-		for _, it := range p.Items {
-			switch {
-			case n.takeFromMailbox(r.ID, it):
-				done = append(done, it.ID)
-			case !it.Deferred:
-				later = append(later, it.ID)
-			}
-		}
-		if len(done) > 0 {
-			if err := mb.client.Ack(n.ctx, r.ID, done); err != nil {
-				return err
-			}
-		}
-		if len(later) > 0 {
-			// They keep their place while the mailbox has room, and lose it
-			// first when it is full (see the mailbox package doc). A relay
-			// that predates defer refuses it: the items simply stay.
-			if err := mb.client.Defer(n.ctx, r.ID, later); err != nil && !errors.Is(err, mailbox.ErrRefused) {
-				return err
-			}
-		}
-		if !p.More {
-			return nil
-		}
-		after = p.Next
 	}
+	for active := true; active && n.ctx.Err() == nil; {
+		active = false
+		for _, rd := range reads {
+			if rd.done {
+				continue
+			}
+			start := time.Now()
+			next, err := n.mailboxPage(rd.relay, rd.after, mailboxRoundTime-rd.spent)
+			rd.spent += time.Since(start)
+			rd.pages++
+			switch {
+			case err != nil:
+				rd.done, rd.err = true, err
+			case next == nil:
+				rd.done = true // empty
+			case rd.seen[*next]:
+				rd.done, rd.err = true, fmt.Errorf("%w: cursor %.40q given twice in a round", errMailboxMisbehaves, *next)
+			case rd.pages >= mailboxRoundPages || rd.spent >= mailboxRoundTime:
+				rd.done, more = true, true
+			default:
+				rd.seen[*next] = true
+				rd.after = *next
+				active = true
+			}
+		}
+	}
+	for _, rd := range reads {
+		if rd.err != nil {
+			failed = true
+			if n.ctx.Err() == nil {
+				n.log.Debug("mailbox not read", "mailbox", rd.relay.ID, "pages", rd.pages, "err", rd.err)
+			}
+		}
+	}
+	return failed, more
+}
+
+// errMailboxMisbehaves marks a mailbox whose answers make no progress.
+var errMailboxMisbehaves = errors.New("mailbox makes no progress")
+
+// connectMailbox connects to relay r unless connected.
+func (n *Node) connectMailbox(r peer.AddrInfo) error {
+	if n.host.Network().Connectedness(r.ID) == network.Connected {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.IOTimeout)
+	defer cancel()
+	return n.host.Connect(ctx, r)
+}
+
+// mailboxPage fetches the page after cursor after from relay r, within
+// budget, takes each envelope and acknowledges those taken. It returns
+// the cursor of the next page, nil when the mailbox holds no more.
+func (n *Node) mailboxPage(r peer.AddrInfo, after string, budget time.Duration) (*string, error) {
+	mb := n.mailboxes
+	ctx, cancel := context.WithTimeout(n.ctx, max(budget, time.Second))
+	defer cancel()
+	p, err := mb.client.Fetch(ctx, r.ID, after, 0)
+	if err != nil {
+		return nil, err
+	}
+	var done, later []string
+	for _, it := range p.Items {
+		if ctx.Err() != nil {
+			break // the rest comes with the next round
+		}
+		switch {
+		case n.takeFromMailbox(r.ID, it):
+			done = append(done, it.ID)
+		case !it.Deferred:
+			later = append(later, it.ID)
+		}
+	}
+	// Acks and defers are sent even past the budget: what ran must not
+	// run again.
+	actx, acancel := context.WithTimeout(n.ctx, n.cfg.Limits.IOTimeout)
+	defer acancel()
+	if len(done) > 0 {
+		if err := mb.client.Ack(actx, r.ID, done); err != nil {
+			return nil, err
+		}
+	}
+	if len(later) > 0 {
+		// They keep their place while the mailbox has room, and lose it
+		// first when it is full (see the mailbox package doc). A relay
+		// that predates defer refuses it: the items simply stay.
+		if err := mb.client.Defer(actx, r.ID, later); err != nil && !errors.Is(err, mailbox.ErrRefused) {
+			return nil, err
+		}
+	}
+	switch {
+	case !p.More:
+		return nil, nil
+	case len(p.Items) == 0:
+		return nil, fmt.Errorf("%w: a page announcing more holds no item", errMailboxMisbehaves)
+	case p.Next == after:
+		return nil, fmt.Errorf("%w: cursor %.40q did not move", errMailboxMisbehaves, p.Next)
+	}
+	return &p.Next, nil
 }
 
 // takeFromMailbox verifies one envelope fetched from relay and runs it as

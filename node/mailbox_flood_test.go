@@ -38,8 +38,9 @@ func TestMailboxFloodOfThrowawaySenders(t *testing.T) {
 	rm := metrics.New()
 	rst := openStore(t, filepath.Join(t.TempDir(), "relay.db"))
 	r := meshtest.Node(t, mbRelay, node.WithStore(rst), node.WithMetrics(rm), node.WithMailboxService(
-		mailbox.WithBounds(capacity, 1<<20, 1<<20), mailbox.WithSenderBounds(capacity/10, 1<<20), mailbox.WithClock(clock)))
+		mailbox.WithBounds(capacity, 1<<20, 1<<20), mailbox.WithSenderBounds(capacity/10, 1<<20), mailbox.WithReserve(0, 0), mailbox.WithClock(clock)))
 	b := meshtest.ID(t, mbAgent)
+	registerAgent(t, r, rst, mbAgent)
 
 	for i := range capacity {
 		h := p2ptest.Host(t) // a fresh identity each
@@ -128,4 +129,20 @@ func sealRequest(t *testing.T, s *sign.Signer, to peer.ID, req *protocol.Request
 		t.Fatal(err)
 	}
 	return doc
+}
+
+// registerAgent starts agent i naming relay r as its mailbox until r holds
+// mail for it, then stops it.
+func registerAgent(t *testing.T, r *node.Node, rst *store.Store, i int) {
+	t.Helper()
+	agent := meshtest.Node(t, i, node.WithMailboxes(r.Addrs()[0]))
+	wait.For(t, 20*time.Second, func() error {
+		if _, ok, err := rst.Marked(context.Background(), mailbox.AgentsScope, agent.ID().String(), time.Now()); err != nil || !ok {
+			return fmt.Errorf("relay holds no mail for the agent yet (%v)", err)
+		}
+		return nil
+	})
+	if err := agent.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

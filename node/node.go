@@ -165,14 +165,15 @@ func New(opts ...Option) (n *Node, err error) {
 	if err != nil {
 		return n, fmt.Errorf("node: subscribe to identify events: %w", err)
 	}
-	n.host.SetStreamHandler(protocol.HelloProtocol, n.handleHello)
-	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
-	n.wg.Go(n.identifyLoop)
-	// The mailbox service before the outbox, whose first pass may hand
+	// The mailbox service before hellos, which register the agents that
+	// name this relay, and before the outbox, whose first pass may hand
 	// messages over to it (an agent that names this relay).
 	if err := n.startMailboxes(); err != nil {
 		return n, err
 	}
+	n.host.SetStreamHandler(protocol.HelloProtocol, n.handleHello)
+	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
+	n.wg.Go(n.identifyLoop)
 	if cfg.Store != nil {
 		if err := n.startOutbox(); err != nil {
 			return n, err

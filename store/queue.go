@@ -34,6 +34,11 @@ type Bounds struct {
 	// Message.From: one sender's share of a recipient's bound.
 	PerSender      int
 	PerSenderBytes int64
+	// SenderBytes bounds the queue's payload and metadata bytes from one
+	// Message.From, whatever their recipients: one sender's share of the
+	// whole queue. (Counted from the version that added it: what an
+	// older build enqueued is not in the count.)
+	SenderBytes int64
 }
 
 // EnqueueWithin is Enqueue into m.Queue, refused with an error wrapping
@@ -99,6 +104,15 @@ func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds, leftBefo
 				}
 				freed += int64(len(r.Payload) + len(r.Metadata))
 				displaced = append(displaced, r.message())
+			}
+		}
+		if b.SenderBytes > 0 && m.From != "" {
+			used, err := metaCount(tx, metaSenderBytes(m.Queue, m.From))
+			if err != nil {
+				return err
+			}
+			if used+size > b.SenderBytes {
+				return fmt.Errorf("%w: queue %s holds %d bytes from %s, a sender's limit in all is %d", ErrFull, m.Queue, used, m.From, b.SenderBytes)
 			}
 		}
 		if b.Bytes > 0 {
@@ -407,6 +421,24 @@ func addQueueBytes(tx *bolt.Tx, r msgRecord, sign int64) error {
 	if err != nil {
 		return err
 	}
-	n = max(n+sign*int64(len(r.Payload)+len(r.Metadata)), 0)
-	return bucket(tx, bucketMeta).Put(metaQueueBytes(r.Queue), binary.BigEndian.AppendUint64(nil, uint64(n)))
+	size := int64(len(r.Payload) + len(r.Metadata))
+	n = max(n+sign*size, 0)
+	if err := bucket(tx, bucketMeta).Put(metaQueueBytes(r.Queue), binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
+		return err
+	}
+	if r.From == "" {
+		return nil
+	}
+	key := metaSenderBytes(r.Queue, r.From)
+	from, err := metaCount(tx, key)
+	if err != nil {
+		return err
+	}
+	return putMetaCount(tx, key, from+sign*size)
+}
+
+// metaSenderBytes is the meta key of the bytes one sender holds in a
+// named queue (Bounds.SenderBytes).
+func metaSenderBytes(queue, from string) []byte {
+	return concat([]byte("queue_sender_bytes"), []byte{0}, []byte(queue), []byte{0}, []byte(from))
 }

@@ -34,12 +34,13 @@ const (
 	bucketKept       = "kept"                // stream ‖ 0 ‖ time ‖ key → kept message
 	bucketKeptAge    = "kept_age"            // time ‖ stream ‖ 0 ‖ key → kept key
 	bucketDurables   = "durables"            // durable subscription name → position
+	bucketMarks      = "marks"               // scope ‖ 0 ‖ key → expiry (Unix ns, 8 bytes)
 )
 
 var allBuckets = []string{
 	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketOutboxTo, bucketOutboxQDue, bucketDLQ, bucketDLQIDs,
 	bucketHistory, bucketHistoryIDs, bucketIdxAgent, bucketIdxTopic, bucketIdxConv,
-	bucketRegs, bucketRegTokens, bucketKept, bucketKeptAge, bucketDurables,
+	bucketRegs, bucketRegTokens, bucketKept, bucketKeptAge, bucketDurables, bucketMarks,
 }
 
 // schemaVersion is stored in the meta bucket; Open refuses a file written by

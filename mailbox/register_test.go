@@ -1,0 +1,125 @@
+package mailbox_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshagent/meshagent/mailbox"
+)
+
+// TestDepositForStrangerRefused: a relay holds mail only for agents that
+// named it as their mailbox (a fetch of theirs, or Register after their
+// signed hello); a deposit for another agent is refused, saying why.
+func TestDepositForStrangerRefused(t *testing.T) {
+	r, srv, _ := relay(t)
+	a, ac := agent(t, r)
+	b, _ := stranger(t, r)
+	err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m0"))
+	if !errors.Is(err, mailbox.ErrRefused) || !strings.Contains(err.Error(), "has not named this relay as its mailbox") {
+		t.Fatalf("a deposit for an agent that never named the relay: %v, want refused, saying why", err)
+	}
+	if err := srv.Register(b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m0")); err != nil {
+		t.Fatalf("after its hello named the relay: %v", err)
+	}
+}
+
+// TestThrowawayFloodKeepsReserveForKnownSender: 10 throwaway identities ×
+// 20 deposits (each within its tenth of a mailbox of 20) fill only the
+// part of the mailbox open to senders the agent never took mail from; a
+// sender it took mail from before still deposits. A new sender meanwhile
+// is refused as full, and keeps its message.
+func TestThrowawayFloodKeepsReserveForKnownSender(t *testing.T) {
+	const capacity = 20
+	r, _, _ := relay(t, mailbox.WithBounds(capacity, 16<<20, 256<<20), mailbox.WithSenderBounds(capacity/10, 16<<20))
+	b, bc := agent(t, r)
+	h, hc := agent(t, r)
+	if err := hc.Deposit(ctx(t), r.ID(), b.ID(), message(t, h, b.ID(), "before")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := bc.Fetch(ctx(t), r.ID(), "", 0)
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("fetch %+v %v", p, err)
+	}
+	if err := bc.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+
+	const identities, each = 10, capacity
+	var mu sync.Mutex
+	kept, full := 0, 0
+	var wg sync.WaitGroup
+	for i := range identities {
+		s, sc := stranger(t, r)
+		wg.Go(func() {
+			for j := range each {
+				err := sc.Deposit(ctx(t), r.ID(), b.ID(), call(t, s, b.ID(), "never-served", fmt.Sprint("x", i, "-", j), nil))
+				mu.Lock()
+				switch {
+				case err == nil:
+					kept++
+				case errors.Is(err, mailbox.ErrFull):
+					full++
+				default:
+					t.Errorf("throwaway %d deposit %d: %v", i, j, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("flood: %d kept, %d refused as full", kept, full)
+	if open := capacity / 2; kept != open {
+		t.Fatalf("the flood left %d items, want the %d open to unknown senders", kept, open)
+	}
+	if err := hc.Deposit(ctx(t), r.ID(), b.ID(), message(t, h, b.ID(), "after")); err != nil {
+		t.Fatalf("the known sender's deposit during the flood: %v", err)
+	}
+	n, nc := agent(t, r)
+	if err := nc.Deposit(ctx(t), r.ID(), b.ID(), message(t, n, b.ID(), "new")); !errors.Is(err, mailbox.ErrFull) {
+		t.Fatalf("a new sender's deposit during the flood: %v, want ErrFull", err)
+	}
+}
+
+// TestOneSenderCannotFillRelay: one sender depositing for many agents is
+// stopped at its share of the relay (a sixteenth by default); another
+// sender still deposits.
+func TestOneSenderCannotFillRelay(t *testing.T) {
+	const total = 4 << 20
+	r, _, st := relay(t, mailbox.WithBounds(1000, 1<<20, total))
+	a, ac := agent(t, r)
+	params, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 60<<10)})
+	deposited := 0
+	for i := 0; ; i++ {
+		b, _ := agent(t, r)
+		err := ac.Deposit(ctx(t), r.ID(), b.ID(), call(t, a, b.ID(), "summarize", fmt.Sprint("big-", i), params))
+		if errors.Is(err, mailbox.ErrFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if deposited++; deposited > 100 {
+			t.Fatal("no bound on one sender's share of the relay")
+		}
+	}
+	u, err := st.QueueUsage(ctx(t), mailbox.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if share := int64(max(total/16, mailbox.MaxEnvelopeBytes)); u.Bytes > share {
+		t.Fatalf("one sender holds %d bytes, its share is %d", u.Bytes, share)
+	}
+	t.Logf("one sender: %d deposits, %d bytes of %d", deposited, u.Bytes, total)
+	o, oc := agent(t, r)
+	b, _ := agent(t, r)
+	if err := oc.Deposit(ctx(t), r.ID(), b.ID(), call(t, o, b.ID(), "summarize", "other", params)); err != nil {
+		t.Fatalf("another sender: %v", err)
+	}
+}
