@@ -38,6 +38,14 @@ type addOut struct {
 	Sum float64 `json:"sum"`
 }
 
+// progressSeen, when set (in-process servers only), is closed by a test
+// once its progress callback has seen add's progress: add answers only
+// then. A client may dispatch a notification after the response that
+// follows it, and a progress arriving after the call has ended is
+// dropped (it no longer has a mesh task to go to), so without the wait a
+// test of progress would race.
+var progressSeen chan struct{}
+
 // testMCPServer has the tools add (structured), hello (text only), fail
 // (isError) and die (the process exits).
 func testMCPServer() *sdk.Server {
@@ -45,6 +53,13 @@ func testMCPServer() *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{Name: "add", Description: "add two numbers"}, func(ctx context.Context, req *sdk.CallToolRequest, in addIn) (*sdk.CallToolResult, addOut, error) {
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
+			if seen := progressSeen; seen != nil {
+				select {
+				case <-seen:
+				case <-ctx.Done():
+					return nil, addOut{}, ctx.Err()
+				}
+			}
 		}
 		return nil, addOut{Sum: in.A + in.B}, nil
 	})
@@ -62,6 +77,10 @@ func testMCPServer() *sdk.Server {
 }
 
 func TestHandlerURL(t *testing.T) {
+	seen := make(chan struct{})
+	progressSeen = seen
+	t.Cleanup(func() { progressSeen = nil })
+	var seenOnce sync.Once
 	srv := testMCPServer()
 	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
@@ -83,6 +102,7 @@ func TestHandlerURL(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		prog = append(prog, string(b))
+		seenOnce.Do(func() { close(seen) })
 		return nil
 	})
 	if err != nil || string(out) != `{"sum":5}` {
