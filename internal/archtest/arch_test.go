@@ -26,7 +26,10 @@ var forbidden = map[string][]string{
 	"mailbox": {mod + "node", mod + "rpc", mod + "bus", mod + "lobby", mod + "cli", mod + "dht", mod + "pubsub"},
 	"rpc":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
 	"bus":     {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "lobby", "github.com/libp2p/go-libp2p/p2p/"},
-	"lobby":   {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
+	// The A2A gateway and handler are local API clients: rpc, never the
+	// node behind it.
+	"a2a":   {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "bus", mod + "lobby", mod + "store", mod + "mailbox", "github.com/libp2p/go-libp2p/p2p/"},
+	"lobby": {mod + "node", mod + "dht", mod + "pubsub", mod + "cli", mod + "rpc", mod + "bus", "github.com/libp2p/go-libp2p/p2p/"},
 
 	// The test helpers every package's tests share import nothing of the
 	// project, so that no package's tests import a package above it.
