@@ -53,13 +53,15 @@ func DecodeRequest(body []byte) (*Request, *Error) {
 	}
 	var r Request
 	if err := protocol.DecodeStrict(body, &r); err != nil {
+		// r may be half filled: answer with the id alone, if it is one.
 		var id struct {
 			ID json.RawMessage `json:"id"`
 		}
+		out := &Request{}
 		if protocol.DecodeStrict(body, &id, protocol.AllowUnknown()) == nil && validID(id.ID) {
-			r.ID = id.ID
+			out.ID = id.ID
 		}
-		return &r, Errorf(CodeInvalidRequest, "invalid request: %v", err)
+		return out, Errorf(CodeInvalidRequest, "invalid request: %v", err)
 	}
 	switch {
 	case !validID(r.ID):

@@ -147,7 +147,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		}
 	}
 	if s.capsPath = expandHome(c.String(flagCapabilities)); s.capsPath != "" {
-		if s.services, err = node.LoadServices(s.capsPath); err != nil {
+		if s.services, err = node.LoadServices(s.capsPath, a2aParseOptions()...); err != nil {
 			return nil, r.flagError(c, flagCapabilities, "%v", err)
 		}
 	}
@@ -319,6 +319,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithListenAddrs(s.listen...),
 		node.WithBootstrap(s.bootstrap...),
 		node.WithName(s.name),
+		node.WithAgentCard(a2aCard),
 		node.WithServices(s.services...),
 		node.WithMDNS(s.mdns),
 		node.WithPresence(s.presence),
@@ -505,7 +506,7 @@ func orOff(s string) string {
 // reloadCapabilities replaces the node's capabilities with the file's. A
 // file that does not load leaves the current set in place.
 func reloadCapabilities(set func([]node.Service) error, path string, log *slog.Logger) {
-	services, err := node.LoadServices(path)
+	services, err := node.LoadServices(path, a2aParseOptions()...)
 	if err == nil {
 		err = set(services)
 	}
