@@ -367,3 +367,23 @@ func TestGatewayBoundsTasks(t *testing.T) {
 		t.Fatalf("task %+v", got)
 	}
 }
+
+// TestGatewayRefusesForeignCard: a node that answers a2a.card with a card
+// signed by another key (a forgery, or a gateway's own) is not served.
+func TestGatewayRefusesForeignCard(t *testing.T) {
+	forger := testSigner(t, 9)
+	liar := meshtest.Node(t, 3, node.WithServices(node.Service{Capability: protocol.Capability{Name: "x"}, Handler: node.EchoHandler()}),
+		node.WithAgentCard(func(_ node.JWSSigner, id, name string, caps []protocol.Capability, params json.RawMessage) (json.RawMessage, error) {
+			return a2a.OwnCard(forger, id, name, caps, params)
+		}))
+	m := newMesh(t)
+	meshtest.Connect(t, m.gw, liar)
+	status, _ := getCard(t, m.url+"/agents/"+liar.AgentID()+"/.well-known/agent-card.json")
+	if status != http.StatusBadGateway {
+		t.Fatalf("a card signed by another key: HTTP %d, want 502", status)
+	}
+	_, r := post(t, m.url+"/agents/"+liar.AgentID()+"/", send("x", `{}`))
+	if r.Error == nil {
+		t.Fatalf("SendMessage to an agent without a valid card: %s", r.Result)
+	}
+}
