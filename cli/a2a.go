@@ -66,7 +66,7 @@ func (r *runState) runA2A(c *ucli.Context) error {
 	log := ls.newLogger(r.stderr)
 	addr := c.String(flagA2AListen)
 	if addr == "" {
-		return r.flagError(c, flagA2AListen, "is required, e.g. --listen 127.0.0.1:8080")
+		return usageErrorf("a2a needs --listen HOST:PORT, the address to serve A2A on, e.g. --listen 127.0.0.1:8080")
 	}
 	if _, err := r.hostPort(c, flagA2AListen, addr); err != nil {
 		return err
