@@ -66,6 +66,12 @@ const (
 // is relative to the file's directory.
 var pathFlags = map[string]bool{flagData: true, flagKey: true, flagCapabilities: true, flagExchange: true}
 
+// notFromFile are flags a command shares by name with another command but
+// not by meaning, so the config file's key (the other command's) is not
+// applied to them: `a2a --listen` is one HOST:PORT, a node's "listen" its
+// multiaddrs.
+var notFromFile = map[string]map[string]bool{"a2a": {flagA2AListen: true}}
+
 // envVar returns the environment variable that sets a flag.
 func envVar(flag string) string {
 	return "MESHAGENT_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
@@ -170,7 +176,7 @@ func (r *runState) applyConfigFile(c *ucli.Context) error {
 			return usageErrorf("config file %s: unknown key %q; keys are flag names without dashes: %s", path, key, strings.Join(r.knownFlagList(), ", "))
 		}
 		f := lookupFlag(c.Command.Flags, key)
-		if f == nil || c.IsSet(key) {
+		if f == nil || c.IsSet(key) || notFromFile[c.Command.Name][key] {
 			continue // another command's flag, or overridden by a flag or variable
 		}
 		values, err := configValues(f, obj[key])

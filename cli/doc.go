@@ -30,6 +30,7 @@
 //	meshagent consensus --agents A,B,C --question Q --options O,... [--context JSON|@FILE|-]
 //	               [--threshold F] [--deadline D] [--api ADDR] [--json]
 //	meshagent task status|cancel TASK_ID [--agent ID] [--api ADDR] [--json]
+//	meshagent a2a --listen HOST:PORT [--api ADDR]
 //	meshagent sign [--key PATH] < envelope.json
 //	meshagent verify [--provider AGENT_ID] [--correlation-id TASK_ID] < signed.json
 //	meshagent status [--api ADDR] [--json]

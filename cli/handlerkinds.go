@@ -10,7 +10,8 @@ import (
 )
 
 // handlerKinds are the capabilities file's handler kinds beyond exec and
-// builtin: "mcp" serves a tool of an MCP server. The servers they start
+// builtin: "mcp" serves a tool of an MCP server, "a2a" a skill of an A2A
+// agent. The servers they start
 // live as long as the node command: close stops them.
 type handlerKinds struct {
 	pool *mcp.Pool
@@ -22,7 +23,7 @@ func newHandlerKinds() *handlerKinds {
 
 // options are what node.LoadServices takes to know the kinds.
 func (k *handlerKinds) options() []node.ParseOption {
-	return []node.ParseOption{node.WithHandlerKind("mcp", k.mcpKind)}
+	return append([]node.ParseOption{node.WithHandlerKind("mcp", k.mcpKind)}, a2aParseOptions()...)
 }
 
 // mcpKind adapts the MCP tool handler to node.Handler (mcp never imports

@@ -332,6 +332,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithListenAddrs(s.listen...),
 		node.WithBootstrap(s.bootstrap...),
 		node.WithName(s.name),
+		node.WithAgentCard(a2aCard),
 		node.WithServices(s.services...),
 		node.WithMDNS(s.mdns),
 		node.WithPresence(s.presence),

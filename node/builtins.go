@@ -10,7 +10,7 @@ import (
 
 // builtins returns the node's own capabilities: task.status and
 // task.cancel, which read the provider's task table, and agent.message,
-// direct messages. They are ordinary services on the request path: the
+// direct messages, and a2a.card when the node was given WithAgentCard. They are ordinary services on the request path: the
 // registry answers them before any registered service of the same name,
 // they are not announced in hello, and they do not run as tasks
 // themselves (a task's status is not a task; messages are deduplicated by
@@ -19,7 +19,7 @@ func (n *Node) builtins() []*service {
 	tasks := HandlerFunc(func(_ context.Context, c *Call) (json.RawMessage, error) {
 		return n.taskRequest(requester{agent: c.From, client: c.OnBehalfOf}, c.Request)
 	})
-	return []*service{
+	out := []*service{
 		// A requester asks only about its own tasks (the table is keyed by
 		// requester), so no ACL or policy rule applies.
 		{Service: Service{Capability: protocol.Capability{Name: protocol.TaskStatusCapability}, Handler: tasks}, admit: admitAll},
@@ -28,6 +28,10 @@ func (n *Node) builtins() []*service {
 			return n.receiveMessage(ctx, c.From, c.Request)
 		})}, admit: n.admitMessage},
 	}
+	if n.cfg.AgentCard != nil {
+		out = append(out, n.cardBuiltin())
+	}
+	return out
 }
 
 func admitAll(requester, *protocol.Request) error { return nil }

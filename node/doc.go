@@ -211,7 +211,8 @@
 //   - registry.mu: the registered services by source (the node's own,
 //     SetServices; others, Offer), their union, its sorted names and
 //     Hello.Seq. The built-ins (task.status, task.cancel,
-//     agent.message) are fixed at construction and need no lock; they
+//     agent.message, and a2a.card with WithAgentCard: the node's A2A
+//     card, signed by its key) are fixed at construction and need no lock; they
 //     take the same path through execute as any service.
 //   - taskTable.mu: the tasks run as provider; task.mu one task's state,
 //     progress receivers and answer. The table's lock may be held while

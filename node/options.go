@@ -176,6 +176,10 @@ type Config struct {
 	// the store bounds what is kept (store.WithKeptRetention,
 	// store.WithMaxKeptBytes).
 	KeepHistory []string
+	// AgentCard answers the a2a.card built-in with this node's signed A2A
+	// Agent Card (the a2a package's OwnCard). Nil: the node does not serve
+	// it.
+	AgentCard CardFunc
 }
 
 // Presence configures the status heartbeats of seed 004's registry. A
@@ -300,6 +304,11 @@ func WithListenAddrs(addrs ...ma.Multiaddr) Option {
 // WithBootstrap adds peers to dial at start; each must end in /p2p/<id>.
 func WithBootstrap(addrs ...ma.Multiaddr) Option {
 	return func(c *Config) error { c.Bootstrap = append(c.Bootstrap, addrs...); return nil }
+}
+
+// WithAgentCard makes the node answer the a2a.card built-in through f.
+func WithAgentCard(f CardFunc) Option {
+	return func(c *Config) error { c.AgentCard = f; return nil }
 }
 
 // WithName sets the display name announced in hello.

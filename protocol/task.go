@@ -61,3 +61,8 @@ type Task struct {
 type TaskRef struct {
 	TaskID string `json:"task_id"`
 }
+
+// A2ACardCapability is the built-in capability by which a node answers
+// with its own A2A Agent Card, signed by its key: params {"url": "…"}, the
+// JSON-RPC URL the card names (a gateway's).
+const A2ACardCapability = "a2a.card"

@@ -49,9 +49,10 @@ var mayImport = map[string][]string{
 	// MCP and A2A speak outward as clients of a node's local API; their
 	// inward handlers are adapted to node.Handler by cli.
 	"mcp": {"rpc", "protocol", "sign"},
+	"a2a": {"rpc", "protocol", "sign"},
 
 	// The commands and the assembly of a process.
-	"cli":           {"node", "localapi", "mcp", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
+	"cli":           {"node", "localapi", "mcp", "a2a", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
 	"cmd/meshagent": {"cli"},
 	// The Python and JS clients' folder: a Go package only for its doc.
 	"clients": {},
