@@ -27,8 +27,10 @@ type Limits struct {
 	MaxFrameSize int
 	// MaxRequestBytes is the largest signed request envelope accepted.
 	MaxRequestBytes int
-	// RequestsPerSecond and Burst set each requester's token bucket.
-	// RequestsPerSecond <= 0 disables rate limiting.
+	// RequestsPerSecond and Burst set each requester's token bucket
+	// (default DefaultRequestsPerSecond, DefaultRequestBurst). Each
+	// direct message of a batch counts as one request. RequestsPerSecond
+	// <= 0 disables rate limiting.
 	RequestsPerSecond float64
 	Burst             int
 	// MaxConcurrent bounds handlers running at once across all requesters.
@@ -45,13 +47,22 @@ type Limits struct {
 	ReplayWindow time.Duration
 }
 
+// The default per-requester rate limit: high enough that a healthy pair
+// of agents (seed 004: 10,000 messages a second) is never held back by
+// it, low enough that one requester cannot flood a provider with work
+// whose cost is checked only after it is admitted.
+const (
+	DefaultRequestsPerSecond = 20000
+	DefaultRequestBurst      = 40000
+)
+
 // DefaultLimits returns the limits a node uses unless told otherwise.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxFrameSize:      protocol.DefaultMaxFrameSize,
 		MaxRequestBytes:   protocol.DefaultMaxFrameSize,
-		RequestsPerSecond: 1000,
-		Burst:             2000,
+		RequestsPerSecond: DefaultRequestsPerSecond,
+		Burst:             DefaultRequestBurst,
 		MaxConcurrent:     1024,
 		MaxPerStream:      256,
 		HandlerTimeout:    5 * time.Minute,
