@@ -71,6 +71,7 @@ type Node struct {
 	peers     *peerTable                     // other agents' hellos
 	presence  *presence                      // other agents' heartbeats, and SetBusy
 	inbox     inbox                          // direct messages: handler and recent ids
+	batches   msgBatcher                     // direct messages waiting to go out in batches
 	outbox    *outbox                        // messages waiting for agents that are away (nil: no store)
 	mailboxes *mailboxes                     // this agent's mailboxes, others', and a relay's service
 	policy    atomic.Pointer[compiledPolicy] // requester policy (nil: none)
