@@ -72,6 +72,7 @@ type Node struct {
 	presence  *presence                      // other agents' heartbeats, and SetBusy
 	inbox     inbox                          // direct messages: handler and recent ids
 	batches   msgBatcher                     // direct messages waiting to go out in batches
+	audit     *auditLog                      // nil unless WithAudit
 	outbox    *outbox                        // messages waiting for agents that are away (nil: no store)
 	mailboxes *mailboxes                     // this agent's mailboxes, others', and a relay's service
 	policy    atomic.Pointer[compiledPolicy] // requester policy (nil: none)
@@ -166,6 +167,7 @@ func New(opts ...Option) (n *Node, err error) {
 	if err != nil {
 		return n, fmt.Errorf("node: subscribe to identify events: %w", err)
 	}
+	n.startAudit() // before the first request is served
 	n.host.SetStreamHandler(protocol.HelloProtocol, n.handleHello)
 	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
 	n.wg.Go(n.identifyLoop)

@@ -149,6 +149,9 @@ type Config struct {
 	// owns it. Optional: without one a message to an agent that is away
 	// fails after its attempts.
 	Store *store.Store
+	// Audit, when set, makes the node keep an audit log in Store (see
+	// WithAudit); true records params too.
+	Audit *bool
 	// MessageTTL is how long a message waits in the outbox for its agent
 	// before it is dead-lettered. Default DefaultMessageTTL (seven days).
 	MessageTTL time.Duration
@@ -285,6 +288,9 @@ func (c *Config) Validate() error {
 	}
 	if err := validateMailboxes(c.Mailboxes); err != nil {
 		return err
+	}
+	if c.Audit != nil && c.Store == nil {
+		return errors.New("node: an audit log needs a store (WithStore)")
 	}
 	if c.MailboxService && c.Store == nil {
 		return errors.New("node: a mailbox service needs a store (WithStore)")
