@@ -18,7 +18,7 @@ import (
 	"github.com/meshagent/meshagent/store"
 )
 
-func auditStore(t *testing.T) *store.Store {
+func auditStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "store.db"))
 	if err != nil {

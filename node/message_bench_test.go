@@ -191,3 +191,39 @@ func BenchmarkDirectMessages(b *testing.B) {
 		fmt.Fprintln(os.Stdout)
 	})
 }
+
+// BenchmarkSignedCallAudit is the audit log's cost: CPU per serial signed
+// call (both ends) without and with both ends recording (WithAudit):
+//
+//	go test ./node -run '^$' -bench SignedCallAudit -benchtime 20000x -count 3
+func BenchmarkSignedCallAudit(b *testing.B) {
+	payload := benchPayload()
+	for _, audited := range []bool{false, true} {
+		name := "off"
+		if audited {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			lim := node.DefaultLimits()
+			lim.RequestsPerSecond = 0
+			popts := []node.Option{node.WithLimits(lim), node.WithServices(echoService("echo"))}
+			aopts := []node.Option{node.WithLimits(lim)}
+			if audited {
+				popts = append(popts, node.WithStore(auditStore(b)), node.WithAudit(false))
+				aopts = append(aopts, node.WithStore(auditStore(b)), node.WithAudit(false))
+			}
+			p := meshtest.Node(b, 2, popts...)
+			a := meshtest.Node(b, 1, aopts...)
+			meshtest.Connect(b, a, p)
+			ctx := context.Background()
+			b.ResetTimer()
+			cpu := processCPU()
+			for b.Loop() {
+				if _, err := a.Call(ctx, protocol.CallRequest{To: p.AgentID(), Action: "echo", Params: payload}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu)
+		})
+	}
+}
