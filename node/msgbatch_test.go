@@ -74,7 +74,11 @@ func TestMessageBatches(t *testing.T) {
 	wait.ForTrue(t, 20*time.Second, "four messages held by the handler", func() bool { return entered.Load() == 4 })
 	// Every request in flight is held: a message sent now goes in a
 	// request of its own once it has waited a while, not after them.
-	res, err := sender.SendMessage(ctx, receiver.AgentID(), protocol.AgentMessage{MessageID: "past-the-held", Subject: "s", RequiresResponse: true}, 30*time.Second)
+	// (Within 10 s: behind the held requests it would wait for their
+	// 30 s timeout.)
+	pastCtx, cancelPast := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelPast()
+	res, err := sender.SendMessage(pastCtx, receiver.AgentID(), protocol.AgentMessage{MessageID: "past-the-held", Subject: "s", RequiresResponse: true}, 10*time.Second)
 	if err != nil || string(res) != `{"ack":"past-the-held"}` {
 		t.Fatalf("a message behind held ones: %s %v", res, err)
 	}
