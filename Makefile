@@ -44,8 +44,9 @@ chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malfo
 	if [ $$rc -ne 0 ]; then echo "make chaos failed; the end of its log:"; tail -n 200 $$log; fi; \
 	rm -f $$log; exit $$rc
 
-bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, a local API client serving vs the built-in echo, directory vs raw kad-dht, topics vs raw GossipSub, durable catch-up from a keeper and to an answering client, bus vs nats-server, idle client memory, canonical JSON vs jcs)
+bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo, direct messages/s and p99 from one sender vs raw libp2p echo, a local API client serving vs the built-in echo, directory vs raw kad-dht, topics vs raw GossipSub, durable catch-up from a keeper and to an answering client, bus vs nats-server, idle client memory, canonical JSON vs jcs)
 	$(GO) test ./node -run '^$$' -bench RequestResponse -benchtime $(BENCHTIME)
+	$(GO) test ./node -run '^$$' -bench DirectMessages -benchtime $(BENCHTIME)
 	$(GO) test ./node -run '^$$' -bench CallAny -count 3
 	$(GO) test ./dht -run '^$$' -bench FindProviders -benchtime 200x
 	$(GO) test ./pubsub -run '^$$' -bench Fanout -benchtime 1x

@@ -49,6 +49,8 @@ const (
 	flagHoldMessages    = "hold-messages"
 	flagMailbox         = "mailbox"
 	flagOutboxTTL       = "outbox-ttl"
+	flagRequesterRate   = "requester-rate"
+	flagRequesterBurst  = "requester-burst"
 	flagParams          = "params"
 	flagTimeout         = "timeout"
 )
@@ -244,10 +246,15 @@ func configValues(f ucli.Flag, raw json.RawMessage) ([]string, error) {
 		return []string{s}, nil
 	default:
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := json.Unmarshal(raw, &s); err == nil {
+			return []string{s}, nil
+		}
+		// A number is taken as written (e.g. "requester-rate": 5000).
+		var num json.Number
+		if err := json.Unmarshal(raw, &num); err != nil {
 			return nil, errors.New("must be a string")
 		}
-		return []string{s}, nil
+		return []string{num.String()}, nil
 	}
 }
 

@@ -212,6 +212,10 @@ func TestFlagValidation(t *testing.T) {
 		{name: "keep-history bytes not a number", args: []string{"--keep-history-bytes", "lots"}, msgs: []string{"invalid --keep-history-bytes", "positive number of bytes"}},
 		{name: "outbox ttl not positive", args: []string{"--outbox-ttl", "0s"}, msgs: []string{"invalid --outbox-ttl", "not a positive duration"}},
 		{name: "outbox ttl not a duration", env: map[string]string{"MESHAGENT_OUTBOX_TTL": "a week"}, msgs: []string{"MESHAGENT_OUTBOX_TTL"}},
+		{name: "requester rate not a number", args: []string{"--requester-rate", "fast"}, msgs: []string{"invalid --requester-rate", "requests per second"}},
+		{name: "requester rate negative", env: map[string]string{"MESHAGENT_REQUESTER_RATE": "-5"}, msgs: []string{"invalid --requester-rate (from MESHAGENT_REQUESTER_RATE)"}},
+		{name: "requester burst zero", args: []string{"--requester-burst", "0"}, msgs: []string{"invalid --requester-burst", "positive number"}},
+		{name: "requester rate object in file", conf: `{"requester-rate": {}}`, msgs: []string{`key "requester-rate": must be a string`}},
 		{name: "keep-history age not positive", args: []string{"--keep-history-age", "0s"}, msgs: []string{"invalid --keep-history-age", "not positive"}},
 		{name: "unexpected argument", args: []string{"extra"}, msgs: []string{`unexpected argument "extra"`}},
 		{name: "unknown flag", args: []string{"--nope"}, msgs: []string{"flag provided but not defined", "meshagent node --help"}},
@@ -236,6 +240,32 @@ func TestFlagValidation(t *testing.T) {
 		res.wantCode(t, ExitOK)
 		if strings.Join(s.keepHistory, ",") != "news:*" || s.keepAge != time.Hour || s.keepBytes != 1000 {
 			t.Errorf("keep %v for %s within %d bytes", s.keepHistory, s.keepAge, s.keepBytes)
+		}
+	})
+
+	t.Run("requester rate", func(t *testing.T) {
+		s, res := resolveNodeFlags(t, "--data", t.TempDir())
+		res.wantCode(t, ExitOK)
+		if s.limits.RequestsPerSecond != node.DefaultRequestsPerSecond || s.limits.Burst != node.DefaultRequestBurst {
+			t.Errorf("default rate %g burst %d", s.limits.RequestsPerSecond, s.limits.Burst)
+		}
+		s, res = resolveNodeFlags(t, "--data", t.TempDir(), "--requester-rate", "50", "--requester-burst", "70")
+		res.wantCode(t, ExitOK)
+		if s.limits.RequestsPerSecond != 50 || s.limits.Burst != 70 {
+			t.Errorf("flags: rate %g burst %d", s.limits.RequestsPerSecond, s.limits.Burst)
+		}
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "config.json"), `{"requester-rate": 0, "requester-burst": "9"}`)
+		s, res = resolveNodeFlags(t, "--data", dir)
+		res.wantCode(t, ExitOK)
+		if s.limits.RequestsPerSecond != 0 || s.limits.Burst != 9 {
+			t.Errorf("config file: rate %g burst %d", s.limits.RequestsPerSecond, s.limits.Burst)
+		}
+		t.Setenv("MESHAGENT_REQUESTER_RATE", "300")
+		s, res = resolveNodeFlags(t, "--data", dir)
+		res.wantCode(t, ExitOK)
+		if s.limits.RequestsPerSecond != 300 {
+			t.Errorf("environment: rate %g", s.limits.RequestsPerSecond)
 		}
 	})
 

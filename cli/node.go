@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -58,6 +59,8 @@ type nodeSettings struct {
 	keepHistory []string
 	keepAge     time.Duration
 	keepBytes   int64
+	// limits carry --requester-rate and --requester-burst.
+	limits node.Limits
 	// relay mode (meshagent relay): a public bus and lobby, and a circuit
 	// relay service.
 	relayMode       bool
@@ -111,6 +114,8 @@ func (r *runState) nodeCommand() *ucli.Command {
 			durationFlag(flagKeepAge, store.DefaultKeptRetention, "how long kept topic messages are kept"),
 			stringFlag(flagKeepBytes, strconv.Itoa(store.DefaultMaxKeptBytes), "bound on the kept topic messages, in `BYTES` (the oldest go first)"),
 			stringFlag(flagExchange, "", "seed 002 file exchange `DIR`: signed envelopes written there as {from}-{to}-{timestamp}-{id}.json to this agent are handled as POST /agentprotocol is, each once, and answered in the same directory"),
+			stringFlag(flagRequesterRate, strconv.Itoa(node.DefaultRequestsPerSecond), "requests (and direct messages) a `N` second each requesting agent may send this node before RATE_LIMITED; 0 turns the limit off"),
+			stringFlag(flagRequesterBurst, strconv.Itoa(node.DefaultRequestBurst), "size `M` of each requester's token bucket: how far above --requester-rate a burst may go"),
 			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
 		},
 		Action: r.runNode,
@@ -203,6 +208,9 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
 	}
 	if err := r.resolveKeep(c, s); err != nil {
+		return nil, err
+	}
+	if err := r.resolveRate(c, s); err != nil {
 		return nil, err
 	}
 	s.presence = node.Presence{Interval: c.Duration(flagHeartbeat), PersonaType: c.String(flagPersonaType)}
@@ -343,6 +351,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		node.WithMailboxes(s.mailboxes...),
 		node.WithMessageTTL(s.outboxTTL),
 		node.WithKeepHistory(s.keepHistory...),
+		node.WithLimits(s.limits),
 		node.WithLogger(log),
 	}
 	if s.relayMode {
@@ -590,6 +599,22 @@ func (r *runState) resolveKeep(c *ucli.Context, s *nodeSettings) error {
 		return r.flagError(c, flagKeepBytes, "%q is not a positive number of bytes", c.String(flagKeepBytes))
 	}
 	s.keepBytes = n
+	return nil
+}
+
+// resolveRate validates --requester-rate and --requester-burst into the
+// node's limits.
+func (r *runState) resolveRate(c *ucli.Context, s *nodeSettings) error {
+	s.limits = node.DefaultLimits()
+	rate, err := strconv.ParseFloat(strings.TrimSpace(c.String(flagRequesterRate)), 64)
+	if err != nil || rate < 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+		return r.flagError(c, flagRequesterRate, "%q is not a number of requests per second (0 turns the limit off)", c.String(flagRequesterRate))
+	}
+	burst, err := strconv.Atoi(strings.TrimSpace(c.String(flagRequesterBurst)))
+	if err != nil || burst < 1 {
+		return r.flagError(c, flagRequesterBurst, "%q is not a positive number of requests", c.String(flagRequesterBurst))
+	}
+	s.limits.RequestsPerSecond, s.limits.Burst = rate, burst
 	return nil
 }
 

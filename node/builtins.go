@@ -27,6 +27,7 @@ func (n *Node) builtins() []*service {
 		{Service: Service{Capability: protocol.Capability{Name: protocol.MessageCapability}, Handler: HandlerFunc(func(ctx context.Context, c *Call) (json.RawMessage, error) {
 			return n.receiveMessage(ctx, c.From, c.Request)
 		})}, admit: n.admitMessage},
+		{Service: Service{Capability: protocol.Capability{Name: protocol.MessageBatchCapability}, Handler: HandlerFunc(n.receiveMessages)}, admit: n.admitMessage},
 	}
 	if n.cfg.AgentCard != nil {
 		out = append(out, n.cardBuiltin())
@@ -36,10 +37,11 @@ func (n *Node) builtins() []*service {
 
 func admitAll(requester, *protocol.Request) error { return nil }
 
-// admitMessage lets a requester send messages unless its policy rule
-// leaves agent.message out of allowed_capabilities.
+// admitMessage lets a requester send messages, one by one or in batches,
+// unless its policy rule leaves agent.message out of
+// allowed_capabilities.
 func (n *Node) admitMessage(from requester, req *protocol.Request) error {
-	if r := n.policy.Load().ruleFor(from); !r.allows(req.Action) {
+	if r := n.policy.Load().ruleFor(from); !r.allows(protocol.MessageCapability) {
 		n.refused(metrics.RefusedPolicy)
 		return protocol.Errorf(protocol.CodeUnauthorized, "policy %s does not allow agent %s to send messages", r.name, from)
 	}

@@ -20,7 +20,10 @@ import (
 // TIMEOUT and never hangs.
 func (n *Node) Call(ctx context.Context, req protocol.CallRequest) (resp *protocol.Response, err error) {
 	start := time.Now()
-	defer func() { n.observeSent(req.Action, strings.TrimSpace(req.To), err, start) }()
+	defer func() {
+		n.observeSent(req.Action, strings.TrimSpace(req.To), err, start)
+		n.auditCall(protocol.CallSent, n.idStr, strings.TrimSpace(req.To), req.Action, req.Params, err, start)
+	}()
 	to, err := sign.ParseAgentID(req.To)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "target agent: %v", err)

@@ -35,6 +35,10 @@ var ErrNoStore = errors.New("node: no store (WithStore): nothing can be queued")
 // topics (WithTopics(false)).
 var ErrNoTopics = errors.New("node: topics are off")
 
+// ErrNoAudit is returned by Audit when the node keeps no audit log
+// (WithAudit and WithStore).
+var ErrNoAudit = errors.New("node: no audit log (WithAudit with a store)")
+
 // ErrNoDirectory is returned by Discover on a node built without the DHT.
 var ErrNoDirectory = errors.New("node: the capability directory (DHT) is off")
 

@@ -24,3 +24,9 @@ func HearAgents(n *Node, count int) {
 
 // SpareWorkers is how many of n's request streams keep a spare worker.
 func SpareWorkers(n *Node) int { return int(n.inbound.spares.Load()) }
+
+// MessageBatches returns how many requests n's batcher sent and how many
+// direct messages they carried.
+func MessageBatches(n *Node) (requests, messages int64) {
+	return n.batches.requests.Load(), n.batches.messages.Load()
+}

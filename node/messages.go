@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 	"github.com/meshagent/meshagent/store"
@@ -78,16 +80,16 @@ func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessa
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "target agent: %v", err)
 	}
-	params, err := json.Marshal(m)
+	params, err := canonicalMessage(m)
 	if err != nil {
 		return nil, fmt.Errorf("node: encode message: %w", err)
 	}
 	backoff := n.cfg.MessageBackoff
 	var last error
 	for attempt := 1; attempt <= MessageAttempts; attempt++ {
-		resp, err := n.Call(ctx, protocol.CallRequest{To: id.String(), Action: protocol.MessageCapability, Params: params, Timeout: attemptTimeout})
+		res, err := n.deliverMessage(ctx, id, params, attemptTimeout)
 		if err == nil {
-			return resp.Result, nil
+			return res, nil
 		}
 		last = err
 		if refused(err) {
@@ -115,6 +117,32 @@ func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessa
 		}
 	}
 	return nil, fmt.Errorf("%w after %d attempts: %w", ErrDeadLettered, MessageAttempts, last)
+}
+
+// sortedMessage is an AgentMessage with its members in canonical (RFC
+// 8785) order, so that encoding/json writes it canonical unless its
+// context or strings need more than that.
+type sortedMessage struct {
+	Body             string          `json:"body"`
+	Context          json.RawMessage `json:"context,omitempty"`
+	MessageID        string          `json:"message_id"`
+	Priority         string          `json:"priority,omitempty"`
+	RequiresResponse bool            `json:"requires_response,omitempty"`
+	Subject          string          `json:"subject"`
+}
+
+// canonicalMessage encodes m canonical, once per message, so that
+// neither a lone request nor a batch encodes it again: encoding/json's
+// bytes when they are canonical already (one scan), else a
+// canonicalisation of them.
+func canonicalMessage(m protocol.AgentMessage) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sortedMessage{Body: m.Body, Context: m.Context, MessageID: m.MessageID, Priority: m.Priority, RequiresResponse: m.RequiresResponse, Subject: m.Subject}); err != nil {
+		return nil, err
+	}
+	return protocol.MarshalCanonical(json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))))
 }
 
 // messageMeta is the outbox metadata of a direct message: replayed, a dead
@@ -158,10 +186,80 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 	if err := protocol.DecodePayload(req.Params, "agent message params", &m); err != nil {
 		return nil, err
 	}
+	f, err := n.beginMessage(from, m)
+	if err != nil {
+		return nil, err
+	}
+	return waitMessage(ctx, f, m.MessageID)
+}
+
+// receiveMessages serves agent.messages, a batch of direct messages: each
+// is processed as agent.message would process it alone, all at once, and
+// the answer has each one's outcome in order. Every message after the
+// first takes a token of the requester's rate limit (and of its policy
+// rule's): one refused is answered RATE_LIMITED on its own.
+func (n *Node) receiveMessages(ctx context.Context, c *Call) (json.RawMessage, error) {
+	var b protocol.MessageBatch
+	if err := protocol.DecodePayload(c.Request.Params, "agent message batch params", &b); err != nil {
+		return nil, err
+	}
+	if len(b.Messages) == 0 || len(b.Messages) > protocol.MaxMessageBatch {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "a batch holds 1 to %d messages, not %d", protocol.MaxMessageBatch, len(b.Messages))
+	}
+	out := protocol.MessageBatchResult{Results: make([]protocol.MessageOutcome, len(b.Messages))}
+	started := make([]*inflight, len(b.Messages))
+	ids := make([]string, len(b.Messages))
+	rule := n.policy.Load().rule(c.From)
+	for i, raw := range b.Messages {
+		var err error
+		if i > 0 && !n.limiter.allow(c.From) {
+			n.refused(metrics.RefusedRateLimit)
+			err = protocol.Errorf(protocol.CodeRateLimited, "more than %g requests per second (burst %d) from %s", n.cfg.Limits.RequestsPerSecond, n.cfg.Limits.Burst, c.From)
+		} else if i > 0 {
+			err = rule.admitRate(c.From)
+		}
+		var m protocol.AgentMessage
+		if err == nil {
+			err = protocol.DecodePayload(raw, "a batch's agent message", &m)
+		}
+		if err == nil {
+			ids[i] = m.MessageID
+			started[i], err = n.beginMessage(c.From, m)
+		}
+		if err != nil {
+			out.Results[i].Error = protocol.AsError(err)
+		}
+	}
+	for i, f := range started {
+		if f == nil {
+			continue
+		}
+		res, err := waitMessage(ctx, f, ids[i])
+		if err != nil {
+			out.Results[i].Error = protocol.AsError(err)
+			continue
+		}
+		out.Results[i].Result = res
+	}
+	// Canonical as written unless an answer or an error needs more:
+	// execute's canonicalisation then only scans it.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "encode the batch's outcomes: %v", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// beginMessage starts processing a direct message from from, once per
+// (sender, message id): it returns the message's inflight, the one
+// already started for a duplicate.
+func (n *Node) beginMessage(from peer.ID, m protocol.AgentMessage) (*inflight, error) {
 	if err := m.Validate(); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
-	key := from.String() + "\x00" + m.MessageID
+	key := string(from) + "\x00" + m.MessageID // the id's bytes: no encoding
 	now := time.Now()
 	d := &n.inbox
 	d.mu.Lock()
@@ -171,15 +269,7 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 	f, dup := d.m[key]
 	if !dup {
 		if len(d.m) >= maxDedup {
-			for k, old := range d.m {
-				select {
-				case <-old.done:
-					if now.Sub(old.at) > dedupTTL || len(d.m) >= maxDedup {
-						delete(d.m, k)
-					}
-				default:
-				}
-			}
+			d.evict(now)
 		}
 		f = &inflight{done: make(chan struct{}), at: now}
 		d.m[key] = f
@@ -188,15 +278,10 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 	d.mu.Unlock()
 	if dup {
 		n.log.Debug("duplicate message", "remote_peer", from, "message_id", m.MessageID)
-		select {
-		case <-f.done:
-			return f.res, f.err
-		case <-ctx.Done():
-			return nil, protocol.Errorf(protocol.CodeTimeout, "message %s is still being processed", m.MessageID)
-		}
+		return f, nil
 	}
 	// Run the handler on a node-owned goroutine, detached from this
-	// request, and wait for it here.
+	// request.
 	if !n.goTracked(func() {
 		defer close(f.done)
 		hctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
@@ -212,12 +297,37 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 		if f.err != nil {
 			// A failure is not remembered: the sender's retry runs it again.
 			d.mu.Lock()
-			delete(d.m, key)
+			if d.m[key] == f {
+				delete(d.m, key)
+			}
 			d.mu.Unlock()
 		}
 	}) {
 		return nil, ErrClosed
 	}
+	return f, nil
+}
+
+// evict makes room in a full inbox: it forgets the processed ids older
+// than dedupTTL, and, while that is not an eighth of the bound, processed
+// ids in map order, so that the next maxDedup/8 messages do not each scan
+// the whole map. Called with mu held.
+func (d *inbox) evict(now time.Time) {
+	target := maxDedup - maxDedup/8
+	for k, old := range d.m {
+		select {
+		case <-old.done:
+			if now.Sub(old.at) > dedupTTL || len(d.m) > target {
+				delete(d.m, k)
+			}
+		default:
+		}
+	}
+}
+
+// waitMessage waits for a message begun by beginMessage and returns its
+// answer (null when the handler returned none).
+func waitMessage(ctx context.Context, f *inflight, id string) (json.RawMessage, error) {
 	select {
 	case <-f.done:
 		if f.res == nil && f.err == nil {
@@ -225,6 +335,6 @@ func (n *Node) receiveMessage(ctx context.Context, from peer.ID, req *protocol.R
 		}
 		return f.res, f.err
 	case <-ctx.Done():
-		return nil, protocol.Errorf(protocol.CodeTimeout, "message %s is still being processed", m.MessageID)
+		return nil, protocol.Errorf(protocol.CodeTimeout, "message %s is still being processed", id)
 	}
 }

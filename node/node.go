@@ -71,6 +71,8 @@ type Node struct {
 	peers     *peerTable                     // other agents' hellos
 	presence  *presence                      // other agents' heartbeats, and SetBusy
 	inbox     inbox                          // direct messages: handler and recent ids
+	batches   msgBatcher                     // direct messages waiting to go out in batches
+	audit     *auditLog                      // nil unless WithAudit
 	outbox    *outbox                        // messages waiting for agents that are away (nil: no store)
 	mailboxes *mailboxes                     // this agent's mailboxes, others', and a relay's service
 	policy    atomic.Pointer[compiledPolicy] // requester policy (nil: none)
@@ -165,6 +167,7 @@ func New(opts ...Option) (n *Node, err error) {
 	if err != nil {
 		return n, fmt.Errorf("node: subscribe to identify events: %w", err)
 	}
+	n.startAudit() // before the first request is served
 	// The mailbox service before hellos, which register the agents that
 	// name this relay, and before the outbox, whose first pass may hand
 	// messages over to it (an agent that names this relay).

@@ -313,6 +313,7 @@ func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requeste
 		res, err = t.answer()
 	}
 	n.observeServed(req.Action, agent, err, start)
+	n.auditCall(protocol.CallServed, agent, n.idStr, req.Action, req.Params, err, start)
 	return res, err
 }
 

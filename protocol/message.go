@@ -46,3 +46,35 @@ func (m AgentMessage) Validate() error {
 	}
 	return nil
 }
+
+// MessageBatchCapability is the built-in capability that takes several
+// direct messages in one signed request, so that a sender with many
+// messages for one agent pays for one signature, one verification and one
+// answer per batch rather than per message. A node sends a batch only
+// while earlier messages to the same agent are in flight (a lone message
+// goes as agent.message), and falls back to agent.message for an agent
+// that does not answer this capability.
+const MessageBatchCapability = "agent.messages"
+
+// MaxMessageBatch bounds the messages of one batch.
+const MaxMessageBatch = 256
+
+// MessageBatch is the params of an agent.messages request: each element
+// is an AgentMessage.
+type MessageBatch struct {
+	Messages []json.RawMessage `json:"messages"`
+}
+
+// MessageBatchResult is the result of an agent.messages request: one
+// outcome per message, in the order sent.
+type MessageBatchResult struct {
+	Results []MessageOutcome `json:"results"`
+}
+
+// MessageOutcome is one message's outcome in a batch: its response (null
+// unless it requires one), or the error it would have been answered with
+// alone.
+type MessageOutcome struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}

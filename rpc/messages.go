@@ -100,6 +100,11 @@ func (s *Server) meshSendMessage(ctx context.Context, r *Request) (any, error) {
 	if err := localOnly(r); err != nil {
 		return nil, err
 	}
+	switch typ := seedType(r.Params); typ {
+	case "", "-":
+	default:
+		return s.seedSend(ctx, typ, r.Params)
+	}
 	var p SendMessageParams
 	if err := DecodeParams(r.Method, r.Params, &p); err != nil {
 		return nil, err
