@@ -31,7 +31,6 @@ type wireEnvelope struct {
 // payload or metadata. Errors are DecodeStrict's; envelopeError words them.
 // Whatever it accepts, json.Unmarshal reads the same
 // (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
-//
 func decodeEnvelope(body []byte) (*Envelope, error) {
 	var w wireEnvelope
 	if err := DecodeStrict(body, &w); err != nil {
