@@ -1,85 +1,39 @@
 package rpc
 
 import (
-	"encoding/json"
-	"unicode/utf8"
-
-	"github.com/meshagent/meshagent/internal/jsonobj"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // envelope is the members of a JSON-RPC object the codec looks at, as
-// written (nil when absent), and which of them were present.
+// written (nil when absent), read in one pass that also checks the
+// object's syntax and UTF-8.
 type envelope struct {
-	version, id, method, params, result, err json.RawMessage
-
-	hasVersion, hasID, hasMethod, hasResult, hasError bool
+	Version jsontext.Value `json:"jsonrpc"`
+	ID      jsontext.Value `json:"id"`
+	Method  jsontext.Value `json:"method"`
+	Params  jsontext.Value `json:"params"`
+	Result  jsontext.Value `json:"result"`
+	Error   jsontext.Value `json:"error"`
 }
 
-// set records member k; a repeated member replaces the earlier one, as
-// encoding/json does.
-func (e *envelope) set(k string, v json.RawMessage) {
-	switch k {
-	case "jsonrpc":
-		e.version, e.hasVersion = v, true
-	case "id":
-		e.id, e.hasID = v, true
-	case "method":
-		e.method, e.hasMethod = v, true
-	case "params":
-		e.params = v
-	case "result":
-		e.result, e.hasResult = v, true
-	case "error":
-		e.err, e.hasError = v, true
-	}
-}
+// frameOpts reads a frame as JSON-RPC peers have always been read: a
+// repeated member replaces the earlier one (params are decoded strictly,
+// duplicates refused, by the method's own decoder).
+var frameOpts = jsontext.AllowDuplicateNames(true)
 
-// objectEnvelope reads raw, a valid JSON object, as json.Unmarshal into a
-// map[string]json.RawMessage would (a repeated key: the last one wins),
-// in one pass and without copying the values: the walk of jsonobj, or
-// encoding/json for a key that the walk does not take as written. It
-// reports false when raw is not an object.
-func objectEnvelope(raw []byte) (envelope, bool) {
+// objectEnvelope reads raw, which must be one JSON object, into its
+// members. It reports a *jsontext.SyntacticError for malformed JSON or
+// invalid UTF-8, and a *json.SemanticError when raw is not an object.
+func objectEnvelope(raw []byte) (envelope, error) {
 	var e envelope
-	if jsonobj.Members(raw, func(k, v []byte) { e.set(string(k), v) }) {
-		return e, true
-	}
-	var f map[string]json.RawMessage
-	if json.Unmarshal(raw, &f) != nil || f == nil {
-		return envelope{}, false
-	}
-	e = envelope{}
-	for k, v := range f {
-		e.set(k, v)
-	}
-	return e, true
+	err := jsonv2.Unmarshal(raw, &e, frameOpts)
+	return e, err
 }
 
-// plainJSONString returns the string raw encodes when it is written
-// without escapes, of valid UTF-8: what json.Unmarshal would make of it
-// without its pass. ok is false for anything else.
-func plainJSONString(raw []byte) (s string, ok bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	body := raw[1 : len(raw)-1]
-	for _, c := range body {
-		if c == '\\' || c < 0x20 || c == '"' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(body) {
-		return "", false
-	}
-	return string(body), true
-}
-
-// jsonString decodes raw as a JSON string, in one step when it is plain.
+// jsonString decodes raw as a JSON string.
 func jsonString(raw []byte) (string, error) {
-	if s, ok := plainJSONString(raw); ok {
-		return s, nil
-	}
 	var s string
-	err := json.Unmarshal(raw, &s)
+	err := jsonv2.Unmarshal(raw, &s)
 	return s, err
 }

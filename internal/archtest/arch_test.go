@@ -48,9 +48,6 @@ var forbidden = map[string][]string{
 	// The scale harness's rows and plots import nothing of the project;
 	// its measuring, which starts nodes, is in its tests.
 	"internal/scale": {mod},
-	// The JSON object walker under rpc's frames and the bus's answers
-	// imports nothing of the project.
-	"internal/jsonobj": {mod},
 	// The goroutines that run a connection's jobs (under wsconn and rpc's
 	// client) import nothing of the project.
 	"internal/workers": {mod},
