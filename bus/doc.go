@@ -117,8 +117,7 @@
 // no goroutine per subscriber. Only a delivery that cannot start so (to a
 // queue group, or to a connection whose request slots are all taken, for
 // which Call waits) runs on a goroutine of its own. A subscriber's answer
-// is read in one walk of its JSON, with encoding/json only for what that
-// walk does not read exactly as encoding/json would.
+// is decoded by encoding/json/v2 (github.com/go-json-experiment/json).
 //
 // # Lifecycle
 //

@@ -20,7 +20,7 @@ func TestParseMessage(t *testing.T) {
 		{`{"message_type":"X","auth_token":7}`, "", `"auth_token" must be a string`},
 		{`{"message_type":""}`, "", `"message_type" is required`},
 		{`{"message_type":"X","payload":"{}"}`, "", `"payload" must be an object`},
-		{`{"message_type":"X","payload":{"a":1,"a":1}}`, "", `duplicate member "a"`},
+		{`{"message_type":"X","payload":{"a":1,"a":1}}`, "", `duplicate member "payload.a"`},
 		{`{"message_type":"X","message_type":"X"}`, "", `duplicate member "message_type"`},
 		{`"REGISTER"`, "", "not a JSON object"},
 	} {
@@ -60,7 +60,7 @@ func TestMalformedMessages(t *testing.T) {
 		{`[1,2]`, "not a JSON object"},
 		{`{"message_type":"REGISTER"} {}`, "not JSON"},
 		{`{"sender_id":"a","sender_id":"b","message_type":"REGISTER"}`, `duplicate member "sender_id"`},
-		{`{"sender_id":"agent_a","message_type":"REGISTER","payload":{"capabilities":[],"capabilities":[{"name":"x"}]}}`, `payload: duplicate member "capabilities"`},
+		{`{"sender_id":"agent_a","message_type":"REGISTER","payload":{"capabilities":[],"capabilities":[{"name":"x"}]}}`, `malformed message: duplicate member "payload.capabilities"`},
 		{`{"sender_id":"agent_a"}`, `"message_type" is required`},
 		{`{"Message_Type":"REGISTER","sender_id":"agent_a"}`, `"message_type" is required`},
 		{`{"sender_id":5,"message_type":"REGISTER"}`, `"sender_id" must be a string`},

@@ -64,7 +64,7 @@ func TestRegister(t *testing.T) {
 		// Capability objects are decoded strictly: exact names, no
 		// duplicates, each member of its type.
 		{"x", `{"capabilities":[5]}`, `member "capabilities[0]" must be an object`},
-		{"x", `{"capabilities":[{"name":"a","name":"b"}]}`, `duplicate member "capabilities[0].name"`},
+		{"x", `{"capabilities":[{"name":"a","name":"b"}]}`, `duplicate member "payload.capabilities[0].name"`},
 		{"x", `{"capabilities":[{"Name":"a"}]}`, "name is required"},
 		{"x", `{"capabilities":[{"name":"a","keywords":"k"}]}`, `member "capabilities[0].keywords" must be an array`},
 	} {

@@ -117,7 +117,7 @@ func (n *Node) newOutgoing(req protocol.CallRequest) (*outgoing, error) {
 func (n *Node) callPeer(ctx, openCtx context.Context, to peer.ID, toStr string, out *outgoing) (*protocol.Response, callStage, error) {
 	// The params are paramsOf's, canonical: sealing need not scan
 	// them again.
-	frame, buf, err := n.sealPooledFrame(protocol.TypeRequest, toStr, protocol.KnownCanonical(out.payload), out.meta)
+	frame, buf, err := n.sealPooledFrame(protocol.TypeRequest, toStr, out.payload, out.meta)
 	defer putFrame(buf, frame) // roundTrip writes the frame and keeps none of it
 	if err != nil {
 		return nil, stageNotSent, err

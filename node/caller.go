@@ -21,9 +21,8 @@ import (
 // its pending calls and its reader goroutine, which close stops.
 type caller struct {
 	host host.Host
-	// open verifies a response frame from a peer (Node.openFrame); owned
-	// says the frame is not a buffer the reader reuses.
-	open      func(frame []byte, from peer.ID, fromStr string, owned bool) (*protocol.Envelope, error)
+	// open verifies a response frame from a peer (Node.openFrame).
+	open      func(frame []byte, from peer.ID) (*protocol.Envelope, error)
 	maxFrame  int
 	ioTimeout time.Duration
 	log       *slog.Logger
@@ -85,7 +84,7 @@ func (cl *caller) openConn(ctx context.Context, p peer.ID) (*reqConn, error) {
 		}
 		return nil, protocol.Errorf(protocol.CodeUnknownAgent, "cannot reach agent %s: %v", p, err)
 	}
-	c := &reqConn{cl: cl, peer: p, peerStr: p.String(), s: s, pending: make(map[string]*pendingCall)}
+	c := &reqConn{cl: cl, peer: p, s: s, pending: make(map[string]*pendingCall)}
 	cl.mu.Lock()
 	if cl.closed {
 		cl.mu.Unlock()
@@ -135,10 +134,9 @@ func (cl *caller) close(err error) {
 // it, so that the verifications run on every core instead of one after
 // another on the reader's.
 type reqConn struct {
-	cl      *caller
-	peer    peer.ID
-	peerStr string // peer.String(), made once per stream
-	s       network.Stream
+	cl   *caller
+	peer peer.ID
+	s    network.Stream
 
 	wmu sync.Mutex // serialises frame writes
 	wdl writeDeadline
@@ -291,7 +289,7 @@ func (c *reqConn) result(r callResult, pc *pendingCall) (*protocol.Response, cal
 // an in-progress response (given to its callback here), was rejected, or
 // belonged to another call after all (handed to it).
 func (c *reqConn) accept(frame []byte, corrID string, pc *pendingCall) (callResult, bool) {
-	e, err := c.cl.open(frame, c.peer, c.peerStr, true) // the reader's copy, routed here
+	e, err := c.cl.open(frame, c.peer)
 	if err != nil {
 		c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 		return callResult{}, false
@@ -388,7 +386,7 @@ func (c *reqConn) readLoop() {
 		// outlives it: one copy for the envelope and the result to share,
 		// rather than a copy of the payload and then one of the result.
 		frame = bytes.Clone(frame)
-		e, err := c.cl.open(frame, c.peer, c.peerStr, true)
+		e, err := c.cl.open(frame, c.peer)
 		if err != nil {
 			c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)
 			continue

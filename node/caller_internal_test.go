@@ -26,7 +26,7 @@ func TestRouteByHintDeliversByVerifiedID(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &caller{log: slog.New(slog.DiscardHandler),
-		open: func([]byte, peer.ID, string, bool) (*protocol.Envelope, error) { return e, nil }} // stands for verification
+		open: func([]byte, peer.ID) (*protocol.Envelope, error) { return e, nil }} // stands for verification
 	c := &reqConn{cl: cl, pending: map[string]*pendingCall{}}
 	got := map[string]int{}
 	for _, id := range []string{"a", "b"} {

@@ -107,23 +107,14 @@ func (n *Node) header(typ protocol.MessageType, to string, meta json.RawMessage)
 
 // openFrame verifies and decodes a signed frame read from remote, then
 // applies the receiver rules every envelope obeys: addressed to this agent,
-// fresh, and not seen before. owned says frame is a buffer of the
-// caller's own that nothing reuses: the envelope and what is decoded from
-// it then share its memory rather than copy it (protocol.OpenOwned).
-// remoteStr is remote.String() when the caller holds it, or "": the
-// envelope's agent ids, remote's and this node's, are then not copies.
-func (n *Node) openFrame(frame []byte, remote peer.ID, remoteStr string, owned bool) (*protocol.Envelope, error) {
+// fresh, and not seen before.
+func (n *Node) openFrame(frame []byte, remote peer.ID) (*protocol.Envelope, error) {
 	sig, body, err := protocol.SplitSigned(frame)
 	if err != nil {
 		n.refused(metrics.RefusedInvalid)
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
-	var e *protocol.Envelope
-	if owned {
-		e, err = protocol.OpenOwnedKnown(body, sig, remote, [2]string{remoteStr, n.idStr})
-	} else {
-		e, err = protocol.Open(body, sig, remote)
-	}
+	e, err := protocol.Open(body, sig, remote)
 	if err != nil {
 		if protocol.CodeOf(err) == protocol.CodeInvalidSignature {
 			n.refused(metrics.RefusedSignature)

@@ -123,7 +123,7 @@ func (n *Node) handleHello(s network.Stream) {
 // receiveHello verifies a hello and records what it says. It logs the hello
 // when it is new or changed.
 func (n *Node) receiveHello(frame []byte, p peer.ID) bool {
-	e, err := n.openFrame(frame, p, "", false)
+	e, err := n.openFrame(frame, p)
 	if err != nil {
 		n.log.Warn("hello rejected", "remote_peer", p, "err", err)
 		return false

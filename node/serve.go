@@ -224,7 +224,7 @@ func (ss *serverStream) serveHeld(buf []byte) {
 // serve verifies one request frame, runs it and writes the answer.
 func (ss *serverStream) serve(frame []byte) {
 	n := ss.n
-	e, err := n.openFrame(frame, ss.remote, ss.remStr, true) // frame is this request's own copy
+	e, err := n.openFrame(frame, ss.remote)
 	if err != nil {
 		n.log.Warn("request rejected", "remote_peer", ss.remote, "err", err)
 		ss.reply(correlationHint(frame), nil, err)
@@ -260,7 +260,7 @@ func (ss *serverStream) serve(frame []byte) {
 	defer cancel()
 	sendProgress := func(res json.RawMessage) error {
 		// run hands on progress canonical (MarshalCanonical's).
-		return ss.send(protocol.TypeResponse, protocol.KnownCanonical(&protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res}))
+		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
 	}
 	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress)
 	ss.reply(req.CorrelationID, res, err)
@@ -342,7 +342,7 @@ func (ss *serverStream) reply(corrID string, result json.RawMessage, err error) 
 		return
 	}
 	// A result is run's, canonical (execute made it with MarshalCanonical).
-	_ = ss.send(protocol.TypeResponse, protocol.KnownCanonical(&protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result}))
+	_ = ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: corrID, Status: protocol.StatusSuccess, Result: result})
 }
 
 // writeDeadline is the write deadline last set on a stream. Setting one

@@ -31,25 +31,19 @@ type wireEnvelope struct {
 // payload or metadata. Errors are DecodeStrict's; envelopeError words them.
 // Whatever it accepts, json.Unmarshal reads the same
 // (TestDecodeEnvelopeMatchesJSON, FuzzDecodeEnvelopeMatchesJSON).
-//
-// With shared, the envelope's Payload and Metadata share body's memory.
-// A string member equal to one of known is that string, not a copy. body
-// must have passed sign.CheckCanonical, as signed bytes do first: its
-// strings are only scanned for their end.
-func decodeEnvelope(body []byte, shared bool, known [2]string) (*Envelope, error) {
-	// The wire form escapes to the heap (the decoder reflects on it): it
-	// and the envelope are one allocation.
+func decodeEnvelope(body []byte) (*Envelope, error) {
+	// The wire form escapes to the heap: it and the envelope are one
+	// allocation.
 	b := new(struct {
 		e Envelope
 		w wireEnvelope
 	})
 	w := &b.w
-	err := decodeStrict(body, reflect.ValueOf(w), decodeConfig{alias: shared, known: known, canonical: true})
-	if err != nil {
+	if err := DecodeStrict(body, w); err != nil {
 		return nil, err
 	}
 	b.e = Envelope{From: w.From, ID: w.ID, Metadata: w.Metadata, Payload: w.Payload, Protocol: w.Protocol,
-		Timestamp: w.Timestamp, To: w.To, Type: w.Type, shared: shared}
+		Timestamp: w.Timestamp, To: w.To, Type: w.Type}
 	return &b.e, nil
 }
 
@@ -87,21 +81,10 @@ func envelopeError(err error) error {
 // in messages. A missing value (nil or empty raw) is an error; JSON null
 // leaves v unchanged.
 func DecodePayload(raw []byte, what string, v any) error {
-	return decodePayload(raw, what, v, false)
-}
-
-// decodePayload is DecodePayload; with shared, the raw JSON values decoded
-// share raw's memory (AliasInput).
-func decodePayload(raw []byte, what string, v any, shared bool) error {
 	if len(raw) == 0 {
 		return Errorf(CodeInvalidMessage, "%s is missing", what)
 	}
-	var err error
-	if shared {
-		err = DecodeStrict(raw, v, AllowUnknown(), AliasInput())
-	} else {
-		err = DecodeStrict(raw, v, AllowUnknown())
-	}
+	err := DecodeStrict(raw, v, AllowUnknown())
 	if err == nil {
 		return nil
 	}

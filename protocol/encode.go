@@ -41,67 +41,14 @@ func fastMarshal(v any) (out []byte, ok bool) {
 	return nil, false
 }
 
-// canonicalRequest and canonicalResponse are a *Request and a *Response
-// whose params or result are known to be canonical (KnownCanonical).
-type (
-	canonicalRequest  Request
-	canonicalResponse Response
-)
-
-// KnownCanonical marks p, a *Request or a *Response, as one whose params
-// or result are canonical JSON already, so that SealPayloadFrame and
-// SealPayloadFrameInto encode them without scanning them again: bytes
-// MarshalCanonical returned, or a verified envelope's, unchanged since.
-// It changes neither the frame nor the errors; params or a result that
-// are not canonical after all make a frame no receiver accepts. Any other
-// payload is returned as it is. The mark costs no allocation.
-func KnownCanonical(p any) any {
-	switch p := p.(type) {
-	case *Request:
-		return (*canonicalRequest)(p)
-	case *Response:
-		return (*canonicalResponse)(p)
-	}
-	return p
-}
-
-// hotPayload unwraps a payload of the hot path: a request or a response,
-// marked by KnownCanonical (known) or not. Both are nil for any other.
-func hotPayload(v any) (req *Request, resp *Response, known bool) {
-	switch p := v.(type) {
-	case *Request:
-		return p, nil, false
-	case *Response:
-		return nil, p, false
-	case *canonicalRequest:
-		return (*Request)(p), nil, true
-	case *canonicalResponse:
-		return nil, (*Response)(p), true
-	}
-	return nil, nil, false
-}
-
-// unmarked returns the payload KnownCanonical marked, for the general
-// path, which scans it anyway.
-func unmarked(v any) any {
-	switch req, resp, known := hotPayload(v); {
-	case !known:
-		return v
-	case req != nil:
-		return req
-	default:
-		return resp
-	}
-}
-
 // payloadSize estimates the encoded size of a payload appendPayload
 // encodes, or returns -1 for one it does not.
 func payloadSize(v any) int {
-	switch req, resp, _ := hotPayload(v); {
-	case req != nil:
-		return requestSize(req)
-	case resp != nil:
-		return responseSize(resp)
+	switch p := v.(type) {
+	case *Request:
+		return requestSize(p)
+	case *Response:
+		return responseSize(p)
 	}
 	return -1
 }
@@ -109,21 +56,21 @@ func payloadSize(v any) int {
 // appendPayload appends a payload of the hot path as fastMarshal encodes
 // it. ok is false when it needs the general path.
 func appendPayload(b []byte, v any) ([]byte, bool) {
-	switch req, resp, known := hotPayload(v); {
-	case req != nil:
-		return appendRequest(b, req, known)
-	case resp != nil:
-		return appendResponse(b, resp, known)
+	switch p := v.(type) {
+	case *Request:
+		return appendRequest(b, p)
+	case *Response:
+		return appendResponse(b, p)
 	}
 	return nil, false
 }
 
 func requestSize(p *Request) int { return 64 + len(p.Action) + len(p.CorrelationID) + len(p.Params) }
 
-// appendRequest appends p's canonical form; known says p.Params is
-// canonical already (KnownCanonical), else it is checked.
-func appendRequest(b []byte, p *Request, known bool) ([]byte, bool) {
-	if !known && !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
+// appendRequest appends p's canonical form; ok is false when p.Params is
+// not canonical.
+func appendRequest(b []byte, p *Request) ([]byte, bool) {
+	if !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
 		return nil, false
 	}
 	ok := true
@@ -148,10 +95,10 @@ func appendRequest(b []byte, p *Request, known bool) ([]byte, bool) {
 
 func responseSize(p *Response) int { return 64 + len(p.CorrelationID) + len(p.Result) }
 
-// appendResponse appends p's canonical form; known says p.Result is
-// canonical already (KnownCanonical), else it is checked.
-func appendResponse(b []byte, p *Response, known bool) ([]byte, bool) {
-	if !known && !rawCanonical(p.Result) {
+// appendResponse appends p's canonical form; ok is false when p.Result is
+// not canonical.
+func appendResponse(b []byte, p *Response) ([]byte, bool) {
+	if !rawCanonical(p.Result) {
 		return nil, false
 	}
 	ok := true

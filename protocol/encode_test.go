@@ -151,34 +151,6 @@ func checkSealPayloadFrame(t *testing.T, s *sign.Signer, e *Envelope, payload an
 			t.Fatalf("SealPayloadFrameInto(%d bytes) left payload %s, reference %s", size, e3.Payload, e2.Payload)
 		}
 	}
-	// Marked KnownCanonical when its params or result are: the same frame,
-	// or the same error.
-	var raw json.RawMessage
-	switch p := payload.(type) {
-	case *Request:
-		raw = p.Params
-	case *Response:
-		raw = p.Result
-	default:
-		if m := KnownCanonical(payload); fmt.Sprintf("%T", m) != fmt.Sprintf("%T", payload) {
-			t.Fatalf("KnownCanonical marked a %T", payload)
-		}
-		return
-	}
-	if !rawCanonical(raw) {
-		return
-	}
-	e4 := testEnvelopeCopy(t, e)
-	got, gerr = SealPayloadFrameInto(nil, s, e4, KnownCanonical(payload))
-	if (gerr == nil) != (werr == nil) || gerr != nil && (gerr.Error() != werr.Error() || CodeOf(gerr) != CodeOf(werr)) {
-		t.Fatalf("SealPayloadFrame of KnownCanonical error %v, reference %v", gerr, werr)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("SealPayloadFrame of KnownCanonical %q\nreference                         %q", got, want)
-	}
-	if werr == nil && !bytes.Equal(e4.Payload, e2.Payload) {
-		t.Fatalf("SealPayloadFrame of KnownCanonical left payload %s, reference %s", e4.Payload, e2.Payload)
-	}
 }
 
 // TestSealPayloadFrameIntoReuses checks that a frame is built in the

@@ -78,11 +78,6 @@ type Envelope struct {
 	Timestamp string          `json:"timestamp"`
 	To        *Recipient      `json:"to,omitempty"`
 	Type      MessageType     `json:"type"`
-
-	// shared: Payload and Metadata share the memory of the bytes handed
-	// to OpenOwned, and DecodeRequest and DecodeResponse let the values
-	// they decode share it too.
-	shared bool
 }
 
 // NewID returns a random UUID (version 4) for an envelope id.
@@ -302,7 +297,7 @@ func SealPayloadFrameInto(buf []byte, s *sign.Signer, e *Envelope, payload any) 
 	e.Signature = ""
 	buf, pa, pz, ok := e.appendCanonicalWith(buf[:0], frameHeadroom, payload)
 	if !ok {
-		p, err := MarshalCanonical(unmarked(payload))
+		p, err := MarshalCanonical(payload)
 		if err != nil {
 			return nil, Errorf(CodeInvalidMessage, "protocol: payload: %v", err)
 		}
@@ -321,33 +316,14 @@ func SealPayloadFrameInto(buf []byte, s *sign.Signer, e *Envelope, payload any) 
 // stream, the authenticated remote peer): the signature is checked against
 // its key before anything is parsed, and from.agentId must name it.
 func Open(body, sig []byte, signer peer.ID) (*Envelope, error) {
-	return open(body, sig, signer, false, [2]string{})
+	return open(body, sig, signer)
 }
 
-// OpenOwned is Open for bytes the caller hands over, such as a frame read
-// into a buffer of its own: instead of copying them, the envelope's
-// Payload and Metadata share body's memory, and so do the params or result
-// DecodeRequest or DecodeResponse decode from the envelope. body must not
-// be modified or reused once given; the values that share it must not be
-// modified either.
-func OpenOwned(body, sig []byte, signer peer.ID) (*Envelope, error) {
-	return open(body, sig, signer, true, [2]string{})
-}
-
-// OpenOwnedKnown is OpenOwned for a receiver that holds, as strings, the
-// agent ids an envelope from signer names, such as the signer's own
-// (from.agentId) and the receiver's (to.agentId): a string member equal
-// to one of known is that string rather than a copy of it, one
-// allocation less apiece. The envelope is the one OpenOwned returns.
-func OpenOwnedKnown(body, sig []byte, signer peer.ID, known [2]string) (*Envelope, error) {
-	return open(body, sig, signer, true, known)
-}
-
-func open(body, sig []byte, signer peer.ID, owned bool, known [2]string) (*Envelope, error) {
+func open(body, sig []byte, signer peer.ID) (*Envelope, error) {
 	if err := sign.Verify(signer, body, sig); err != nil {
 		return nil, Errorf(CodeInvalidSignature, "signature does not verify for %s", signer)
 	}
-	e, err := decodeCanonical(body, owned, known)
+	e, err := decodeCanonical(body)
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +375,7 @@ func OpenJSON(doc []byte) (*Envelope, []byte, error) {
 		}
 		return nil, nil, Errorf(CodeInvalidMessage, "%v", err)
 	}
-	e, err := decodeCanonical(body, false, [2]string{})
+	e, err := decodeCanonical(body)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -417,13 +393,12 @@ func OpenJSON(doc []byte) (*Envelope, []byte, error) {
 // SignedJSON returns the embedded form of a sealed envelope.
 func SignedJSON(body, sig []byte) ([]byte, error) { return sign.Attach(body, sig) }
 
-// decodeCanonical decodes and checks signed envelope bytes; with owned,
-// the envelope shares body's memory (OpenOwned).
-func decodeCanonical(body []byte, owned bool, known [2]string) (*Envelope, error) {
+// decodeCanonical decodes and checks signed envelope bytes.
+func decodeCanonical(body []byte) (*Envelope, error) {
 	if err := sign.CheckCanonical(body); err != nil {
 		return nil, Errorf(CodeInvalidMessage, "signed bytes: %v", err)
 	}
-	e, err := decodeEnvelope(body, owned, known)
+	e, err := decodeEnvelope(body)
 	if err != nil {
 		return nil, envelopeError(err)
 	}
@@ -439,7 +414,7 @@ func decodeCanonical(body []byte, owned bool, known [2]string) (*Envelope, error
 // correlationId did decode.
 func DecodeRequest(e *Envelope) (*Request, error) {
 	var r Request
-	if err := decodePayload(e.Payload, "request payload", &r, e.shared); err != nil {
+	if err := DecodePayload(e.Payload, "request payload", &r); err != nil {
 		return &r, err
 	}
 	switch {
@@ -461,7 +436,7 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 	switch e.Type {
 	case TypeResponse:
 		var r Response
-		if err := decodePayload(e.Payload, "response payload", &r, e.shared); err != nil {
+		if err := DecodePayload(e.Payload, "response payload", &r); err != nil {
 			return nil, err
 		}
 		if r.CorrelationID == "" {
@@ -475,7 +450,7 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 		return &r, nil
 	case TypeError:
 		var pe Error
-		if err := decodePayload(e.Payload, "error payload", &pe, e.shared); err != nil {
+		if err := DecodePayload(e.Payload, "error payload", &pe); err != nil {
 			return nil, err
 		}
 		if !pe.Code.Valid() {

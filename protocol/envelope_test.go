@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -236,8 +235,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 
 // TestOpenOwnership checks what the values decoded from a received
 // envelope share with the received bytes: nothing after Open, whose caller
-// may reuse its buffer, and the bytes themselves after OpenOwned, which
-// saves copying the payload and then the params or result.
+// may reuse its buffer.
 func TestOpenOwnership(t *testing.T) {
 	s := testSigner(t, 1)
 	req := testRequest(t)
@@ -254,7 +252,6 @@ func TestOpenOwnership(t *testing.T) {
 		shares bool
 	}{
 		{"Open", Open, false},
-		{"OpenOwned", OpenOwned, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := bytes.Clone(reqBody)
@@ -838,7 +835,7 @@ func FuzzClaimedSigner(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		claimed, cerr := ClaimedSigner(body)
-		e, err := decodeCanonical(body, false, [2]string{})
+		e, err := decodeCanonical(body)
 		if err != nil {
 			return
 		}
@@ -850,38 +847,4 @@ func FuzzClaimedSigner(f *testing.F) {
 			t.Fatalf("ClaimedSigner(%q) = %s, %v; the envelope is from %s", body, claimed, cerr, from)
 		}
 	})
-}
-
-// TestOpenOwnedKnown: OpenOwnedKnown returns OpenOwned's envelope, and
-// its agent ids are the strings it was given rather than copies.
-func TestOpenOwnedKnown(t *testing.T) {
-	s, r := testSigner(t, 1), testSigner(t, 2)
-	from, to := s.ID().String(), r.ID().String()
-	body, sig := seal(t, s, testEnvelope(t, TypeRequest, &Recipient{AgentID: to}, Request{Action: "echo", CorrelationID: "c"}))
-	want, err := OpenOwned(body, sig, s.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := testing.AllocsPerRun(20, func() { _, _ = OpenOwned(body, sig, s.ID()) })
-	for _, tc := range []struct {
-		known [2]string
-		saved float64 // allocations
-	}{
-		{[2]string{from, to}, 2},
-		{[2]string{to, from}, 2},
-		{[2]string{"other", from}, 1},
-		{[2]string{}, 0},
-	} {
-		got, err := OpenOwnedKnown(body, sig, s.ID(), tc.known)
-		if err != nil {
-			t.Fatalf("known %q: %v", tc.known, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("known %q: %+v, OpenOwned %+v", tc.known, got, want)
-		}
-		allocs := testing.AllocsPerRun(20, func() { _, _ = OpenOwnedKnown(body, sig, s.ID(), tc.known) })
-		if allocs != base-tc.saved {
-			t.Errorf("known %q: %v allocations, OpenOwned %v, want %v fewer", tc.known, allocs, base, tc.saved)
-		}
-	}
 }

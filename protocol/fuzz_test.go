@@ -56,7 +56,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		f.Add([]byte(g.Canonical))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		e, err := decodeCanonical(body, false, [2]string{})
+		e, err := decodeCanonical(body)
 		if err != nil {
 			checkProtocolError(t, err)
 			return
@@ -304,7 +304,7 @@ func checkOpened(t *testing.T, s *sign.Signer, e *Envelope, body []byte) {
 	}
 	// Re-encoding is a fixed point: the re-encoded envelope decodes to
 	// the same bytes again.
-	e2, err := decodeCanonical(re, false, [2]string{})
+	e2, err := decodeCanonical(re)
 	if err != nil {
 		t.Fatalf("re-encoded envelope refused: %v\n%s", err, re)
 	}

@@ -7,23 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
-// DecodeOption configures one DecodeStrict. It works on a copy of the
-// configuration so that nothing of a decode escapes to the heap.
+// DecodeOption configures one DecodeStrict.
 type DecodeOption func(decodeConfig) decodeConfig
 
 type decodeConfig struct {
 	allowUnknown bool
-	alias        bool
-	// known are strings the caller holds already: a string value equal
-	// to one of them (as written, without escapes) is decoded as that
-	// string rather than a copy of it.
-	known [2]string
-	// canonical: the data passed sign.CheckCanonical (scanner.canonical).
-	canonical bool
 }
 
 // AllowUnknown lets objects carry members the Go type does not declare;
@@ -36,39 +33,40 @@ func AllowUnknown() DecodeOption {
 	return func(c decodeConfig) decodeConfig { c.allowUnknown = true; return c }
 }
 
-// AliasInput lets the json.RawMessage values decoded share data's memory
-// instead of each being a copy, as encoding/json makes. Use it only for
-// data nobody modifies or reuses while a decoded value lives: a buffer a
-// reader fills again for the next frame must not be decoded with it.
-func AliasInput() DecodeOption {
-	return func(c decodeConfig) decodeConfig { c.alias = true; return c }
-}
+// The two sets of options DecodeStrict runs encoding/json/v2 with. v2
+// matches member names exactly, refuses duplicate names and invalid UTF-8
+// by default; unknown members are refused unless AllowUnknown.
+var (
+	strictOpts  = jsonv2.RejectUnknownMembers(true)
+	lenientOpts = jsonv2.RejectUnknownMembers(false)
+)
 
 // DecodeStrict decodes the JSON value data into v, which must be a non-nil
-// pointer, by v's json struct tags, and refuses what encoding/json would
-// let through:
+// pointer, by v's json struct tags, and refuses what encoding/json (v1)
+// would let through. It is encoding/json/v2 (github.com/go-json-experiment/json)
+// with unknown members refused, plus the ",required" check:
 //
 //   - member names match tags exactly (encoding/json folds case);
 //   - a member given twice is an error (encoding/json keeps the last);
+//   - invalid UTF-8 is an error (encoding/json replaces it);
 //   - a member the type does not declare is an error unless AllowUnknown;
 //   - every member's JSON type must fit its field: a string for string
 //     kinds, true or false for bool, an integer in range for integer kinds,
 //     a number for floats, an array for slices, an object for structs and
-//     maps with string keys; json.RawMessage takes any value, and types
-//     with their own UnmarshalJSON (time.Time) judge their value;
-//   - a field tagged `json:"name,required"` must be present and not null.
+//     maps; json.RawMessage takes any value, and types with their own
+//     UnmarshalJSON (time.Time) judge their value;
+//   - a member of the outer struct tagged `json:"name,required"` must be
+//     present and not null.
 //
-// null is accepted for any member and means what encoding/json makes of
-// it: it leaves strings, numbers, booleans and structs as they were, sets
-// pointers, slices and maps to nil, and a json.RawMessage keeps the four
-// bytes "null". For a required member null is the same as absent, as
-// JSON-RPC reads "params": null. Whatever DecodeStrict accepts,
-// encoding/json.Unmarshal decodes to the same value.
+// null is accepted for any member and sets it to its zero value (a
+// json.RawMessage keeps the four bytes "null"). For a required member null
+// is the same as absent, as JSON-RPC reads "params": null. Whatever
+// DecodeStrict accepts, encoding/json.Unmarshal decodes to the same value
+// in a fresh v.
 //
 // Errors are *FieldError, wrapping one of ErrSyntax, ErrWrongType,
 // ErrUnknownMember, ErrDuplicateMember, ErrMissingMember, ErrTrailingData
-// or ErrInvalidValue. Only the JSON text is read; the reflection each type
-// needs is worked out once and cached.
+// or ErrInvalidValue.
 func DecodeStrict(data []byte, v any, opts ...DecodeOption) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
@@ -78,522 +76,273 @@ func DecodeStrict(data []byte, v any, opts ...DecodeOption) error {
 	for _, o := range opts {
 		cfg = o(cfg)
 	}
-	return decodeStrict(data, rv, cfg)
-}
-
-// decodeStrict is DecodeStrict into rv, a non-nil pointer, configured by
-// cfg.
-func decodeStrict(data []byte, rv reflect.Value, cfg decodeConfig) error {
-	d := decoder{scanner: scanner{data: data, canonical: cfg.canonical}, cfg: cfg}
-	err := d.value(planFor(rv.Type().Elem()), rv.Elem())
-	if err == nil {
-		if d.ws(); d.pos < len(data) {
-			err = &FieldError{Err: ErrTrailingData}
-		}
+	o := strictOpts
+	if cfg.allowUnknown {
+		o = lenientOpts
 	}
-	if err != nil {
-		return finish(err, data)
+	if err := jsonv2.Unmarshal(data, v, o); err != nil {
+		return fieldError(err, data)
+	}
+	if req := infoOf(rv.Type().Elem()).required; len(req) > 0 {
+		return checkRequired(data, req)
 	}
 	return nil
 }
 
-// finish gives a syntax error the description encoding/json has for it,
-// so messages read as they always have.
-func finish(err error, data []byte) error {
-	if err != errSyntax {
-		return err
+// checkRequired reads the members of the object data (which decoded
+// already) and reports the first of required absent or null.
+func checkRequired(data []byte, required []string) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil // null, or not an object: decoding said what it was
+	}
+	var present uint64 // bit i: required[i] present and not null
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return fieldError(err, data)
+		}
+		i := indexOf(required, name.String())
+		if i >= 0 && dec.PeekKind() != 'n' {
+			present |= 1 << i
+		}
+		if err := dec.SkipValue(); err != nil {
+			return fieldError(err, data)
+		}
+	}
+	for i, name := range required {
+		if present&(1<<i) == 0 {
+			return &FieldError{Field: name, Err: ErrMissingMember, member: name}
+		}
+	}
+	return nil
+}
+
+func indexOf(names []string, s string) int {
+	for i, n := range names {
+		if n == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// fieldError turns an error of encoding/json/v2 into a *FieldError.
+func fieldError(err error, data []byte) error {
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) {
+		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			return &FieldError{Field: pointerPath(se.JSONPointer), Err: ErrDuplicateMember}
+		}
+		return syntaxError(se, data)
+	}
+	var me *jsonv2.SemanticError
+	if !errors.As(err, &me) {
+		return &FieldError{Err: ErrInvalidValue, Reason: truncate(strings.TrimPrefix(err.Error(), "json: "), 200)}
+	}
+	field := pointerPath(me.JSONPointer)
+	if me.Err == jsonv2.ErrUnknownName {
+		parent, member := field, ""
+		if i := strings.LastIndexByte(string(me.JSONPointer), '/'); i >= 0 {
+			parent = pointerPath(me.JSONPointer[:i])
+			member = me.JSONPointer.LastToken()
+		}
+		return &FieldError{Field: field, Err: ErrUnknownMember, parent: parent, member: member}
+	}
+	var serr *jsontext.SyntacticError
+	if errors.As(me.Err, &serr) {
+		return syntaxError(serr, data)
+	}
+	if want, got, ok := wrongType(me); ok {
+		return &FieldError{Field: field, Want: want, Got: got, Err: ErrWrongType}
+	}
+	reason := "invalid value"
+	if me.Err != nil {
+		reason = strings.TrimPrefix(me.Err.Error(), "json: ")
+	}
+	return &FieldError{Field: field, Reason: truncate(reason, 200), Err: ErrInvalidValue}
+}
+
+var (
+	jsonU = reflect.TypeFor[json.Unmarshaler]()
+	textU = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// wrongType reports whether me is a JSON value of the wrong type for its
+// Go type, and names both in FieldError's words.
+func wrongType(me *jsonv2.SemanticError) (want, got string, ok bool) {
+	t := me.GoType
+	if t == nil || me.JSONKind == 0 || me.JSONKind == 'n' {
+		return "", "", false
+	}
+	switch me.JSONKind {
+	case '"':
+		got = "string"
+	case 't', 'f':
+		got = "bool"
+	case '{':
+		got = "object"
+	case '[':
+		got = "array"
+	case '0':
+		got = "number"
+	}
+	want = wantKind(t)
+	pt := reflect.PointerTo(t)
+	if t.Implements(jsonU) || pt.Implements(jsonU) {
+		return "", "", false // its own UnmarshalJSON judged the value
+	}
+	if t.Implements(textU) || pt.Implements(textU) {
+		return "a string", got, me.JSONKind != '"'
+	}
+	switch me.Err {
+	case nil:
+	case strconv.ErrSyntax, strconv.ErrRange:
+		if me.JSONKind == '0' && me.JSONValue != nil {
+			got = "number " + string(me.JSONValue)
+		}
+	default:
+		return "", "", false
+	}
+	return want, got, true
+}
+
+// syntaxError words malformed JSON as encoding/json does, so messages read
+// as they always have; a value followed by more is ErrTrailingData.
+func syntaxError(se *jsontext.SyntacticError, data []byte) error {
+	if _, err := jsontext.NewDecoder(bytes.NewReader(data)).ReadValue(); err == nil {
+		return &FieldError{Err: ErrTrailingData}
 	}
 	var raw json.RawMessage
-	if jerr := json.Unmarshal(data, &raw); jerr != nil {
-		return &FieldError{Err: ErrSyntax, Reason: jerr.Error()}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return &FieldError{Err: ErrSyntax, Reason: err.Error()}
 	}
-	return &FieldError{Err: ErrSyntax, Reason: "malformed JSON"}
+	return &FieldError{Err: ErrSyntax, Reason: strings.TrimPrefix(se.Error(), "jsontext: ")}
 }
 
-// pathElem is one step from the outer value to the one being decoded: a
-// member name, or an array index when name is empty.
-type pathElem struct {
-	name string
-	idx  int
-}
-
-type decoder struct {
-	scanner
-	cfg decodeConfig
-	// The path is kept in a fixed array while it is short, so that the
-	// decoder stays on the stack; deeper steps go to more.
-	path  [16]pathElem
-	more  []pathElem
-	steps int
-}
-
-func (d *decoder) push(e pathElem) {
-	if d.steps < len(d.path) {
-		d.path[d.steps] = e
-	} else {
-		d.more = append(d.more[:d.steps-len(d.path)], e)
-	}
-	d.steps++
-}
-
-func (d *decoder) pop() { d.steps-- }
-
-// step returns the innermost step.
-func (d *decoder) step() *pathElem { return d.stepAt(d.steps - 1) }
-
-func (d *decoder) stepAt(i int) *pathElem {
-	if i < len(d.path) {
-		return &d.path[i]
-	}
-	return &d.more[i-len(d.path)]
-}
-
-// at renders the current path as "capabilities[0].name".
-func (d *decoder) at() string {
+// pointerPath renders a JSON Pointer as FieldError.Field does:
+// "/capabilities/0/name" is "capabilities[0].name". A token of digits is
+// taken for an array index.
+func pointerPath(p jsontext.Pointer) string {
 	var b strings.Builder
-	for i := 0; i < d.steps; i++ {
-		e := d.stepAt(i)
-		if e.name == "" {
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(e.idx))
-			b.WriteByte(']')
+	for tok := range p.Tokens() {
+		if tok != "" && strings.Trim(tok, "0123456789") == "" {
+			b.WriteString("[" + tok + "]")
 			continue
 		}
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(e.name)
+		b.WriteString(tok)
 	}
 	return b.String()
 }
 
-// wrongType reports the value under pos as the wrong JSON type for p.
-// number is the text of a number that did not fit p.
-func (d *decoder) wrongType(p *plan, c byte, number []byte) error {
-	var got string
-	switch {
-	case c == '"':
-		got = "string"
-	case c == 't' || c == 'f':
-		got = "bool"
-	case c == '{':
-		got = "object"
-	case c == '[':
-		got = "array"
-	case number != nil:
-		got = "number " + string(number)
-	case c == '-' || isDigit(c):
-		got = "number"
-	default:
-		return errSyntax
-	}
-	want := wantKind(p.t)
-	if p.kind == kText {
-		want = "a string"
-	}
-	return &FieldError{Field: d.at(), Want: want, Got: got, Err: ErrWrongType}
+// typeInfo is what DecodeStrict and MemberNames need of a struct type
+// beyond v2: its member names and the required ones among them.
+type typeInfo struct {
+	names, required []string
 }
 
-// value decodes the next value into v, which has plan p.
-func (d *decoder) value(p *plan, v reflect.Value) error {
-	c := d.peek()
-	if c == 'n' && p.kind != kJSON && p.kind != kRaw && p.kind != kDelegate {
-		if err := d.literal("null"); err != nil {
-			return err
+var infos sync.Map // reflect.Type → *typeInfo
+
+// infoOf returns t's typeInfo, worked out once per type.
+func infoOf(t reflect.Type) *typeInfo {
+	if i, ok := infos.Load(t); ok {
+		return i.(*typeInfo)
+	}
+	info := &typeInfo{}
+	if t.Kind() == reflect.Struct {
+		var all []member
+		all = members(all, t, 0, map[reflect.Type]bool{})
+		for _, m := range all {
+			if m.visible(all) {
+				info.names = append(info.names, m.name)
+				if m.required {
+					info.required = append(info.required, m.name)
+				}
+			}
 		}
-		switch p.kind {
-		case kPointer, kSlice, kMap:
-			v.SetZero()
+	}
+	if len(info.required) > 64 {
+		panic(fmt.Sprintf("protocol: %v has more than 64 required members", t))
+	}
+	infos.Store(t, info)
+	return info
+}
+
+// member is a JSON member of a struct, found depth embeddings down.
+type member struct {
+	name             string
+	depth            int
+	tagged, required bool
+}
+
+// visible reports whether m is the member of its name, as encoding/json
+// rules: the shallowest wins, a tagged one among equals; a tie hides all.
+func (m member) visible(all []member) bool {
+	rivals, tagged := 0, 0
+	for _, o := range all {
+		switch {
+		case o.name != m.name:
+		case o.depth < m.depth:
+			return false
+		case o.depth == m.depth:
+			rivals++
+			if o.tagged {
+				tagged++
+			}
 		}
+	}
+	return rivals == 1 || m.tagged && tagged == 1
+}
+
+// members appends the JSON members of struct t in declaration order:
+// exported fields by tag name or Go name, "-" skipped, the fields of
+// untagged embedded structs promoted.
+func members(all []member, t reflect.Type, depth int, seen map[reflect.Type]bool) []member {
+	if seen[t] {
+		return all
+	}
+	seen[t] = true
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		et := sf.Type
+		if et.Kind() == reflect.Pointer {
+			et = et.Elem()
+		}
+		if sf.Anonymous && name == "" && et.Kind() == reflect.Struct {
+			all = members(all, et, depth+1, seen)
+			continue
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		m := member{name: name, depth: depth, tagged: name != ""}
+		if name == "" {
+			m.name = sf.Name
+		}
+		m.required = slices.Contains(strings.Split(opts, ","), "required")
+		all = append(all, m)
+	}
+	return all
+}
+
+// MemberNames returns the member names DecodeStrict matches for the struct
+// v points to (or is), in declaration order, promoted members included.
+// It returns nil for other types.
+func MemberNames(v any) []string {
+	t := reflect.TypeOf(v)
+	if t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
-	switch p.kind {
-	case kString:
-		s, err := d.stringValue(p, c)
-		if err != nil {
-			return err
-		}
-		v.SetString(s)
-	case kBool:
-		switch c {
-		case 't':
-			if err := d.literal("true"); err != nil {
-				return err
-			}
-			v.SetBool(true)
-		case 'f':
-			if err := d.literal("false"); err != nil {
-				return err
-			}
-			v.SetBool(false)
-		default:
-			return d.wrongType(p, c, nil)
-		}
-	case kInt, kUint, kFloat:
-		return d.number(p, v, c)
-	case kRaw:
-		raw, err := d.skip()
-		if err != nil {
-			return err
-		}
-		if d.cfg.alias {
-			// Capped, so that appending to the value copies rather
-			// than overwrite the input after it.
-			raw = raw[:len(raw):len(raw)]
-		} else {
-			raw = bytes.Clone(raw)
-		}
-		v.SetBytes(raw)
-	case kJSON:
-		raw, err := d.skip()
-		if err != nil {
-			return err
-		}
-		if err := v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
-			return d.invalid(err)
-		}
-	case kText:
-		s, err := d.stringValue(p, c)
-		if err != nil {
-			return err
-		}
-		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
-			return d.invalid(err)
-		}
-	case kPointer:
-		if v.IsNil() {
-			v.Set(reflect.New(p.t.Elem()))
-		}
-		return d.value(p.elem, v.Elem())
-	case kSlice:
-		if c != '[' {
-			return d.wrongType(p, c, nil)
-		}
-		return d.slice(p, v)
-	case kMap:
-		if c != '{' {
-			return d.wrongType(p, c, nil)
-		}
-		return d.mapValue(p, v)
-	case kStruct:
-		if c != '{' {
-			return d.wrongType(p, c, nil)
-		}
-		return d.object(p, v)
-	default:
-		return d.delegate(v)
-	}
-	return nil
-}
-
-// stringValue reads a string for a field of plan p; c is its first byte.
-func (d *decoder) stringValue(p *plan, c byte) (string, error) {
-	if c != '"' {
-		return "", d.wrongType(p, c, nil)
-	}
-	raw, slow, err := d.str()
-	if err != nil {
-		return "", err
-	}
-	if !slow {
-		b := raw[1 : len(raw)-1]
-		for _, k := range d.cfg.known {
-			if k != "" && string(b) == k { // which does not allocate
-				return k, nil
-			}
-		}
-	}
-	return unquote(raw, slow)
-}
-
-// number decodes a JSON number into an integer or float field the way
-// encoding/json does: integers must be written without fraction or
-// exponent and fit the field.
-func (d *decoder) number(p *plan, v reflect.Value, c byte) error {
-	if c != '-' && !isDigit(c) {
-		return d.wrongType(p, c, nil)
-	}
-	n, err := d.num()
-	if err != nil {
-		return err
-	}
-	switch p.kind {
-	case kInt:
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		if err != nil || v.OverflowInt(i) {
-			return d.wrongType(p, c, n)
-		}
-		v.SetInt(i)
-	case kUint:
-		u, err := strconv.ParseUint(string(n), 10, 64)
-		if err != nil || v.OverflowUint(u) {
-			return d.wrongType(p, c, n)
-		}
-		v.SetUint(u)
-	default:
-		f, err := strconv.ParseFloat(string(n), v.Type().Bits())
-		if err != nil || v.OverflowFloat(f) {
-			return d.wrongType(p, c, n)
-		}
-		v.SetFloat(f)
-	}
-	return nil
-}
-
-// invalid reports an error from a type's own UnmarshalJSON or
-// UnmarshalText.
-func (d *decoder) invalid(err error) error {
-	return &FieldError{Field: d.at(), Reason: truncate(strings.TrimPrefix(err.Error(), "json: "), 200), Err: ErrInvalidValue}
-}
-
-// delegate hands a value the decoder has no rules of its own for (an
-// interface, a byte slice, an array, a map with other keys) to
-// encoding/json, after checking its syntax.
-func (d *decoder) delegate(v reflect.Value) error {
-	raw, err := d.skip()
-	if err != nil {
-		return err
-	}
-	err = json.Unmarshal(raw, v.Addr().Interface())
-	if err == nil {
-		return nil
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := d.at()
-		if te.Field != "" {
-			field = strings.TrimPrefix(field+"."+te.Field, ".")
-		}
-		return &FieldError{Field: field, Want: wantKind(te.Type), Got: te.Value, Err: ErrWrongType}
-	}
-	return d.invalid(err)
-}
-
-func (d *decoder) slice(p *plan, v reflect.Value) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++
-	if v.IsNil() {
-		v.Set(reflect.MakeSlice(p.t, 0, 0))
-	} else {
-		v.SetLen(0)
-	}
-	if d.peek() == ']' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	d.push(pathElem{})
-	for i := 0; ; i++ {
-		d.step().idx = i
-		if v.Len() == v.Cap() {
-			v.Grow(1)
-		}
-		v.SetLen(i + 1)
-		e := v.Index(i)
-		e.SetZero()
-		if err := d.value(p.elem, e); err != nil {
-			return err
-		}
-		switch d.peek() {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
-			d.depth--
-			d.pop()
-			return nil
-		default:
-			return errSyntax
-		}
-	}
-}
-
-// key reads a member name and the colon after it. The name aliases the
-// input unless it had escapes.
-func (d *decoder) key() ([]byte, error) {
-	if d.peek() != '"' {
-		return nil, errSyntax
-	}
-	raw, slow, err := d.str()
-	if err != nil {
-		return nil, err
-	}
-	if err := d.expect(':'); err != nil {
-		return nil, err
-	}
-	if !slow {
-		return raw[1 : len(raw)-1], nil
-	}
-	s, err := unquote(raw, true)
-	return []byte(s), err
-}
-
-func (d *decoder) mapValue(p *plan, v reflect.Value) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++
-	if v.IsNil() {
-		v.Set(reflect.MakeMap(p.t))
-	}
-	var seen map[string]bool
-	if v.Len() > 0 {
-		seen = map[string]bool{} // the map had members before: tell ours apart
-	}
-	if d.peek() == '}' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	kt, et := p.t.Key(), p.t.Elem()
-	d.push(pathElem{})
-	for {
-		name, err := d.key()
-		if err != nil {
-			return err
-		}
-		k := reflect.ValueOf(string(name)).Convert(kt)
-		d.step().name = string(name)
-		if seen != nil && seen[string(name)] || seen == nil && v.MapIndex(k).IsValid() {
-			return &FieldError{Field: d.at(), Err: ErrDuplicateMember}
-		}
-		if seen != nil {
-			seen[string(name)] = true
-		}
-		e := reflect.New(et).Elem()
-		if err := d.value(p.elem, e); err != nil {
-			return err
-		}
-		v.SetMapIndex(k, e)
-		switch d.peek() {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			d.depth--
-			d.pop()
-			return nil
-		default:
-			return errSyntax
-		}
-	}
-}
-
-// object decodes a JSON object into a struct.
-func (d *decoder) object(p *plan, v reflect.Value) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++
-	var seen, present bitset
-	seen.init(len(p.fields))
-	present.init(len(p.fields))
-	var unknown []string
-	if d.peek() == '}' {
-		d.pos++
-	} else {
-		for {
-			name, err := d.key()
-			if err != nil {
-				return err
-			}
-			if i := p.field(name); i >= 0 {
-				f := &p.fields[i]
-				if seen.has(i) {
-					return d.memberError(f.name, ErrDuplicateMember)
-				}
-				seen.set(i)
-				if d.peek() != 'n' {
-					present.set(i)
-				}
-				d.push(pathElem{name: f.name})
-				if err := d.value(f.plan, fieldByIndex(v, f.index)); err != nil {
-					return err
-				}
-				d.pop()
-			} else {
-				if !d.cfg.allowUnknown {
-					return d.memberError(string(name), ErrUnknownMember)
-				}
-				for _, u := range unknown {
-					if u == string(name) {
-						return d.memberError(u, ErrDuplicateMember)
-					}
-				}
-				unknown = append(unknown, string(name))
-				if _, err := d.skip(); err != nil {
-					return err
-				}
-			}
-			if c := d.peek(); c == ',' {
-				d.pos++
-				continue
-			} else if c != '}' {
-				return errSyntax
-			}
-			d.pos++
-			break
-		}
-	}
-	d.depth--
-	for _, i := range p.required {
-		if !present.has(i) {
-			return d.memberError(p.fields[i].name, ErrMissingMember)
-		}
-	}
-	return nil
-}
-
-// memberError reports a member of the object being decoded.
-func (d *decoder) memberError(name string, kind error) error {
-	parent := d.at()
-	d.push(pathElem{name: name})
-	return &FieldError{Field: d.at(), Err: kind, parent: parent, member: name}
-}
-
-// fieldByIndex returns the field at index, allocating embedded pointers on
-// the way as encoding/json does.
-func fieldByIndex(v reflect.Value, index []int) reflect.Value {
-	if len(index) == 1 {
-		return v.Field(index[0])
-	}
-	for i, x := range index {
-		if i > 0 && v.Kind() == reflect.Pointer {
-			if v.IsNil() {
-				v.Set(reflect.New(v.Type().Elem()))
-			}
-			v = v.Elem()
-		}
-		v = v.Field(x)
-	}
-	return v
-}
-
-// bitset marks struct fields; most structs fit in one word.
-type bitset struct {
-	w    uint64
-	more []bool
-}
-
-func (b *bitset) init(n int) {
-	if n > 64 {
-		b.more = make([]bool, n)
-	}
-}
-
-func (b *bitset) has(i int) bool {
-	if b.more != nil {
-		return b.more[i]
-	}
-	return b.w&(1<<i) != 0
-}
-
-func (b *bitset) set(i int) {
-	if b.more != nil {
-		b.more[i] = true
-		return
-	}
-	b.w |= 1 << i
+	return slices.Clone(infoOf(t).names)
 }

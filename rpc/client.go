@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/meshagent/meshagent/internal/jsonobj"
 	"github.com/meshagent/meshagent/internal/workers"
 	"github.com/meshagent/meshagent/internal/wsconn"
 	"github.com/meshagent/meshagent/protocol"
@@ -228,19 +229,20 @@ func (c *Client) readLoop() {
 func (c *Client) handleFrame(frame []byte) {
 	frame = trimJSONSpace(frame)
 	if len(frame) > 0 && frame[0] == '[' {
-		var elems []json.RawMessage
-		if json.Unmarshal(frame, &elems) != nil {
+		var elems []jsontext.Value
+		if jsonv2.Unmarshal(frame, &elems, frameOpts) != nil {
 			return
 		}
 		for _, e := range elems {
-			c.handleItem(decodeObject(e))
+			if it, err := decodeObject(e); err == nil {
+				c.handleItem(it)
+			}
 		}
 		return
 	}
-	if !jsonobj.Valid(frame) {
-		return
+	if it, err := decodeObject(frame); err == nil {
+		c.handleItem(it)
 	}
-	c.handleItem(decodeObject(frame))
 }
 
 func (c *Client) handleItem(it item) {

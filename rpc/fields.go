@@ -1,85 +1,122 @@
 package rpc
 
 import (
-	"encoding/json"
-	"unicode/utf8"
+	"bytes"
+	"errors"
+	"io"
+	"sync"
 
-	"github.com/meshagent/meshagent/internal/jsonobj"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // envelope is the members of a JSON-RPC object the codec looks at, as
-// written (nil when absent), and which of them were present.
+// written (nil when absent): slices of the frame, which the reader hands
+// over and never reuses.
 type envelope struct {
-	version, id, method, params, result, err json.RawMessage
-
-	hasVersion, hasID, hasMethod, hasResult, hasError bool
+	Version, ID, Method, Params, Result, Error jsontext.Value
 }
 
-// set records member k; a repeated member replaces the earlier one, as
-// encoding/json does.
-func (e *envelope) set(k string, v json.RawMessage) {
-	switch k {
-	case "jsonrpc":
-		e.version, e.hasVersion = v, true
-	case "id":
-		e.id, e.hasID = v, true
-	case "method":
-		e.method, e.hasMethod = v, true
-	case "params":
-		e.params = v
-	case "result":
-		e.result, e.hasResult = v, true
-	case "error":
-		e.err, e.hasError = v, true
-	}
+// frameOpts reads a frame as JSON-RPC peers have always been read: a
+// repeated member replaces the earlier one (params are decoded strictly,
+// duplicates refused, by the method's own decoder).
+var frameOpts = jsontext.AllowDuplicateNames(true)
+
+// frameDecoder is a jsontext.Decoder over a frame, kept in frameDecoders
+// between frames.
+type frameDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
 }
 
-// objectEnvelope reads raw, a valid JSON object, as json.Unmarshal into a
-// map[string]json.RawMessage would (a repeated key: the last one wins),
-// in one pass and without copying the values: the walk of jsonobj, or
-// encoding/json for a key that the walk does not take as written. It
-// reports false when raw is not an object.
-func objectEnvelope(raw []byte) (envelope, bool) {
-	var e envelope
-	if jsonobj.Members(raw, func(k, v []byte) { e.set(string(k), v) }) {
-		return e, true
-	}
-	var f map[string]json.RawMessage
-	if json.Unmarshal(raw, &f) != nil || f == nil {
-		return envelope{}, false
-	}
-	e = envelope{}
-	for k, v := range f {
-		e.set(k, v)
-	}
-	return e, true
+var frameDecoders = sync.Pool{New: func() any { return new(frameDecoder) }}
+
+var errNotObject = errors.New("rpc: not a JSON object")
+
+// objectEnvelope reads raw, which must be one JSON object, into its
+// members in one pass of jsontext, which checks the syntax and UTF-8 of
+// the whole of it. It reports a *jsontext.SyntacticError for malformed
+// JSON or invalid UTF-8, and errNotObject for another value.
+func objectEnvelope(raw []byte) (e envelope, err error) {
+	fd := frameDecoders.Get().(*frameDecoder)
+	fd.buf = *bytes.NewBuffer(raw) // the decoder reads it in place
+	fd.dec.Reset(&fd.buf, frameOpts)
+	e, err = readEnvelope(&fd.dec, raw)
+	fd.buf = bytes.Buffer{}
+	fd.dec.Reset(&fd.buf) // holds nothing of raw
+	frameDecoders.Put(fd)
+	return e, err
 }
 
-// plainJSONString returns the string raw encodes when it is written
-// without escapes, of valid UTF-8: what json.Unmarshal would make of it
-// without its pass. ok is false for anything else.
-func plainJSONString(raw []byte) (s string, ok bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
+func readEnvelope(dec *jsontext.Decoder, raw []byte) (e envelope, err error) {
+	if dec.PeekKind() != '{' {
+		if _, err := dec.ReadValue(); err != nil {
+			return e, err
+		}
+		return e, errNotObject
 	}
-	body := raw[1 : len(raw)-1]
-	for _, c := range body {
-		if c == '\\' || c < 0x20 || c == '"' {
-			return "", false
+	if _, err := dec.ReadToken(); err != nil {
+		return e, err
+	}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return e, err
+		}
+		key := name
+		if bytes.IndexByte(name, '\\') >= 0 {
+			key, _ = jsontext.AppendQuote(nil, string(mustUnquote(name)))
+		}
+		v, err := dec.ReadValue()
+		if err != nil {
+			return e, err
+		}
+		end := int(dec.InputOffset())
+		v = raw[end-len(v) : end : end] // the frame's own bytes, capped
+		switch string(key) {
+		case `"jsonrpc"`:
+			e.Version = v
+		case `"id"`:
+			e.ID = v
+		case `"method"`:
+			e.Method = v
+		case `"params"`:
+			e.Params = v
+		case `"result"`:
+			e.Result = v
+		case `"error"`:
+			e.Error = v
 		}
 	}
-	if !utf8.Valid(body) {
-		return "", false
+	if _, err := dec.ReadToken(); err != nil {
+		return e, err
 	}
-	return string(body), true
+	if _, err := dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errNotObject
+		}
+		return envelope{}, err
+	}
+	return e, nil
 }
 
-// jsonString decodes raw as a JSON string, in one step when it is plain.
+// mustUnquote unquotes a string the decoder has validated.
+func mustUnquote(s []byte) []byte {
+	out, _ := jsontext.AppendUnquote(nil, s)
+	return out
+}
+
+// jsonString decodes raw, a value the frame's decoding validated, as a
+// JSON string; null is "", as encoding/json reads it.
 func jsonString(raw []byte) (string, error) {
-	if s, ok := plainJSONString(raw); ok {
-		return s, nil
+	if string(raw) == "null" {
+		return "", nil
 	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", errors.New("rpc: not a JSON string")
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	s, err := jsontext.AppendUnquote(nil, raw)
+	return string(s), err
 }

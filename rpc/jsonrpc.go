@@ -8,7 +8,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/meshagent/meshagent/internal/jsonobj"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The codec: one WebSocket message (a frame, below) carries one JSON-RPC
@@ -74,19 +75,23 @@ func decodeFrame(frame []byte, maxBatch int) (items []item, batch bool, fatal *r
 // decodeFrameInto is decodeFrame appending a single object's item to
 // buf, which the caller can keep on its stack.
 func decodeFrameInto(buf []item, frame []byte, maxBatch int) (items []item, batch bool, fatal *response) {
-	if !utf8.Valid(frame) {
-		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: invalid UTF-8"))
-	}
 	frame = trimJSONSpace(frame)
-	if len(frame) == 0 || !jsonobj.Valid(frame) {
-		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: not a JSON value"))
+	if len(frame) > 0 && frame[0] == '{' {
+		it, err := decodeObject(frame)
+		if err != nil {
+			return nil, false, parseError(frame)
+		}
+		return append(buf, it), false, nil
 	}
-	if frame[0] != '[' {
-		return append(buf, decodeObject(frame)), false, nil
+	if len(frame) == 0 || frame[0] != '[' {
+		if len(frame) == 0 || !jsontext.Value(frame).IsValid(frameOpts) {
+			return nil, false, parseError(frame)
+		}
+		return append(buf, notObject()), false, nil
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(frame, &elems); err != nil {
-		return nil, false, errorResponse(nullID, Errorf(CodeParseError, "parse error: %v", err))
+	var elems []jsontext.Value
+	if err := jsonv2.Unmarshal(frame, &elems, frameOpts); err != nil {
+		return nil, false, parseError(frame)
 	}
 	switch {
 	case len(elems) == 0:
@@ -96,58 +101,70 @@ func decodeFrameInto(buf []item, frame []byte, maxBatch int) (items []item, batc
 	}
 	items = make([]item, len(elems))
 	for i, e := range elems {
-		items[i] = decodeObject(e)
+		if items[i], _ = decodeObject(e); len(e) == 0 || e[0] != '{' {
+			items[i] = notObject()
+		}
 	}
 	return items, true, nil
 }
 
-// decodeObject decodes one element. raw is valid JSON.
-func decodeObject(raw []byte) item {
-	if len(raw) == 0 || raw[0] != '{' {
-		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
+// parseError answers a frame that is not JSON.
+func parseError(frame []byte) *response {
+	if !utf8.Valid(frame) {
+		return errorResponse(nullID, Errorf(CodeParseError, "parse error: invalid UTF-8"))
 	}
-	f, ok := objectEnvelope(raw)
-	if !ok {
-		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
+	return errorResponse(nullID, Errorf(CodeParseError, "parse error: not a JSON value"))
+}
+
+func notObject() item {
+	return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, "invalid request: not a JSON object"))}
+}
+
+// decodeObject decodes one JSON object, raw, in one pass; err is set when
+// raw is not valid JSON.
+func decodeObject(raw []byte) (item, error) {
+	f, err := objectEnvelope(raw)
+	if err != nil {
+		return notObject(), err
 	}
-	id, hasID := f.id, f.hasID
+	id, hasID := json.RawMessage(f.ID), len(f.ID) > 0
 	if hasID && !validID(id) {
-		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`))}
+		return item{bad: errorResponse(nullID, Errorf(CodeInvalidRequest, `invalid request: "id" must be a string, a number or null`))}, nil
 	}
 	replyID := nullID
 	if hasID {
 		replyID = id
 	}
-	methodRaw, hasMethod := f.method, f.hasMethod
-	result, hasResult := f.result, f.hasResult
-	errRaw, hasError := f.err, f.hasError
+	methodRaw, hasMethod := f.Method, len(f.Method) > 0
+	result, hasResult := json.RawMessage(f.Result), len(f.Result) > 0
+	errRaw, hasError := json.RawMessage(f.Error), len(f.Error) > 0
 	if !hasMethod && (hasResult || hasError) {
-		return decodeResponse(f.version, id, result, hasResult, errRaw, hasError)
+		return decodeResponse(json.RawMessage(f.Version), id, result, hasResult, errRaw, hasError), nil
 	}
-	if !f.hasVersion || !isVersion2(f.version) {
-		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))}
+	if len(f.Version) == 0 || !isVersion2(f.Version) {
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))}, nil
 	}
 	method, merr := jsonString(methodRaw)
 	switch {
 	case !hasMethod:
-		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" is required`))}
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" is required`))}, nil
 	case merr != nil || method == "":
-		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" must be a non-empty string`))}
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "method" must be a non-empty string`))}, nil
 	case hasResult || hasError:
-		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: a request has no "result" or "error"`))}
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: a request has no "result" or "error"`))}, nil
 	}
-	params := f.params
+	params := json.RawMessage(f.Params)
 	if isNull(params) {
 		params = nil // null is read as absent
 	}
 	if len(params) > 0 && params[0] != '{' && params[0] != '[' {
-		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "params" must be an object or an array`))}
+		return item{bad: errorResponse(replyID, Errorf(CodeInvalidRequest, `invalid request: "params" must be an object or an array`))}, nil
 	}
 	m := &message{kind: kindNotification, Method: method, Params: params}
 	if hasID {
 		m.kind, m.ID = kindRequest, id
 	}
-	return item{msg: m}
+	return item{msg: m}, nil
 }
 
 // decodeResponse validates a response to a request we sent. One without
@@ -182,7 +199,7 @@ func decodeResponse(version, id, result json.RawMessage, hasResult bool, errRaw 
 // isVersion2 reports whether raw, a member's value, is the JSON string
 // "2.0". As written nearly always, it is compared in place: decoding it
 // would allocate the string on every message.
-func isVersion2(raw json.RawMessage) bool {
+func isVersion2(raw []byte) bool {
 	if string(raw) == `"2.0"` {
 		return true
 	}
@@ -228,15 +245,6 @@ func resultResponse(id json.RawMessage, result any) *response {
 // in place: one allocation of the exact size instead of the result's
 // buffer, the response and the message's buffer.
 func encodeResult(id json.RawMessage, result any) []byte {
-	if m, ok := result.(map[string]any); ok && len(id) > 0 {
-		var buf [256]byte
-		b := append(buf[:0], `{"jsonrpc":"2.0","id":`...)
-		b = append(b, id...)
-		b = append(b, `,"result":`...)
-		if b, ok := appendFlatMap(b, m); ok {
-			return bytes.Clone(append(b, '}'))
-		}
-	}
 	return encodeResponse(resultResponse(id, result))
 }
 
@@ -281,11 +289,6 @@ const maxKeptEncoder = 64 << 10
 // marshal encodes v without HTML escaping, so payloads pass through as
 // their senders wrote them.
 func marshal(v any) ([]byte, error) {
-	if m, ok := v.(map[string]any); ok {
-		if b, ok := appendFlatMap(nil, m); ok {
-			return b, nil
-		}
-	}
 	e := encoders.Get().(*encoder)
 	e.buf.Reset()
 	err := e.enc.Encode(v)

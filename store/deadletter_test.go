@@ -70,7 +70,7 @@ func TestDeadLetterFailureLeavesOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := msg("m1", "t")
-	bad.Payload = []byte("{")
+	bad.Payload = nil
 	if err := s.DeadLetter(ctx, bad, "x"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("DeadLetter of an invalid message: %v", err)
 	}

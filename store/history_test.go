@@ -248,7 +248,7 @@ func TestRecordAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := at("bad", 1)
-	bad.Payload = json.RawMessage(`{`)
+	bad.Payload = nil
 	dup := at("b", 3)
 	dup.Payload = json.RawMessage(`"changed"`)
 	err := s.RecordAll(ctx, []Message{at("a", 5), at("b", 2), bad, dup, at("c", 4)})

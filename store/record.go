@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/meshagent/meshagent/internal/jsonobj"
 )
 
 // Message is one bus message as the store keeps it: in the outbox while it
@@ -31,10 +29,13 @@ type Message struct {
 	To string
 	// ConversationID groups the messages of one conversation, if any.
 	ConversationID string
-	// Payload is the message body. It must be valid JSON; its bytes are
+	// Payload is the message body. It must be valid JSON, which the store
+	// does not parse again (its callers decoded it; a record whose
+	// payload is not JSON reads back as a *CorruptError); its bytes are
 	// kept exactly as given (no re-encoding), so signed payloads survive.
 	Payload json.RawMessage
-	// Metadata is optional; when set it must be valid JSON.
+	// Metadata is optional; when set it must be valid JSON (not parsed
+	// either).
 	Metadata json.RawMessage
 	// Time is when the message was sent; the store's clock is used when it
 	// is zero. Times are returned in UTC.
@@ -197,11 +198,8 @@ func (s *Store) prepare(m *Message) error {
 	if n := len(m.Payload) + len(m.Metadata); n > s.cfg.maxRecordSize {
 		return fmt.Errorf("%w: payload and metadata are %d bytes, the limit is %d", ErrTooLarge, n, s.cfg.maxRecordSize)
 	}
-	if !jsonobj.Valid(m.Payload) {
-		return invalidf("payload of message %s is not valid JSON", m.ID)
-	}
-	if len(m.Metadata) > 0 && !jsonobj.Valid(m.Metadata) {
-		return invalidf("metadata of message %s is not valid JSON", m.ID)
+	if len(m.Payload) == 0 {
+		return invalidf("message %s has no payload", m.ID)
 	}
 	if m.Attempts < 0 {
 		return invalidf("negative attempts")

@@ -29,9 +29,7 @@ var mayImport = map[string][]string{
 	"dht":     {"protocol", "sign"},
 	"pubsub":  {"protocol", "sign"},
 	"mailbox": {"protocol", "sign", "store"},
-	// store should import nothing of ours; it re-validates payloads with
-	// jsonobj until the one-JSON-engine change removes that package.
-	"store":   {"internal/jsonobj"},
+	"store":   {},
 	"metrics": {},
 	"ui":      {},
 
@@ -41,8 +39,8 @@ var mayImport = map[string][]string{
 
 	// The edges: never node, dht or pubsub (each declares the interface it
 	// needs, and *node.Node satisfies it).
-	"rpc":   {"protocol", "sign", "internal/wsconn", "internal/workers", "internal/jsonobj"},
-	"bus":   {"rpc", "store", "protocol", "sign", "internal/jsonobj"},
+	"rpc":   {"protocol", "sign", "internal/wsconn", "internal/workers"},
+	"bus":   {"rpc", "store", "protocol", "sign"},
 	"lobby": {"store", "protocol", "sign", "internal/wsconn"},
 	// The local API's faces beyond JSON-RPC (seed 004's REST today).
 	"localapi": {"rpc", "protocol", "sign"},
@@ -60,7 +58,6 @@ var mayImport = map[string][]string{
 	// Plumbing written once. None of it imports the project above it.
 	"internal/wsconn":   {"internal/workers"},
 	"internal/workers":  {},
-	"internal/jsonobj":  {},
 	"internal/archtest": {},
 
 	// Test helpers (testHelpers below): only tests import them.
