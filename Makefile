@@ -36,7 +36,7 @@ lint: ## gofmt, go vet, and no printing or exiting in library packages
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./cmd/meshagent
-	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node rpc bus lobby dht pubsub store 2>/dev/null | grep -v '_test.go'
+	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node rpc bus lobby dht pubsub store mcp 2>/dev/null | grep -v '_test.go'
 
 chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
 	@log=$$(mktemp); \
@@ -66,7 +66,7 @@ scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,
 	rm -f $$log; exit $$rc
 
 fuzz: ## Run every fuzz target for FUZZTIME (node's, rpc's, bus's and lobby's drive whole paths: serve, hello, topics, local API, bus, lobby)
-	@for pkg in sign protocol store pubsub rpc bus lobby mailbox node cli internal/jsonobj; do \
+	@for pkg in sign protocol store pubsub rpc bus lobby mailbox node cli mcp internal/jsonobj; do \
 	  for f in $$($(GO) test ./$$pkg -list '^Fuzz' | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; out=$$($(GO) test ./$$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s 2>&1); rc=$$?; echo "$$out" | tail -n 3; \
 	    if [ $$rc -ne 0 ]; then \
