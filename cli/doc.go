@@ -18,6 +18,7 @@
 //	               [--receipt | --receipt-out FILE]
 //	meshagent peers [--api ADDR] [--json]
 //	meshagent discover CAPABILITY [--keyword] [--timeout D] [--api ADDR] [--json]
+//	meshagent mcp [--api ADDR] [--http HOST:PORT] [--poll D]
 //	meshagent publish TOPIC --payload JSON|@FILE|- [--include-agent ID]... [--exclude-agent ID]...
 //	               [--persona TYPE]... [--require-capability NAME]... [--timeout D] [--api ADDR] [--json]
 //	meshagent subscribe PATTERN [--durable NAME] [--count N] [--api ADDR]

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
 
 	"github.com/meshagent/meshagent/mcp"
 	"github.com/meshagent/meshagent/node"
@@ -17,8 +18,10 @@ type handlerKinds struct {
 	pool *mcp.Pool
 }
 
-func newHandlerKinds() *handlerKinds {
-	return &handlerKinds{pool: mcp.NewPool()}
+// newHandlerKinds returns the kinds; the MCP servers' stderr goes to
+// stderr.
+func newHandlerKinds(stderr io.Writer) *handlerKinds {
+	return &handlerKinds{pool: mcp.NewPool(mcp.WithServerStderr(stderr))}
 }
 
 // options are what node.LoadServices takes to know the kinds.

@@ -158,7 +158,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		}
 	}
 	if s.capsPath = expandHome(c.String(flagCapabilities)); s.capsPath != "" {
-		s.kinds = newHandlerKinds()
+		s.kinds = newHandlerKinds(r.stderr)
 		if s.services, err = node.LoadServices(s.capsPath, s.kinds.options()...); err != nil {
 			_ = s.kinds.close()
 			return nil, r.flagError(c, flagCapabilities, "%v", err)

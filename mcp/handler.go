@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os/exec"
@@ -22,6 +23,9 @@ const (
 	// MaxHandlerResult bounds the JSON result of one call of an MCP
 	// server's tool; a larger one is INTERNAL_ERROR.
 	MaxHandlerResult = 512 << 10
+	// maxUpstreamTools bounds the tools read from one server's tools/list
+	// (all its pages) while looking for the one a capability names.
+	maxUpstreamTools = 10000
 	// MaxPoolServers bounds how many MCP servers one Pool runs.
 	MaxPoolServers = 64
 	// StartTimeout bounds starting an MCP server (process start,
@@ -81,12 +85,17 @@ type PoolOption func(*Pool)
 // WithPoolLogger sets the pool's logger (default: discard).
 func WithPoolLogger(l *slog.Logger) PoolOption { return func(p *Pool) { p.log = l } }
 
+// WithServerStderr sends the stderr of the servers the pool starts to w
+// (default: discarded).
+func WithServerStderr(w io.Writer) PoolOption { return func(p *Pool) { p.stderr = w } }
+
 // Pool runs the MCP servers that capabilities-file "mcp" handlers name:
 // each server (one command line or URL) is started once, shared by every
 // capability that names it, kept running, and started again after a delay
 // when it dies. Close stops them all.
 type Pool struct {
 	log     *slog.Logger
+	stderr  io.Writer
 	mu      sync.Mutex
 	servers map[string]*upstream
 	ctx     context.Context
@@ -160,9 +169,13 @@ func (p *Pool) Handler(ctx context.Context, c *protocol.Capability, raw json.Raw
 		return nil, err
 	}
 	var found *sdk.Tool
+	n := 0
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("mcp: %s: tools/list: %w", up.name(), err)
+		}
+		if n++; n > maxUpstreamTools {
+			return nil, fmt.Errorf("mcp: %s lists more than %d tools", up.name(), maxUpstreamTools)
 		}
 		if t.Name == spec.Tool {
 			found = t
@@ -312,6 +325,7 @@ func (u *upstream) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		// The server lives as long as the pool, not as the request that
 		// started it.
 		cmd := exec.CommandContext(u.pool.ctx, u.spec.Command[0], u.spec.Command[1:]...)
+		cmd.Stderr = u.pool.stderr
 		t = &sdk.CommandTransport{Command: cmd}
 	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "meshagent", Version: "mcp-handler"}, &sdk.ClientOptions{

@@ -158,7 +158,7 @@ func (s *Server) loop() {
 	}
 }
 
-// Capabilities returns what the tool list is made of: the node's own
+// collect returns what the tool list is made of: the node's own
 // capabilities first, then those of the peers (sorted by agent id), one
 // object per name (the first seen).
 func collect(own []protocol.Capability, peers []protocol.PeerInfo) []protocol.Capability {
