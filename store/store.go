@@ -34,12 +34,16 @@ const (
 	bucketKept       = "kept"                // stream ‖ 0 ‖ time ‖ key → kept message
 	bucketKeptAge    = "kept_age"            // time ‖ stream ‖ 0 ‖ key → kept key
 	bucketDurables   = "durables"            // durable subscription name → position
+	bucketTasks      = "tasks"               // task id → task record
+	bucketTaskReqs   = "task_reqs"           // requester ‖ 0 ‖ request id → task id
+	bucketTaskExp    = "task_exp"            // time(expires) ‖ task id → nil
 )
 
 var allBuckets = []string{
 	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketOutboxTo, bucketOutboxQDue, bucketDLQ, bucketDLQIDs,
 	bucketHistory, bucketHistoryIDs, bucketIdxAgent, bucketIdxTopic, bucketIdxConv,
 	bucketRegs, bucketRegTokens, bucketKept, bucketKeptAge, bucketDurables,
+	bucketTasks, bucketTaskReqs, bucketTaskExp,
 }
 
 // schemaVersion is stored in the meta bucket; Open refuses a file written by
@@ -236,6 +240,11 @@ func (s *Store) pruner(ctx context.Context) {
 		if err == nil {
 			var k int
 			k, err = s.PruneKept(ctx, s.cfg.clock())
+			n += k
+		}
+		if err == nil {
+			var k int
+			k, err = s.PruneTasks(ctx, s.cfg.clock())
 			n += k
 		}
 		switch {
