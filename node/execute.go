@@ -33,6 +33,13 @@ func (n *Node) execute(ctx context.Context, t *task, from requester, req *protoc
 	if progress == nil {
 		progress = func(json.RawMessage) error { return nil }
 	}
+	if t != nil && t.durable {
+		// Accepted: on disk before the handler runs, so that a restart
+		// never runs it again.
+		if err := n.tasks.record(ctx, t); err != nil {
+			return nil, err
+		}
+	}
 	if t != nil {
 		t.set(protocol.TaskApproved, "")
 	}

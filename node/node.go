@@ -119,6 +119,10 @@ func New(opts ...Option) (n *Node, err error) {
 		anyState:     newAnyProviders(cfg.Now),
 	}
 	n.services = newRegistry(n.builtins()...)
+	n.tasks.log = n.log
+	if cfg.Store != nil {
+		n.tasks.st, n.tasks.ttl, n.tasks.bounds = cfg.Store, cfg.MessageTTL, cfg.TaskBounds
+	}
 	n.inbox.handler = cfg.MessageHandler
 	defer func() {
 		if err != nil {
@@ -174,6 +178,9 @@ func New(opts ...Option) (n *Node, err error) {
 		return n, err
 	}
 	if cfg.Store != nil {
+		if err := n.tasks.sweepTasks(ctx); err != nil {
+			return n, err
+		}
 		if err := n.startOutbox(); err != nil {
 			return n, err
 		}

@@ -262,7 +262,7 @@ func (ss *serverStream) serve(frame []byte) {
 		// run hands on progress canonical (MarshalCanonical's).
 		return ss.send(protocol.TypeResponse, protocol.KnownCanonical(&protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res}))
 	}
-	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress)
+	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress, false)
 	ss.reply(req.CorrelationID, res, err)
 }
 
@@ -275,8 +275,10 @@ func (ss *serverStream) serve(frame []byte) {
 // it sent the request). agent is from.agent.String(), which a stream
 // holds already, so that a request does not pay to encode it again.
 // cancel cancels ctx, which the caller made for this request alone: the
-// request's task, if it runs as one, is cancelled through it.
-func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error) (json.RawMessage, error) {
+// request's task, if it runs as one, is cancelled through it. durable
+// marks a request that may come again after a restart (from a mailbox):
+// its task is recorded in the store (see taskdisk.go).
+func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error, durable bool) (json.RawMessage, error) {
 	progress := sendProgress
 	var t *task
 	if n.services.runsAsTask(req.Action) {
@@ -284,7 +286,7 @@ func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requeste
 			run bool
 			err error
 		)
-		t, run, err = n.tasks.admit(cancel, from, from.stringWith(agent), req)
+		t, run, err = n.tasks.admit(ctx, cancel, from, from.stringWith(agent), req, durable)
 		if err != nil {
 			return nil, err
 		}
