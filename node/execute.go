@@ -42,6 +42,9 @@ func (n *Node) execute(ctx context.Context, t *task, from requester, req *protoc
 	}
 	if t != nil {
 		t.set(protocol.TaskApproved, "")
+		if t.onAccepted != nil {
+			t.onAccepted(t)
+		}
 	}
 	res, err := svc.Handler.Handle(ctx, &Call{From: from.agent, OnBehalfOf: from.client, Request: req, Progress: progress, task: t})
 	if err != nil {

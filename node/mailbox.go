@@ -434,7 +434,7 @@ func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
 	// Nobody streams this request's progress: the handler's is kept in
 	// its task only.
-	res, err := n.run(ctx, cancel, who, who.agent.String(), req, relay, func(json.RawMessage) error { return nil }, true)
+	res, err := n.run(ctx, cancel, who, who.agent.String(), req, relay, func(json.RawMessage) error { return nil }, &durableRun{})
 	cancel()
 	switch {
 	case err == nil:

@@ -50,6 +50,10 @@ type Node struct {
 	// capability changes are normal, a stream of them is not.
 	helloLimiter *rateLimiters
 	sem          chan struct{}
+	// detached bounds the detached tasks running (maxDetachedRunning).
+	detached chan struct{}
+	// submittedMu serialises the updates of submitted tasks' records.
+	submittedMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -112,6 +116,7 @@ func New(opts ...Option) (n *Node, err error) {
 		limiter:      newRateLimiters(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst),
 		helloLimiter: newRateLimiters(helloRate, helloBurst),
 		sem:          make(chan struct{}, cfg.Limits.MaxConcurrent),
+		detached:     make(chan struct{}, maxDetachedRunning),
 		ctx:          ctx,
 		cancel:       cancel,
 		tasks:        newTaskTable(signer.ID().String(), cfg.Now),

@@ -36,6 +36,7 @@ type diskTask struct {
 func (tt *taskTable) record(ctx context.Context, t *task) error {
 	t.mu.Lock()
 	t.recID = store.NewID()
+	t.t.ID, t.t.RequestID = t.recID, t.key.id
 	t.mu.Unlock()
 	rec, err := tt.diskRecord(t)
 	if err != nil {

@@ -56,6 +56,10 @@ type task struct {
 	durable  bool
 	recorded bool
 	recID    string
+	// onAccepted is called once the task is recorded and approved, before
+	// its handler runs; onFinal once it has its final answer (detach.go).
+	onAccepted func(*task)
+	onFinal    func(*task)
 	// done is closed when the task finished; res and err are then its
 	// final answer, as every requester of it gets it.
 	done chan struct{}
@@ -339,6 +343,9 @@ func (tt *taskTable) finish(t *task, res json.RawMessage, err error) {
 	// The record is final before anyone gets the answer.
 	tt.persistFinal(t)
 	close(t.done)
+	if t.onFinal != nil && t.recorded {
+		t.onFinal(t)
+	}
 	tt.mu.Lock()
 	if tt.m[t.key] == t {
 		if notStarted(state, err) {
@@ -438,6 +445,19 @@ func (tt *taskTable) lookupAny(ctx context.Context, from requester, id string) (
 		return t, err
 	}
 	key := requestKey{from: from, id: id}
+	if rec, rerr := tt.st.Task(ctx, id); rerr == nil {
+		// A provider's task id: the requester's only (no id oracle).
+		if rec.Requester != from.String() {
+			return nil, err
+		}
+		key.id = rec.RequestID
+		tt.mu.Lock()
+		t := tt.m[key]
+		tt.mu.Unlock()
+		if t != nil {
+			return t, nil
+		}
+	}
 	disk, derr := tt.fromDisk(ctx, key)
 	if derr != nil {
 		return nil, derr

@@ -123,7 +123,7 @@ func requestSize(p *Request) int { return 64 + len(p.Action) + len(p.Correlation
 // appendRequest appends p's canonical form; known says p.Params is
 // canonical already (KnownCanonical), else it is checked.
 func appendRequest(b []byte, p *Request, known bool) ([]byte, bool) {
-	if !known && !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
+	if !known && !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt || p.Detach >= maxExactInt || p.Detach <= -maxExactInt {
 		return nil, false
 	}
 	ok := true
@@ -134,6 +134,10 @@ func appendRequest(b []byte, p *Request, known bool) ([]byte, bool) {
 	b = append(b, `,"correlationId":`...)
 	if b, ok = appendString(b, p.CorrelationID); !ok {
 		return nil, false
+	}
+	if p.Detach != 0 {
+		b = append(b, `,"detach":`...)
+		b = strconv.AppendInt(b, p.Detach, 10)
 	}
 	if len(p.Params) > 0 {
 		b = append(b, `,"params":`...)
