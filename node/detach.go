@@ -35,6 +35,7 @@ const submittedRequester = "@submitted"
 // and final are called once it is recorded and approved, and once it has
 // its answer (both nil for a request from a mailbox).
 type durableRun struct {
+	detach   time.Time // a detached task's deadline
 	accepted func(*task)
 	final    func(*task)
 }
@@ -65,6 +66,7 @@ func (ss *serverStream) serveDetached(from requester, req *protocol.Request) {
 	}
 	deadline := time.Duration(req.Detach) * time.Millisecond
 	ctx, cancel := context.WithTimeout(n.ctx, deadline)
+	detachAt := n.cfg.Now().Add(deadline)
 	accepted := make(chan *task, 1)
 	done := make(chan struct{})
 	var (
@@ -72,6 +74,7 @@ func (ss *serverStream) serveDetached(from requester, req *protocol.Request) {
 		err error
 	)
 	d := &durableRun{
+		detach:   detachAt,
 		accepted: func(t *task) { accepted <- t },
 		final:    n.deliverFinal,
 	}

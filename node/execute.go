@@ -33,7 +33,7 @@ func (n *Node) execute(ctx context.Context, t *task, from requester, req *protoc
 	if progress == nil {
 		progress = func(json.RawMessage) error { return nil }
 	}
-	if t != nil && t.durable {
+	if t != nil && t.durable && !t.recorded {
 		// Accepted: on disk before the handler runs, so that a restart
 		// never runs it again.
 		if err := n.tasks.record(ctx, t); err != nil {

@@ -183,8 +183,15 @@ func New(opts ...Option) (n *Node, err error) {
 		return n, err
 	}
 	if cfg.Store != nil {
-		if err := n.tasks.sweepTasks(ctx); err != nil {
+		again, err := n.tasks.sweepTasks(ctx, func(action string) bool {
+			svc := n.services.lookup(action)
+			return svc != nil && svc.admit == nil && svc.Capability.Idempotent
+		})
+		if err != nil {
 			return n, err
+		}
+		for _, t := range again {
+			n.reoffer(t)
 		}
 		if err := n.startOutbox(); err != nil {
 			return n, err

@@ -307,6 +307,9 @@ func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requeste
 		}
 		if run && d != nil {
 			t.onAccepted, t.onFinal = d.accepted, d.final
+			t.mu.Lock()
+			t.detachAt = d.detach
+			t.mu.Unlock()
 		}
 		if !run {
 			// The requester sent this request before (a retry after a lost

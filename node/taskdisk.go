@@ -17,7 +17,9 @@ import (
 // (requester, request id), and its record is updated with the final
 // answer. A node that restarts answers a repeat from the record and never
 // runs it again; a record still running when the node stopped ends FAILED,
-// interrupted by a restart (see sweepTasks). Records are kept for the
+// interrupted by a restart, unless its capability is idempotent and it
+// was not re-offered before: then it runs once more (sweepTasks,
+// Node.reoffer). Records are kept for the
 // message TTL (WithMessageTTL, seven days) within store.TaskBounds.
 
 // interruptedNote is the reason of a task that was running when its
@@ -28,6 +30,12 @@ const interruptedNote = "interrupted by a restart of its provider; it was not ru
 type diskTask struct {
 	Task   protocol.Task `json:"task"`
 	Digest []byte        `json:"digest"` // of action and params (requestDigest)
+	// What re-offering the task to its handler after a restart needs
+	// (an idempotent capability's): the request's params, its detach
+	// deadline (0: not detached) and whether it was re-offered already.
+	Params    json.RawMessage `json:"params,omitempty"`
+	Detach    time.Time       `json:"detach,omitzero"`
+	Reoffered bool            `json:"reoffered,omitempty"`
 }
 
 // record writes t to the store for the first time, when its checks have
@@ -65,9 +73,9 @@ func (tt *taskTable) record(ctx context.Context, t *task) error {
 func (tt *taskTable) diskRecord(t *task) (store.TaskRecord, error) {
 	snap := t.snapshot()
 	t.mu.Lock()
-	id, digest := t.recID, t.digest
+	id, digest, params, detachAt, reoffered := t.recID, t.digest, t.params, t.detachAt, t.reoffered
 	t.mu.Unlock()
-	data, err := json.Marshal(diskTask{Task: snap, Digest: digest[:]})
+	data, err := json.Marshal(diskTask{Task: snap, Digest: digest[:], Params: params, Detach: detachAt, Reoffered: reoffered})
 	if err != nil {
 		return store.TaskRecord{}, fmt.Errorf("node: encode task: %w", err)
 	}
@@ -152,8 +160,11 @@ func finalAnswer(t *protocol.Task) (json.RawMessage, error) {
 
 // sweepTasks ends FAILED every recorded task that was still running when
 // the node stopped: its handler's work is lost, and it is never run again
-// on its own. It runs once, as the node starts.
-func (tt *taskTable) sweepTasks(ctx context.Context) error {
+// on its own; but a task whose capability is idempotent (reoffer says so)
+// and that was not re-offered before is returned, marked re-offered, to
+// run once more (and only once: if it is interrupted again, it fails).
+// It runs once, as the node starts.
+func (tt *taskTable) sweepTasks(ctx context.Context, reoffer func(action string) bool) ([]*task, error) {
 	var running []store.TaskRecord
 	err := tt.st.Tasks(ctx, func(r store.TaskRecord) bool {
 		if !r.Final {
@@ -162,28 +173,81 @@ func (tt *taskTable) sweepTasks(ctx context.Context) error {
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("node: reading task records: %w", err)
+		return nil, fmt.Errorf("node: reading task records: %w", err)
 	}
+	var again []*task
 	for _, rec := range running {
 		d, err := decodeDiskTask(rec)
 		if err != nil {
 			tt.log.Warn("task record unreadable", "task", rec.ID, "err", err)
 			continue
 		}
-		key := requestKey{id: rec.RequestID}
-		t := &task{now: tt.now, key: key, recID: rec.ID, recorded: true, t: d.Task}
+		from, ferr := parseRequester(rec.Requester)
+		key := requestKey{from: from, id: rec.RequestID}
+		t := &task{now: tt.now, key: key, recID: rec.ID, recorded: true, durable: true, t: d.Task,
+			params: d.Params, detachAt: d.Detach, reoffered: d.Reoffered, done: make(chan struct{}), cancel: func() {}}
 		copy(t.digest[:], d.Digest)
+		if ferr == nil && !d.Reoffered && reoffer(d.Task.Capability) && (d.Detach.IsZero() || d.Detach.After(tt.now())) {
+			t.reoffered = true
+			rec.Data, err = json.Marshal(diskTask{Task: t.t, Digest: d.Digest, Params: d.Params, Detach: d.Detach, Reoffered: true})
+			if err == nil {
+				err = tt.st.UpdateTask(ctx, rec)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("node: re-offering interrupted task %s: %w", rec.ID, err)
+			}
+			tt.log.Warn("task interrupted by a restart offered again to its idempotent handler", "task", rec.ID, "requester", rec.Requester, "request_id", rec.RequestID)
+			again = append(again, t)
+			continue
+		}
 		t.set(protocol.TaskFailed, interruptedNote)
 		t.t.Error = protocol.Errorf(protocol.CodeInternalError, "request %s was %s", rec.RequestID, interruptedNote)
 		rec.Final = true
-		rec.Data, err = json.Marshal(diskTask{Task: t.t, Digest: d.Digest})
+		rec.Data, err = json.Marshal(diskTask{Task: t.t, Digest: d.Digest, Params: d.Params, Detach: d.Detach, Reoffered: d.Reoffered})
 		if err == nil {
 			err = tt.st.UpdateTask(ctx, rec)
 		}
 		if err != nil {
-			return fmt.Errorf("node: ending interrupted task %s: %w", rec.ID, err)
+			return nil, fmt.Errorf("node: ending interrupted task %s: %w", rec.ID, err)
 		}
 		tt.log.Warn("task interrupted by a restart ended FAILED", "task", rec.ID, "requester", rec.Requester, "request_id", rec.RequestID)
 	}
-	return nil
+	return again, nil
+}
+
+// parseRequester reads requester.String()'s form back.
+func parseRequester(s string) (requester, error) {
+	e, err := parseRequesterEntry(s)
+	if err != nil || e.wild {
+		return requester{}, fmt.Errorf("node: requester %q: %v", s, err)
+	}
+	return requester{agent: e.agent, client: e.client}, nil
+}
+
+// reoffer runs again, on a goroutine of the node's, a task that
+// sweepTasks returned: under its request's deadline (a detached task's,
+// or the handler timeout), then records its answer and, for a detached
+// task, sends it to the requester.
+func (n *Node) reoffer(t *task) {
+	deadline := n.cfg.Limits.HandlerTimeout
+	if !t.detachAt.IsZero() {
+		deadline = time.Until(t.detachAt)
+		t.onFinal = n.deliverFinal
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, deadline)
+	t.cancel = cancel
+	req := &protocol.Request{Action: t.t.Capability, CorrelationID: t.key.id, Params: t.params}
+	n.tasks.mu.Lock()
+	if n.tasks.m[t.key] == nil {
+		n.tasks.m[t.key] = t
+		n.tasks.order = append(n.tasks.order, t.key)
+	}
+	n.tasks.mu.Unlock()
+	if !n.goTracked(func() {
+		defer cancel()
+		res, err := n.execute(ctx, t, t.key.from, req, t.progress)
+		n.tasks.finish(t, res, err)
+	}) {
+		cancel()
+	}
 }

@@ -56,6 +56,11 @@ type task struct {
 	durable  bool
 	recorded bool
 	recID    string
+	// params, detach and reoffered go into a durable task's record (see
+	// diskTask).
+	params    json.RawMessage
+	detachAt  time.Time
+	reoffered bool
 	// onAccepted is called once the task is recorded and approved, before
 	// its handler runs; onFinal once it has its final answer (detach.go).
 	onAccepted func(*task)
@@ -152,7 +157,13 @@ func (t *task) progress(r json.RawMessage) error {
 	for _, rc := range t.receivers {
 		sends = append(sends, rc.send)
 	}
+	durable := t.durable
 	t.mu.Unlock()
+	if len(sends) == 0 && durable {
+		// Kept for whoever asks (task.status, task wait): nobody follows
+		// a detached task's stream.
+		return nil
+	}
 	err := errNoReceiver
 	for _, send := range sends {
 		if e := send(r); e == nil {
@@ -265,7 +276,7 @@ func (tt *taskTable) admit(ctx context.Context, cancel context.CancelFunc, from 
 		}
 		return old, false, nil
 	}
-	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}), durable: durable,
+	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}), durable: durable, params: req.Params,
 		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action}}
 	t.t.History = t.history0[:0]
 	t.set(protocol.TaskValidating, "")

@@ -119,3 +119,78 @@ func TestDetachedTaskSurvivesProviderKill(t *testing.T) {
 		t.Fatalf("the requester's COMPLETED tasks: %s", res.stdout)
 	}
 }
+
+// TestDetachedIdempotentTaskRunsAgainOnce: the handler of a detached task
+// of an idempotent capability is running when its provider is SIGKILLed;
+// the restarted provider offers the task to the handler again (once), and
+// its answer reaches `task wait`. Killed again while that second run
+// runs, the task ends FAILED: it is offered once more and only once.
+func TestDetachedIdempotentTaskRunsAgainOnce(t *testing.T) {
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "runs")
+	release := filepath.Join(dir, "release")
+	caps := filepath.Join(dir, "caps.json")
+	script := fmt.Sprintf(`echo run >> %s; while [ ! -f %s ]; do sleep 0.05; done; echo '{"indexed":true}'`, runs, release)
+	capsJSON, _ := json.Marshal([]any{map[string]any{"name": "reindex", "idempotent": true, "handler": map[string]any{"exec": []string{"sh", "-c", script}, "timeout": "300s"}}})
+	writeFile(t, caps, string(capsJSON))
+	pData := filepath.Join(dir, "p")
+	provider := startNode(t, "indexer", "--data", pData, "--capabilities", caps)
+	requester := startNode(t, "agent", "--data", filepath.Join(dir, "r"), "--bootstrap", provider.started.Addrs[0])
+	api := requester.started.API
+	wait.For(t, 30*time.Second, func() error {
+		_, err := capabilitiesOf(t, api, provider.started.AgentID)
+		return err
+	})
+	restart := func() {
+		t.Helper()
+		provider.signal(t, syscall.SIGKILL)
+		<-provider.exited
+		provider = startNode(t, "indexer", "--data", pData, "--capabilities", caps, "--bootstrap", requester.started.Addrs[0])
+	}
+	runsAre := func(want int) {
+		t.Helper()
+		wait.For(t, 30*time.Second, func() error {
+			if n := runsOf(t, runs); n != want {
+				return fmt.Errorf("the handler ran %d times, want %d", n, want)
+			}
+			return nil
+		})
+	}
+	submit := func() string {
+		t.Helper()
+		res := meshagent(t, "call", provider.started.AgentID, "reindex", "--detach", "--json", "--api", api).must(t, 0)
+		var sub struct {
+			TaskID string `json:"taskId"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &sub); err != nil || sub.TaskID == "" {
+			t.Fatalf("call --detach printed %q (%v)", res.stdout, err)
+		}
+		return sub.TaskID
+	}
+
+	first := submit()
+	runsAre(1)
+	restart()
+	runsAre(2) // offered again
+	writeFile(t, release, "")
+	res := meshagent(t, "task", "wait", first, "--timeout", "60s", "--json", "--api", api).must(t, 0)
+	if !strings.Contains(res.stdout, `"result":{"indexed":true}`) {
+		t.Fatalf("task wait printed %q", res.stdout)
+	}
+	if err := os.Remove(release); err != nil {
+		t.Fatal(err)
+	}
+
+	second := submit()
+	runsAre(3)
+	restart()
+	runsAre(4) // offered again, once
+	restart()
+	res = meshagent(t, "task", "wait", second, "--timeout", "60s", "--api", api)
+	if res.code == 0 || !strings.Contains(res.stderr+res.stdout, "interrupted by a restart") {
+		t.Fatalf("task wait of the task interrupted twice exited %d: %s %s", res.code, res.stdout, res.stderr)
+	}
+	if n := runsOf(t, runs); n != 4 {
+		t.Fatalf("the handler ran %d times, want 4", n)
+	}
+}
