@@ -29,6 +29,8 @@ const (
 	// flagAny is call's --any. It has no environment variable: a
 	// variable left set would send every call to whoever answers.
 	flagAny = "any"
+	// flagDetach submits a detached task (with flagDeadline).
+	flagDetach = "detach"
 )
 
 func (r *runState) callCommand() *ucli.Command {
@@ -54,6 +56,8 @@ func (r *runState) callCommand() *ucli.Command {
 			apiFlag(),
 			jsonFlag("print response payloads as JSON lines"),
 			&ucli.BoolFlag{Name: flagAny, Usage: "let the node choose the agent: any that offers CAPABILITY"},
+			&ucli.BoolFlag{Name: flagDetach, Usage: "submit a detached task: return once the provider accepted and recorded it, with its task id (follow it with `meshagent task wait ID`)"},
+			durationFlag(flagDeadline, 24*time.Hour, "with --detach: how long the provider's handler may run (at most 168h)"),
 		}, receiptFlags()...),
 		Action: r.runCall,
 	}
@@ -92,6 +96,12 @@ func (r *runState) runCall(c *ucli.Context) error {
 	asJSON := c.Bool(flagJSON)
 	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
 	defer cancel()
+	if c.Bool(flagDetach) {
+		if anyAgent {
+			return usageErrorf("call --detach needs AGENT_ID: a detached task is submitted to one agent")
+		}
+		return r.submit(ctx, c, agent, capability, params, timeout)
+	}
 	cl, addr, err := r.connectAPI(ctx, c)
 	if err != nil {
 		return err

@@ -2,27 +2,153 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
+
+// flagState filters task list by state.
+const flagState = "state"
+
+// submit is `call --detach`: mesh.submit, then the task id.
+func (r *runState) submit(ctx context.Context, c *ucli.Context, agent, capability string, params json.RawMessage, timeout time.Duration) error {
+	deadline, err := r.positiveDuration(c, flagDeadline)
+	if err != nil {
+		return err
+	}
+	if deadline.Milliseconds() > protocol.MaxDetachMs {
+		return r.flagError(c, flagDeadline, "%s is past the limit of 168h (7 days)", deadline)
+	}
+	cl, addr, err := r.connectAPI(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sub, err := cl.Submit(ctx, rpc.SubmitParams{AgentID: agent, Capability: capability, Params: params,
+		TimeoutMS: min(timeout, rpc.MaxCallTimeout).Milliseconds(), Deadline: deadline.String()})
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			if c.Bool(flagJSON) {
+				_ = writeJSONLine(r.stdout, pe)
+			}
+			return protocolExit("call", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	if c.Bool(flagJSON) {
+		return writeJSONLine(r.stdout, sub)
+	}
+	fmt.Fprintf(r.stdout, "task %s %s on %s (meshagent task wait %s)\n", sub.TaskID, sub.State, sub.AgentID, sub.TaskID)
+	return nil
+}
+
+// taskWait is `task wait ID`.
+func (r *runState) taskWait(c *ucli.Context, id string) error {
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	timeout, err := r.positiveDuration(c, flagTimeout)
+	if err != nil {
+		return err
+	}
+	timeout = min(timeout, rpc.MaxCallTimeout)
+	ctx, cancel := context.WithTimeout(c.Context, timeout+apiGrace)
+	defer cancel()
+	cl, addr, err := r.connectAPI(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	t, err := cl.TaskWait(ctx, id, timeout)
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			var st protocol.SubmittedTask
+			if len(pe.Details) > 0 && json.Unmarshal(pe.Details, &st) == nil {
+				r.printProgress(c, st.Progress)
+			}
+			if c.Bool(flagJSON) {
+				_ = writeJSONLine(r.stdout, pe)
+			}
+			return protocolExit("task wait", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	r.printProgress(c, t.Progress)
+	if c.Bool(flagJSON) {
+		return writeJSONLine(r.stdout, t)
+	}
+	return writePrettyJSON(r.stdout, t.Result)
+}
+
+func (r *runState) printProgress(c *ucli.Context, ps []json.RawMessage) {
+	for _, p := range ps {
+		if c.Bool(flagJSON) {
+			_ = writeJSONLine(r.stdout, map[string]json.RawMessage{"progress": p})
+		} else {
+			r.stderr.printf("in progress: %s\n", compactJSON(p))
+		}
+	}
+}
+
+// taskList is `task list`.
+func (r *runState) taskList(c *ucli.Context) error {
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, localTimeout+apiGrace)
+	defer cancel()
+	cl, addr, err := r.connectAPI(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ts, err := cl.Tasks(ctx, protocol.TaskState(strings.ToUpper(strings.TrimSpace(c.String(flagState)))))
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return protocolExit("task list", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	if c.Bool(flagJSON) {
+		return writeJSONLine(r.stdout, rpc.TasksResult{Tasks: ts})
+	}
+	for _, t := range ts {
+		who := t.AgentID
+		if t.Role == "served" {
+			who = t.Requester
+		}
+		fmt.Fprintf(r.stdout, "%s  %-9s  %-10s  %s  %s\n", t.TaskID, t.Role, t.State, t.Capability, who)
+	}
+	return nil
+}
 
 func (r *runState) taskCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "task",
-		Usage:     "show or cancel a request sent through the local node",
-		ArgsUsage: "status|cancel TASK_ID",
+		Usage:     "show, wait for, list or cancel tasks through the local node",
+		ArgsUsage: "status|cancel|wait TASK_ID | list",
 		Description: "A request is a task on its provider (VALIDATING, APPROVED or REJECTED, ESCALATED, then " +
 			"COMPLETED, FAILED or CANCELLED; seed 003). `task status ID` prints its state, history, progress " +
 			"and result; `task cancel ID` cancels it (its caller gets an error). The node remembers which " +
-			"agent each of its requests went to; --agent names it otherwise. --json prints the task object.",
+			"agent each of its requests went to; --agent names it otherwise. `task wait ID` follows a task " +
+			"submitted with `call --detach` until it ends (--timeout), from any terminal, before or after it " +
+			"finished: its progress lines, then its result, with the exit codes of `call`. `task list` lists " +
+			"the tasks the node keeps on disk, submitted and served (--state S keeps one state). --json prints JSON.",
 		Flags: []ucli.Flag{
 			stringFlag(flagAgent, "", "the provider's agent `ID` (default: the one the node remembers)"),
+			durationFlag(flagTimeout, defaultCallTimeout, "task wait: how long to wait for the task to end (at most 1h)"),
+			stringFlag(flagState, "", "task list: only tasks in this `STATE` (e.g. ESCALATED)"),
 			apiFlag(),
 			jsonFlag("print the task as JSON"),
 		},
@@ -31,8 +157,14 @@ func (r *runState) taskCommand() *ucli.Command {
 }
 
 func (r *runState) runTask(c *ucli.Context) error {
+	if len(r.positional) == 1 && r.positional[0] == "list" {
+		return r.taskList(c)
+	}
+	if len(r.positional) == 2 && r.positional[0] == "wait" && r.positional[1] != "" {
+		return r.taskWait(c, r.positional[1])
+	}
 	if len(r.positional) != 2 || (r.positional[0] != "status" && r.positional[0] != "cancel") || r.positional[1] == "" {
-		return usageErrorf("task needs `status ID` or `cancel ID`")
+		return usageErrorf("task needs `status ID`, `cancel ID`, `wait ID` or `list`")
 	}
 	if _, err := r.parseLogSettings(c); err != nil {
 		return err

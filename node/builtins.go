@@ -24,6 +24,10 @@ func (n *Node) builtins() []*service {
 		// requester), so no ACL or policy rule applies.
 		{Service: Service{Capability: protocol.Capability{Name: protocol.TaskStatusCapability}, Handler: tasks}, admit: admitAll},
 		{Service: Service{Capability: protocol.Capability{Name: protocol.TaskCancelCapability}, Handler: tasks}, admit: admitAll},
+		// Only the provider of a task this node submitted is heard.
+		{Service: Service{Capability: protocol.Capability{Name: protocol.TaskResultCapability}, Handler: HandlerFunc(func(ctx context.Context, c *Call) (json.RawMessage, error) {
+			return n.receiveTaskResult(ctx, requester{agent: c.From, client: c.OnBehalfOf}, c.Request)
+		})}, admit: admitAll},
 		{Service: Service{Capability: protocol.Capability{Name: protocol.MessageCapability}, Handler: HandlerFunc(func(ctx context.Context, c *Call) (json.RawMessage, error) {
 			return n.receiveMessage(ctx, c.From, c.Request)
 		})}, admit: n.admitMessage},

@@ -33,8 +33,18 @@ func (n *Node) execute(ctx context.Context, t *task, from requester, req *protoc
 	if progress == nil {
 		progress = func(json.RawMessage) error { return nil }
 	}
+	if t != nil && t.durable && !t.recorded {
+		// Accepted: on disk before the handler runs, so that a restart
+		// never runs it again.
+		if err := n.tasks.record(ctx, t); err != nil {
+			return nil, err
+		}
+	}
 	if t != nil {
 		t.set(protocol.TaskApproved, "")
+		if t.onAccepted != nil {
+			t.onAccepted(t)
+		}
 	}
 	res, err := svc.Handler.Handle(ctx, &Call{From: from.agent, OnBehalfOf: from.client, Request: req, Progress: progress, task: t})
 	if err != nil {

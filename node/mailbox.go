@@ -535,7 +535,7 @@ func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Limits.HandlerTimeout)
 	// Nobody streams this request's progress: the handler's is kept in
 	// its task only.
-	res, err := n.run(ctx, cancel, who, who.agent.String(), req, relay, func(json.RawMessage) error { return nil })
+	res, err := n.run(ctx, cancel, who, who.agent.String(), req, relay, func(json.RawMessage) error { return nil }, &durableRun{})
 	cancel()
 	switch {
 	case err == nil:
@@ -545,6 +545,11 @@ func (n *Node) takeFromMailbox(relay peer.ID, it mailbox.Item) bool {
 	case refused(err):
 		lg.Warn("mailbox request refused", "err", err)
 		return true
+	case protocol.CodeOf(err) == protocol.CodeRateLimited:
+		// Its task could not be recorded (the task bounds): it did not
+		// run, and the next fetch brings it again.
+		lg.Info("mailbox request left for later", "err", err)
+		return false
 	case protocol.CodeOf(err) == protocol.CodeCapabilityNotSupported, errors.Is(err, ErrClosed), n.ctx.Err() != nil:
 		// It did not start: no handler for it yet, or the node is closing.
 		lg.Info("mailbox request left for later", "err", err)

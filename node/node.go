@@ -50,6 +50,10 @@ type Node struct {
 	// capability changes are normal, a stream of them is not.
 	helloLimiter *rateLimiters
 	sem          chan struct{}
+	// detached bounds the detached tasks running (maxDetachedRunning).
+	detached chan struct{}
+	// submittedMu serialises the updates of submitted tasks' records.
+	submittedMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -114,6 +118,7 @@ func New(opts ...Option) (n *Node, err error) {
 		limiter:      newRateLimiters(cfg.Limits.RequestsPerSecond, cfg.Limits.Burst),
 		helloLimiter: newRateLimiters(helloRate, helloBurst),
 		sem:          make(chan struct{}, cfg.Limits.MaxConcurrent),
+		detached:     make(chan struct{}, maxDetachedRunning),
 		ctx:          ctx,
 		cancel:       cancel,
 		tasks:        newTaskTable(signer.ID().String(), cfg.Now),
@@ -121,6 +126,10 @@ func New(opts ...Option) (n *Node, err error) {
 		anyState:     newAnyProviders(cfg.Now),
 	}
 	n.services = newRegistry(n.builtins()...)
+	n.tasks.log = n.log
+	if cfg.Store != nil {
+		n.tasks.st, n.tasks.ttl, n.tasks.bounds = cfg.Store, cfg.MessageTTL, cfg.TaskBounds
+	}
 	n.inbox.handler = cfg.MessageHandler
 	defer func() {
 		if err != nil {
@@ -178,6 +187,16 @@ func New(opts ...Option) (n *Node, err error) {
 	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
 	n.wg.Go(n.identifyLoop)
 	if cfg.Store != nil {
+		again, err := n.tasks.sweepTasks(ctx, func(action string) bool {
+			svc := n.services.lookup(action)
+			return svc != nil && svc.admit == nil && svc.Capability.Idempotent
+		})
+		if err != nil {
+			return n, err
+		}
+		for _, t := range again {
+			n.reoffer(t)
+		}
 		if err := n.startOutbox(); err != nil {
 			return n, err
 		}

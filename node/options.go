@@ -159,6 +159,12 @@ type Config struct {
 	// (payloads and metadata). Past them a send fails with ErrOutboxFull.
 	// Default DefaultOutboxPerRecipient and DefaultOutboxBytes.
 	OutboxBounds store.Bounds
+	// TaskBounds bound the tasks recorded in Store (requests taken from a
+	// mailbox, detached submissions): per requester, in all, in bytes;
+	// zero fields take the store's defaults (store.DefaultTasksPerRequester,
+	// store.DefaultMaxTasks, store.DefaultMaxTaskBytes). A request past
+	// them is refused, RATE_LIMITED, before it runs.
+	TaskBounds store.TaskBounds
 	// OutboxRetry is the longest wait between two attempts at an agent
 	// that is away (a hello or heartbeat from it wakes the outbox at
 	// once). Default DefaultOutboxRetry.
@@ -418,6 +424,17 @@ func WithPolicy(p *Policy) Option {
 // messages, its DHT lookups and go-libp2p's resource manager in m.
 func WithMetrics(m *metrics.Metrics) Option {
 	return func(c *Config) error { c.Metrics = m; return nil }
+}
+
+// WithTaskBounds sets Config.TaskBounds.
+func WithTaskBounds(b store.TaskBounds) Option {
+	return func(c *Config) error {
+		if b.PerRequester < 0 || b.Total < 0 || b.Bytes < 0 {
+			return errors.New("node: task bounds must not be negative")
+		}
+		c.TaskBounds = b
+		return nil
+	}
 }
 
 // WithStore gives the node a store for its outbox (messages to agents

@@ -251,6 +251,10 @@ func (ss *serverStream) serve(frame []byte) {
 		ss.reply(req.CorrelationID, nil, err)
 		return
 	}
+	if req.Detach > 0 {
+		ss.serveDetached(from, req)
+		return
+	}
 	timeout := n.cfg.Limits.HandlerTimeout
 	// Compared in milliseconds: a huge timeout must not overflow a Duration.
 	if req.Timeout > 0 && req.Timeout < timeout.Milliseconds() {
@@ -262,7 +266,7 @@ func (ss *serverStream) serve(frame []byte) {
 		// run hands on progress canonical (MarshalCanonical's).
 		return ss.send(protocol.TypeResponse, &protocol.Response{CorrelationID: req.CorrelationID, Status: protocol.StatusInProgress, Result: res})
 	}
-	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress)
+	res, err := n.run(ctx, cancel, from, ss.remStr, req, ss, sendProgress, nil)
 	ss.reply(req.CorrelationID, res, err)
 }
 
@@ -275,8 +279,11 @@ func (ss *serverStream) serve(frame []byte) {
 // it sent the request). agent is from.agent.String(), which a stream
 // holds already, so that a request does not pay to encode it again.
 // cancel cancels ctx, which the caller made for this request alone: the
-// request's task, if it runs as one, is cancelled through it.
-func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error) (json.RawMessage, error) {
+// request's task, if it runs as one, is cancelled through it. d, when
+// not nil, marks a request that may come again after a restart (from a
+// mailbox, or detached): its task is recorded in the store (see
+// taskdisk.go and detach.go).
+func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requester, agent string, req *protocol.Request, receiver any, sendProgress func(json.RawMessage) error, d *durableRun) (json.RawMessage, error) {
 	progress := sendProgress
 	var t *task
 	if n.services.runsAsTask(req.Action) {
@@ -284,7 +291,7 @@ func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requeste
 			run bool
 			err error
 		)
-		t, run, err = n.tasks.admit(cancel, from, from.stringWith(agent), req)
+		t, run, err = n.tasks.admit(ctx, cancel, from, from.stringWith(agent), req, d != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -292,6 +299,18 @@ func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requeste
 		// request of it runs the handler.
 		t.attach(receiver, sendProgress)
 		defer t.detach(receiver)
+		if !run && d != nil && d.accepted != nil {
+			// A detached request submitted again: its task's id is the
+			// answer, whatever state it is in.
+			d.accepted(t)
+			return nil, nil
+		}
+		if run && d != nil {
+			t.onAccepted, t.onFinal = d.accepted, d.final
+			t.mu.Lock()
+			t.detachAt = d.detach
+			t.mu.Unlock()
+		}
 		if !run {
 			// The requester sent this request before (a retry after a lost
 			// answer): it runs once, and this request gets its answer.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
 )
 
 // Bounds of the task tables.
@@ -49,6 +51,20 @@ type task struct {
 	cancel context.CancelFunc
 	// cancelled is set when the requester cancelled the task.
 	cancelled bool
+	// durable is set for a task recorded in the store once its checks
+	// pass (taskdisk.go); recorded once it is, under recID.
+	durable  bool
+	recorded bool
+	recID    string
+	// params, detach and reoffered go into a durable task's record (see
+	// diskTask).
+	params    json.RawMessage
+	detachAt  time.Time
+	reoffered bool
+	// onAccepted is called once the task is recorded and approved, before
+	// its handler runs; onFinal once it has its final answer (detach.go).
+	onAccepted func(*task)
+	onFinal    func(*task)
 	// done is closed when the task finished; res and err are then its
 	// final answer, as every requester of it gets it.
 	done chan struct{}
@@ -141,7 +157,13 @@ func (t *task) progress(r json.RawMessage) error {
 	for _, rc := range t.receivers {
 		sends = append(sends, rc.send)
 	}
+	durable := t.durable
 	t.mu.Unlock()
+	if len(sends) == 0 && durable {
+		// Kept for whoever asks (task.status, task wait): nobody follows
+		// a detached task's stream.
+		return nil
+	}
 	err := errNoReceiver
 	for _, send := range sends {
 		if e := send(r); e == nil {
@@ -178,6 +200,12 @@ func (t *task) snapshot() protocol.Task {
 type taskTable struct {
 	agent string // this node's id, the tasks' agent
 	now   func() time.Time
+	log   *slog.Logger
+
+	// st keeps the durable tasks (nil: none are), for ttl, within bounds.
+	st     *store.Store
+	ttl    time.Duration
+	bounds store.TaskBounds
 
 	mu    sync.Mutex
 	m     map[requestKey]*task
@@ -186,7 +214,7 @@ type taskTable struct {
 }
 
 func newTaskTable(agent string, now func() time.Time) *taskTable {
-	return &taskTable{agent: agent, now: now, m: map[requestKey]*task{}}
+	return &taskTable{agent: agent, now: now, log: slog.New(slog.DiscardHandler), m: map[requestKey]*task{}}
 }
 
 // requestDigest identifies what a request asks: its action and params
@@ -210,12 +238,37 @@ func requestDigest(req *protocol.Request) [sha256.Size]byte {
 // run true. cancel cancels the context the request would run under: the
 // task's own cancel, for its requester's task.cancel, since the caller
 // makes that context for this request alone (one context rather than
-// its timeout's and another for the task).
-func (tt *taskTable) admit(cancel context.CancelFunc, from requester, fromStr string, req *protocol.Request) (_ *task, run bool, _ error) {
+// its timeout's and another for the task). A durable request (one that
+// may come again after a restart) is also looked for in the store, and
+// its task is recorded there once its checks pass (taskdisk.go).
+func (tt *taskTable) admit(ctx context.Context, cancel context.CancelFunc, from requester, fromStr string, req *protocol.Request, durable bool) (_ *task, run bool, _ error) {
 	key := requestKey{from: from, id: req.CorrelationID}
 	digest := requestDigest(req)
+	durable = durable && tt.st != nil
+	var disk *task
+	if durable {
+		tt.mu.Lock()
+		_, inMemory := tt.m[key]
+		tt.mu.Unlock()
+		if !inMemory {
+			var err error
+			if disk, err = tt.fromDisk(ctx, key); err != nil {
+				return nil, false, err
+			}
+		}
+	}
 	tt.mu.Lock()
-	if old := tt.m[key]; old != nil {
+	old := tt.m[key]
+	if old == nil && disk != nil {
+		// Run before a restart: it is answered from its record.
+		old = disk
+		tt.m[key] = disk
+		tt.order = append(tt.order, key)
+		disk.size = len(disk.res)
+		tt.bytes += disk.size
+		tt.evictLocked()
+	}
+	if old != nil {
 		tt.mu.Unlock()
 		if old.digest != digest {
 			return nil, false, protocol.Errorf(protocol.CodeInvalidMessage,
@@ -223,7 +276,7 @@ func (tt *taskTable) admit(cancel context.CancelFunc, from requester, fromStr st
 		}
 		return old, false, nil
 	}
-	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}),
+	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}), durable: durable, params: req.Params,
 		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action}}
 	t.t.History = t.history0[:0]
 	t.set(protocol.TaskValidating, "")
@@ -297,8 +350,13 @@ func (tt *taskTable) finish(t *task, res json.RawMessage, err error) {
 		t.size += len(pe.Message) + len(pe.Details)
 	}
 	size := t.size
-	close(t.done)
 	t.mu.Unlock()
+	// The record is final before anyone gets the answer.
+	tt.persistFinal(t)
+	close(t.done)
+	if t.onFinal != nil && t.recorded {
+		t.onFinal(t)
+	}
 	tt.mu.Lock()
 	if tt.m[t.key] == t {
 		if notStarted(state, err) {
@@ -340,7 +398,7 @@ func (n *Node) taskRequest(from requester, req *protocol.Request) (json.RawMessa
 	if ref.TaskID == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, `%s takes {"task_id"}`, req.Action)
 	}
-	t, err := n.tasks.lookup(from, ref.TaskID)
+	t, err := n.tasks.lookupAny(n.ctx, from, ref.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -383,5 +441,50 @@ func (tt *taskTable) lookup(from requester, id string) (*task, error) {
 			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "task id %s names tasks of %d of the clients you vouch for; ask on behalf of one", id, len(found))
 		}
 	}
-	return nil, protocol.Errorf(protocol.CodeInvalidMessage, "no task %s of yours here (unknown, or forgotten)", id)
+	return nil, errNoTask(id)
+}
+
+func errNoTask(id string) error {
+	return protocol.Errorf(protocol.CodeInvalidMessage, "no task %s of yours here (unknown, or forgotten)", id)
+}
+
+// lookupAny is lookup, then the store's records: a task recorded before
+// a restart is still its requester's to read.
+func (tt *taskTable) lookupAny(ctx context.Context, from requester, id string) (*task, error) {
+	t, err := tt.lookup(from, id)
+	if err == nil || tt.st == nil {
+		return t, err
+	}
+	key := requestKey{from: from, id: id}
+	if rec, rerr := tt.st.Task(ctx, id); rerr == nil {
+		// A provider's task id: the requester's only (no id oracle).
+		if rec.Requester != from.String() {
+			return nil, err
+		}
+		key.id = rec.RequestID
+		tt.mu.Lock()
+		t := tt.m[key]
+		tt.mu.Unlock()
+		if t != nil {
+			return t, nil
+		}
+	}
+	disk, derr := tt.fromDisk(ctx, key)
+	if derr != nil {
+		return nil, derr
+	}
+	if disk == nil {
+		return nil, err
+	}
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if old := tt.m[key]; old != nil {
+		return old, nil
+	}
+	tt.m[key] = disk
+	tt.order = append(tt.order, key)
+	disk.size = len(disk.res)
+	tt.bytes += disk.size
+	tt.evictLocked()
+	return disk, nil
 }

@@ -22,7 +22,7 @@ func TestTaskTableBounds(t *testing.T) {
 	admit := func(id string) *task {
 		t.Helper()
 		_, cancel := context.WithCancel(context.Background())
-		tk, run, err := tt.admit(cancel, from, from.String(), &protocol.Request{Action: "work", CorrelationID: id})
+		tk, run, err := tt.admit(context.Background(), cancel, from, from.String(), &protocol.Request{Action: "work", CorrelationID: id}, false)
 		if err != nil || !run {
 			t.Fatalf("admit %s: run %v, %v", id, run, err)
 		}

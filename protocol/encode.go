@@ -70,7 +70,7 @@ func requestSize(p *Request) int { return 64 + len(p.Action) + len(p.Correlation
 // appendRequest appends p's canonical form; ok is false when p.Params is
 // not canonical.
 func appendRequest(b []byte, p *Request) ([]byte, bool) {
-	if !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt {
+	if !rawCanonical(p.Params) || p.Timeout >= maxExactInt || p.Timeout <= -maxExactInt || p.Detach >= maxExactInt || p.Detach <= -maxExactInt {
 		return nil, false
 	}
 	ok := true
@@ -81,6 +81,10 @@ func appendRequest(b []byte, p *Request) ([]byte, bool) {
 	b = append(b, `,"correlationId":`...)
 	if b, ok = appendString(b, p.CorrelationID); !ok {
 		return nil, false
+	}
+	if p.Detach != 0 {
+		b = append(b, `,"detach":`...)
+		b = strconv.AppendInt(b, p.Detach, 10)
 	}
 	if len(p.Params) > 0 {
 		b = append(b, `,"params":`...)

@@ -424,6 +424,8 @@ func DecodeRequest(e *Envelope) (*Request, error) {
 		return &r, Errorf(CodeInvalidMessage, "action must be 1 to %d bytes", MaxCapabilityNameLen)
 	case r.Timeout < 0:
 		return &r, Errorf(CodeInvalidMessage, "timeout must not be negative")
+	case r.Detach < 0 || r.Detach > MaxDetachMs:
+		return &r, Errorf(CodeInvalidMessage, "detach must be 0 to %d milliseconds (7 days)", int64(MaxDetachMs))
 	case len(r.Params) > 0 && r.Params[0] != '{' && string(r.Params) != "null":
 		return &r, Errorf(CodeInvalidMessage, "params must be a JSON object")
 	}

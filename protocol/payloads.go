@@ -22,9 +22,15 @@ func (s Status) Final() bool { return s == StatusSuccess || s == StatusError }
 // Request is the payload of a request envelope. Seed 000's capability_name
 // is Action.
 type Request struct {
-	Action        string          `json:"action"`
-	CorrelationID string          `json:"correlationId"`
-	Params        json.RawMessage `json:"params,omitempty"`
+	Action        string `json:"action"`
+	CorrelationID string `json:"correlationId"`
+	// Detach, when positive, submits the request as a detached task: the
+	// provider answers once it accepted and recorded it ({"taskId",
+	// "agentId","state"}) and its handler may run for Detach
+	// milliseconds (at most MaxDetachMs); the final answer comes later
+	// (task.status, and a task.result request to the requester).
+	Detach int64           `json:"detach,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
 	// Timeout is the caller's timeout in milliseconds; 0 means the
 	// provider's default.
 	Timeout int64 `json:"timeout,omitempty"`

@@ -11,7 +11,32 @@ import (
 const (
 	TaskStatusCapability = "task.status"
 	TaskCancelCapability = "task.cancel"
+	// TaskResultCapability is what a provider calls on the requester of a
+	// detached task when the task ends: params TaskResult. It travels the
+	// store-and-forward path of direct messages (outbox, mailboxes), so a
+	// requester that was away gets it when it is back.
+	TaskResultCapability = "task.result"
 )
+
+// MaxDetachMs bounds a detached task's deadline (Request.Detach): 7 days.
+const MaxDetachMs = 7 * 24 * 60 * 60 * 1000
+
+// Submitted is a provider's answer to a detached request: it accepted the
+// request and recorded it as task TaskID.
+type Submitted struct {
+	TaskID  string    `json:"taskId"`
+	AgentID string    `json:"agentId"`
+	State   TaskState `json:"state"`
+}
+
+// TaskResult is the params of task.result: the task's final response,
+// the provider's signed envelope in its embedded JSON form (a receipt
+// meshagent verify checks), for the request RequestID.
+type TaskResult struct {
+	TaskID    string          `json:"taskId"`
+	RequestID string          `json:"requestId"`
+	Envelope  json.RawMessage `json:"envelope"`
+}
 
 // TaskState is a request's state on the provider (seed 003).
 type TaskState string
@@ -44,9 +69,12 @@ type TaskEvent struct {
 }
 
 // Task is what a provider knows of one request: its id is the request's
-// correlation id.
+// correlation id, or for a task recorded on disk (a detached submission,
+// a request from a mailbox) the id the provider chose, with the
+// correlation id in RequestID.
 type Task struct {
 	ID         string            `json:"id"`
+	RequestID  string            `json:"requestId,omitempty"`
 	Agent      string            `json:"agent"` // the provider
 	Requester  string            `json:"requester"`
 	Capability string            `json:"capability"`
@@ -66,3 +94,36 @@ type TaskRef struct {
 // with its own A2A Agent Card, signed by its key: params {"url": "…"}, the
 // JSON-RPC URL the card names (a gateway's).
 const A2ACardCapability = "a2a.card"
+
+// SubmittedTask is what a requester's node records of a task it
+// submitted (mesh.submit, meshagent call --detach): the provider's answer
+// to the submission, the last state it learnt, and the final answer when
+// it came back: Envelope is then the provider's signed response (or
+// error) envelope in its embedded JSON form, a receipt for a response.
+type SubmittedTask struct {
+	TaskID     string            `json:"taskId"`
+	AgentID    string            `json:"agentId"`
+	RequestID  string            `json:"requestId"`
+	Capability string            `json:"capability"`
+	State      TaskState         `json:"state"`
+	Submitted  time.Time         `json:"submitted"`
+	Deadline   time.Time         `json:"deadline"`
+	Envelope   json.RawMessage   `json:"envelope,omitempty"`
+	Result     json.RawMessage   `json:"result,omitempty"`
+	Error      *Error            `json:"error,omitempty"`
+	Progress   []json.RawMessage `json:"progress,omitempty"`
+	History    []TaskEvent       `json:"history,omitempty"`
+}
+
+// TaskInfo is one task a node keeps on disk, as mesh.tasks and meshagent
+// task list show it: Role "served" (this node is its provider; Requester
+// asked) or "submitted" (this node asked AgentID).
+type TaskInfo struct {
+	TaskID     string    `json:"taskId"`
+	Role       string    `json:"role"`
+	AgentID    string    `json:"agentId"`
+	Requester  string    `json:"requester,omitempty"`
+	RequestID  string    `json:"requestId"`
+	Capability string    `json:"capability"`
+	State      TaskState `json:"state"`
+}

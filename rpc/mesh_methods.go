@@ -110,6 +110,9 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshConsensus, s.meshConsensus)
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)
+	s.Handle(MethodMeshSubmit, s.meshSubmit)
+	s.Handle(MethodMeshTaskWait, s.meshTaskWait)
+	s.Handle(MethodMeshTasks, s.meshTasks)
 	s.registerControlMethods()
 	s.registerServeMethods()
 }

@@ -35,12 +35,16 @@ const (
 	bucketKeptAge    = "kept_age"            // time ‖ stream ‖ 0 ‖ key → kept key
 	bucketDurables   = "durables"            // durable subscription name → position
 	bucketMarks      = "marks"               // scope ‖ 0 ‖ key → expiry (Unix ns, 8 bytes)
+	bucketTasks      = "tasks"               // task id → task record
+	bucketTaskReqs   = "task_reqs"           // requester ‖ 0 ‖ request id → task id
+	bucketTaskExp    = "task_exp"            // time(expires) ‖ task id → nil
 )
 
 var allBuckets = []string{
 	bucketMeta, bucketOutbox, bucketOutboxIDs, bucketOutboxDue, bucketOutboxTo, bucketOutboxQDue, bucketDLQ, bucketDLQIDs,
 	bucketHistory, bucketHistoryIDs, bucketIdxAgent, bucketIdxTopic, bucketIdxConv,
 	bucketRegs, bucketRegTokens, bucketKept, bucketKeptAge, bucketDurables, bucketMarks,
+	bucketTasks, bucketTaskReqs, bucketTaskExp,
 }
 
 // schemaVersion is stored in the meta bucket; Open refuses a file written by
@@ -237,6 +241,11 @@ func (s *Store) pruner(ctx context.Context) {
 		if err == nil {
 			var k int
 			k, err = s.PruneKept(ctx, s.cfg.clock())
+			n += k
+		}
+		if err == nil {
+			var k int
+			k, err = s.PruneTasks(ctx, s.cfg.clock())
 			n += k
 		}
 		switch {

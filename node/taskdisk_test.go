@@ -1,0 +1,117 @@
+package node_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/p2ptest"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/mailbox"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+	"github.com/meshagent/meshagent/store"
+)
+
+// TestMailboxRequestRunsOnceAcrossRestart is issue 23's defect 2: a
+// mailbox that serves again an item the agent already ran and
+// acknowledged (a hostile or confused relay) must not make the agent run
+// it again after a restart. The agent remembers it on disk by (signer,
+// request id): the second agent node, on the same store, takes the item
+// from the mailbox without running it. On the code that remembered only
+// in memory, the handler ran twice.
+func TestMailboxRequestRunsOnceAcrossRestart(t *testing.T) {
+	r, mst := mailboxRelay(t)
+	b := meshtest.ID(t, mbAgent)
+	h := p2ptest.Host(t)
+	h.Peerstore().AddAddrs(r.ID(), r.Addrs(), time.Hour)
+	s, err := sign.NewSigner(h.Peerstore().PrivKey(h.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := sealRequest(t, s, b, &protocol.Request{Action: "summarize", CorrelationID: "once-1", Params: []byte(`{"text":"run me once"}`)})
+	c := &mailbox.Client{Host: h}
+	deposit := func() {
+		t.Helper()
+		if err := c.Deposit(meshtest.Context(t, 10*time.Second), r.ID(), b, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dbPath := filepath.Join(t.TempDir(), "agent.db")
+	var log runLog
+	deposit()
+	st := openStore(t, dbPath)
+	agent := meshtest.Node(t, mbAgent, node.WithStore(st), node.WithMailboxes(r.Addrs()[0]), node.WithServices(log.service("summarize")))
+	wait.For(t, 20*time.Second, func() error {
+		if _, runs := log.got(); runs != "map[once-1:1]" {
+			return fmt.Errorf("runs %s", runs)
+		}
+		if n := heldFor(t, mst, b); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+	if err := agent.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The relay serves the same envelope again; the agent restarts.
+	deposit()
+	st = openStore(t, dbPath)
+	meshtest.Node(t, mbAgent, node.WithStore(st), node.WithMailboxes(r.Addrs()[0]), node.WithServices(log.service("summarize")))
+	wait.For(t, 20*time.Second, func() error {
+		if n := heldFor(t, mst, b); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+	if _, runs := log.got(); runs != "map[once-1:1]" {
+		t.Fatalf("runs %s: the request ran again after the restart", runs)
+	}
+}
+
+// TestMailboxRequestsPastTaskBoundsWait: an agent that records as many
+// tasks of a requester as it may (WithTaskBounds) leaves that
+// requester's further mailbox requests in the mailbox, unrun, rather than
+// running them unrecorded.
+func TestMailboxRequestsPastTaskBoundsWait(t *testing.T) {
+	r, mst := mailboxRelay(t)
+	b := meshtest.ID(t, mbAgent)
+	h := p2ptest.Host(t)
+	h.Peerstore().AddAddrs(r.ID(), r.Addrs(), time.Hour)
+	s, err := sign.NewSigner(h.Peerstore().PrivKey(h.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &mailbox.Client{Host: h}
+	for _, id := range []string{"b-1", "b-2"} {
+		env := sealRequest(t, s, b, &protocol.Request{Action: "summarize", CorrelationID: id, Params: []byte(`{"text":"x"}`)})
+		if err := c.Deposit(meshtest.Context(t, 10*time.Second), r.ID(), b, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log runLog
+	meshtest.Node(t, mbAgent, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "agent.db"))), node.WithMailboxes(r.Addrs()[0]),
+		node.WithServices(log.service("summarize")), node.WithTaskBounds(store.TaskBounds{PerRequester: 1}))
+	wait.For(t, 20*time.Second, func() error {
+		if _, runs := log.got(); runs != "map[b-1:1]" {
+			return fmt.Errorf("runs %s", runs)
+		}
+		if n := heldFor(t, mst, b); n != 1 {
+			return fmt.Errorf("the mailbox holds %d, want the request past the bound", n)
+		}
+		return nil
+	})
+	wait.Holds(t, 500*time.Millisecond, func() error {
+		if _, runs := log.got(); runs != "map[b-1:1]" {
+			return fmt.Errorf("runs %s, want the second unrun", runs)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,216 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// Submitter is implemented by a Mesh that submits detached tasks and
+// keeps them on disk (*node.Node is one). A server whose mesh is not one
+// answers mesh.submit, mesh.taskWait and mesh.tasks with -32601.
+type Submitter interface {
+	Submit(ctx context.Context, req protocol.CallRequest, deadline time.Duration) (*protocol.Submitted, error)
+	TaskWait(ctx context.Context, taskID string, poll time.Duration, progress func(json.RawMessage)) (*protocol.SubmittedTask, error)
+	Tasks(ctx context.Context, state protocol.TaskState) ([]protocol.TaskInfo, error)
+}
+
+// Detached task methods (DESIGN.md, "Tasks outlive connections"). Their
+// JSON shapes, for clients such as an A2A gateway:
+//
+//	mesh.submit   {"agentId","capability","params"?,"timeoutMs"?,"taskId"?,"deadline"?}
+//	              → {"taskId","agentId","state"}
+//	    the params of mesh.call (without receipt; agentId required), plus
+//	    "deadline": how long the handler may run, a Go duration ("24h",
+//	    "90m") up to 168h, default 24h. timeoutMs bounds the wait for the
+//	    provider's acceptance; taskId, if given, is the request id (the
+//	    correlation id a retry repeats); the provider chooses the task id.
+//	mesh.taskWait {"taskId","timeoutMs"?}
+//	              → {"taskId","agentId","requestId","capability","state",
+//	                 "submitted","deadline","envelope"?,"result"?,"error"?,
+//	                 "progress"?,"history"?}
+//	    waits until the task ends or timeoutMs passes (default and limit
+//	    MaxCallTimeout); a task that failed is its error (the AgentProtocol
+//	    code, as mesh.call's); one still running at the timeout is
+//	    TIMEOUT. "envelope" is the provider's signed final answer once it
+//	    came back (a receipt meshagent verify accepts).
+//	mesh.tasks    {"state"?} → {"tasks":[{"taskId","role","agentId",
+//	                 "requester"?,"requestId","capability","state"}]}
+//	    every task the node keeps on disk: "served" (it is the provider)
+//	    and "submitted" (it asked), oldest first.
+const (
+	MethodMeshSubmit   = "mesh.submit"
+	MethodMeshTaskWait = "mesh.taskWait"
+	MethodMeshTasks    = "mesh.tasks"
+)
+
+// DefaultDeadline is a detached task's deadline when mesh.submit names
+// none: seed 003's escalation window.
+const DefaultDeadline = 24 * time.Hour
+
+// SubmitParams are the params of mesh.submit.
+type SubmitParams struct {
+	AgentID    string          `json:"agentId"`
+	Capability string          `json:"capability"`
+	Params     json.RawMessage `json:"params,omitempty"`
+	TimeoutMS  int64           `json:"timeoutMs,omitempty"`
+	TaskID     string          `json:"taskId,omitempty"`
+	Deadline   string          `json:"deadline,omitempty"`
+}
+
+// TaskWaitParams are the params of mesh.taskWait.
+type TaskWaitParams struct {
+	TaskID    string `json:"taskId"`
+	TimeoutMS int64  `json:"timeoutMs,omitempty"`
+}
+
+// TasksParams are the params of mesh.tasks.
+type TasksParams struct {
+	State protocol.TaskState `json:"state,omitempty"`
+}
+
+// TasksResult is the result of mesh.tasks.
+type TasksResult struct {
+	Tasks []protocol.TaskInfo `json:"tasks"`
+}
+
+func (s *Server) submitter(r *Request) (Submitter, error) {
+	sb, ok := s.mesh.(Submitter)
+	if !ok {
+		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node keeps no tasks)", r.Method)
+	}
+	return sb, nil
+}
+
+func objectParams(r *Request, v any, shape string) error {
+	if len(r.Params) == 0 || r.Params[0] != '{' {
+		return Errorf(CodeInvalidParams, "invalid params: %s takes %s", r.Method, shape)
+	}
+	if err := decodeStrict(r.Params, v); err != nil {
+		return Errorf(CodeInvalidParams, "invalid params: %s: %v (it takes %s)", r.Method, err, shape)
+	}
+	return nil
+}
+
+func (s *Server) meshSubmit(ctx context.Context, r *Request) (any, error) {
+	sb, err := s.submitter(r)
+	if err != nil {
+		return nil, err
+	}
+	const shape = `{"agentId","capability","params"?,"timeoutMs"?,"taskId"?,"deadline"?}`
+	var p SubmitParams
+	if err := objectParams(r, &p, shape); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.AgentID == "" || p.Capability == "":
+		return nil, Errorf(CodeInvalidParams, "invalid params: %s needs \"agentId\" and \"capability\"", r.Method)
+	case p.TimeoutMS < 0 || p.TimeoutMS > MaxCallTimeout.Milliseconds():
+		return nil, Errorf(CodeInvalidParams, "invalid params: timeoutMs must be 0 to %d", MaxCallTimeout.Milliseconds())
+	case len(p.Params) > 0 && p.Params[0] != '{' && string(p.Params) != "null":
+		return nil, Errorf(CodeInvalidParams, "invalid params: params must be a JSON object")
+	}
+	deadline := DefaultDeadline
+	if p.Deadline != "" {
+		d, err := time.ParseDuration(p.Deadline)
+		if err != nil || d <= 0 || d.Milliseconds() > protocol.MaxDetachMs {
+			return nil, Errorf(CodeInvalidParams, "invalid params: deadline %q is not a duration from 1ms to 168h", p.Deadline)
+		}
+		deadline = d
+	}
+	sub, err := sb.Submit(ctx, protocol.CallRequest{To: p.AgentID, Action: p.Capability, Params: p.Params,
+		Timeout: time.Duration(p.TimeoutMS) * time.Millisecond, CorrelationID: p.TaskID}, deadline)
+	if err != nil {
+		return nil, protocol.AsError(err)
+	}
+	return sub, nil
+}
+
+func (s *Server) meshTaskWait(ctx context.Context, r *Request) (any, error) {
+	sb, err := s.submitter(r)
+	if err != nil {
+		return nil, err
+	}
+	var p TaskWaitParams
+	if err := objectParams(r, &p, `{"taskId","timeoutMs"?}`); err != nil {
+		return nil, err
+	}
+	if p.TaskID == "" || p.TimeoutMS < 0 || p.TimeoutMS > MaxCallTimeout.Milliseconds() {
+		return nil, Errorf(CodeInvalidParams, "invalid params: %s needs \"taskId\" and a timeoutMs from 0 to %d", r.Method, MaxCallTimeout.Milliseconds())
+	}
+	timeout := MaxCallTimeout
+	if p.TimeoutMS > 0 {
+		timeout = time.Duration(p.TimeoutMS) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t, err := sb.TaskWait(ctx, p.TaskID, 0, nil)
+	if err != nil {
+		pe := protocol.AsError(err)
+		if t != nil {
+			return nil, pe.WithDetails(t)
+		}
+		return nil, pe
+	}
+	return t, nil
+}
+
+func (s *Server) meshTasks(ctx context.Context, r *Request) (any, error) {
+	sb, err := s.submitter(r)
+	if err != nil {
+		return nil, err
+	}
+	var p TasksParams
+	if len(r.Params) > 0 && string(r.Params) != "null" {
+		if err := objectParams(r, &p, `{"state"?}`); err != nil {
+			return nil, err
+		}
+	}
+	ts, err := sb.Tasks(ctx, p.State)
+	if err != nil {
+		return nil, protocol.AsError(err)
+	}
+	if ts == nil {
+		ts = []protocol.TaskInfo{}
+	}
+	return TasksResult{Tasks: ts}, nil
+}
+
+// Submit runs mesh.submit.
+func (c *Client) Submit(ctx context.Context, p SubmitParams) (*protocol.Submitted, error) {
+	var out protocol.Submitted
+	if err := c.Call(ctx, MethodMeshSubmit, p, &out); err != nil {
+		if pe := ProtocolError(err); pe != nil {
+			return nil, pe
+		}
+		return nil, err
+	}
+	return &out, nil
+}
+
+// TaskWait runs mesh.taskWait. A task that failed returns its error, with
+// the task in the error's details.
+func (c *Client) TaskWait(ctx context.Context, taskID string, timeout time.Duration) (*protocol.SubmittedTask, error) {
+	var out protocol.SubmittedTask
+	if err := c.Call(ctx, MethodMeshTaskWait, TaskWaitParams{TaskID: taskID, TimeoutMS: timeout.Milliseconds()}, &out); err != nil {
+		if pe := ProtocolError(err); pe != nil {
+			return nil, pe
+		}
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Tasks runs mesh.tasks.
+func (c *Client) Tasks(ctx context.Context, state protocol.TaskState) ([]protocol.TaskInfo, error) {
+	var out TasksResult
+	if err := c.Call(ctx, MethodMeshTasks, TasksParams{State: state}, &out); err != nil {
+		if pe := ProtocolError(err); pe != nil {
+			return nil, pe
+		}
+		return nil, err
+	}
+	return out.Tasks, nil
+}
