@@ -23,7 +23,7 @@ var (
 	rate    = flag.Int("scale.rate", 20, "publish rate, messages/s (on mocknet with latency keep it below 1/latency: see the package doc)")
 	idle    = flag.Duration("scale.idle", 5*time.Second, "idle window for CPU")
 	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
-	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each publish phase to this prefix + -<kind>-<N>.pprof")
+	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each discovery and publish phase to this prefix + -<phase>-<kind>-<N>.pprof")
 	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw, and in processes mesh-procs, raw-procs (all four: the cross-check)")
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
 	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
