@@ -257,3 +257,43 @@ func TestCloseIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTopicAdvertisersBounded: subscribers of one namespace advertise it
+// only while fewer than the configured number of others do, so a topic
+// every agent subscribes to has that many records, not one per agent;
+// a subscriber that did not advertise is told to look again within
+// AdvertiseRecheck, and every subscriber is still found.
+func TestTopicAdvertisersBounded(t *testing.T) {
+	const n, advertisers = 8, 3
+	m := line(t, n, WithTopicAdvertisers(advertisers))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	provided := 0
+	for i, d := range m.dirs {
+		next, err := d.TopicDiscovery().Advertise(ctx, "family")
+		if err != nil {
+			t.Fatalf("dir %d: %v", i, err)
+		}
+		if next <= AdvertiseRecheck {
+			continue // found enough others
+		}
+		provided++
+	}
+	if provided != advertisers {
+		t.Fatalf("%d of %d subscribers advertised, want %d", provided, n, advertisers)
+	}
+	wait.For(t, 15*time.Second, func() error {
+		ch, err := m.dirs[n-1].TopicDiscovery().FindPeers(ctx, "family")
+		if err != nil {
+			return err
+		}
+		got := 0
+		for range ch {
+			got++
+		}
+		if got != advertisers {
+			return fmt.Errorf("found %d advertisers, want %d", got, advertisers)
+		}
+		return nil
+	})
+}

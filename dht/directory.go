@@ -18,15 +18,17 @@ import (
 
 // Directory is the capability directory of one agent.
 type Directory struct {
-	h      host.Host
-	kad    *kaddht.IpfsDHT
-	log    *slog.Logger
-	met    *dhtMetrics // nil: none
-	every  time.Duration
-	ctx    context.Context
-	cancel context.CancelFunc
-	kick   chan struct{}
-	done   chan struct{}
+	h     host.Host
+	kad   *kaddht.IpfsDHT
+	log   *slog.Logger
+	met   *dhtMetrics // nil: none
+	every time.Duration
+	// advertisers is how many subscribers of a topic advertise it.
+	advertisers int
+	ctx         context.Context
+	cancel      context.CancelFunc
+	kick        chan struct{}
+	done        chan struct{}
 
 	mu     sync.Mutex
 	keys   []cid.Cid                   // advertised keys
@@ -74,16 +76,17 @@ func New(h host.Host, opts ...Option) (*Directory, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Directory{
-		h:      h,
-		kad:    kad,
-		log:    cfg.logger,
-		met:    met,
-		every:  cfg.reprovide,
-		ctx:    ctx,
-		cancel: cancel,
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		topics: map[context.Context]cid.Cid{},
+		h:           h,
+		kad:         kad,
+		log:         cfg.logger,
+		met:         met,
+		every:       cfg.reprovide,
+		advertisers: cfg.advertisers,
+		ctx:         ctx,
+		cancel:      cancel,
+		kick:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		topics:      map[context.Context]cid.Cid{},
 	}
 	go d.provideLoop()
 	return d, nil

@@ -28,10 +28,12 @@ type config struct {
 	logger    *slog.Logger
 	kadOpts   []kaddht.Option
 	reg       prometheus.Registerer // nil: no metrics
+	// advertisers is how many subscribers of a topic advertise it.
+	advertisers int
 }
 
 func defaultConfig() config {
-	return config{ttl: DefaultProviderTTL, logger: slog.Default()}
+	return config{ttl: DefaultProviderTTL, logger: slog.Default(), advertisers: TopicAdvertisers}
 }
 
 // apply applies opts in order, skipping nil ones.
@@ -62,6 +64,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: re-provide interval %v must be shorter than provider TTL %v", ErrInvalidConfig, c.reprovide, c.ttl)
 	case c.logger == nil:
 		return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
+	case c.advertisers < 1:
+		return fmt.Errorf("%w: topic advertisers %d below 1", ErrInvalidConfig, c.advertisers)
 	}
 	return nil
 }
@@ -119,4 +123,10 @@ func WithKadOptions(opts ...kaddht.Option) Option {
 // directory per registry.
 func WithMetrics(reg prometheus.Registerer) Option {
 	return func(c *config) error { c.reg = reg; return nil }
+}
+
+// WithTopicAdvertisers sets how many subscribers of one topic namespace
+// advertise it at a time (default TopicAdvertisers; see TopicDiscovery).
+func WithTopicAdvertisers(n int) Option {
+	return func(c *config) error { c.advertisers = n; return nil }
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -24,16 +25,40 @@ type topicDiscovery struct{ d *Directory }
 
 var _ discovery.Discovery = topicDiscovery{}
 
-// Advertise provides the namespace's key and returns when to do it again
-// (the directory's re-provide interval). While ctx lives the directory
-// also provides the key whenever its routing table doubles, as it does
-// the capabilities' (see Advertise). A failed provide, typically an
-// empty routing table while the node is joining, is retried here with a
-// backoff until it succeeds or ctx ends, because go-libp2p-pubsub would
-// otherwise wait two minutes before its next attempt.
+// TopicAdvertisers is how many subscribers of one topic namespace
+// advertise it in the directory at a time, by default
+// (WithTopicAdvertisers): a subscriber that finds this many others'
+// records does not add its own, and looks again after AdvertiseRecheck. Publishers and thin subscribers find up to
+// DefaultTopicPeerLimit of them and GossipSub carries a message from
+// there to every subscriber, so more records add nothing but load: at a
+// fixed cost per subscriber, every subscriber of a mesh-wide topic (the
+// presence family has all of them) would store its record at the same
+// closest peers, each of which would then hold and serve N records, and
+// provide it again each time its routing table doubled.
+const TopicAdvertisers = 2 * DefaultTopicPeerLimit
+
+// AdvertiseRecheck is how long a subscriber that found TopicAdvertisers
+// records waits before it looks again (go-libp2p-pubsub calls Advertise
+// again after the interval it returns), so that records that expired
+// with their subscribers are replaced within it.
+const AdvertiseRecheck = 10 * time.Minute
+
+// Advertise provides the namespace's key, unless TopicAdvertisers (the
+// configured number of) other
+// subscribers already do (then it returns AdvertiseRecheck), and returns
+// when to do it again (the directory's re-provide interval). While ctx
+// lives the directory also provides the key whenever its routing table
+// doubles, as it does the capabilities' (see Advertise). A failed
+// provide, typically an empty routing table while the node is joining,
+// is retried here with a backoff until it succeeds or ctx ends, because
+// go-libp2p-pubsub would otherwise wait two minutes before its next
+// attempt.
 func (t topicDiscovery) Advertise(ctx context.Context, ns string, _ ...discovery.Option) (time.Duration, error) {
 	d := t.d
 	k := TopicKey(ns)
+	if t.enoughAdvertisers(ctx, k) {
+		return min(AdvertiseRecheck, d.every), nil
+	}
 	d.holdTopic(ctx, k)
 	retry := retryAfter
 	for {
@@ -54,6 +79,22 @@ func (t topicDiscovery) Advertise(ctx context.Context, ns string, _ ...discovery
 		retry = min(retry*2, d.every)
 	}
 }
+
+// enoughAdvertisers reports whether at least the configured number of
+// others provide k (a lookup that stops once it has found them).
+func (t topicDiscovery) enoughAdvertisers(ctx context.Context, k cid.Cid) bool {
+	ctx, cancel := context.WithTimeout(ctx, advertiserLookupBound)
+	defer cancel()
+	n := 0
+	for range t.d.findKey(ctx, k, t.d.advertisers+1) { // self may be one
+		n++
+	}
+	return n >= t.d.advertisers
+}
+
+// advertiserLookupBound bounds Advertise's lookup of the records already
+// there; past it the subscriber provides its own.
+const advertiserLookupBound = 30 * time.Second
 
 // FindPeers streams subscribers of the namespace, without self, up to the
 // discovery.Limit option (default DefaultTopicPeerLimit).

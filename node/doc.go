@@ -92,8 +92,20 @@
 // interval needs nothing of them and older nodes read it too. What a
 // large mesh gives up is freshness: load figures (CallAny's tie-break)
 // and a stopped agent's staleness take a stretched interval to show; a
-// status change is still sent at once. A newcomer is answered with a
-// heartbeat within a second, whatever the interval (presenceLoop).
+// status change is still sent at once. In a mesh of up to 50 agents a
+// newcomer is answered with a heartbeat within a second, whatever the
+// interval (presenceLoop). In a larger one it is not: each answer would
+// be a heartbeat to the whole mesh from each of the newcomer's
+// neighbours, a cost per agent that grows with the rate of joins and so
+// with the mesh. There the newcomer knows the agents it deals with, its
+// connected neighbours, from the hello exchanged on connecting (name,
+// capabilities, features: Peers lists them, connected) and learns their
+// status and load from their next periodic heartbeat. Broadcast filters
+// are applied by each receiver to itself, so they need no presence of
+// others. What each agent pays for presence is thus bounded whatever N:
+// about 5 heartbeats a second to verify and forward, one heartbeat
+// table entry per agent heard (at most the peer table's bound), and a
+// hello per connection.
 //
 // # Deadlines
 //

@@ -242,6 +242,9 @@ func (n *Node) presenceLoop() {
 				continue
 			}
 			newcomer = false
+			if !n.answersNewcomers() {
+				continue
+			}
 			answered = time.Now()
 		case <-n.presence.heardNew:
 			newcomer = true // answered at the next check
@@ -280,6 +283,20 @@ const (
 // gives, and an operator who sets a shorter interval has asked for a
 // larger budget and gets it.
 const presenceAgents = 50
+
+// answersNewcomers says whether this node answers a newcomer with a
+// heartbeat: only in a mesh of up to presenceAgents agents (as this node
+// counts them). An answer is a heartbeat to the whole mesh, sent by each
+// of the newcomer's neighbours, so in a larger mesh every join would cost
+// every agent a verification per neighbour of the newcomer, and a mesh
+// that grows or churns would pay that in proportion to its size. The
+// newcomer does not need it to deal with its neighbours: the hello
+// exchanged on connecting gives it their names, capabilities and
+// features (Peers lists them, connected), and their next periodic
+// heartbeats their status and load.
+func (n *Node) answersNewcomers() bool {
+	return n.presence.count()+1 <= presenceAgents
+}
 
 // heartbeatInterval is the interval this node announces and keeps: the
 // configured one, stretched in proportion when this node knows of more

@@ -218,3 +218,63 @@ func TestHeartbeatIntervalGrowsWithTheMesh(t *testing.T) {
 		t.Fatalf("b shows a %q %v after its last heartbeat, which announced %v; want busy", pi.Status, age, stretched)
 	}
 }
+
+// TestNewcomerAnsweredOnlyInASmallMesh: an agent answers a newcomer with
+// a heartbeat (to the whole mesh) while it knows of up to 50 agents, and
+// not in a larger mesh, where every join would cost every agent one
+// heartbeat per neighbour of the newcomer. The newcomer still lists the
+// agent, connected, with the capabilities of its hello.
+func TestNewcomerAnsweredOnlyInASmallMesh(t *testing.T) {
+	const every = node.MaxHeartbeatInterval // no periodic heartbeat in the test
+	for _, tc := range []struct {
+		name    string
+		known   int // made-up agents a has heard
+		answers bool
+	}{
+		{"small mesh", 0, true},
+		{"large mesh", 300, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newHeartbeatTracer()
+			a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}), node.WithPubSubOptions(pubsub.WithRawTracer(tr)),
+				node.WithServices(node.Service{Capability: protocol.Capability{Name: "probe"}, Handler: node.EchoHandler()}))
+			node.HearAgents(a, tc.known)
+			b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: every}))
+			meshtest.Connect(t, a, b)
+			// b's first heartbeat reaches a, which then sees b as a
+			// newcomer both ways (a new topic peer, a first heartbeat).
+			wait.For(t, 15*time.Second, func() error {
+				if _, got := tr.counts(b.AgentID()); got == 0 {
+					return fmt.Errorf("a has no heartbeat of b")
+				}
+				return nil
+			})
+			answered := func() error {
+				if sent, _ := tr.counts(a.AgentID()); sent == 0 {
+					return fmt.Errorf("a sent no heartbeat to newcomer b")
+				}
+				return nil
+			}
+			if tc.answers {
+				wait.For(t, 15*time.Second, answered)
+			} else {
+				// a looks for newcomers every 250 ms and answers within a second.
+				wait.Holds(t, 3*time.Second, func() error {
+					if answered() == nil {
+						return fmt.Errorf("a answered newcomer b in a mesh of %d agents", tc.known+2)
+					}
+					return nil
+				})
+			}
+			var found bool
+			for _, p := range b.Peers() {
+				if p.AgentID == a.AgentID() {
+					found = p.Connected && len(p.Capabilities) > 0
+				}
+			}
+			if !found {
+				t.Fatalf("b does not list a, connected, with its capabilities: %+v", b.Peers())
+			}
+		})
+	}
+}

@@ -57,9 +57,15 @@ type meshAgent struct{ nd *node.Node }
 // probe when provider. With join it then waits until it is connected to
 // every bootstrap peer (as the raw baseline is before the next starts, so
 // that both kinds start from the same sparse graph) and returns the agent
-// with an error when it was not within joinBound.
-func newMeshAgent(t testing.TB, i int, boot []peer.AddrInfo, provider, join bool, rep *gossipReporter, kt *kindTracer) (*meshAgent, error) {
-	opts := []node.Option{node.WithDHT(true), node.WithHostOptions(libp2p.BandwidthReporter(rep)), node.WithPubSubOptions(pubsub.WithRawTracer(kt))}
+// with an error when it was not within joinBound. With h (a mocknet host
+// with the agent's key) the node runs on it; without, on loopback TCP.
+func newMeshAgent(t testing.TB, i int, h host.Host, boot []peer.AddrInfo, provider, join bool, rep *gossipReporter, kt *kindTracer) (*meshAgent, error) {
+	opts := []node.Option{node.WithDHT(true), node.WithPubSubOptions(pubsub.WithRawTracer(kt))}
+	if h != nil {
+		opts = append(opts, node.WithHost(h))
+	} else {
+		opts = append(opts, node.WithHostOptions(libp2p.BandwidthReporter(rep)))
+	}
 	var addrs []ma.Multiaddr
 	for _, ai := range boot {
 		p2p, err := peer.AddrInfoToP2pAddrs(&ai)
@@ -139,16 +145,21 @@ type rawAgent struct {
 // closes it at the end of the test. The provider provides as the mesh's
 // directory does: at once, and again after a failure (an empty routing
 // table while joining), for at most provideBound. The provider is the
-// last agent started, so this is once every agent runs.
-func newRawAgent(t testing.TB, i int, boot []peer.AddrInfo, provider bool, provideBound time.Duration, rep *gossipReporter, kt *kindTracer) *rawAgent {
+// last agent started, so this is once every agent runs. With h (a
+// mocknet host with key meshtest.Key(5000+i)) it runs on h; without, it
+// builds a host on loopback TCP.
+func newRawAgent(t testing.TB, i int, h host.Host, boot []peer.AddrInfo, provider bool, provideBound time.Duration, rep *gossipReporter, kt *kindTracer) *rawAgent {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &rawAgent{key: dht.CapabilityKey(probe), ctx: ctx, cancel: cancel}
 	t.Cleanup(a.close)
-	h, err := libp2p.New(libp2p.Identity(meshtest.Key(t, 5000+i)), libp2p.ListenAddrs(meshtest.Loopback), libp2p.BandwidthReporter(rep))
-	if err != nil {
-		t.Fatal(err)
+	if h == nil {
+		var err error
+		if h, err = libp2p.New(libp2p.Identity(meshtest.Key(t, 5000+i)), libp2p.ListenAddrs(meshtest.Loopback), libp2p.BandwidthReporter(rep)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	a.h = h
+	var err error
 	for _, ai := range boot {
 		if err := h.Connect(ctx, ai); err != nil {
 			t.Fatalf("raw %d: connect: %v", i, err)

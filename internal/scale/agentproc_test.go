@@ -38,13 +38,13 @@ func TestScaleAgent(t *testing.T) {
 	s := &agentServer{rep: newGossipReporter(), kt: newKindTracer(), out: bufio.NewWriter(out)}
 	switch spec.Kind {
 	case KindMesh:
-		a, err := newMeshAgent(t, spec.Index, spec.Boot, spec.Provider, spec.Join, s.rep, s.kt)
+		a, err := newMeshAgent(t, spec.Index, nil, spec.Boot, spec.Provider, spec.Join, s.rep, s.kt)
 		s.a = a
 		if err != nil {
 			s.joinErr = err.Error()
 		}
 	case KindRaw:
-		s.a = newRawAgent(t, spec.Index, spec.Boot, spec.Provider, time.Duration(spec.ProvideBoundMs)*time.Millisecond, s.rep, s.kt)
+		s.a = newRawAgent(t, spec.Index, nil, spec.Boot, spec.Provider, time.Duration(spec.ProvideBoundMs)*time.Millisecond, s.rep, s.kt)
 	default:
 		t.Fatalf("%s: kind %q is neither %s nor %s", agentEnv, spec.Kind, KindMesh, KindRaw)
 	}

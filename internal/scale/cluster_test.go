@@ -130,7 +130,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // measure records c's figures.
 func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 	r := Row{Kind: c.kind(), N: c.size()}
+	stopProfile := startProfile(t, c, "discover")
 	r.AllDiscoverMs, r.Discovered = allDiscover(t, c, p)
+	stopProfile()
 	var lat []time.Duration
 	var queried, samples int
 	for range p.lookups {
@@ -283,7 +285,7 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 		t.Fatalf("N=%d: %v", c.size(), err)
 	}
 	window := time.Now()
-	stopProfile := startProfile(t, c)
+	stopProfile := startProfile(t, c, "publish")
 	tick := time.NewTicker(time.Second / time.Duration(p.rate))
 	for seq := range p.published {
 		<-tick.C
@@ -324,9 +326,9 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 }
 
 // startProfile profiles the CPU until the returned function is called,
-// when -scale.cpuprofile is set. It profiles the test process, so it
+// when -scale.cpuprofile is set, into <prefix>-<phase>-<kind>-<N>.pprof. It profiles the test process, so it
 // says nothing of agents in processes of their own.
-func startProfile(t *testing.T, c cluster) func() {
+func startProfile(t *testing.T, c cluster, phase string) func() {
 	if *profile == "" {
 		return func() {}
 	}
@@ -334,7 +336,7 @@ func startProfile(t *testing.T, c cluster) func() {
 		t.Logf("-scale.cpuprofile profiles the test process; the agents of %s are not in it", c.kind())
 		return func() {}
 	}
-	f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", *profile, c.kind(), c.size()))
+	f, err := os.Create(fmt.Sprintf("%s-%s-%s-%d.pprof", *profile, phase, c.kind(), c.size()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,28 @@
 // the runtime's fixed cost included: what one agent costs on its own.
 // The agents still share the machine's cores and loopback.
 //
+// With -scale.net mock (make scale SCALENET=mock) the in-process agents
+// run on go-libp2p's in-memory network, p2p/net/mock, instead of loopback
+// TCP: no sockets, so no descriptor limit, and no transport security or
+// stream multiplexer, so a node costs less CPU and memory than on a real
+// transport. Every pair of agents is linked (mocknet dials only over a
+// link), each link with -scale.latency one way and -scale.bw bytes/s. The
+// mesh's nodes are built on the mocknet host (node.WithHost) and the raw
+// baseline's kad-dht and GossipSub on another, so both kinds see the same
+// network. Mocknet has no bandwidth reporter: the gossip sent is counted
+// by the kind tracer instead (each RPC's length prefix and protobuf, the
+// bytes go-libp2p-pubsub writes). A row's Net says which network it ran
+// on.
+//
+// Mocknet's latency is not a real link's: a stream delivers its writes
+// in order and, once 256 bytes are buffered, holds the next write until
+// the buffered ones have arrived, so a stream carries about one write
+// of 256 bytes or more per latency (a window of one, where TCP's is
+// many). A mesh envelope is over 256 bytes and a raw message is not, so
+// at a publish rate near 1/latency the mesh's streams queue before the
+// raw ones do: with 50 ms, publish at 5 messages/s or less
+// (-scale.rate) for figures about the mesh rather than about mocknet.
+//
 // DHT hops are not exposed by kad-dht: a lookup queries up to alpha peers
 // at a time and stops when the closest peers have answered, so the path
 // length is not defined for one lookup. The harness counts instead the

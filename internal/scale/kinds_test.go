@@ -1,15 +1,18 @@
 package scale
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"google.golang.org/protobuf/proto"
 )
 
 // kindTracer splits the GossipSub RPCs a cluster sends by what they
@@ -24,6 +27,11 @@ type kindTracer struct {
 	// seen holds the messages sent so far (their first 64 bytes, the
 	// envelope's signature for the mesh), to count distinct ones.
 	seen map[string]bool
+	// rpcs and bytes count every RPC handed to a peer's queue and its
+	// bytes on the wire (the length prefix and the protobuf, as
+	// go-libp2p-pubsub writes it): on mocknet, which has no bandwidth
+	// reporter, they are the gossip sent.
+	rpcs, bytes atomic.Int64
 }
 
 func newKindTracer() *kindTracer {
@@ -31,6 +39,9 @@ func newKindTracer() *kindTracer {
 }
 
 func (t *kindTracer) SendRPC(rpc *libp2ppubsub.RPC, _ peer.ID) {
+	size := proto.Size(&rpc.RPC)
+	t.rpcs.Add(1)
+	t.bytes.Add(int64(size + len(binary.AppendUvarint(nil, uint64(size)))))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, m := range rpc.GetPublish() {
@@ -56,6 +67,9 @@ func (t *kindTracer) SendRPC(rpc *libp2ppubsub.RPC, _ peer.ID) {
 	t.counts["subscription"] += int64(len(rpc.GetSubscriptions()))
 	t.counts["rpc"]++
 }
+
+// sent returns the RPCs and bytes sent so far (never reset).
+func (t *kindTracer) sent() (msgs, bytes int64) { return t.rpcs.Load(), t.bytes.Load() }
 
 func (t *kindTracer) add(k string) {
 	t.mu.Lock()

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
 )
 
 // localCluster is N agents of one kind in the test process, sharing one
@@ -19,10 +23,28 @@ type localCluster struct {
 	kt      *kindTracer
 	base    uint64 // heap and stacks before the agents started
 	baseRSS uint64
+	// mock is the in-memory network the agents run on; nil: loopback.
+	mock *mockNet
 }
 
-func newLocalCluster(kind string, n int) *localCluster {
-	return &localCluster{name: kind, prov: n - 1, rep: newGossipReporter(), kt: newKindTracer(), base: heapAndStacks(), baseRSS: rssBytes()}
+// newLocalCluster returns an empty cluster; with mock its agents run on
+// the in-memory network mock (created before the baseline is taken, so
+// that its links count in the memory figures).
+func newLocalCluster(kind string, n int, mock *mockNet) *localCluster {
+	return &localCluster{name: kind, prov: n - 1, rep: newGossipReporter(), kt: newKindTracer(), base: heapAndStacks(), baseRSS: rssBytes(), mock: mock}
+}
+
+// mockHost returns agent i's host on the mocknet with key k, or nil on
+// loopback (the agent builds its own).
+func (c *localCluster) mockHost(t *testing.T, i int, k crypto.PrivKey) host.Host {
+	if c.mock == nil {
+		return nil
+	}
+	h, err := c.mock.host(k, i)
+	if err != nil {
+		t.Fatalf("N=%d: %v", cap(c.agents), err)
+	}
+	return h
 }
 
 // bootInfos returns the addresses of the agents boot names.
@@ -34,14 +56,15 @@ func bootInfos(agents []agent, boot []int) []peer.AddrInfo {
 	return infos
 }
 
-func startMesh(t *testing.T, rng *rand.Rand, n int) *localCluster {
-	c := newLocalCluster(KindMesh, n)
+func startMesh(t *testing.T, rng *rand.Rand, n int, mock *mockNet) *localCluster {
+	c := newLocalCluster(KindMesh, n, mock)
+	c.agents = make([]agent, 0, n)
 	// A node that cannot connect to its bootstrap peers within joinBound
 	// is left to its own retries, and the later ones are not waited for:
 	// the figures then say what such a mesh does.
 	overloaded := false
 	for i, boot := range sparse(rng, n) {
-		a, err := newMeshAgent(t, i, bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt)
+		a, err := newMeshAgent(t, i, c.mockHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt)
 		if err != nil {
 			t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
 			overloaded = true
@@ -51,18 +74,31 @@ func startMesh(t *testing.T, rng *rand.Rand, n int) *localCluster {
 	return c
 }
 
-func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration) *localCluster {
-	c := newLocalCluster(KindRaw, n)
+func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration, mock *mockNet) *localCluster {
+	c := newLocalCluster(KindRaw, n, mock)
+	c.agents = make([]agent, 0, n)
 	for i, boot := range sparse(rng, n) {
-		c.agents = append(c.agents, newRawAgent(t, i, bootInfos(c.agents, boot), i == c.prov, provideBound, c.rep, c.kt))
+		c.agents = append(c.agents, newRawAgent(t, i, c.mockHost(t, i, meshtest.Key(t, 5000+i)), bootInfos(c.agents, boot), i == c.prov, provideBound, c.rep, c.kt))
 	}
 	return c
 }
 
-func (c *localCluster) kind() string                         { return c.name }
-func (c *localCluster) size() int                            { return len(c.agents) }
-func (c *localCluster) provider() int                        { return c.prov }
-func (c *localCluster) sent() (msgs, bytes int64, _ error)   { m, b := c.rep.sent(); return m, b, nil }
+func (c *localCluster) kind() string  { return c.name }
+func (c *localCluster) size() int     { return len(c.agents) }
+func (c *localCluster) provider() int { return c.prov }
+
+// sent returns the GossipSub RPCs and bytes sent: the bandwidth
+// reporter's on loopback, the tracer's on mocknet (the same bytes: the
+// RPCs as written to the stream).
+func (c *localCluster) sent() (msgs, bytes int64, _ error) {
+	if c.mock != nil {
+		m, b := c.kt.sent()
+		return m, b, nil
+	}
+	m, b := c.rep.sent()
+	return m, b, nil
+}
+
 func (c *localCluster) takeKinds() (map[string]int64, error) { return c.kt.take(), nil }
 
 func (c *localCluster) find(ctx context.Context, i int) (bool, int, error) {

@@ -5,10 +5,12 @@ import (
 	"image/color"
 	"math"
 	"path/filepath"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // figure is one plot: a Row field against N.
@@ -46,8 +48,25 @@ var kindColors = map[string]color.Color{
 	KindRawProcs:  color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 }
 
+// series is one line of a plot: a kind on a network.
+type series struct{ kind, net string }
+
+// seriesOf returns the (kind, network) pairs of rows whose kind is in
+// kinds, in kinds' order and then in the order rows first show them.
+func seriesOf(rows []Row, kinds []string) []series {
+	var out []series
+	for _, kind := range kinds {
+		for _, r := range rows {
+			if s := (series{kind, r.network()}); r.Kind == kind && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 // Plot writes one PNG per figure into dir: each figure against N, one
-// line per kind. Figures that are NaN (not measured) are left out, and a
+// line per kind and network. Figures that are NaN (not measured) are left out, and a
 // plot with no line (a figure only for kinds not in rows) is not written.
 func Plot(dir string, rows []Row) error {
 	for _, f := range figures {
@@ -62,10 +81,10 @@ func Plot(dir string, rows []Row) error {
 			kinds = []string{KindMesh, KindRaw, KindMeshProcs, KindRawProcs}
 		}
 		lines := 0
-		for _, kind := range kinds {
+		for _, sr := range seriesOf(rows, kinds) {
 			var pts plotter.XYs
 			for _, r := range rows {
-				if v := f.value(r); r.Kind == kind && !math.IsNaN(v) && !math.IsInf(v, 0) {
+				if v := f.value(r); r.Kind == sr.kind && r.network() == sr.net && !math.IsNaN(v) && !math.IsInf(v, 0) {
 					pts = append(pts, plotter.XY{X: float64(r.N), Y: v})
 				}
 			}
@@ -76,12 +95,23 @@ func Plot(dir string, rows []Row) error {
 			if err != nil {
 				return fmt.Errorf("scale: plot %s: %w", f.file, err)
 			}
-			line.Color, dots.Color = kindColors[kind], kindColors[kind]
-			if kind == KindMeshProcs || kind == KindRawProcs {
+			line.Color, dots.Color = kindColors[sr.kind], kindColors[sr.kind]
+			switch {
+			case sr.kind == KindMeshProcs || sr.kind == KindRawProcs:
 				line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			case sr.net != NetLoopback && sr.net != NetMock:
+				// mocknet with latency: dotted, hollow marks
+				line.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+				dots.Shape = draw.RingGlyph{}
+			case sr.net == NetMock:
+				dots.Shape = draw.SquareGlyph{}
 			}
 			p.Add(line, dots)
-			p.Legend.Add(kind, line, dots)
+			label := sr.kind
+			if sr.net != NetLoopback {
+				label += " (" + sr.net + ")"
+			}
+			p.Legend.Add(label, line, dots)
 			lines++
 		}
 		if lines == 0 {

@@ -22,7 +22,12 @@ const (
 // Row holds one kind's figures at one size. Durations are in milliseconds.
 type Row struct {
 	Kind string
-	N    int
+	// Net is the network the agents ran on: "loopback" (TCP on
+	// 127.0.0.1), "mock" (mocknet, in memory) or "mock 50ms" (with that
+	// one-way latency on every link, and a bandwidth when one was set).
+	// Empty reads as loopback.
+	Net string
+	N   int
 	// AllDiscoverMs is the time from the last node's start until every
 	// node has found the capability's provider (NaN when some did not
 	// within the step's bound); Discovered counts those that did.
@@ -54,12 +59,20 @@ type Row struct {
 // header names Row's fields in CSV order.
 var header = []string{"kind", "n", "all_discover_ms", "discovered", "discover_p50_ms", "discover_p99_ms",
 	"queried_per_lookup", "publish_p50_ms", "publish_p99_ms", "delivery_ratio",
-	"msgs_per_node_per_pub", "bytes_per_node_per_pub", "idle_cpu_percent", "mem_mib_per_node", "rss_mib_per_node"}
+	"msgs_per_node_per_pub", "bytes_per_node_per_pub", "idle_cpu_percent", "mem_mib_per_node", "rss_mib_per_node", "net"}
 
 func (r Row) values() []float64 {
 	return []float64{r.AllDiscoverMs, float64(r.Discovered), r.DiscoverP50Ms, r.DiscoverP99Ms,
 		r.QueriedPerLookup, r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio,
 		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode}
+}
+
+// network is Net, with loopback for empty.
+func (r Row) network() string {
+	if r.Net == "" {
+		return "loopback"
+	}
+	return r.Net
 }
 
 // WriteCSV writes rows with a header line.
@@ -73,6 +86,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 		for _, v := range r.values() {
 			rec = append(rec, strconv.FormatFloat(v, 'g', 6, 64))
 		}
+		rec = append(rec, r.network())
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("scale: csv: %w", err)
 		}
@@ -91,7 +105,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 // bound) sorts above every number: it is the worst outcome. With an even
 // number of runs it takes the upper middle. Median panics on no runs.
 func Median(runs []Row) Row {
-	m := Row{Kind: runs[0].Kind, N: runs[0].N}
+	m := Row{Kind: runs[0].Kind, Net: runs[0].Net, N: runs[0].N}
 	fields := func(r *Row) []*float64 {
 		return []*float64{&r.AllDiscoverMs, &r.DiscoverP50Ms, &r.DiscoverP99Ms, &r.QueriedPerLookup,
 			&r.PublishP50Ms, &r.PublishP99Ms, &r.DeliveryRatio, &r.MsgsPerNodePerPub,

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWriteCSVAndPlot writes two kinds at two sizes, one figure not
@@ -82,6 +83,32 @@ func TestMedian(t *testing.T) {
 		}
 		if m.Discovered != 40+len(runs)/2 {
 			t.Errorf("%s: Discovered = %d", tc.name, m.Discovered)
+		}
+	}
+}
+
+// The CSV names each row's network, and a mocknet run's label carries
+// its latency and bandwidth.
+func TestNetLabelAndBandwidth(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, []Row{{Kind: KindMesh, N: 10}, {Kind: KindRaw, Net: netLabel(NetMock, 50*time.Millisecond, 12.5e6), N: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if !strings.HasSuffix(lines[0], ",net") || !strings.HasSuffix(lines[1], ",loopback") || !strings.HasSuffix(lines[2], ",mock 50ms 12.5MB/s") {
+		t.Fatalf("csv:\n%s", buf.String())
+	}
+	for _, tc := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"", 0, true}, {"0", 0, true}, {"1000", 1000, true}, {"12.5M", 12.5e6, true}, {"2k", 2000, true}, {"1G", 1e9, true},
+		{"-1", 0, false}, {"fast", 0, false}, {"M", 0, false},
+	} {
+		got, err := parseBandwidth(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseBandwidth(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }

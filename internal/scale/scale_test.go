@@ -19,14 +19,18 @@ var (
 	out     = flag.String("scale.out", "../../docs/scale", "directory for scale.csv and the plots")
 	step    = flag.Duration("scale.step", 60*time.Second, "bound of each waiting step")
 	lookups = flag.Int("scale.lookups", 40, "discovery samples from random nodes")
-	pubs    = flag.Int("scale.published", 100, "messages published at 20 messages/s")
+	pubs    = flag.Int("scale.published", 100, "messages published at -scale.rate")
+	rate    = flag.Int("scale.rate", 20, "publish rate, messages/s (on mocknet with latency keep it below 1/latency: see the package doc)")
 	idle    = flag.Duration("scale.idle", 5*time.Second, "idle window for CPU")
 	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
-	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each publish phase to this prefix + -<kind>-<N>.pprof")
+	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each discovery and publish phase to this prefix + -<phase>-<kind>-<N>.pprof")
 	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw, and in processes mesh-procs, raw-procs (all four: the cross-check)")
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
 	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
 	procs   = flag.Bool("scale.procs", false, "run each agent in a process of its own: -scale.kinds mesh and raw become mesh-procs and raw-procs")
+	netw    = flag.String("scale.net", NetLoopback, "network of in-process agents: loopback (TCP on 127.0.0.1) or mock (go-libp2p's in-memory mocknet, no sockets)")
+	latency = flag.Duration("scale.latency", 0, "mock: one-way latency of every link (e.g. 50ms, a WAN)")
+	bw      = flag.String("scale.bw", "", "mock: bandwidth of every link in bytes/s, with an optional k, M or G (e.g. 12.5M, 100 Mbit/s); empty: unlimited")
 )
 
 // TestScale is the harness's entry: for each size it measures each kind
@@ -37,7 +41,21 @@ func TestScale(t *testing.T) {
 	if !*run {
 		t.Skip("the scale harness runs with -scale (make scale)")
 	}
-	p := params{step: *step, lookups: *lookups, rate: 20, published: *pubs, idle: *idle, discoveryOnly: *disc}
+	p := params{step: *step, lookups: *lookups, rate: max(*rate, 1), published: *pubs, idle: *idle, discoveryOnly: *disc}
+	bandwidth, err := parseBandwidth(*bw)
+	if err != nil {
+		t.Fatalf("-scale.bw: %v", err)
+	}
+	mock := *netw == NetMock
+	switch {
+	case *netw != NetLoopback && !mock:
+		t.Fatalf("-scale.net: %q is neither %s nor %s", *netw, NetLoopback, NetMock)
+	case mock && *procs:
+		t.Fatal("-scale.net mock holds every agent in the test process: it does not go with -scale.procs")
+	case !mock && (*latency != 0 || bandwidth != 0):
+		t.Fatal("-scale.latency and -scale.bw shape mocknet's links: they need -scale.net mock")
+	}
+	label := netLabel(*netw, *latency, bandwidth)
 	var measured []string
 	inProcess, inProcs := false, false
 	for _, kind := range strings.Split(*kinds, ",") {
@@ -60,7 +78,7 @@ func TestScale(t *testing.T) {
 		if err != nil || n < 3 {
 			t.Fatalf("-scale.n: %q is not a size of at least 3", f)
 		}
-		if err := enoughDescriptors(n, inProcess, inProcs); err != nil {
+		if err := enoughDescriptors(n, inProcess && !mock, inProcs); err != nil {
 			t.Fatal(err)
 		}
 		for _, kind := range measured {
@@ -71,11 +89,15 @@ func TestScale(t *testing.T) {
 					// every kind.
 					rng := rand.New(rand.NewPCG(*seed+uint64(run), uint64(n)))
 					var c cluster
+					var mn *mockNet
+					if mock {
+						mn = newMockNet(t, *latency, bandwidth)
+					}
 					switch kind {
 					case KindMesh:
-						c = startMesh(t, rng, n)
+						c = startMesh(t, rng, n, mn)
 					case KindRaw:
-						c = startRaw(t, rng, n, p.step)
+						c = startRaw(t, rng, n, p.step, mn)
 					case KindMeshProcs:
 						c = startProcs(t, rng, KindMesh, n, p.step)
 					case KindRawProcs:
@@ -83,6 +105,10 @@ func TestScale(t *testing.T) {
 					}
 					start := time.Now()
 					r := measure(t, rng, c, p)
+					r.Net = label
+					if kind == KindMeshProcs || kind == KindRawProcs {
+						r.Net = NetLoopback
+					}
 					t.Logf("%s N=%d in %s: %+v", c.kind(), n, time.Since(start).Round(time.Second), r)
 					done = append(done, r)
 				})
