@@ -18,7 +18,7 @@ SCALESTEP ?= 60s
 SCALERUNS ?= 1
 SCALETIMEOUT ?= 60m
 # make chaos runs each scenario within 3 minutes and all of them within this.
-CHAOSTIMEOUT ?= 14m
+CHAOSTIMEOUT ?= 18m
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-10s %s\n",$$1,$$2}'
@@ -38,7 +38,7 @@ lint: ## gofmt, go vet, and no printing or exiting in library packages
 	$(GO) vet -tags chaos ./cmd/meshagent
 	@! grep -rnE --include='*.go' '\bfmt\.Print|\blog\.(Print|Fatal)|\bos\.Exit\(' sign protocol node rpc bus lobby dht pubsub store 2>/dev/null | grep -v '_test.go'
 
-chaos: ## Fault and abuse scenarios (relay kills, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
+chaos: ## Fault and abuse scenarios (relay kills, relay restarts with reconnecting subscribers, power loss, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
 	@log=$$(mktemp); \
 	$(GO) test -tags chaos -count=1 -timeout=$(CHAOSTIMEOUT) -v -run '^TestChaos' ./cmd/meshagent >$$log 2>&1; rc=$$?; \
 	grep -E '^(chaos: |--- (FAIL|SKIP)|FAIL|ok )|pending fix' $$log; \
