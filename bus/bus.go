@@ -90,6 +90,7 @@ type Bus struct {
 
 	kick     chan struct{} // wakes the retry loop
 	historyQ chan store.Message
+	gate     storeGate // closed while the store cannot write
 	ctx      context.Context
 	cancel   context.CancelFunc
 

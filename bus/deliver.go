@@ -263,6 +263,7 @@ func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 	// the answer leaves.
 	for _, rm := range retries {
 		if err := b.store.Enqueue(ctx, rm); err != nil {
+			b.gate.fail(b.now(), err)
 			return res, fmt.Errorf("persist retry: %w", err)
 		}
 	}
@@ -271,6 +272,7 @@ func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 	}
 	if local && !res.Success && b.store != nil {
 		if err := b.store.DeadLetter(ctx, msg, "no subscriber and no default handler"); err != nil {
+			b.gate.fail(b.now(), err)
 			return res, fmt.Errorf("persist dead letter: %w", err)
 		}
 		b.met.deadLetter()

@@ -97,9 +97,30 @@ func (b *Bus) drainHistory(batch []store.Message) []store.Message {
 	return batch
 }
 
+// recordNow writes ms to history. A write that fails (a full disk)
+// closes the gate, so that sendMessage refuses new messages, and is tried
+// again every gateHold until it succeeds, which opens the gate: what was
+// acknowledged reaches history once there is room. Only when the bus
+// closes does it give up, logging what was not recorded.
 func (b *Bus) recordNow(ctx context.Context, ms []store.Message) {
-	if err := b.store.RecordAll(ctx, ms); err != nil {
-		b.log.Warn("history not recorded", "messages", len(ms), "err", err)
+	for {
+		err := b.store.RecordAll(ctx, ms)
+		if err == nil {
+			if b.gate.open() {
+				b.log.Info("the store writes again: sendMessage accepted again")
+			}
+			return
+		}
+		b.gate.fail(b.now(), err)
+		b.log.Warn("history not recorded yet: refusing sendMessage until it is", "messages", len(ms), "err", err)
+		select {
+		case <-time.After(gateHold):
+		case <-b.ctx.Done():
+			if err := b.store.RecordAll(ctx, ms); err != nil {
+				b.log.Error("history not recorded", "messages", len(ms), "err", err)
+			}
+			return
+		}
 	}
 }
 

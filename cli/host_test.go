@@ -84,3 +84,40 @@ func TestLocalPagesRefuseForeignHost(t *testing.T) {
 		t.Errorf("GET /metrics on 127.0.0.1: %d %.200q", code, body)
 	}
 }
+
+// TestMaxClientsReported: the bus server's connection cap is
+// --max-clients (default rpc.DefaultMaxClients) and /metrics reports it.
+func TestMaxClientsReported(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := meshtest.Node(t, 63, node.WithStore(st))
+	reg := metrics.New()
+	ops := metrics.Handler(reg, readyChecks(n, st, nil))
+	d, err := startDoors(n, "127.0.0.1:0", publicSettings{maxClients: 7000}, testlog.New(t), st, nil, new(slog.LevelVar), ops, reg.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.close(ctx)
+	})
+	if got := d.api.srv.MaxClients(); got != 7000 {
+		t.Errorf("MaxClients = %d, want 7000", got)
+	}
+	resp, err := http.Get("http://" + d.api.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), "\nmeshagent_bus_max_clients 7000\n") {
+		t.Errorf("/metrics does not report meshagent_bus_max_clients 7000")
+	}
+	if def := (publicSettings{}).limits().MaxClients; def < 5000 {
+		t.Errorf("the default cap is %d", def)
+	}
+}

@@ -35,7 +35,14 @@ const (
 	flagTokens  = "tokens"
 	flagTLSCert = "tls-cert"
 	flagTLSKey  = "tls-key"
+	// flagMaxClients bounds the WebSocket connections of the relay's bus
+	// server (its --ws and --api together).
+	flagMaxClients = "max-clients"
 )
+
+// maxMaxClients bounds --max-clients: more connections than a process
+// has file descriptors for cannot be held anyway.
+const maxMaxClients = 1 << 20
 
 // publicSettings configure a relay's public listener.
 type publicSettings struct {
@@ -43,13 +50,28 @@ type publicSettings struct {
 	tokensPath string
 	tokens     *rpc.Tokens // nil: anonymous clients
 	tls        *tls.Config // nil: plain ws
+	// maxClients bounds the bus server's connections (0: the default,
+	// rpc.DefaultMaxClients).
+	maxClients int
+}
+
+// limits returns the bus server's connection limits under p.
+func (p publicSettings) limits() rpc.Limits {
+	l := rpc.DefaultLimits()
+	if p.maxClients > 0 {
+		l.MaxClients = p.maxClients
+	}
+	return l
 }
 
 // resolvePublic validates the public listener's flags.
 func (r *runState) resolvePublic(c *ucli.Context) (publicSettings, error) {
-	p := publicSettings{addr: c.String(flagWS)}
+	p := publicSettings{addr: c.String(flagWS), maxClients: c.Int(flagMaxClients)}
 	if _, err := r.hostPort(c, flagWS, p.addr); err != nil {
 		return p, err
+	}
+	if p.maxClients < 1 || p.maxClients > maxMaxClients {
+		return p, r.flagError(c, flagMaxClients, "%d is not between 1 and %d", p.maxClients, maxMaxClients)
 	}
 	if p.tokensPath = expandHome(c.String(flagTokens)); p.tokensPath != "" {
 		var err error
@@ -95,6 +117,8 @@ func (r *runState) relayCommand() *ucli.Command {
 		stringFlag(flagTokens, "", "tokens `FILE` (JSON): --ws then requires a token (?token= or Authorization: Bearer), each granting topics and methods; reloaded on change and SIGHUP"),
 		stringFlag(flagTLSCert, "", "certificate `FILE` (PEM): --ws serves wss (TLS); needs --tls-key"),
 		stringFlag(flagTLSKey, "", "private key `FILE` (PEM) of --tls-cert"),
+		&ucli.IntFlag{Name: flagMaxClients, Value: rpc.DefaultMaxClients, EnvVars: []string{envVar(flagMaxClients)},
+			Usage: "at most `N` WebSocket clients on --ws and --api together (an idle one costs at most 50 KiB); the open file limit must allow them"},
 	}
 	for _, f := range nc.Flags {
 		if f.Names()[0] == flagAPI {
@@ -146,8 +170,16 @@ type frontDoors struct {
 func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler, reg prometheus.Registerer) (frontDoors, error) {
 	var d frontDoors
 	var srv *busServer
+	lim := pub.limits()
+	if reg != nil {
+		// What the bus server admits, beside meshagent_bus_clients.
+		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "meshagent_bus_max_clients",
+			Help: "The most WebSocket clients the bus server holds (--max-clients)."}, func() float64 { return float64(lim.MaxClients) })); err != nil {
+			return d, exitErrorf(ExitFailure, "metrics: %v", err)
+		}
+	}
 	if api != "" {
-		a, err := startAPI(n, api, log, st, reg, level, statusPage(ops, n, log)...)
+		a, err := startAPI(n, api, log, st, reg, level, append(statusPage(ops, n, log), rpc.WithLimits(lim))...)
 		if err != nil {
 			return d, err
 		}
@@ -229,7 +261,7 @@ func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *
 	var own *busServer
 	if srv == nil {
 		var err error
-		if own, err = newBusServer(n, log.With("component", "relay"), st, reg); err != nil {
+		if own, err = newBusServer(n, log.With("component", "relay"), st, reg, rpc.WithLimits(pub.limits())); err != nil {
 			return nil, exitErrorf(ExitFailure, "bus: %v", err)
 		}
 		srv = own

@@ -27,8 +27,8 @@ import (
 // MaxMessageBytes each (a delivery carries a payload some client sent); a
 // server holds at most MaxClients connections, plus the ones being torn
 // down (each for at most WriteTimeout). With the defaults that is 384
-// messages per connection: 384 KiB with 1 KiB messages (0.4 GiB for a
-// full server), and a worst case of 384 MiB per connection with messages
+// messages per connection: 384 KiB with 1 KiB messages (6 GiB for a
+// full server of busy clients; an idle one costs IdleClientBytes), and a worst case of 384 MiB per connection with messages
 // at the 1 MiB limit. Size MaxMessageBytes (and SendQueue) for the
 // messages clients really send.
 type Limits struct {
@@ -97,6 +97,16 @@ type Limits struct {
 	PingInterval time.Duration
 }
 
+// DefaultMaxClients is Limits.MaxClients unless told otherwise (a relay's
+// --max-clients): 16,384 idle initialized clients cost about
+// IdleClientBytes each.
+const DefaultMaxClients = 16384
+
+// IdleClientBytes bounds what an idle initialized client costs a server
+// (heap and goroutine stacks), as BenchmarkIdleClients in package bus
+// measures it.
+const IdleClientBytes = 50 << 10
+
 // DefaultLimits returns the limits a server uses unless told otherwise.
 func DefaultLimits() Limits {
 	return Limits{
@@ -105,7 +115,7 @@ func DefaultLimits() Limits {
 		WriteTimeout:       10 * time.Second,
 		MaxBatch:           64,
 		MaxConcurrentCalls: 64,
-		MaxClients:         1024,
+		MaxClients:         DefaultMaxClients,
 		MaxClientsPerIP:    64,
 		PerIPExempt:        []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		InitTimeout:        10 * time.Second,

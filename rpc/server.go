@@ -290,6 +290,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, acc *access) {
 // Clients returns the number of connected clients.
 func (s *Server) Clients() int { return s.hub.Len() }
 
+// MaxClients returns the most connections the server holds
+// (Limits.MaxClients).
+func (s *Server) MaxClients() int { return s.cfg.Limits.MaxClients }
+
 // Close stops the listeners started by Serve, Start and ListenAndServe,
 // closes every client connection (status 1001 "going away"), and waits
 // until every goroutine of the server has returned. Handlers see their

@@ -97,8 +97,9 @@ func (c *Credential) AllowsTopic(topic string) bool {
 // wildcard pattern that starts with L and has no '/' after it; and under
 // an allowed prefix pattern (L ending in ':', '-', '.', '/' or '_'), any
 // pattern starting with L. Anything it cannot prove narrower is refused:
-// under L*, a remainder with a character class or an escape, which can
-// match the '/' that L*'s "*" never crosses ("a.[^x]" receives "a./").
+// under L*, a remainder that can match the '/' that L*'s "*" never
+// crosses (a '/', an escaped one, or a class that admits it: "a.[^x]"
+// receives "a./").
 // For every pattern it accepts, each topic the pattern matches is one
 // AllowsTopic allows (FuzzAllowsPatternSound checks it).
 func (c *Credential) AllowsPattern(pattern string) bool {
@@ -116,7 +117,7 @@ func (c *Credential) AllowsPattern(pattern string) bool {
 		}
 		if strings.ContainsAny(a, wildcards) {
 			lit, ok := strings.CutSuffix(a, "*")
-			if ok && !strings.ContainsAny(lit, wildcards) && wild && strings.HasPrefix(pattern, lit) && !strings.ContainsAny(pattern[len(lit):], `/[\`) {
+			if ok && !strings.ContainsAny(lit, wildcards) && wild && strings.HasPrefix(pattern, lit) && neverMatchesSlash(pattern[len(lit):]) {
 				return true
 			}
 			continue
@@ -126,6 +127,80 @@ func (c *Credential) AllowsPattern(pattern string) bool {
 		}
 	}
 	return false
+}
+
+// neverMatchesSlash reports whether the rest of a path.Match pattern
+// cannot match a '/' anywhere: "*" and "?" never do, nor a literal other
+// than '/', nor a class that leaves '/' out ("[a-z]", "[^/]"). A pattern
+// it cannot read is reported as matching one.
+func neverMatchesSlash(rest string) bool {
+	for i := 0; i < len(rest); i++ {
+		switch c := rest[i]; c {
+		case '/':
+			return false
+		case '\\':
+			if i++; i >= len(rest) || rest[i] == '/' {
+				return false
+			}
+		case '[':
+			end, admits, ok := classAdmitsSlash(rest[i+1:])
+			if !ok || admits {
+				return false
+			}
+			i += end + 1
+		}
+	}
+	return true
+}
+
+// classAdmitsSlash reads a path.Match class body (after its '[') and
+// returns the index of its closing ']' in body and whether the class
+// matches '/'; ok is false when the class is malformed.
+func classAdmitsSlash(body string) (end int, admits, ok bool) {
+	i, negated, has := 0, false, false
+	if i < len(body) && body[i] == '^' {
+		negated, i = true, i+1
+	}
+	read := func() (byte, bool) {
+		if i >= len(body) {
+			return 0, false
+		}
+		c := body[i]
+		if c == '\\' {
+			if i++; i >= len(body) {
+				return 0, false
+			}
+			c = body[i]
+		}
+		i++
+		return c, true
+	}
+	for first := true; ; first = false {
+		if i >= len(body) {
+			return 0, false, false
+		}
+		if body[i] == ']' && !first {
+			break
+		}
+		lo, okLo := read()
+		if !okLo {
+			return 0, false, false
+		}
+		hi := lo
+		if i < len(body) && body[i] == '-' {
+			i++
+			if hi, okLo = read(); !okLo {
+				return 0, false, false
+			}
+		}
+		if lo >= 0x80 || hi >= 0x80 {
+			return 0, false, false // multi-byte runes: not judged
+		}
+		if lo <= '/' && '/' <= hi {
+			has = true
+		}
+	}
+	return i, has != negated, true
 }
 
 const (

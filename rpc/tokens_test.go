@@ -130,7 +130,12 @@ func TestTokenTopicsMatchAsSubscribe(t *testing.T) {
 		{"a.b.c", true},
 		{"a.b.", false},   // a prefix: it would take "a.b./x"
 		{"a.[^x]", false}, // a class matches '/': it would take "a./"
-		{`a.\*`, false},
+		{`a.\*`, true},    // a literal '*'
+		{`a.\/`, false},
+		{"a.[a-z]*", true},
+		{"a.[^/]", true},
+		{"a.[.-0]", false}, // the range holds '/'
+		{"a.[^a-z]", false},
 		{"a.*/x", false},
 		{"a*", false},
 		{"*", false},

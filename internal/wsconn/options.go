@@ -47,7 +47,7 @@ func DefaultLimits() Limits {
 		SendQueue:          256,
 		WriteTimeout:       10 * time.Second,
 		MaxConcurrentCalls: 64,
-		MaxClients:         1024,
+		MaxClients:         16384,
 		MaxClientsPerIP:    64,
 		PerIPExempt:        []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		InitTimeout:        10 * time.Second,

@@ -1,0 +1,138 @@
+//go:build linux
+
+package bus_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
+)
+
+// smallFS mounts an 8 MiB tmpfs for the test (root only) and returns its
+// directory.
+func smallFS(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount an 8 MiB tmpfs (mount -t tmpfs -o size=8m)")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Logf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fill writes to path until the filesystem is full.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			return
+		}
+	}
+}
+
+// TestDiskFullRefusesBeforeAck (issue 23, disk full): with the bus's
+// store on a full filesystem, sendMessage is refused (-32005, naming the
+// store's error) before it is acknowledged; every message it did
+// acknowledge is in history once space returns, and sending resumes by
+// itself.
+func TestDiskFullRefusesBeforeAck(t *testing.T) {
+	dir := smallFS(t)
+	st, err := store.Open(filepath.Join(dir, "bus.db"), store.WithPruneInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	_, url := busServer(t, fakemesh.New(), st)
+	sub := newPeer(t, url, "sub", nil)
+	sub.subscribe(t, map[string]any{"topic": "fill:*"})
+	sender := newPeer(t, url, "sender", nil)
+
+	filler := filepath.Join(dir, "filler")
+	fill(t, filler)
+	text := strings.Repeat("x", 16<<10)
+	var acked []string
+	refused, lastErr := 0, ""
+	for i := range 200 {
+		topic := fmt.Sprintf("fill:%d", i)
+		var res bus.SendResult
+		err := sender.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"type": "plaintext_message", "text": text}}, &res)
+		switch {
+		case err == nil && res.Success:
+			acked = append(acked, topic)
+		case rpcCode(err) == rpc.CodeServerBusy:
+			refused++
+			lastErr = err.Error()
+		default:
+			t.Errorf("%s: %+v %v, want success or -32005", topic, res, err)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("all %d messages were acknowledged on a full disk", len(acked))
+	}
+	if !strings.Contains(lastErr, "no space left on device") {
+		t.Errorf("the refusal does not say why: %s", lastErr)
+	}
+
+	// Space returns: the refusals end by themselves, and every message
+	// acknowledged is in history.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, func() error {
+		var res bus.SendResult
+		err := sender.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "fill:after", "payload": map[string]string{"type": "plaintext_message"}}, &res)
+		if err != nil || !res.Success {
+			return fmt.Errorf("sendMessage after space returned: %+v %v", res, err)
+		}
+		return nil
+	})
+	wait.For(t, 30*time.Second, func() error {
+		hist, err := st.History(ctxT(t), store.HistoryQuery{Topic: "fill:*", Limit: store.MaxHistoryLimit})
+		if err != nil {
+			return err
+		}
+		in := map[string]bool{}
+		for _, m := range hist {
+			in[m.Topic] = true
+		}
+		missing := 0
+		for _, topic := range acked {
+			if !in[topic] {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d acknowledged messages not in history", missing, len(acked))
+		}
+		return nil
+	})
+	t.Logf("full disk: %d acknowledged (all in history once space returned), %d refused: %s", len(acked), refused, lastErr)
+}
