@@ -24,3 +24,9 @@ func HearAgents(n *Node, count int) {
 
 // SpareWorkers is how many of n's request streams keep a spare worker.
 func SpareWorkers(n *Node) int { return int(n.inbound.spares.Load()) }
+
+// OutboxAttempts is how many delivery attempts n's outbox made.
+func OutboxAttempts(n *Node) uint64 { return n.outbox.attempts.Load() }
+
+// Seen tells n that agent p was heard from, as a hello does.
+func Seen(n *Node, p peer.ID) { n.seen(p) }
