@@ -30,3 +30,9 @@ func SpareWorkers(n *Node) int { return int(n.inbound.spares.Load()) }
 func MessageBatches(n *Node) (requests, messages int64) {
 	return n.batches.requests.Load(), n.batches.messages.Load()
 }
+
+// OutboxAttempts is how many delivery attempts n's outbox made.
+func OutboxAttempts(n *Node) uint64 { return n.outbox.attempts.Load() }
+
+// Seen tells n that agent p was heard from, as a hello does.
+func Seen(n *Node, p peer.ID) { n.seen(p) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -72,6 +73,8 @@ type outboxMeta struct {
 type outbox struct {
 	st   *store.Store
 	kick chan struct{}
+	// attempts counts delivery attempts (tests).
+	attempts atomic.Uint64
 
 	mu      sync.Mutex
 	waiting map[peer.ID]bool
@@ -305,12 +308,16 @@ func (n *Node) outboxPass(due []store.Message) {
 	wg.Wait()
 }
 
-// forwardTo tries ms, all addressed to agent to. Once one finds the agent
-// away, the rest wait without trying, or go to the agent's mailbox while
-// one takes them.
+// forwardTo tries ms, all addressed to agent to, in queue order. Once one
+// finds the agent away, no other is tried in this pass: the rest go to
+// the agent's mailbox while one takes them, and whatever is left for the
+// agent, due or not, waits for one next attempt, moved in one commit
+// (postponeAgent). So an agent that is away costs its senders one attempt
+// and one commit per backoff step, however many messages wait for it.
 func (n *Node) forwardTo(to string, ms []store.Message) {
 	looked, mailboxless := false, false
 	var away error
+	oldest := time.Time{}
 	for _, m := range ms {
 		if n.ctx.Err() != nil {
 			return
@@ -320,31 +327,45 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 			n.deadLetterOutbox(m, fmt.Sprintf("TTL expired: agent %s not reached since %s (%s)", to, m.Time.UTC().Format(time.RFC3339), m.LastError))
 			continue
 		}
-		if away != nil {
-			// Once no mailbox took one, the rest wait for the next pass.
-			if mailboxless || !n.tryHandOver(m) {
-				mailboxless = true
-				n.postpone(m, now, away)
+		if away == nil {
+			err := n.forwardOne(m)
+			if errors.Is(err, errAway) && protocol.CodeOf(err) == protocol.CodeUnknownAgent && !looked {
+				// The agent may be back at new addresses: ask the
+				// directory, once per pass, and try again (not when it
+				// was reached, without a handler yet).
+				looked = true
+				if n.lookUp(to) {
+					err = n.forwardOne(m)
+				}
 			}
-			continue
-		}
-		err := n.forwardOne(m)
-		if errors.Is(err, errAway) && !looked {
-			// The agent may be back at new addresses: ask the directory,
-			// once per pass, and try again.
-			looked = true
-			if n.lookUp(to) {
-				err = n.forwardOne(m)
-			}
-		}
-		if errors.Is(err, errAway) {
-			away = err
-			if n.tryHandOver(m) {
+			if !errors.Is(err, errAway) {
+				n.settle(m, now, err)
 				continue
 			}
-			mailboxless = true
+			away = err
 		}
-		n.settle(m, now, err)
+		if !mailboxless && n.tryHandOver(m) {
+			continue
+		}
+		mailboxless = true
+		if oldest.IsZero() || m.Time.Before(oldest) {
+			oldest = m.Time
+		}
+	}
+	if away != nil && mailboxless && n.ctx.Err() == nil {
+		n.postponeAgent(to, oldest, away)
+	}
+}
+
+// postponeAgent moves the next attempt of every message waiting for agent
+// to, in one commit: the wait grows with the age of the oldest (half of
+// it), from outboxRetryMin to OutboxRetry, and never passes a message's
+// expiry.
+func (n *Node) postponeAgent(to string, oldest time.Time, why error) {
+	now := n.cfg.Now()
+	wait := min(max(now.Sub(oldest)/2, outboxRetryMin), n.cfg.OutboxRetry)
+	if _, err := n.outbox.st.PostponeFor(n.ctx, outboxQueue, to, why.Error(), now.Add(wait), now.Add(n.cfg.MessageTTL)); err != nil && n.ctx.Err() == nil {
+		n.log.Warn("outbox not updated", "remote_peer", to, "err", err)
 	}
 }
 
@@ -354,6 +375,7 @@ var errAway = errors.New("agent away")
 
 // forwardOne makes one attempt at m.
 func (n *Node) forwardOne(m store.Message) error {
+	n.outbox.attempts.Add(1)
 	var meta outboxMeta
 	if err := json.Unmarshal(m.Metadata, &meta); err != nil || meta.Action == "" {
 		return protocol.Errorf(protocol.CodeInvalidMessage, "outbox entry without an action")

@@ -292,6 +292,8 @@ func TestParseHistoryQuery(t *testing.T) {
 		`{"pattern":"news:*","since":"yesterday"}`, `{"pattern":"news:*","limit":"10"}`,
 		`{"pattern":"news:*","since":"2026-01-02T00:00:00Z","until":"2026-01-01T00:00:00Z"}`,
 		`{"pattern":"news:[","limit":1}`,
+		`{"pattern":"news:*","since":"0001-01-01T00:00:01Z"}`, `{"pattern":"news:*","until":"9999-12-31T23:59:59Z"}`,
+		`{"pattern":"news:*","since":"1600-01-01T00:00:00Z","until":"2026-01-01T00:00:00Z"}`,
 	} {
 		if _, err := ParseHistoryQuery([]byte(bad)); !errors.Is(err, ErrInvalidQuery) {
 			t.Errorf("ParseHistoryQuery(%s) = %v, want ErrInvalidQuery", bad, err)

@@ -27,6 +27,15 @@ const (
 	maxFetchKeepers = 3
 	// maxHeaderBytes bounds a page header frame.
 	maxHeaderBytes = 8192
+	// maxKeeperMessages and maxKeeperBytes bound what one fetch reads
+	// from one keeper, refused messages included; maxKeeperRejected is
+	// how many messages that do not verify a keeper may send before the
+	// fetch gives up on it. A page is read a message at a time, each
+	// verified as it arrives, and bounded to MaxPageBytes (and one
+	// message past it).
+	maxKeeperMessages = MaxFetch + MaxPageSize
+	maxKeeperBytes    = 256 << 20
+	maxKeeperRejected = 16
 )
 
 // FetchStats says how a history fetch went.
@@ -63,7 +72,7 @@ func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Ti
 		got  = map[string]Message{}
 		errs []error
 	)
-	add := func(data [][]byte) bool {
+	add := func(data [][]byte) (rejected int, more bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, d := range data {
@@ -71,6 +80,7 @@ func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Ti
 			m, ok := b.verifyKept(fam, pattern, since, d)
 			if !ok {
 				st.Rejected++
+				rejected++
 				continue
 			}
 			if !b.admit(m.Envelope) {
@@ -80,9 +90,9 @@ func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Ti
 		}
 		if len(got) >= MaxFetch {
 			st.Truncated = true
-			return false
+			return rejected, false
 		}
-		return true
+		return rejected, true
 	}
 	var wg sync.WaitGroup
 	for _, p := range keepers {
@@ -140,9 +150,11 @@ func (b *Topics) verifyKept(fam, pattern string, since time.Time, data []byte) (
 	return Message{Topic: e.To.Topic, From: author, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now(), data: data}, true
 }
 
-// fetchFrom reads every page of q from keeper p, passing each page's
-// messages to add until it returns false.
-func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add func([][]byte) bool) error {
+// fetchFrom reads every page of q from keeper p, passing each message to
+// add as it arrives until add says no more. It gives up on the keeper,
+// with an error, past maxKeeperRejected messages that do not verify, a
+// page past MaxPageBytes, or maxKeeperMessages or maxKeeperBytes in all.
+func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add func([][]byte) (int, bool)) error {
 	s, err := b.h.NewStream(ctx, p, protocol.StoreProtocol)
 	if err != nil {
 		return err
@@ -151,6 +163,7 @@ func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add f
 	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stop()
 	fr := protocol.NewFrameReader(s, max(maxHeaderBytes, b.cfg.maxSize))
+	read, readBytes, rejected := 0, 0, 0
 	for {
 		raw, err := json.Marshal(q)
 		if err != nil {
@@ -175,15 +188,31 @@ func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add f
 			}
 			return err
 		}
-		page := make([][]byte, 0, hdr.Count)
+		pageBytes := 0
 		for range hdr.Count {
 			d, err := fr.Next()
 			if err != nil {
 				return err
 			}
-			page = append(page, append([]byte(nil), d...))
+			if pageBytes > MaxPageBytes {
+				return fmt.Errorf("a page past %d bytes", MaxPageBytes)
+			}
+			pageBytes += len(d)
+			if read++; read > maxKeeperMessages {
+				return fmt.Errorf("more than %d messages", maxKeeperMessages)
+			}
+			if readBytes += len(d); readBytes > maxKeeperBytes {
+				return fmt.Errorf("more than %d bytes", maxKeeperBytes)
+			}
+			rej, more := add([][]byte{append([]byte(nil), d...)})
+			if rejected += rej; rejected > maxKeeperRejected {
+				return fmt.Errorf("%d messages that do not verify: giving up on this keeper", rejected)
+			}
+			if !more {
+				return nil
+			}
 		}
-		if !add(page) || hdr.Next == "" {
+		if hdr.Next == "" {
 			return nil
 		}
 		if hdr.Next == q.Cursor {
@@ -194,7 +223,7 @@ func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add f
 }
 
 // fetchLocal reads every page of q from this node's own archive.
-func (b *Topics) fetchLocal(ctx context.Context, q HistoryQuery, add func([][]byte) bool) error {
+func (b *Topics) fetchLocal(ctx context.Context, q HistoryQuery, add func([][]byte) (int, bool)) error {
 	for {
 		page, err := b.localPage(ctx, q)
 		if err != nil {
@@ -204,7 +233,7 @@ func (b *Topics) fetchLocal(ctx context.Context, q HistoryQuery, add func([][]by
 		for i, m := range page.Messages {
 			data[i] = m.Data
 		}
-		if !add(data) || page.Next == "" {
+		if _, more := add(data); !more || page.Next == "" {
 			return nil
 		}
 		q.Cursor = page.Next

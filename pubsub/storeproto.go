@@ -3,6 +3,7 @@ package pubsub
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -95,8 +96,18 @@ func (q HistoryQuery) check() error {
 		return fmt.Errorf("%w: cursor of %d bytes", ErrInvalidQuery, len(q.Cursor))
 	case !q.Until.IsZero() && !q.Since.IsZero() && !q.Until.After(q.Since):
 		return fmt.Errorf("%w: until is not after since", ErrInvalidQuery)
+	case outsideStore(q.Since) || outsideStore(q.Until):
+		// A store keeps times as Unix nanoseconds: asking outside them is
+		// the query's fault, not the keeper's.
+		return fmt.Errorf("%w: since and until must be within the years 1678 to 2262", ErrInvalidQuery)
 	}
 	return nil
+}
+
+// outsideStore reports whether t (zero: none) is outside the times a
+// store can hold.
+func outsideStore(t time.Time) bool {
+	return !t.IsZero() && (t.Before(time.Unix(0, math.MinInt64)) || t.After(time.Unix(0, math.MaxInt64)))
 }
 
 // queryError is a keeper's refusal of a query, as a fetcher sees it.

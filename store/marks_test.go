@@ -82,3 +82,36 @@ func TestSenderBytesBound(t *testing.T) {
 		t.Fatalf("after one was delivered: %v", err)
 	}
 }
+
+// TestPostponeFor: every message of a queue for one recipient moves to
+// one next attempt (never past its expiry) in one call; others stay.
+func TestPostponeFor(t *testing.T) {
+	s, clock := open(t)
+	ctx := context.Background()
+	now := clock.Now()
+	for i, m := range []Message{
+		{ID: "a1", To: "a", Expires: now.Add(time.Hour)},
+		{ID: "a2", To: "a", Expires: now.Add(time.Minute)},
+		{ID: "b1", To: "b", Expires: now.Add(time.Hour)},
+	} {
+		m.Queue, m.Topic, m.Payload, m.NextAttempt = "q", "t", []byte(`{}`), now.Add(time.Duration(i)*time.Second)
+		if err := s.EnqueueWithin(ctx, m, Bounds{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.PostponeFor(ctx, "q", "a", "away", now.Add(10*time.Minute), now.Add(time.Hour))
+	if err != nil || n != 2 {
+		t.Fatalf("moved %d, %v; want 2", n, err)
+	}
+	due, err := s.DueIn(ctx, "q", now.Add(30*time.Second), 10)
+	if err != nil || len(due) != 1 || due[0].ID != "b1" {
+		t.Fatalf("due %v %v, want b1 only", ids(due), err)
+	}
+	due, err = s.DueIn(ctx, "q", now.Add(2*time.Minute), 10)
+	if got := ids(due); err != nil || len(got) != 2 || got[1] != "a2" {
+		t.Fatalf("due %v %v, want b1 then a2 (at its expiry)", got, err)
+	}
+	if due[1].LastError != "away" {
+		t.Fatalf("last error %q", due[0].LastError)
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -355,4 +356,50 @@ func (s *Store) NextDueIn(ctx context.Context, queue string) (time.Time, bool, e
 		return time.Time{}, false, fmt.Errorf("store: next due: %w", err)
 	}
 	return next, ok, nil
+}
+
+// PostponeFor moves the next attempt of every message of the named queue
+// addressed to to to next (or its expiry, when sooner), with errText as
+// its last error, without counting an attempt, in one commit: a sender
+// that found an agent away waits for it once, not once per message. A
+// message without an expiry (replayed) gets expires. It returns how many
+// it moved.
+func (s *Store) PostponeFor(ctx context.Context, queue, to, errText string, next, expires time.Time) (int, error) {
+	if to == "" {
+		return 0, invalidf("postpone without an addressee")
+	}
+	if err := errors.Join(checkTime("next attempt", next), checkTime("expiry", expires)); err != nil {
+		return 0, err
+	}
+	moved := 0
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		moved = 0
+		var rs []msgRecord
+		if err := scanTo(tx, queue, to, nil, func(r msgRecord) bool { rs = append(rs, r); return true }); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			same := r.Expires != 0 || expires.IsZero()
+			if r.Expires == 0 && !expires.IsZero() {
+				r.Expires = expires.UnixNano()
+			}
+			at := next.UnixNano()
+			if r.Expires != 0 {
+				at = min(at, r.Expires)
+			}
+			if same && r.Next == at && r.LastError == clip(errText) {
+				continue // nothing to write
+			}
+			r.LastError = clip(errText)
+			if err := moveDue(tx, r, at); err != nil {
+				return err
+			}
+			moved++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: postpone for %s: %w", to, err)
+	}
+	return moved, nil
 }

@@ -14,16 +14,6 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// Networks a run's agents talk over (-scale.net).
-const (
-	// NetLoopback is TCP on 127.0.0.1 with noise and yamux: real sockets.
-	NetLoopback = "loopback"
-	// NetMock is go-libp2p's in-memory network (p2p/net/mock): no
-	// sockets, no transport security or multiplexer, every link with
-	// the run's latency and bandwidth.
-	NetMock = "mock"
-)
-
 // mockNet is the in-memory network of one cluster. Every agent is
 // linked to every other as it is added (mocknet dials only over a link),
 // which is N²/2 links of a few hundred bytes each: about 150 MiB at

@@ -138,3 +138,13 @@ func Median(runs []Row) Row {
 	m.Discovered = discovered[len(discovered)/2]
 	return m
 }
+
+// Networks a run's agents talk over (-scale.net).
+const (
+	// NetLoopback is TCP on 127.0.0.1 with noise and yamux: real sockets.
+	NetLoopback = "loopback"
+	// NetMock is go-libp2p's in-memory network (p2p/net/mock): no
+	// sockets, no transport security or multiplexer, every link with
+	// the run's latency and bandwidth.
+	NetMock = "mock"
+)
