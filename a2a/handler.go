@@ -105,7 +105,7 @@ func (h *Handler) Call(ctx context.Context, params json.RawMessage) (json.RawMes
 	req := SendMessageRequest{Message: &Message{MessageID: newID(), Role: RoleUser, Parts: []Part{{Data: params}}, Metadata: meta}}
 	var res SendMessageResponse
 	if err := h.rpc(ctx, endpoint, MethodSendMessage, req, &res); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "a2a agent %s: %v", h.spec.URL, err)
+		return nil, h.failed(ctx, err)
 	}
 	switch {
 	case res.Message != nil:
@@ -128,7 +128,10 @@ func (h *Handler) Call(ctx context.Context, params json.RawMessage) (json.RawMes
 		wait = min(2*wait, maxPollInterval)
 		var next Task
 		if err := h.rpc(ctx, endpoint, MethodGetTask, GetTaskRequest{ID: t.ID}, &next); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInternalError, "a2a agent %s: %v", h.spec.URL, err)
+			if ctx.Err() != nil {
+				h.cancelTask(endpoint, t.ID)
+			}
+			return nil, h.failed(ctx, err)
 		}
 		t = next
 	}
@@ -147,6 +150,16 @@ func (h *Handler) Call(ctx context.Context, params json.RawMessage) (json.RawMes
 		}
 	}
 	return nil, protocol.Errorf(protocol.CodeInternalError, "a2a agent %s: task %s completed without a data part in its artifacts", h.spec.URL, t.ID)
+}
+
+// failed is the error of a call to the agent that failed with err: TIMEOUT
+// when the call's own deadline (or its caller) ended it, whichever request
+// was in flight then, else INTERNAL_ERROR.
+func (h *Handler) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return protocol.Errorf(protocol.CodeTimeout, "a2a agent %s: %v", h.spec.URL, ctx.Err())
+	}
+	return protocol.Errorf(protocol.CodeInternalError, "a2a agent %s: %v", h.spec.URL, err)
 }
 
 // cancelTask tells the agent, best effort and briefly, that the task is no
