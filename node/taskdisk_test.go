@@ -25,6 +25,8 @@ import (
 // in memory, the handler ran twice.
 func TestMailboxRequestRunsOnceAcrossRestart(t *testing.T) {
 	r, mst := mailboxRelay(t)
+	// The relay holds mail only for an agent that named it.
+	registerAgent(t, r, mst, mbAgent)
 	b := meshtest.ID(t, mbAgent)
 	h := p2ptest.Host(t)
 	h.Peerstore().AddAddrs(r.ID(), r.Addrs(), time.Hour)
@@ -82,6 +84,8 @@ func TestMailboxRequestRunsOnceAcrossRestart(t *testing.T) {
 // running them unrecorded.
 func TestMailboxRequestsPastTaskBoundsWait(t *testing.T) {
 	r, mst := mailboxRelay(t)
+	// The relay holds mail only for an agent that named it.
+	registerAgent(t, r, mst, mbAgent)
 	b := meshtest.ID(t, mbAgent)
 	h := p2ptest.Host(t)
 	h.Peerstore().AddAddrs(r.ID(), r.Addrs(), time.Hour)
