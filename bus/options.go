@@ -145,17 +145,6 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithDefaultPropagation sets the policy of subscriptions that name none.
-func WithDefaultPropagation(p Propagation) Option {
-	return func(c *Config) error { c.DefaultPropagation = p; return nil }
-}
-
-// WithMaxAttempts sets how many deliveries are tried before a message is
-// a dead letter (see Config.MaxAttempts).
-func WithMaxAttempts(n int) Option {
-	return func(c *Config) error { c.MaxAttempts = n; return nil }
-}
-
 // WithMessageTTL bounds how long a message waits for its subscriber.
 func WithMessageTTL(d time.Duration) Option {
 	return func(c *Config) error { c.MessageTTL = d; return nil }

@@ -174,12 +174,6 @@ func WithSenderBounds(items int, bytes int64) Option {
 	}
 }
 
-// WithDisplaceAfter sets how long an item its agent deferred keeps its
-// place in a full mailbox.
-func WithDisplaceAfter(d time.Duration) Option {
-	return func(c *Config) error { c.DisplaceAfter = d; return nil }
-}
-
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *Config) error { c.Logger = l; return nil }

@@ -116,11 +116,6 @@ func WithDiscovery(d discovery.Discovery) Option {
 	return func(c *config) error { c.disc = d; return nil }
 }
 
-// WithReplayGuard shares a replay guard (default: a fresh one).
-func WithReplayGuard(g *sign.ReplayGuard) Option {
-	return func(c *config) error { c.guard = g; return nil }
-}
-
 // WithArchive makes the node a history keeper: it keeps the signed
 // messages of the topics matching patterns in a (as received, so that a
 // fetcher verifies them end to end) and answers history queries over
