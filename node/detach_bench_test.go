@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
@@ -100,8 +101,7 @@ func BenchmarkSubmit(b *testing.B) {
 	})
 	b.StopTimer()
 	// Every task finished: its record holds its answer.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	wait.For(b, 2*time.Minute, func() error {
 		done := 0
 		if err := pst.Tasks(ctx, func(rec store.TaskRecord) bool {
 			if rec.Final {
@@ -109,16 +109,13 @@ func BenchmarkSubmit(b *testing.B) {
 			}
 			return true
 		}); err != nil {
-			b.Fatal(err)
+			return err
 		}
-		if done >= n {
-			break
+		if done < n {
+			return fmt.Errorf("%d of %d tasks finished", done, n)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d tasks finished", done, n)
-		}
-		time.Sleep(10 * time.Millisecond) // the provider's handlers finishing, not the network
-	}
+		return nil
+	})
 	count, recBytes, err := pst.TaskUsage(ctx)
 	if err != nil {
 		b.Fatal(err)
