@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,15 +74,7 @@ func Card(agentID, name string, caps []protocol.Capability, jsonrpcURL string) (
 		DefaultOutputModes: []string{mediaJSON},
 	}
 	sorted := slices.Clone(caps)
-	slices.SortFunc(sorted, func(a, b protocol.Capability) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(sorted, func(a, b protocol.Capability) int { return cmp.Compare(a.Name, b.Name) })
 	for _, c := range sorted {
 		if c.Name == "" {
 			continue

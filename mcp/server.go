@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,15 +185,7 @@ func collect(own []protocol.Capability, peers []protocol.PeerInfo) []protocol.Ca
 		add(c)
 	}
 	peers = slices.Clone(peers)
-	slices.SortFunc(peers, func(a, b protocol.PeerInfo) int {
-		switch {
-		case a.AgentID < b.AgentID:
-			return -1
-		case a.AgentID > b.AgentID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(peers, func(a, b protocol.PeerInfo) int { return cmp.Compare(a.AgentID, b.AgentID) })
 	for _, p := range peers {
 		if p.Status == protocol.StatusStale {
 			continue
