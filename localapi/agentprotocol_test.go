@@ -51,7 +51,7 @@ func (m *fakeMesh) Call(_ context.Context, req protocol.CallRequest) (*protocol.
 	return &protocol.Response{CorrelationID: "provider-side", Status: protocol.StatusSuccess, Result: req.Params}, nil
 }
 
-func newSigner(t *testing.T) *sign.Signer {
+func newSigner(t testing.TB) *sign.Signer {
 	t.Helper()
 	k, err := sign.GenerateKey()
 	if err != nil {
