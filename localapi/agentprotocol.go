@@ -32,6 +32,12 @@ const (
 	// have in flight at once; past it a request is answered RATE_LIMITED
 	// at once rather than queued.
 	MaxEnvelopeCalls = 256
+	// MaxEnvelopeConns bounds the WebSocket connections open at once; a
+	// further one is answered HTTP 503 before the upgrade.
+	MaxEnvelopeConns = 64
+	// EnvelopeConnIdle closes a WebSocket connection that sent nothing
+	// and has nothing in flight for this long.
+	EnvelopeConnIdle = 5 * time.Minute
 	// MaxEnvelopeCallsPerConn bounds one WebSocket connection's requests
 	// in flight; past it the connection's reads wait (back-pressure).
 	MaxEnvelopeCallsPerConn = 16
@@ -82,6 +88,7 @@ type AgentProtocol struct {
 	guard *sign.ReplayGuard
 	log   *slog.Logger
 	calls chan struct{}
+	conns chan struct{}
 }
 
 // NewAgentProtocol returns the bindings for mesh; log may be nil.
@@ -94,6 +101,7 @@ func NewAgentProtocol(mesh Envelopes, log *slog.Logger) *AgentProtocol {
 		guard: sign.NewReplayGuard(0, 0),
 		log:   log,
 		calls: make(chan struct{}, MaxEnvelopeCalls),
+		conns: make(chan struct{}, MaxEnvelopeConns),
 	}
 }
 
@@ -341,6 +349,13 @@ func (a *AgentProtocol) internal(err error) ([]byte, int) {
 // each answer (progress first) a message back. Requests of a connection
 // run concurrently up to MaxEnvelopeCallsPerConn; writes are serialized.
 func (a *AgentProtocol) serveWS(w http.ResponseWriter, r *http.Request) {
+	select {
+	case a.conns <- struct{}{}:
+		defer func() { <-a.conns }()
+	default:
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("%d WebSocket clients are connected; try again later", MaxEnvelopeConns))
+		return
+	}
 	// Accept refuses a browser page of another origin (its Origin header
 	// names another host), as the local API's WebSocket does.
 	c, err := websocket.Accept(w, r, nil)
@@ -368,7 +383,14 @@ func (a *AgentProtocol) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer wg.Wait()
 	for {
-		typ, doc, err := c.Read(ctx)
+		// Idle: nothing in flight and nothing sent for EnvelopeConnIdle.
+		rctx, rcancel := context.WithTimeout(ctx, EnvelopeConnIdle)
+		if len(slot) > 0 {
+			rcancel()
+			rctx, rcancel = ctx, func() {}
+		}
+		typ, doc, err := c.Read(rctx)
+		rcancel()
 		if err != nil {
 			var ce websocket.CloseError
 			if !errors.As(err, &ce) && ctx.Err() == nil {

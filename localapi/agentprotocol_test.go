@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/localapi"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
@@ -250,5 +251,39 @@ func TestAgentProtocolWebSocket(t *testing.T) {
 	var e protocol.Error
 	if err := json.Unmarshal(doc, &e); err != nil || e.Code != protocol.CodeInvalidMessage {
 		t.Fatalf("binary message answered %s (%v)", doc, err)
+	}
+}
+
+// TestAgentProtocolWebSocketBound: past MaxEnvelopeConns idle clients a
+// newcomer is refused with 503 before the upgrade, and gets in once one
+// of them leaves.
+func TestAgentProtocolWebSocketBound(t *testing.T) {
+	srv := httptest.NewServer(localapi.NewAgentProtocol(&fakeMesh{signer: newSigner(t)}, nil))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/agentprotocol/ws"
+	var held []*websocket.Conn
+	for range localapi.MaxEnvelopeConns {
+		c, _, err := websocket.Dial(ctx, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	_, resp, err := websocket.Dial(ctx, url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("client %d: %v (%v), want 503", localapi.MaxEnvelopeConns+1, resp, err)
+	}
+	held[0].Close(websocket.StatusNormalClosure, "")
+	wait.For(t, 10*time.Second, func() error {
+		c, _, err := websocket.Dial(ctx, url, nil)
+		if err != nil {
+			return err
+		}
+		return c.Close(websocket.StatusNormalClosure, "")
+	})
+	for _, c := range held[1:] {
+		c.CloseNow()
 	}
 }
