@@ -1,10 +1,13 @@
 package node
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshagent/meshagent/mailbox"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -36,3 +39,10 @@ func OutboxAttempts(n *Node) uint64 { return n.outbox.attempts.Load() }
 
 // Seen tells n that agent p was heard from, as a hello does.
 func Seen(n *Node, p peer.ID) { n.seen(p) }
+
+// HoldsMailFor reports whether relay r has registered agent as one that
+// named it as its mailbox (so that r takes deposits for it).
+func HoldsMailFor(r *Node, agent peer.ID) bool {
+	_, ok, err := r.cfg.Store.Marked(context.Background(), mailbox.AgentsScope, agent.String(), time.Now())
+	return err == nil && ok
+}

@@ -83,6 +83,8 @@ func agentWithMailboxGone(t *testing.T, r, sender *node.Node) peer.ID {
 	b := meshtest.Node(t, mbAgent, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "agent.db"))), node.WithMailboxes(r.Addrs()[0]))
 	meshtest.Connect(t, sender, b)
 	id := b.ID()
+	// The relay takes mail only for an agent it has registered.
+	wait.ForTrue(t, 20*time.Second, "the relay has not registered the agent", func() bool { return node.HoldsMailFor(r, id) })
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
