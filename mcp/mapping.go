@@ -113,9 +113,9 @@ func classifySchema(raw json.RawMessage) (schemaKind, *protocol.Schema, error) {
 	if t[0] != '{' {
 		return 0, nil, fmt.Errorf("schema is not a JSON object or true")
 	}
-	var head struct {
-		Type json.RawMessage `json:"type"`
-	}
+	// A map, not a struct: encoding/json matches struct fields without
+	// regard to case, and {"TYPE":"object"} is no object schema.
+	var head map[string]json.RawMessage
 	if err := json.Unmarshal(t, &head); err != nil {
 		return 0, nil, fmt.Errorf("schema is not JSON: %w", err)
 	}
@@ -123,7 +123,7 @@ func classifySchema(raw json.RawMessage) (schemaKind, *protocol.Schema, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if string(bytes.TrimSpace(head.Type)) == `"object"` {
+	if string(bytes.TrimSpace(head["type"])) == `"object"` {
 		return schemaObject, s, nil
 	}
 	return schemaWrapped, s, nil
