@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
 	"github.com/meshagent/meshagent/store"
@@ -83,7 +85,9 @@ func (ss *serverStream) serveDetached(from requester, req *protocol.Request) {
 		defer func() { <-n.detached }()
 		defer cancel()
 		defer close(done)
-		res, err = n.run(ctx, cancel, from, ss.remStr, req, d, func(json.RawMessage) error { return errNoReceiver }, d)
+		// Nobody follows a detached task's stream: its progress is kept
+		// for task.status (and mesh.taskWait), so sending it never fails.
+		res, err = n.run(ctx, cancel, from, ss.remStr, req, d, func(json.RawMessage) error { return nil }, d)
 	}()
 	select {
 	case t := <-accepted:
@@ -295,7 +299,10 @@ func (n *Node) TaskWait(ctx context.Context, taskID string, poll time.Duration, 
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "this node submitted no task %s that it remembers", taskID)
 		}
-		if rec.Envelope == nil {
+		// Once the final answer came back the record lacks the progress
+		// and history that followed its last status: ask the provider once
+		// more, if it is still connected, so a follower sees every step.
+		if rec.Envelope == nil || rec.History == nil && n.connectedTo(rec.AgentID) {
 			callCtx, cancel := context.WithTimeout(ctx, min(n.cfg.RequestTimeout, 10*time.Second))
 			t, err := n.TaskStatus(callCtx, taskID, rec.AgentID)
 			cancel()
@@ -311,6 +318,8 @@ func (n *Node) TaskWait(ctx context.Context, taskID string, poll time.Duration, 
 					upd, err := n.updateSubmitted(ctx, taskID, func(r *protocol.SubmittedTask) {
 						if r.Envelope == nil {
 							r.State, r.Progress, r.History, r.Result, r.Error = t.State, t.Progress, t.History, t.Result, t.Error
+						} else {
+							r.Progress, r.History = t.Progress, t.History
 						}
 					})
 					if err != nil {
@@ -318,10 +327,10 @@ func (n *Node) TaskWait(ctx context.Context, taskID string, poll time.Duration, 
 					} else {
 						rec = upd
 					}
-				} else {
+				} else if rec.Envelope == nil {
 					rec.State, rec.Progress, rec.History = t.State, t.Progress, t.History
 				}
-			} else if ctx.Err() != nil {
+			} else if ctx.Err() != nil && rec.Envelope == nil {
 				return &rec, protocol.Errorf(protocol.CodeTimeout, "task %s has not ended yet (%s)", taskID, rec.State)
 			}
 		}
@@ -367,14 +376,14 @@ func (n *Node) Tasks(ctx context.Context, state protocol.TaskState) ([]protocol.
 				bad = err
 				return true
 			}
-			ti = protocol.TaskInfo{TaskID: s.TaskID, Role: "submitted", AgentID: s.AgentID, RequestID: s.RequestID, Capability: s.Capability, State: s.State}
+			ti = protocol.TaskInfo{TaskID: s.TaskID, Role: protocol.TaskRoleSubmitted, AgentID: s.AgentID, RequestID: s.RequestID, Capability: s.Capability, State: s.State}
 		} else {
 			d, err := decodeDiskTask(r)
 			if err != nil {
 				bad = err
 				return true
 			}
-			ti = protocol.TaskInfo{TaskID: r.ID, Role: "served", AgentID: n.idStr, Requester: r.Requester, RequestID: r.RequestID, Capability: d.Task.Capability, State: d.Task.State}
+			ti = protocol.TaskInfo{TaskID: r.ID, Role: protocol.TaskRoleServed, AgentID: n.idStr, Requester: r.Requester, RequestID: r.RequestID, Capability: d.Task.Capability, State: d.Task.State}
 			if live := n.tasks.liveState(r.Requester, r.RequestID); live != "" {
 				ti.State = live
 			}
@@ -412,4 +421,10 @@ func (tt *taskTable) liveState(requesterStr, requestID string) protocol.TaskStat
 		}
 	}
 	return ""
+}
+
+// connectedTo reports whether the node holds a connection to agent.
+func (n *Node) connectedTo(agent string) bool {
+	id, err := sign.ParseAgentID(agent)
+	return err == nil && n.host.Network().Connectedness(id) == network.Connected
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,37 @@ func TestSubmitThenWait(t *testing.T) {
 	got, err := r.TaskWait(ctx, sub.TaskID, 50*time.Millisecond, nil)
 	if err != nil || got.State != protocol.TaskCompleted || string(got.Result) != `{"verdict":"approved"}` {
 		t.Fatalf("wait: %+v %v", got, err)
+	}
+}
+
+// TestSubmitProgressIsKept: a detached task's handler reports progress
+// with nobody following its stream; the progress neither fails the task
+// nor is lost, and TaskWait passes on every step, also those that came
+// after the final answer was recorded.
+func TestSubmitProgressIsKept(t *testing.T) {
+	steps := node.Service{Capability: protocol.Capability{Name: "steps"}, Handler: node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
+		for _, s := range []string{`{"step":1}`, `{"step":2}`, `{"step":3}`} {
+			if err := c.Progress(json.RawMessage(s)); err != nil {
+				return nil, err
+			}
+		}
+		return json.RawMessage(`{"done":true}`), nil
+	})}
+	p := meshtest.Node(t, dtProvider, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "p.db"))), node.WithServices(steps))
+	r := meshtest.Node(t, dtRequester, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "r.db"))))
+	meshtest.Connect(t, r, p)
+	ctx := meshtest.Context(t, 30*time.Second)
+	sub, err := r.Submit(ctx, protocol.CallRequest{To: p.AgentID(), Action: "steps", Params: json.RawMessage(`{}`)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	got, err := r.TaskWait(ctx, sub.TaskID, 20*time.Millisecond, func(p json.RawMessage) { seen = append(seen, string(p)) })
+	if err != nil || got.State != protocol.TaskCompleted || string(got.Result) != `{"done":true}` {
+		t.Fatalf("wait: %+v %v", got, err)
+	}
+	if strings.Join(seen, ",") != `{"step":1},{"step":2},{"step":3}` || len(got.Progress) != 3 {
+		t.Fatalf("progress seen %v, recorded %s", seen, got.Progress)
 	}
 }
 

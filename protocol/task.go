@@ -127,3 +127,9 @@ type TaskInfo struct {
 	Capability string    `json:"capability"`
 	State      TaskState `json:"state"`
 }
+
+// TaskInfo roles.
+const (
+	TaskRoleServed    = "served"
+	TaskRoleSubmitted = "submitted"
+)
