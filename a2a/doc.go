@@ -12,14 +12,14 @@
 // the key from the kid. The gateway checks that signature before serving a
 // card; it cannot forge one.
 //
-// SendMessage runs the skill named in message.metadata.skill as one mesh
-// task (its id is the A2A task id) with the first data part as params; the
+// SendMessage runs the skill named in message.metadata.skill as one
+// durable mesh task (its id is the A2A task id) with the first data part as params; the
 // result is an artifact's data part, a mesh error a FAILED task whose
 // message reads "CODE: message". SendStreamingMessage streams the task,
 // each mesh progress as a WORKING status update with a data part, then the
 // final task. GetTask, CancelTask, SubscribeToTask and ListTasks read and
-// cancel the gateway's tasks; see Tasks for what the local API provides
-// today and what changes with durable tasks.
+// cancel the tasks the gateway follows and, for those it does not (from
+// before a restart), the node's records of them: see Tasks.
 //
 // Inward, Handler serves one skill of an external A2A agent as a mesh
 // capability (the "a2a" handler kind of a capabilities file).

@@ -53,19 +53,22 @@ func TestTaskStoreBounds(t *testing.T) {
 	s := newTaskStore(2, time.Minute)
 	mk := func() *task { return &task{done: make(chan struct{}), subs: map[chan StreamResponse]struct{}{}} }
 	a, b, c := mk(), mk(), mk()
-	if !s.add(now, "a", a) || !s.add(now, "b", b) {
-		t.Fatal("add refused below the bound")
+	if s.add(now, "a", a) != a || s.add(now, "b", b) != b || s.full() != true {
+		t.Fatal("add refused below the bound, or the store is not full at it")
 	}
-	if s.add(now, "c", c) {
+	if s.add(now, "c", c) != nil {
 		t.Fatal("a third task was added while two run")
 	}
+	if s.add(now, "a", mk()) != a {
+		t.Fatal("a second add of a stored id did not return the stored task")
+	}
 	b.finish(now, TaskStatus{State: TaskStateCompleted}, nil)
-	if !s.add(now, "c", c) || s.get("b") != nil || s.get("a") == nil {
+	if s.full() || s.add(now, "c", c) != c || s.get("b") != nil || s.get("a") == nil {
 		t.Fatal("the finished task did not make room")
 	}
 	c.finish(now, TaskStatus{State: TaskStateCompleted}, nil)
 	later := now.Add(2 * time.Minute)
-	if !s.add(later, "d", mk()) || s.get("c") != nil || s.get("a") == nil {
+	if s.add(later, "d", mk()) == nil || s.get("c") != nil || s.get("a") == nil {
 		t.Fatal("the expired task was kept, or the running one forgotten")
 	}
 }

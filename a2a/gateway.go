@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -272,16 +273,16 @@ func (g *Gateway) serveRPC(w http.ResponseWriter, r *http.Request, agent string)
 	case MethodCancelTask:
 		result, e = g.cancelTask(ctx, agent, req.Params)
 	case MethodListTasks:
-		result, e = g.listTasks(agent, req.Params)
+		result, e = g.listTasks(ctx, agent, req.Params)
 	case MethodSubscribeToTask:
 		var p SubscribeToTaskRequest
 		if e := decodeParams(req.Method, req.Params, &p); e != nil {
 			writeRPC(w, req.ID, nil, e)
 			return
 		}
-		t := g.store.get(p.ID)
-		if t == nil || t.agent != agent {
-			writeRPC(w, req.ID, nil, Errorf(CodeTaskNotFound, "task %q not found", p.ID))
+		t, e := g.findTask(ctx, agent, p.ID)
+		if e != nil {
+			writeRPC(w, req.ID, nil, e)
 			return
 		}
 		g.stream(w, r, req.ID, t)
@@ -346,39 +347,93 @@ func (g *Gateway) startTask(ctx context.Context, agent string, raw json.RawMessa
 	if e != nil {
 		return nil, nil, e
 	}
-	now := g.cfg.Now()
-	id := newID()
 	contextID := m.ContextID
 	if contextID == "" {
 		contextID = newID()
 	}
-	user := *m
-	user.TaskID, user.ContextID = id, contextID
-	tctx, cancel := context.WithCancel(g.ctx)
-	t := &task{
-		agent: agent, cancel: cancel, done: make(chan struct{}),
-		snap: Task{
-			ID: id, ContextID: contextID,
-			Status:  TaskStatus{State: TaskStateSubmitted, Timestamp: stamp(now)},
-			History: []Message{user},
-		},
-		updated: now,
-		subs:    make(map[chan StreamResponse]struct{}),
-	}
-	if !g.store.add(now, id, t) {
-		cancel()
+	if g.store.full() {
 		return nil, nil, Errorf(CodeInternalError, "the gateway already runs %d tasks; try again later", g.cfg.MaxTasks)
+	}
+	id, err := g.tasks.Submit(ctx, agent, skill, params, g.cfg.TaskTimeout)
+	user := *m
+	user.ContextID = contextID
+	if err != nil {
+		// Refused before it became a mesh task (unreachable, policy, bad
+		// params): a failed task that only this gateway knows.
+		user.TaskID = newID()
+		t := newTask(g.cfg.Now(), agent, user.TaskID, contextID, TaskStateSubmitted, []Message{user})
+		t.fail(g.cfg.Now(), err)
+		if g.store.add(g.cfg.Now(), t.snap.ID, t) == nil {
+			return nil, nil, Errorf(CodeInternalError, "the gateway already runs %d tasks; try again later", g.cfg.MaxTasks)
+		}
+		return t, &p, nil
+	}
+	user.TaskID = id
+	t := g.follow(agent, id, contextID, TaskStateSubmitted, []Message{user})
+	if t == nil {
+		// No room after all: the mesh task runs on, and GetTask finds it.
+		return nil, nil, Errorf(CodeInternalError, "the gateway already runs %d tasks; task %s was submitted, ask GetTask for it later", g.cfg.MaxTasks, id)
+	}
+	return t, &p, nil
+}
+
+// follow stores a task for the mesh task id and follows it until it ends
+// (or the gateway closes), passing on its progress. It returns the stored
+// task, which may be one stored already, or nil if the store is full.
+func (g *Gateway) follow(agent, id, contextID string, state TaskState, history []Message) *task {
+	t := newTask(g.cfg.Now(), agent, id, contextID, state, history)
+	tctx, cancel := context.WithCancel(g.ctx)
+	t.cancel = cancel
+	stored := g.store.add(g.cfg.Now(), id, t)
+	if stored != t {
+		cancel()
+		return stored
 	}
 	g.wg.Go(func() {
 		defer cancel()
-		res, err := g.tasks.Run(tctx, agent, skill, id, params, g.cfg.TaskTimeout, func(p json.RawMessage) { t.progress(g.cfg.Now(), p) })
-		if err != nil {
-			t.fail(g.cfg.Now(), err)
-			return
+		rec, err := g.tasks.Wait(tctx, id, func(p json.RawMessage) { t.progress(g.cfg.Now(), p) })
+		if tctx.Err() != nil {
+			return // cancelled, or the gateway closes: the mesh task is the record
 		}
-		t.complete(g.cfg.Now(), res)
+		t.end(g.cfg.Now(), rec, err)
 	})
-	return t, &p, nil
+	return t
+}
+
+// findTask returns the agent's task id: the one in memory, or else the
+// node's durable record of it (a task from before the gateway restarted,
+// or one it forgot), which it then follows.
+func (g *Gateway) findTask(ctx context.Context, agent, id string) (*task, *Error) {
+	if id == "" {
+		return nil, Errorf(CodeInvalidParams, `invalid params: "id" is required`)
+	}
+	if t := g.store.get(id); t != nil {
+		if t.agent != agent {
+			return nil, Errorf(CodeTaskNotFound, "task %q not found", id)
+		}
+		return t, nil
+	}
+	infos, err := g.tasks.List(ctx, agent)
+	if err != nil {
+		return nil, Errorf(CodeInternalError, "read the node's tasks: %v", err)
+	}
+	i := slices.IndexFunc(infos, func(ti protocol.TaskInfo) bool { return ti.TaskID == id })
+	if i < 0 {
+		return nil, Errorf(CodeTaskNotFound, "task %q not found", id)
+	}
+	t := g.follow(agent, id, id, stateOf(infos[i].State), nil)
+	if t == nil {
+		return nil, Errorf(CodeInternalError, "the gateway already runs %d tasks; try again later", g.cfg.MaxTasks)
+	}
+	if infos[i].State.Final() {
+		// Its follower returns at once; answer with the end, not the
+		// state before it.
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+		}
+	}
+	return t, nil
 }
 
 // messageSkill reads metadata.skill, which must name one of skills; with
@@ -443,18 +498,11 @@ func (g *Gateway) getTask(ctx context.Context, agent string, raw json.RawMessage
 	if e := decodeParams(MethodGetTask, raw, &p); e != nil {
 		return nil, e
 	}
-	if p.ID == "" {
-		return nil, Errorf(CodeInvalidParams, `invalid params: "id" is required`)
+	t, e := g.findTask(ctx, agent, p.ID)
+	if e != nil {
+		return nil, e
 	}
-	if t := g.store.get(p.ID); t != nil && t.agent == agent {
-		return t.snapshot(p.HistoryLength, true), nil
-	}
-	// Not (or no longer) in memory: ask the provider.
-	mt, err := g.tasks.Status(ctx, agent, p.ID)
-	if err != nil {
-		return nil, Errorf(CodeTaskNotFound, "task %q not found: %v", p.ID, err)
-	}
-	return fromMeshTask(mt), nil
+	return t.snapshot(p.HistoryLength, true), nil
 }
 
 func (g *Gateway) cancelTask(ctx context.Context, agent string, raw json.RawMessage) (any, *Error) {
@@ -462,14 +510,14 @@ func (g *Gateway) cancelTask(ctx context.Context, agent string, raw json.RawMess
 	if e := decodeParams(MethodCancelTask, raw, &p); e != nil {
 		return nil, e
 	}
-	t := g.store.get(p.ID)
-	if t == nil || t.agent != agent {
-		return nil, Errorf(CodeTaskNotFound, "task %q not found", p.ID)
+	t, e := g.findTask(ctx, agent, p.ID)
+	if e != nil {
+		return nil, e
 	}
 	if !t.finish(g.cfg.Now(), TaskStatus{State: TaskStateCanceled}, nil) {
 		return nil, Errorf(CodeTaskNotCancelable, "task %q has already ended (%s)", p.ID, t.snapshot(nil, false).Status.State)
 	}
-	// Cancel the mesh task on its provider, then end the call.
+	// Cancel the mesh task on its provider, then stop following it.
 	if _, err := g.tasks.Cancel(ctx, agent, p.ID); err != nil {
 		g.log.Info("a2a: mesh cancel", "task", p.ID, "agent", agent, "err", err)
 	}
@@ -483,7 +531,12 @@ const (
 	maxPageSize     = 100
 )
 
-func (g *Gateway) listTasks(agent string, raw json.RawMessage) (any, *Error) {
+// listTasks lists the tasks in memory, newest first, then those of the
+// node's durable records the gateway has not followed since it started
+// (from before a restart), newest first. Those carry their state but no
+// timestamp or artifacts (GetTask has them), so statusTimestampAfter
+// leaves them out.
+func (g *Gateway) listTasks(ctx context.Context, agent string, raw json.RawMessage) (any, *Error) {
 	var p ListTasksRequest
 	if e := decodeParams(MethodListTasks, raw, &p); e != nil {
 		return nil, e
@@ -512,9 +565,21 @@ func (g *Gateway) listTasks(agent string, raw json.RawMessage) (any, *Error) {
 		after = t
 	}
 	artifacts := p.IncludeArtifacts != nil && *p.IncludeArtifacts
-	var all []Task
+	infos, err := g.tasks.List(ctx, agent)
+	if err != nil {
+		return nil, Errorf(CodeInternalError, "read the node's tasks: %v", err)
+	}
+	snaps := make([]Task, 0, len(infos))
 	for _, t := range g.store.list(agent) {
-		s := t.snapshot(p.HistoryLength, artifacts)
+		snaps = append(snaps, t.snapshot(p.HistoryLength, artifacts))
+	}
+	for _, ti := range slices.Backward(infos) {
+		if g.store.get(ti.TaskID) == nil {
+			snaps = append(snaps, Task{ID: ti.TaskID, ContextID: ti.TaskID, Status: TaskStatus{State: stateOf(ti.State)}})
+		}
+	}
+	var all []Task
+	for _, s := range snaps {
 		if p.ContextID != "" && s.ContextID != p.ContextID || p.Status != "" && p.Status != TaskStateUnspecified && s.Status.State != p.Status {
 			continue
 		}
@@ -577,38 +642,22 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, id json.RawMess
 	}
 }
 
-// fromMeshTask maps a provider's record of a task to an A2A task.
-func fromMeshTask(mt *protocol.Task) Task {
-	t := Task{ID: mt.ID, ContextID: mt.ID}
-	var at time.Time
-	if n := len(mt.History); n > 0 {
-		at = mt.History[n-1].At
-	}
-	t.Status.Timestamp = stamp(at)
-	switch mt.State {
+// stateOf maps a mesh task's state to an A2A task's.
+func stateOf(s protocol.TaskState) TaskState {
+	switch s {
 	case protocol.TaskCompleted:
-		t.Status.State = TaskStateCompleted
-		res := mt.Result
-		if len(res) == 0 {
-			res = json.RawMessage("null")
-		}
-		t.Artifacts = []Artifact{{ArtifactID: "result", Name: "result", Parts: []Part{{Data: res}}}}
+		return TaskStateCompleted
 	case protocol.TaskFailed:
-		t.Status.State = TaskStateFailed
-		if mt.Error != nil {
-			text := string(mt.Error.Code) + ": " + mt.Error.Message
-			t.Status.Message = &Message{MessageID: newID(), ContextID: mt.ID, TaskID: mt.ID, Role: RoleAgent, Parts: []Part{{Text: &text}}}
-		}
+		return TaskStateFailed
 	case protocol.TaskCancelled:
-		t.Status.State = TaskStateCanceled
+		return TaskStateCanceled
 	case protocol.TaskRejected:
-		t.Status.State = TaskStateRejected
+		return TaskStateRejected
 	case protocol.TaskPending, protocol.TaskValidating:
-		t.Status.State = TaskStateSubmitted
+		return TaskStateSubmitted
 	default:
-		t.Status.State = TaskStateWorking
+		return TaskStateWorking
 	}
-	return t
 }
 
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, e *Error) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
 )
 
 func withCard() node.Option {
@@ -30,14 +32,17 @@ func withCard() node.Option {
 type mesh struct {
 	gw, prov *node.Node
 	url      string // the gateway's base URL
+	api      string // the local API's URL
 	g        *a2a.Gateway
 	// started receives the context of each run of "slow".
 	started chan context.Context
+	// release ends the runs of "gated".
+	release chan struct{}
 }
 
 func newMesh(t *testing.T, opts ...a2a.Option) *mesh {
 	t.Helper()
-	m := &mesh{started: make(chan context.Context, 4)}
+	m := &mesh{started: make(chan context.Context, 4), release: make(chan struct{})}
 	services := []node.Service{
 		{Capability: protocol.Capability{Name: "upper", Description: "upper-cases text", Keywords: []string{"text"}}, Handler: node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
 			var p struct {
@@ -59,17 +64,33 @@ func newMesh(t *testing.T, opts ...a2a.Option) *mesh {
 			}
 			return json.RawMessage(`{"done":true}`), nil
 		})},
+		{Capability: protocol.Capability{Name: "gated"}, Handler: node.HandlerFunc(func(ctx context.Context, c *node.Call) (json.RawMessage, error) {
+			select {
+			case <-m.release:
+				return json.RawMessage(`{"released":true}`), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})},
 		{Capability: protocol.Capability{Name: "slow"}, Handler: node.HandlerFunc(func(ctx context.Context, c *node.Call) (json.RawMessage, error) {
 			m.started <- ctx
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})},
 	}
-	m.prov = meshtest.Node(t, 1, withCard(), node.WithServices(services...))
-	m.gw = meshtest.Node(t, 2, withCard())
+	m.prov = meshtest.Node(t, 1, withCard(), node.WithServices(services...), node.WithStore(openStore(t)))
+	m.gw = meshtest.Node(t, 2, withCard(), node.WithStore(openStore(t)))
 	meshtest.Connect(t, m.gw, m.prov)
-	api := rpctest.Start(t, m.gw)
-	cl := rpctest.DialClient(t, api.URL)
+	m.api = rpctest.Start(t, m.gw).URL
+	m.url, m.g = m.gateway(t, opts...)
+	return m
+}
+
+// gateway starts a gateway in front of m.gw: a second one stands for the
+// first after a restart.
+func (m *mesh) gateway(t *testing.T, opts ...a2a.Option) (string, *a2a.Gateway) {
+	t.Helper()
+	cl := rpctest.DialClient(t, m.api)
 	var g *a2a.Gateway
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
@@ -78,8 +99,17 @@ func newMesh(t *testing.T, opts ...a2a.Option) *mesh {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Close() })
-	m.url, m.g = hs.URL, g
-	return m
+	return hs.URL, g
+}
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "node.db"), store.WithPruneInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 func (m *mesh) endpoint() string { return m.url + "/agents/" + m.prov.AgentID() + "/" }
@@ -130,7 +160,7 @@ func TestGatewayCards(t *testing.T) {
 			t.Errorf("skill %+v has empty members", s)
 		}
 	}
-	if strings.Join(ids, ",") != "count,fail,slow,upper" {
+	if strings.Join(ids, ",") != "count,fail,gated,slow,upper" {
 		t.Fatalf("skills %v, want the provider's capabilities", ids)
 	}
 	for _, path := range []string{"/agents/nope/.well-known/agent-card.json", "/agents/" + meshtest.ID(t, 9).String() + "/.well-known/agent-card.json", "/elsewhere"} {
@@ -385,5 +415,54 @@ func TestGatewayRefusesForeignCard(t *testing.T) {
 	_, r := post(t, m.url+"/agents/"+liar.AgentID()+"/", send("x", `{}`))
 	if r.Error == nil {
 		t.Fatalf("SendMessage to an agent without a valid card: %s", r.Result)
+	}
+}
+
+// TestGatewayTasksOutliveIt: an A2A task is a durable mesh task. A gateway
+// that stops while its task runs loses nothing: a new gateway in front of
+// the same node lists the task, follows it to its end (SubscribeToTask),
+// and answers GetTask with its result, also for a task that ended while
+// no gateway ran.
+func TestGatewayTasksOutliveIt(t *testing.T) {
+	m := newMesh(t)
+	_, r := post(t, m.endpoint(), send("gated", `{}`, `{"returnImmediately":true}`))
+	running := sendResult(t, r)
+	_, r = post(t, m.endpoint(), send("upper", `{"text":"done before"}`))
+	ended := sendResult(t, r)
+	if running.Status.State.Terminal() || ended.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("tasks %s, %s", running.Status.State, ended.Status.State)
+	}
+	if err := m.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	url, _ := m.gateway(t)
+	endpoint := url + "/agents/" + m.prov.AgentID() + "/"
+	_, r = post(t, endpoint, `{"jsonrpc":"2.0","id":2,"method":"ListTasks","params":{}}`)
+	var list a2a.ListTasksResponse
+	if r.Error != nil || json.Unmarshal(r.Result, &list) != nil || list.TotalSize != 2 ||
+		list.Tasks[0].ID != ended.ID || list.Tasks[0].Status.State != a2a.TaskStateCompleted ||
+		list.Tasks[1].ID != running.ID || list.Tasks[1].Status.State != a2a.TaskStateWorking {
+		t.Fatalf("ListTasks after a restart (newest first): %s %+v", r.Result, r.Error)
+	}
+	_, r = post(t, endpoint, `{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":"`+ended.ID+`"}}`)
+	var got a2a.Task
+	if r.Error != nil || json.Unmarshal(r.Result, &got) != nil || got.Status.State != a2a.TaskStateCompleted ||
+		len(got.Artifacts) != 1 || string(got.Artifacts[0].Parts[0].Data) != `{"text":"DONE BEFORE"}` {
+		t.Fatalf("GetTask of a task ended before the restart: %s %+v", r.Result, r.Error)
+	}
+	_, r = post(t, endpoint, `{"jsonrpc":"2.0","id":4,"method":"GetTask","params":{"id":"`+running.ID+`"}}`)
+	if r.Error != nil || json.Unmarshal(r.Result, &got) != nil || got.Status.State != a2a.TaskStateWorking {
+		t.Fatalf("GetTask of the running task after a restart: %s %+v", r.Result, r.Error)
+	}
+	close(m.release)
+	stream := events(t, endpoint, `{"jsonrpc":"2.0","id":5,"method":"SubscribeToTask","params":{"id":"`+running.ID+`"}}`)
+	final := stream[len(stream)-1].Task
+	if final == nil || final.ID != running.ID || final.Status.State != a2a.TaskStateCompleted || string(final.Artifacts[0].Parts[0].Data) != `{"released":true}` {
+		t.Fatalf("SubscribeToTask after a restart: %+v", stream)
+	}
+	_, r = post(t, endpoint, `{"jsonrpc":"2.0","id":6,"method":"GetTask","params":{"id":"no-such-task"}}`)
+	if r.Error == nil || r.Error.Code != a2a.CodeTaskNotFound {
+		t.Fatalf("GetTask of an unknown id: %+v", r.Error)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/protocol"
 )
 
 // Defaults and caps of the gateway's bounds.
@@ -17,8 +17,11 @@ const (
 	DefaultMaxTasks = 1024
 	// DefaultTaskTTL is how long a finished task is remembered.
 	DefaultTaskTTL = time.Hour
-	// DefaultTaskTimeout bounds one task's mesh call.
-	DefaultTaskTimeout = 5 * time.Minute
+	// DefaultTaskTimeout is the deadline of a task's mesh task: how long
+	// its provider may work on it (seed 003's escalation window).
+	DefaultTaskTimeout = 24 * time.Hour
+	// MaxTaskTimeout is the longest deadline a detached mesh task takes.
+	MaxTaskTimeout = time.Duration(protocol.MaxDetachMs) * time.Millisecond
 	// DefaultCardTTL is how long a mesh agent's signed card is cached.
 	DefaultCardTTL = 30 * time.Second
 	// maxCards bounds the card cache; it is emptied when full.
@@ -72,8 +75,8 @@ func (c *Config) validate() error {
 		return errors.New("a2a: MaxTasks must be at least 1")
 	case c.TaskTTL <= 0 || c.CardTTL <= 0:
 		return errors.New("a2a: TaskTTL and CardTTL must be positive")
-	case c.TaskTimeout <= 0 || c.TaskTimeout > rpc.MaxCallTimeout:
-		return fmt.Errorf("a2a: TaskTimeout must be in (0, %s]", rpc.MaxCallTimeout)
+	case c.TaskTimeout <= 0 || c.TaskTimeout > MaxTaskTimeout:
+		return fmt.Errorf("a2a: TaskTimeout must be in (0, %s]", MaxTaskTimeout)
 	}
 	return CheckInterfaceURL(c.BaseURL + "/")
 }
@@ -98,7 +101,7 @@ func WithTaskTTL(d time.Duration) Option {
 	return func(c *Config) error { c.TaskTTL = d; return nil }
 }
 
-// WithTaskTimeout bounds one task's mesh call.
+// WithTaskTimeout sets the deadline of each task's mesh task.
 func WithTaskTimeout(d time.Duration) Option {
 	return func(c *Config) error { c.TaskTimeout = d; return nil }
 }

@@ -25,6 +25,19 @@ type task struct {
 	subs     map[chan StreamResponse]struct{}
 }
 
+func newTask(now time.Time, agent, id, contextID string, state TaskState, history []Message) *task {
+	return &task{
+		agent: agent, cancel: func() {}, done: make(chan struct{}),
+		snap: Task{
+			ID: id, ContextID: contextID,
+			Status:  TaskStatus{State: state, Timestamp: stamp(now)},
+			History: history,
+		},
+		updated: now,
+		subs:    make(map[chan StreamResponse]struct{}),
+	}
+}
+
 // snapshot returns a copy of the task as a client sees it, with at most
 // historyLength messages of history (nil: all) and, unless artifacts, no
 // artifacts.
@@ -147,6 +160,19 @@ func (t *task) fail(now time.Time, err error) {
 	}}, nil)
 }
 
+// end makes the task final as its mesh task ended: rec is the mesh task's
+// record and err its error (nil when it completed).
+func (t *task) end(now time.Time, rec *protocol.SubmittedTask, err error) {
+	switch {
+	case err == nil:
+		t.complete(now, rec.Result)
+	case rec != nil && rec.State == protocol.TaskCancelled:
+		t.finish(now, TaskStatus{State: TaskStateCanceled}, nil)
+	default:
+		t.fail(now, err)
+	}
+}
+
 // taskStore is the gateway's bounded map of tasks: at most max tasks,
 // finished ones forgotten after ttl or, oldest first, to make room.
 type taskStore struct {
@@ -163,10 +189,15 @@ func newTaskStore(max int, ttl time.Duration) *taskStore {
 }
 
 // add stores t, forgetting expired tasks and, if the store is full, the
-// oldest finished one. It returns false if every task is still running.
-func (s *taskStore) add(now time.Time, id string, t *task) bool {
+// oldest finished one. If a task with id is stored already (two requests
+// found the same mesh task at once) it returns that one. It returns nil if
+// every task is still running.
+func (s *taskStore) add(now time.Time, id string, t *task) *task {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if old, ok := s.tasks[id]; ok {
+		return old
+	}
 	s.order = slices.DeleteFunc(s.order, func(id string) bool {
 		old := s.tasks[id]
 		old.mu.Lock()
@@ -185,13 +216,31 @@ func (s *taskStore) add(now time.Time, id string, t *task) bool {
 			return old.finished
 		})
 		if i < 0 {
-			return false
+			return nil
 		}
 		delete(s.tasks, s.order[i])
 		s.order = slices.Delete(s.order, i, i+1)
 	}
 	s.tasks[id] = t
 	s.order = append(s.order, id)
+	return t
+}
+
+// full reports whether a new task would find no room.
+func (s *taskStore) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.tasks) < s.max {
+		return false
+	}
+	for _, t := range s.tasks {
+		t.mu.Lock()
+		done := t.finished
+		t.mu.Unlock()
+		if done {
+			return false
+		}
+	}
 	return true
 }
 
