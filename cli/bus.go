@@ -14,7 +14,9 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/sign"
 )
 
 // Flags of the bus client commands.
@@ -135,11 +137,13 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 func (r *runState) historyCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "history",
-		Usage: "query the bus's persisted message history",
+		Usage: "query the bus's persisted message history, or (--direct) this agent's audit log",
 		Description: "Asks the bus at --bus for recorded messages, newest first, filtered by agent (sender or " +
 			"recipient), topic (exact, or a trailing * as a prefix), conversation and time. --since and " +
 			"--until take RFC 3339 times or durations back from now (1h). History is kept 7 days. --json " +
-			"prints one JSON object per message.",
+			"prints one JSON object per message. With --direct it asks the node at --api for its audit log " +
+			"instead (a node started with --audit): the requests and direct messages it sent and served, " +
+			"with requester, provider, capability, size, outcome and duration, filtered by agent and time.",
 		Flags: []ucli.Flag{
 			stringFlag(flagAgent, "", "only messages from or to this `AGENT`"),
 			stringFlag(flagTopic, "", "only this `TOPIC` (a trailing * matches a prefix)"),
@@ -148,6 +152,8 @@ func (r *runState) historyCommand() *ucli.Command {
 			stringFlag(flagUntil, "", "only messages before `TIME`"),
 			&ucli.IntFlag{Name: flagLimit, Value: 50, Usage: "at most `N` messages", EnvVars: []string{envVar(flagLimit)}},
 			busFlag(),
+			boolFlag(flagDirect, "read this agent's audit log (requests and direct messages sent and served) from the node at --api"),
+			apiFlag(),
 			jsonFlag("print one JSON object per message"),
 		},
 		Action: r.runHistory,
@@ -188,6 +194,9 @@ func (r *runState) runHistory(c *ucli.Context) error {
 	if p.Limit < 1 {
 		return r.flagError(c, flagLimit, "%d is not a positive number", p.Limit)
 	}
+	if c.Bool(flagDirect) {
+		return r.runAudit(c, p)
+	}
 	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
 	defer cancel()
 	cl, url, err := r.dialBus(ctx, c)
@@ -200,6 +209,58 @@ func (r *runState) runHistory(c *ucli.Context) error {
 		return busAdminError("history", url, err)
 	}
 	return r.writeMessages(c, msgs, false)
+}
+
+// runAudit prints the node's audit log (history --direct).
+func (r *runState) runAudit(c *ucli.Context, p bus.HistoryParams) error {
+	for _, name := range []string{flagTopic, flagConversation, flagBus} {
+		if c.IsSet(name) {
+			return usageErrorf("history --direct reads the node's audit log, which has no --%s; filter with --agent, --since and --until", name)
+		}
+	}
+	q := protocol.AuditQuery{Agent: p.Agent, Since: p.Since, Until: p.Until, Limit: p.Limit}
+	if q.Agent != "" {
+		id, err := sign.ParseAgentID(q.Agent)
+		if err != nil {
+			return r.flagError(c, flagAgent, "%q is not an agent id", q.Agent)
+		}
+		q.Agent = id.String()
+	}
+	if err := rpc.CheckAuditQuery(&q); err != nil {
+		return usageErrorf("history --direct: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, localTimeout)
+	defer cancel()
+	cl, addr, err := r.connectAPI(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	es, err := cl.Audit(ctx, q)
+	if err != nil {
+		if pe := rpc.ProtocolError(err); pe != nil {
+			return protocolExit("history --direct", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	if c.Bool(flagJSON) {
+		for _, e := range es {
+			if err := writeJSONLine(r.stdout, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(es) == 0 {
+		_, err := fmt.Fprintln(r.stdout, "no messages")
+		return err
+	}
+	tw := tabwriter.NewWriter(r.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tDIRECTION\tFROM\tTO\tCAPABILITY\tSIZE\tOUTCOME\tMS")
+	for _, e := range es {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f\n", e.At.Format(time.RFC3339), e.Direction, e.From, e.To, e.Capability, e.Size, e.Outcome, e.DurationMS)
+	}
+	return tw.Flush()
 }
 
 func busAdminError(op, url string, err error) error {

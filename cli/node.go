@@ -49,6 +49,8 @@ type nodeSettings struct {
 	metricsAddr  string // "" when there is no separate metrics listener
 	mdns         bool
 	holdMessages bool // direct messages wait at their senders until a local API client takes them
+	audit        bool // keep an audit log
+	auditBodies  bool // with the params
 	presence     node.Presence
 	capsPoll     time.Duration // 0: reload only on SIGHUP
 	staticRelays []ma.Multiaddr
@@ -107,6 +109,8 @@ func (r *runState) nodeCommand() *ucli.Command {
 			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats, stretched in proportion in a mesh of more than 50 agents; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
 			sliceFlag(flagMailbox, "mailbox relay `MULTIADDR` (ending in /p2p/<id>; a `meshagent relay`) that holds direct messages and agent:<id> bus messages for this agent while it is offline: announced to other agents, which leave messages there when they cannot reach it, and read when this node connects to it; repeatable, at most 4"),
+			boolFlag(flagAudit, "keep an audit log of every request and message this agent sends to or serves for another (who, to whom, when, capability, size, outcome, duration), 7 days in the store; read it with history --direct or GET /api/v1/messages"),
+			boolFlag(flagAuditBodies, "with --audit (which it implies), keep the params of each request too"),
 			durationFlag(flagOutboxTTL, node.DefaultMessageTTL, "how long a direct message or agent:<id> bus message to an agent that is away waits in this node's outbox, tried again, before it becomes a dead letter"),
 			boolFlag(flagHoldMessages, "refuse direct messages (CAPABILITY_NOT_SUPPORTED, which the sender's node queues and retries) until a local API client takes them with mesh.onMessage: for an agent that serves through the local API, so nothing sent while it is away is lost"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
@@ -127,7 +131,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if err := r.noArgs(c); err != nil {
 		return nil, err
 	}
-	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), holdMessages: c.Bool(flagHoldMessages), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
+	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), holdMessages: c.Bool(flagHoldMessages), audit: c.Bool(flagAudit) || c.Bool(flagAuditBodies), auditBodies: c.Bool(flagAuditBodies), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
 	var err error
 	if s.log, err = r.parseLogSettings(c); err != nil {
 		return nil, err
@@ -357,6 +361,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if s.relayMode {
 		// A relay keeps messages for agents that name it as their mailbox.
 		opts = append(opts, node.WithMailboxService())
+	}
+	if s.audit {
+		opts = append(opts, node.WithAudit(s.auditBodies))
 	}
 	if s.holdMessages {
 		// From the start: messages fetched from a mailbox as the node

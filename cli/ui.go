@@ -11,7 +11,7 @@ import (
 )
 
 // statusPage mounts the status page (/ui), seed 004's discovery REST
-// (/api/v1/agents) and seed 002's bindings (/agentprotocol,
+// (/api/v1/agents), the audit log (/api/v1/messages) and seed 002's bindings (/agentprotocol,
 // /agentprotocol/ws) for n on the local API beside ops (/metrics,
 // /healthz, /readyz; may be nil), and admits the page as a
 // browser client of the API. The page is served by the local API only,
@@ -22,6 +22,7 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
 	page := ui.Handler()
 	agents := localapi.AgentsHandler(n)
 	envelopes := localapi.NewAgentProtocol(n, log.With("component", "agentprotocol"))
+	messages := localapi.MessagesHandler(n)
 	return []rpc.Option{
 		rpc.WithHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
@@ -31,6 +32,8 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
 				agents.ServeHTTP(w, r)
 			case localapi.OwnsAgentProtocol(r.URL.Path):
 				envelopes.ServeHTTP(w, r)
+			case localapi.OwnsMessages(r.URL.Path):
+				messages.ServeHTTP(w, r)
 			case ops != nil:
 				ops.ServeHTTP(w, r)
 			default:
@@ -48,4 +51,6 @@ var (
 	// and seed 004's discovery REST what it knows of the mesh.
 	_ localapi.Directory = (*node.Node)(nil)
 	_ localapi.Envelopes = (*node.Node)(nil)
+	_ localapi.AuditLog  = (*node.Node)(nil)
+	_ rpc.Auditor        = (*node.Node)(nil)
 )

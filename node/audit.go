@@ -31,27 +31,6 @@ const (
 	auditBatch = 1024
 )
 
-// AuditRecord is one request sent or served, as the audit log keeps it
-// (the payload of its history message).
-type AuditRecord struct {
-	// Direction is protocol.CallSent or protocol.CallServed.
-	Direction string `json:"direction"`
-	// From is the requester, To the provider (agent ids).
-	From string `json:"from"`
-	To   string `json:"to"`
-	// Capability is the action asked for (agent.message for a direct
-	// message, agent.messages for a batch of them).
-	Capability string `json:"capability"`
-	// Size is the params' size in bytes.
-	Size int `json:"size"`
-	// Outcome is "success" or the protocol error code.
-	Outcome string `json:"outcome"`
-	// DurationMS is how long the request took, in milliseconds.
-	DurationMS float64 `json:"duration_ms"`
-	// Params are the request's params, only with WithAudit(true).
-	Params json.RawMessage `json:"params,omitempty"`
-}
-
 // auditLog queues records for its writer.
 type auditLog struct {
 	bodies  bool
@@ -61,7 +40,7 @@ type auditLog struct {
 
 // WithAudit makes the node record, in its store (WithStore, required),
 // every request it sends to another agent or serves for one (see
-// AuditRecord); with bodies, the params too.
+// protocol.AuditRecord); with bodies, the params too.
 func WithAudit(bodies bool) Option {
 	return func(c *Config) error {
 		c.Audit = &bodies
@@ -87,7 +66,7 @@ func (n *Node) auditCall(direction, from, to, capability string, params json.Raw
 		return
 	}
 	now := n.cfg.Now()
-	r := AuditRecord{Direction: direction, From: from, To: to, Capability: capability, Size: len(params),
+	r := protocol.AuditRecord{Direction: direction, From: from, To: to, Capability: capability, Size: len(params),
 		Outcome: outcome(err), DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 	if a.bodies && len(params) > 0 {
 		r.Params = params
@@ -148,29 +127,9 @@ func (n *Node) writeAudit(a *auditLog) {
 	}
 }
 
-// AuditQuery selects audit records.
-type AuditQuery struct {
-	// Agent keeps the records whose requester or provider is this agent.
-	Agent string
-	// Since and Until bound the records' times (Until exclusive).
-	Since, Until time.Time
-	// Limit bounds the page (store.DefaultHistoryLimit when <= 0, at
-	// most store.MaxHistoryLimit); Before is the id of the last record
-	// of the previous page.
-	Limit  int
-	Before string
-}
-
-// AuditEntry is one audit record with its id and time.
-type AuditEntry struct {
-	ID string    `json:"id"`
-	At time.Time `json:"at"`
-	AuditRecord
-}
-
 // Audit returns the audit records matching q, newest first. Records
 // reach the store within about auditFlush of their call.
-func (n *Node) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
+func (n *Node) Audit(ctx context.Context, q protocol.AuditQuery) ([]protocol.AuditEntry, error) {
 	if n.cfg.Store == nil || n.cfg.Audit == nil {
 		return nil, ErrNoAudit
 	}
@@ -178,9 +137,9 @@ func (n *Node) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]AuditEntry, 0, len(ms))
+	out := make([]protocol.AuditEntry, 0, len(ms))
 	for _, m := range ms {
-		e := AuditEntry{ID: m.ID, At: m.Time}
+		e := protocol.AuditEntry{ID: m.ID, At: m.Time}
 		if err := json.Unmarshal(m.Payload, &e.AuditRecord); err != nil {
 			continue // not a record this version wrote
 		}

@@ -50,7 +50,7 @@ func TestAuditLog(t *testing.T) {
 	if _, err := sender.SendMessage(ctx, provider.AgentID(), protocol.AgentMessage{Subject: "hello"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	count := func(es []node.AuditEntry, capability, outcome string) int {
+	count := func(es []protocol.AuditEntry, capability, outcome string) int {
 		c := 0
 		for _, e := range es {
 			if e.Capability == capability && e.Outcome == outcome {
@@ -66,10 +66,10 @@ func TestAuditLog(t *testing.T) {
 		bodies    bool
 	}{{"sender", sender, protocol.CallSent, false}, {"provider", provider, protocol.CallServed, true}} {
 		t.Run(side.name, func(t *testing.T) {
-			var es []node.AuditEntry
+			var es []protocol.AuditEntry
 			wait.For(t, 10*time.Second, func() error {
 				var err error
-				es, err = side.n.Audit(ctx, node.AuditQuery{Agent: provider.AgentID()})
+				es, err = side.n.Audit(ctx, protocol.AuditQuery{Agent: provider.AgentID()})
 				if err == nil && (count(es, "echo", "success") != calls || count(es, "missing", string(protocol.CodeCapabilityNotSupported)) != 1 || count(es, protocol.MessageCapability, "success") != 1) {
 					err = fmt.Errorf("%d records: %+v", len(es), es)
 				}
@@ -85,7 +85,7 @@ func TestAuditLog(t *testing.T) {
 			}
 		})
 	}
-	if _, err := meshtest.Node(t, 132).Audit(ctx, node.AuditQuery{}); !errors.Is(err, node.ErrNoAudit) {
+	if _, err := meshtest.Node(t, 132).Audit(ctx, protocol.AuditQuery{}); !errors.Is(err, node.ErrNoAudit) {
 		t.Errorf("a node without an audit log: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshagent/meshagent/protocol"
 )
 
 // ErrClosed is returned by operations on a node that has been closed.
@@ -36,8 +38,9 @@ var ErrNoStore = errors.New("node: no store (WithStore): nothing can be queued")
 var ErrNoTopics = errors.New("node: topics are off")
 
 // ErrNoAudit is returned by Audit when the node keeps no audit log
-// (WithAudit and WithStore).
-var ErrNoAudit = errors.New("node: no audit log (WithAudit with a store)")
+// (WithAudit and WithStore): a CAPABILITY_NOT_SUPPORTED error, so that the
+// local API answers it as it is.
+var ErrNoAudit error = protocol.Errorf(protocol.CodeCapabilityNotSupported, "this node keeps no audit log (meshagent node --audit; node.WithAudit with a store)")
 
 // ErrNoDirectory is returned by Discover on a node built without the DHT.
 var ErrNoDirectory = errors.New("node: the capability directory (DHT) is off")
