@@ -53,4 +53,5 @@ var (
 	_ localapi.Envelopes = (*node.Node)(nil)
 	_ localapi.AuditLog  = (*node.Node)(nil)
 	_ rpc.Auditor        = (*node.Node)(nil)
+	_ rpc.StatusSetter   = (*node.Node)(nil)
 )

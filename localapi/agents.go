@@ -109,6 +109,12 @@ func agentOf(pi protocol.PeerInfo) Agent {
 	if pi.PersonaType != "" {
 		a.PersonaType = &pi.PersonaType
 	}
+	if pi.CurrentBead != "" {
+		a.CurrentBead = &pi.CurrentBead
+	}
+	if pi.MaxConcurrentBeads > 0 {
+		a.MaxConcurrentBeads = &pi.MaxConcurrentBeads
+	}
 	if a.Status == "" {
 		// No heartbeat heard: a hello says the agent exists, not whether
 		// it is free.

@@ -169,4 +169,12 @@ func TestAgentShapeGolden(t *testing.T) {
 	if got := strings.TrimSpace(rec.Body.String()); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
+	// A declared bead and capacity (mesh.setStatus) fill the seed's members.
+	dir.self.Status, dir.self.CurrentBead, dir.self.MaxConcurrentBeads = protocol.StatusBusy, "bd-7", 2
+	rec = httptest.NewRecorder()
+	localapi.AgentsHandler(dir).ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/agents/"+id.String(), nil))
+	want = strings.NewReplacer(`"status":"available"`, `"status":"busy"`, `"current_bead":null`, `"current_bead":"bd-7"`, `"max_concurrent_beads":null`, `"max_concurrent_beads":2`).Replace(want)
+	if got := strings.TrimSpace(rec.Body.String()); got != want {
+		t.Fatalf("with a declared status:\ngot  %s\nwant %s", got, want)
+	}
 }

@@ -207,6 +207,7 @@ func (n *Node) Peers() []protocol.PeerInfo {
 			pi.Addrs = slices.Clone(p.hb.Addrs)
 		}
 		pi.Status, pi.LastHeartbeat, pi.Load, pi.PersonaType = status, p.at, p.hb.Load, p.hb.PersonaType
+		pi.CurrentBead, pi.MaxConcurrentBeads = p.hb.CurrentBead, p.hb.MaxConcurrentBeads
 		known[id] = pi
 	}
 	for id := range gone {

@@ -29,8 +29,8 @@ type presence struct {
 	// heardNew tells the presence loop that a connected agent's first
 	// heartbeat arrived (see presenceLoop).
 	heardNew chan struct{}
-	// busy is this agent's declared agent_busy (SetBusy).
-	busy atomic.Bool
+	// declared is this agent's declared status (SetStatus, SetBusy).
+	declared atomic.Pointer[protocol.AgentStatus]
 
 	mu sync.Mutex
 	m  map[peer.ID]*presenceState
@@ -163,9 +163,36 @@ func (n *Node) startPresence() error {
 // request handlers are all taken (Limits.MaxConcurrent) is busy whatever
 // it declared.
 func (n *Node) SetBusy(busy bool) {
-	if n.presence.busy.Swap(busy) != busy {
+	s := n.DeclaredStatus()
+	s.Status = protocol.StatusAvailable
+	if busy {
+		s.Status = protocol.StatusBusy
+	}
+	_ = n.SetStatus(s) // a valid status with the declared bead
+}
+
+// SetStatus declares the agent's status (seed 004's registry: available
+// or busy, the bead it works on, how many beads it takes at once). Peers
+// see a change in the next heartbeat, which is sent at once. An agent
+// whose request handlers are all taken is busy whatever it declared. It
+// returns an INVALID_MESSAGE error for a status it cannot declare.
+func (n *Node) SetStatus(s protocol.AgentStatus) error {
+	if err := s.Check(); err != nil {
+		return err
+	}
+	if old := n.presence.declared.Swap(&s); old == nil || *old != s {
 		n.kickPresence()
 	}
+	return nil
+}
+
+// DeclaredStatus returns what the agent declared with SetStatus or
+// SetBusy (available, and nothing else, until it does).
+func (n *Node) DeclaredStatus() protocol.AgentStatus {
+	if s := n.presence.declared.Load(); s != nil {
+		return *s
+	}
+	return protocol.AgentStatus{Status: protocol.StatusAvailable}
 }
 
 func (n *Node) kickPresence() {
@@ -318,8 +345,9 @@ func (n *Node) heartbeatInterval() time.Duration {
 // until its next one.
 func (n *Node) heartbeat(every time.Duration) protocol.Heartbeat {
 	inFlight, capacity := len(n.sem), cap(n.sem)
-	status := protocol.StatusAvailable
-	if n.presence.busy.Load() || inFlight >= capacity {
+	declared := n.DeclaredStatus()
+	status := declared.Status
+	if inFlight >= capacity {
 		status = protocol.StatusBusy
 	}
 	caps := n.Capabilities()
@@ -332,18 +360,20 @@ func (n *Node) heartbeat(every time.Duration) protocol.Heartbeat {
 		addrs = append(addrs, a.String())
 	}
 	return protocol.Heartbeat{
-		AgentID:          n.idStr,
-		Addrs:            addrs,
-		Capabilities:     names,
-		CapabilityDigest: capabilityDigest(caps),
-		InFlight:         inFlight,
-		IntervalMS:       every.Milliseconds(),
-		Load:             math.Round(float64(inFlight)/float64(capacity)*1000) / 1000,
-		MaxConcurrent:    capacity,
-		Name:             n.cfg.Name,
-		PersonaType:      n.cfg.Presence.PersonaType,
-		Status:           status,
-		Mailboxes:        n.mailboxes.addrs,
+		AgentID:            n.idStr,
+		Addrs:              addrs,
+		Capabilities:       names,
+		CapabilityDigest:   capabilityDigest(caps),
+		InFlight:           inFlight,
+		IntervalMS:         every.Milliseconds(),
+		Load:               math.Round(float64(inFlight)/float64(capacity)*1000) / 1000,
+		MaxConcurrent:      capacity,
+		Name:               n.cfg.Name,
+		PersonaType:        n.cfg.Presence.PersonaType,
+		Status:             status,
+		Mailboxes:          n.mailboxes.addrs,
+		CurrentBead:        declared.CurrentBead,
+		MaxConcurrentBeads: declared.MaxConcurrentBeads,
 	}
 }
 
@@ -378,7 +408,7 @@ func (n *Node) receiveHeartbeat(m pubsub.Message) {
 	}
 	var hb protocol.Heartbeat
 	if err := protocol.DecodePayload(m.Payload, "heartbeat", &hb); err != nil || hb.AgentID != m.From.String() ||
-		(hb.Status != protocol.StatusAvailable && hb.Status != protocol.StatusBusy) {
+		(protocol.AgentStatus{Status: hb.Status, CurrentBead: hb.CurrentBead, MaxConcurrentBeads: hb.MaxConcurrentBeads}).Check() != nil {
 		n.log.Debug("presence: malformed heartbeat", "remote_peer", m.From, "err", err)
 		return
 	}

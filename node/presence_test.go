@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -276,5 +277,46 @@ func TestNewcomerAnsweredOnlyInASmallMesh(t *testing.T) {
 				t.Fatalf("b does not list a, connected, with its capabilities: %+v", b.Peers())
 			}
 		})
+	}
+}
+
+// TestSetStatusReachesPeers: a declared status (busy, the bead worked on,
+// how many beads the agent takes) reaches peers in a heartbeat sent at
+// once, and a status that cannot be declared is refused and changes
+// nothing.
+func TestSetStatusReachesPeers(t *testing.T) {
+	const every = node.MaxHeartbeatInterval // only the heartbeats SetStatus sends
+	a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}))
+	b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: every}))
+	meshtest.Connect(t, a, b)
+	want := protocol.AgentStatus{Status: protocol.StatusBusy, CurrentBead: "bd-42", MaxConcurrentBeads: 3}
+	// The topic mesh forms after the connection: declare until b hears it.
+	wait.For(t, 20*time.Second, func() error {
+		if err := a.SetStatus(protocol.AgentStatus{Status: protocol.StatusAvailable}); err != nil {
+			return err
+		}
+		if err := a.SetStatus(want); err != nil {
+			return err
+		}
+		pi := peerInfo(b, a.AgentID())
+		if pi.Status != want.Status || pi.CurrentBead != want.CurrentBead || pi.MaxConcurrentBeads != want.MaxConcurrentBeads {
+			return fmt.Errorf("b shows a as %q %q %d", pi.Status, pi.CurrentBead, pi.MaxConcurrentBeads)
+		}
+		return nil
+	})
+	for _, bad := range []protocol.AgentStatus{
+		{Status: "stale"}, {Status: ""}, {Status: protocol.StatusBusy, MaxConcurrentBeads: -1},
+		{Status: protocol.StatusBusy, MaxConcurrentBeads: protocol.MaxConcurrentBeads + 1},
+		{Status: protocol.StatusBusy, CurrentBead: strings.Repeat("b", protocol.MaxNameLen+1)},
+	} {
+		if err := a.SetStatus(bad); protocol.CodeOf(err) != protocol.CodeInvalidMessage {
+			t.Errorf("SetStatus(%+v): %v, want INVALID_MESSAGE", bad, err)
+		}
+	}
+	if got := a.DeclaredStatus(); got != want {
+		t.Fatalf("declared %+v after refusals, want %+v", got, want)
+	}
+	if self := a.SelfInfo(); self.CurrentBead != "bd-42" || self.MaxConcurrentBeads != 3 || self.Status != protocol.StatusBusy {
+		t.Fatalf("self info %+v", self)
 	}
 }

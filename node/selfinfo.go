@@ -15,15 +15,17 @@ func (n *Node) SelfInfo() protocol.PeerInfo {
 	hb := n.heartbeat(n.cfg.Presence.Interval)
 	pub, _ := sign.PublicKeyBase64(n.id) // an Ed25519 id always has one
 	return protocol.PeerInfo{
-		AgentID:       n.idStr,
-		PublicKey:     pub,
-		Name:          n.cfg.Name,
-		Capabilities:  n.Capabilities(),
-		Addrs:         hb.Addrs,
-		Connected:     true,
-		Status:        hb.Status,
-		LastHeartbeat: time.Now().UTC(),
-		Load:          hb.Load,
-		PersonaType:   hb.PersonaType,
+		AgentID:            n.idStr,
+		PublicKey:          pub,
+		Name:               n.cfg.Name,
+		Capabilities:       n.Capabilities(),
+		Addrs:              hb.Addrs,
+		Connected:          true,
+		Status:             hb.Status,
+		LastHeartbeat:      time.Now().UTC(),
+		Load:               hb.Load,
+		PersonaType:        hb.PersonaType,
+		CurrentBead:        hb.CurrentBead,
+		MaxConcurrentBeads: hb.MaxConcurrentBeads,
 	}
 }

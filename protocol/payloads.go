@@ -139,4 +139,8 @@ type PeerInfo struct {
 	// Load is from the last heartbeat: in-flight requests / capacity.
 	Load        float64 `json:"load,omitempty"`
 	PersonaType string  `json:"personaType,omitempty"`
+	// CurrentBead and MaxConcurrentBeads are from the last heartbeat: what
+	// the agent declared (AgentStatus).
+	CurrentBead        string `json:"currentBead,omitempty"`
+	MaxConcurrentBeads int    `json:"maxConcurrentBeads,omitempty"`
 }

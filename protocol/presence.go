@@ -53,4 +53,35 @@ type Heartbeat struct {
 	Name          string         `json:"name,omitempty"`
 	PersonaType   string         `json:"persona_type,omitempty"`
 	Status        PresenceStatus `json:"status"`
+	// CurrentBead and MaxConcurrentBeads are what the agent declared with
+	// SetStatus (seed 004's registry): the bead it works on and how many
+	// it takes at once.
+	CurrentBead        string `json:"current_bead,omitempty"`
+	MaxConcurrentBeads int    `json:"max_concurrent_beads,omitempty"`
+}
+
+// MaxConcurrentBeads bounds the max_concurrent_beads an agent declares.
+const MaxConcurrentBeads = 10000
+
+// AgentStatus is what an agent declares of itself in its heartbeats (seed
+// 004's registry): available or busy, the bead it works on (empty: none)
+// and how many beads it takes at once (0: not said). It is the params of
+// the local API's mesh.setStatus.
+type AgentStatus struct {
+	Status             PresenceStatus `json:"status"`
+	CurrentBead        string         `json:"currentBead,omitempty"`
+	MaxConcurrentBeads int            `json:"maxConcurrentBeads,omitempty"`
+}
+
+// Check reports whether s is a status an agent may declare.
+func (s AgentStatus) Check() error {
+	switch {
+	case s.Status != StatusAvailable && s.Status != StatusBusy:
+		return Errorf(CodeInvalidMessage, "status must be %q or %q", StatusAvailable, StatusBusy)
+	case len(s.CurrentBead) > MaxNameLen:
+		return Errorf(CodeInvalidMessage, "current bead must be at most %d bytes", MaxNameLen)
+	case s.MaxConcurrentBeads < 0 || s.MaxConcurrentBeads > MaxConcurrentBeads:
+		return Errorf(CodeInvalidMessage, "max concurrent beads must be 0 to %d", MaxConcurrentBeads)
+	}
+	return nil
 }

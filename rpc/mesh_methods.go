@@ -116,6 +116,7 @@ func (s *Server) registerMeshMethods() {
 	s.registerControlMethods()
 	s.registerServeMethods()
 	s.registerAuditMethods()
+	s.registerStatusMethods()
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {

@@ -105,6 +105,29 @@ export class Client extends Server {
   peers() { return this.rpc.call('mesh.peers', {}); }
 
   /**
+   * Declares this agent's status (seed 004's registry): 'available' or
+   * 'busy', the bead it works on and how many beads it takes at once. The
+   * whole status is replaced; resolves the status declared. Peers see it in
+   * the next heartbeat, sent at once.
+   */
+  setStatus(status, { currentBead, maxConcurrentBeads } = {}) {
+    const params = { status };
+    if (currentBead !== undefined) params.currentBead = currentBead;
+    if (maxConcurrentBeads !== undefined) params.maxConcurrentBeads = maxConcurrentBeads;
+    return this.rpc.call('mesh.setStatus', params);
+  }
+
+  /**
+   * This agent's audit log (a node started with --audit), newest first: an
+   * array of {id, at, direction, from, to, capability, size, outcome,
+   * duration_ms, params?}. since and until are RFC 3339 strings.
+   */
+  async audit({ agent, since, until, limit, before } = {}) {
+    const params = Object.fromEntries(Object.entries({ agent, since, until, limit, before }).filter(([, v]) => v !== undefined));
+    return (await this.rpc.call('mesh.audit', params)).entries;
+  }
+
+  /**
    * Calls a capability; resolves the final response {correlationId, status,
    * result, ...}. agentId names the provider (absent: the node chooses, and
    * the response's agentId says which); onProgress(response) gets each in_progress response,

@@ -74,6 +74,8 @@ describe('client', () => {
       [() => client.busUnsubscribe('a:*'), 'unsubscribe', { topic: 'a:*' }],
       [() => client.sendMessage('12D3KooWB', { subject: 'hi', body: 'b' }), 'mesh.sendMessage', { agentId: '12D3KooWB', message: { subject: 'hi', body: 'b' } }],
       [() => client.unserve('summarize'), 'mesh.unserve', { capabilities: ['summarize'] }],
+      [() => client.setStatus('busy', { currentBead: 'bd-1', maxConcurrentBeads: 2 }), 'mesh.setStatus', { status: 'busy', currentBead: 'bd-1', maxConcurrentBeads: 2 }],
+      [() => client.setStatus('available'), 'mesh.setStatus', { status: 'available' }],
     ];
     for (const [run, method, params] of cases) {
       const p = run();

@@ -102,6 +102,26 @@ class Client(Server):
         """The node's peers, a list of PeerInfo objects."""
         return await self.rpc.call("mesh.peers", {})
 
+    async def set_status(self, status, *, current_bead=None, max_concurrent_beads=None):
+        """Declare this agent's status (seed 004's registry): "available" or "busy",
+        the bead it works on and how many beads it takes at once. The whole status
+        is replaced; returns the status declared. Peers see it in the next heartbeat,
+        sent at once."""
+        params = {"status": status}
+        if current_bead is not None:
+            params["currentBead"] = current_bead
+        if max_concurrent_beads is not None:
+            params["maxConcurrentBeads"] = max_concurrent_beads
+        return await self.rpc.call("mesh.setStatus", params)
+
+    async def audit(self, *, agent=None, since=None, until=None, limit=None, before=None):
+        """This agent's audit log (a node started with --audit), newest first: a list of
+        ``{"id", "at", "direction", "from", "to", "capability", "size", "outcome",
+        "duration_ms", "params"?}``. since and until are RFC 3339 strings."""
+        params = {k: v for k, v in (("agent", agent), ("since", since), ("until", until),
+                                    ("limit", limit), ("before", before)) if v is not None}
+        return (await self.rpc.call("mesh.audit", params))["entries"]
+
     async def call(self, capability, params=None, *, agent_id=None, timeout_ms=None, on_progress=None,
                    receipt=None, task_id=None):
         """Call a capability; return the final response ``{"correlationId", "status", "result", ...}``.

@@ -44,6 +44,16 @@ async def main(url_a, url_b, agent_a):
         check((await a.id())["agentId"] == agent_a, "mesh.id names node A")
         agent_b = (await b.id())["agentId"]
 
+        # A declared status reaches the other node in a heartbeat.
+        declared = await a.set_status("busy", current_bead="bd-py", max_concurrent_beads=2)
+        check(declared == {"status": "busy", "currentBead": "bd-py", "maxConcurrentBeads": 2}, "set_status answers the status")
+
+        async def b_sees_a_busy():
+            return any(p["agentId"] == agent_a and p.get("currentBead") == "bd-py" and p.get("status") == "busy"
+                       for p in await b.peers())
+        await retry("node B sees node A's declared status", b_sees_a_busy)
+        await a.set_status("available")
+
         # A built-in capability, with a progress callback and a task id.
         task = "py-" + uuid.uuid4().hex[:12]
         progress = []

@@ -77,6 +77,9 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
             (self.client.send_message("12D3KooWB", {"subject": "hi", "body": "b"}), "mesh.sendMessage",
              {"agentId": "12D3KooWB", "message": {"subject": "hi", "body": "b"}}),
             (self.client.unserve("summarize"), "mesh.unserve", {"capabilities": ["summarize"]}),
+            (self.client.set_status("busy", current_bead="bd-1", max_concurrent_beads=2), "mesh.setStatus",
+             {"status": "busy", "currentBead": "bd-1", "maxConcurrentBeads": 2}),
+            (self.client.set_status("available"), "mesh.setStatus", {"status": "available"}),
         ]
         for coro, method, params in cases:
             fut = self.go(coro)

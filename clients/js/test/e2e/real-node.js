@@ -40,6 +40,13 @@ const b = await connect(urlB, 'js-e2e-b');
 check((await a.id()).agentId === agentA, 'mesh.id names node A');
 const agentB = (await b.id()).agentId;
 
+// A declared status reaches the other node in a heartbeat.
+const declared = await a.setStatus('busy', { currentBead: 'bd-js', maxConcurrentBeads: 2 });
+check(declared.status === 'busy' && declared.currentBead === 'bd-js' && declared.maxConcurrentBeads === 2, 'setStatus answers the status');
+await retry("node B sees node A's declared status", async () =>
+  (await b.peers()).some((p) => p.agentId === agentA && p.status === 'busy' && p.currentBead === 'bd-js'));
+await a.setStatus('available');
+
 // A built-in capability, with a progress callback and a task id.
 const taskId = `js-${randomUUID().slice(0, 12)}`;
 const progress = [];
