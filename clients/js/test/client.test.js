@@ -86,6 +86,14 @@ describe('client', () => {
     }
   });
 
+  it('returns the audit log\'s entries', async () => {
+    const p = client.audit({ agent: '12D3KooWA', limit: 5 });
+    const req = await node.next('mesh.audit');
+    assert.deepEqual(req.params, { agent: '12D3KooWA', limit: 5 });
+    node.reply(req, { entries: [{ id: 'e1' }] });
+    assert.deepEqual(await p, [{ id: 'e1' }]);
+  });
+
   it('streams discovered agents', async () => {
     const found = [];
     const p = client.discover('echo', { timeoutMs: 200, onFound: (a) => found.push(a) });

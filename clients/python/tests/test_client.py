@@ -88,6 +88,13 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
             await self.node.reply(req, {"ok": method})
             self.assertEqual(await fut, {"ok": method})
 
+    async def test_audit_returns_entries(self):
+        fut = self.go(self.client.audit(agent="12D3KooWA", limit=5))
+        req = await self.node.next("mesh.audit")
+        self.assertEqual(req["params"], {"agent": "12D3KooWA", "limit": 5})
+        await self.node.reply(req, {"entries": [{"id": "e1"}]})
+        self.assertEqual(await fut, [{"id": "e1"}])
+
     async def test_discover_streams_agents(self):
         found = []
         fut = self.go(self.client.discover("echo", timeout_ms=200, on_found=found.append))
