@@ -133,16 +133,26 @@ func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 		ack.Message = `the payload has no "type": it names the capability to call on a mesh agent`
 		return ack, true
 	}
+	action := p.Type
+	if action == rpc.SeedTypeAgentMessage {
+		// Seed 004's direct message is the agent's direct message.
+		m, err := seedDirectMessage(msg)
+		if err != nil {
+			ack.Message = err.Error()
+			return ack, true
+		}
+		action, msg.Payload = protocol.MessageCapability, m
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DeliveryTimeout)
 	defer cancel()
 	// The provider's signed answer rides in the ack as its receipt.
-	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: p.Type, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout,
+	resp, err := b.mesh.Call(ctx, protocol.CallRequest{To: agent, Action: action, Params: msg.Payload, Timeout: b.cfg.DeliveryTimeout,
 		Signed: func(s json.RawMessage) { ack.Receipt = &s }})
 	if err != nil {
 		pe := protocol.AsError(err)
 		ack.Message = string(pe.Code) + ": " + pe.Message
 		if away(pe.Code) {
-			b.forward(ctx, msg, agent, p.Type, &ack)
+			b.forward(ctx, msg, agent, action, &ack)
 		}
 		return ack, true
 	}

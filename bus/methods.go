@@ -254,7 +254,15 @@ func (b *Bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	}
 	var p SendMessageParams
 	if err := busParams(MethodSendMessage, r.Params, &p); err != nil {
-		return nil, err
+		// Not seed 001's form: seed 004's objects are taken as written.
+		topic, ok, serr := seed004Topic(r.Params)
+		switch {
+		case serr != nil:
+			return nil, serr
+		case !ok:
+			return nil, err
+		}
+		p = SendMessageParams{Topic: topic, Payload: r.Params}
 	}
 	topic := p.Topic
 	if err := checkTopic(MethodSendMessage, topic); err != nil {
@@ -268,6 +276,9 @@ func (b *Bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: sendMessage needs "payload", a JSON object`)
 	}
 	if err := checkPayloadType(payload); err != nil {
+		return nil, err
+	}
+	if err := checkSeedFrom(payload, clientID); err != nil {
 		return nil, err
 	}
 	if err := b.gate.check(b.now()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -77,7 +78,9 @@ func (r *runState) sendMessageCommand() *ucli.Command {
 			"\"queued\": true, and a line on stderr says so) and delivered when the agent is back, " +
 			"within 7 days. The ack of a mesh agent that answered also carries its \"receipt\", its " +
 			"signed answer, which `meshagent verify --provider AGENT_ID` checks. Exits 1 when no " +
-			"subscriber took the message.",
+			"subscriber took the message. Without a topic, --payload may be one of seed 004's objects as " +
+			"written (\"type\": agent_message, broadcast or notification): it goes to agent:<to_agent_id> or " +
+			"agent.broadcast, and its from_agent_id, when given, must be this client's id.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: flagTopic, EnvVars: []string{envVar(flagTopic), "BUB_DEFAULT_TOPIC"}, Usage: "`TOPIC` to send to (default BUB_DEFAULT_TOPIC)"},
 			stringFlag(flagPayload, "", "the message, a JSON object: inline, @FILE, or - for stdin (required)"),
@@ -95,15 +98,21 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 		return err
 	}
 	topic := strings.TrimSpace(c.String(flagTopic))
-	if topic == "" {
-		return r.flagError(c, flagTopic, "a topic is required (or set BUB_DEFAULT_TOPIC)")
-	}
 	payload, err := r.readJSONFlag(c, flagPayload, true)
 	if err != nil {
 		return err
 	}
 	if payload == nil {
 		return r.flagError(c, flagPayload, "a payload is required: JSON inline, @FILE or - for stdin")
+	}
+	// Seed 004's objects go as written, routed by their type, when no
+	// topic is named; with a topic they are a payload like any other.
+	var params any = map[string]any{"topic": topic, "payload": payload}
+	if topic == "" {
+		if !isSeed004(payload) {
+			return r.flagError(c, flagTopic, "a topic is required (or set BUB_DEFAULT_TOPIC), unless the payload is one of seed 004's agent_message, broadcast or notification objects")
+		}
+		params, topic = payload, "(seed 004 "+seed004Type(payload)+")"
 	}
 	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
 	defer cancel()
@@ -113,7 +122,7 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 	}
 	defer cl.Close()
 	var res bus.SendResult
-	if err := cl.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": payload}, &res); err != nil {
+	if err := cl.Call(ctx, bus.MethodSendMessage, params, &res); err != nil {
 		var re *rpc.Error
 		if errors.As(err, &re) && (re.Code == rpc.CodeInvalidParams || re.Code == rpc.CodeInvalidRequest) {
 			return usageErrorf("send-message: %s", re.Message)
@@ -261,6 +270,24 @@ func (r *runState) runAudit(c *ucli.Context, p bus.HistoryParams) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f\n", e.At.Format(time.RFC3339), e.Direction, e.From, e.To, e.Capability, e.Size, e.Outcome, e.DurationMS)
 	}
 	return tw.Flush()
+}
+
+// seed004Type is a payload's "type", or "".
+func seed004Type(payload json.RawMessage) string {
+	var p struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	return p.Type
+}
+
+// isSeed004 reports whether payload is one of seed 004's message objects.
+func isSeed004(payload json.RawMessage) bool {
+	switch seed004Type(payload) {
+	case rpc.SeedTypeAgentMessage, rpc.SeedTypeBroadcast, rpc.SeedTypeNotification:
+		return true
+	}
+	return false
 }
 
 func busAdminError(op, url string, err error) error {

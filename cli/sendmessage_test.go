@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,4 +175,51 @@ func TestHeldMessagesWaitForTheAgent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSendMessageSeed004Direct: `send-message` with seed 004's
+// agent_message as written (no --topic) reaches the mesh agent it names
+// as a direct message, its from_agent_id checked against the sender, and
+// a claim of another sender is a usage error that delivers nothing.
+func TestSendMessageSeed004Direct(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := meshtest.Node(t, 64, node.WithStore(st))
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = api.close(ctx)
+	})
+	got := make(chan protocol.AgentMessage, 4)
+	to := meshtest.Node(t, 65, node.WithMessageHandler(func(_ context.Context, _ peer.ID, m protocol.AgentMessage) (json.RawMessage, error) {
+		got <- m
+		return json.RawMessage(`{"ack":true}`), nil
+	}))
+	meshtest.Connect(t, n, to)
+	t.Setenv("BUB_AGENT_ID", "agent-pm-1")
+	msg := `{"type":"agent_message","from_agent_id":"agent-pm-1","to_agent_id":"` + to.AgentID() + `","message_id":"msg-7","subject":"Review PR","body":"please","priority":"high","requires_response":true,"context":{"bead_id":"bd-1"},"timestamp":"2026-02-05T20:00:00Z"}`
+	res := runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--payload", msg)
+	res.wantCode(t, ExitOK)
+	m := wait.Receive(t, 10*time.Second, got, "the direct message")
+	if m.MessageID != "msg-7" || m.Subject != "Review PR" || m.Priority != "high" || !m.RequiresResponse || string(m.Context) != `{"bead_id":"bd-1"}` {
+		t.Fatalf("delivered %+v", m)
+	}
+	claim := strings.Replace(msg, `"from_agent_id":"agent-pm-1"`, `"from_agent_id":"agent-ceo"`, 1)
+	res = runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--payload", claim)
+	res.wantCode(t, ExitUsage)
+	res.wantStderr(t, "is not the sender")
+	select {
+	case m := <-got:
+		t.Fatalf("a message claiming another sender was delivered: %+v", m)
+	default:
+	}
+	res = runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--payload", `{"type":"task","text":"x"}`)
+	res.wantCode(t, ExitUsage)
 }
