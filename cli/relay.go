@@ -16,6 +16,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/lobby"
+	"github.com/meshagent/meshagent/localapi"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
@@ -276,6 +277,9 @@ func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.PublicHandler())
 	mux.Handle("/lobby", lb)
+	envelopes := agentProtocolGate(pub.tokens != nil, localapi.NewAgentProtocol(n, log.With("component", "agentprotocol")))
+	mux.Handle(localapi.AgentProtocolPath, envelopes)
+	mux.Handle(localapi.AgentProtocolWSPath, envelopes)
 	var h http.Handler = mux
 	if pub.tokens != nil {
 		h = pub.tokens.Middleware(mux)
@@ -303,6 +307,26 @@ func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *
 	log.Info("relay serving", "ws", p.addr, "bus", p.url, "lobby", p.url+"lobby",
 		"tokens", pub.tokens != nil, "tls", pub.tls != nil)
 	return p, nil
+}
+
+// grantAgentProtocol is the token grant (a method name in a credential's
+// methods) that admits a client to seed 002's bindings on a relay's public
+// listener.
+const grantAgentProtocol = "agentprotocol"
+
+// agentProtocolGate serves seed 002's bindings on the public listener:
+// with tokens, only to a credential granting grantAgentProtocol (the
+// envelope's own signature names the sender; the token says who may use
+// the relay), as the bus's methods beyond its own need a grant; without
+// tokens, to anyone, as the bus is.
+func agentProtocolGate(tokens bool, ap http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tokens && !rpc.CredentialFromContext(r.Context()).AllowsMethod(grantAgentProtocol) {
+			http.Error(w, "this token does not grant "+grantAgentProtocol+" (seed 002's bindings)", http.StatusForbidden)
+			return
+		}
+		ap.ServeHTTP(w, r)
+	})
 }
 
 // setBase replaces the relay's own capabilities.

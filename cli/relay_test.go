@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -27,7 +28,9 @@ import (
 
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/sign"
 )
 
 // retryingSubscriber is a bus client that answers its first delivery
@@ -311,5 +314,78 @@ func TestPublicWarnings(t *testing.T) {
 		if tc.want == "" && buf.Len() != 0 || tc.want != "" && !strings.Contains(buf.String(), tc.want) {
 			t.Errorf("%+v logged %q, want %q", tc.p, buf.String(), tc.want)
 		}
+	}
+}
+
+// TestRelaySeed002Bindings: a relay's public listener serves seed 002's
+// POST /agentprotocol behind its tokens: no token is a 401, a token
+// without the agentprotocol grant a 403, a granted one gets the relay's
+// signed hello.
+func TestRelaySeed002Bindings(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.json")
+	writeFile(t, tokens, `{"tokens": [
+		{"name": "seed002", "token": "`+opsToken+`", "methods": ["agentprotocol"]},
+		{"name": "bridge", "token": "`+bridgeToken+`", "topics": ["inbound:*"]}
+	]}`)
+	rn := startCommand(t, "relay", "--ws", "127.0.0.1:0", "--tokens", tokens)
+	k, err := sign.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := sign.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := func() []byte {
+		env, err := protocol.NewEnvelope(protocol.TypeHello, &protocol.Recipient{AgentID: rn.started.AgentID}, map[string]any{"version": "0.1", "features": []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.From.AgentID = client.PublicKeyBase64()
+		body, err := protocol.MarshalCanonical(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := protocol.SignedJSON(body, client.Sign(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	for _, tc := range []struct {
+		name, token string
+		want        int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a token without the grant", bridgeToken, http.StatusForbidden},
+		{"a granted token", opsToken, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+rn.started.WS+"/agentprotocol", bytes.NewReader(hello()))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("HTTP %d, want %d: %s", resp.StatusCode, tc.want, body)
+			}
+			if tc.want != http.StatusOK {
+				return
+			}
+			env, _, err := protocol.OpenJSON(body)
+			if err != nil || env.Type != protocol.TypeHello || env.To == nil || env.To.AgentID != client.PublicKeyBase64() {
+				t.Fatalf("answer %s (%v): want the relay's signed hello to the client, named as it named itself", body, err)
+			}
+			if from, err := env.Sender(); err != nil || from.String() != rn.started.AgentID {
+				t.Fatalf("signed by %v (%v), want the relay %s", from, err, rn.started.AgentID)
+			}
+		})
 	}
 }
