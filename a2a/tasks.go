@@ -3,7 +3,6 @@ package a2a
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -52,49 +51,10 @@ func (m MeshTasks) Submit(ctx context.Context, agent, capability string, params 
 	return sub.TaskID, nil
 }
 
-// Wait implements Tasks with mesh.taskWait, asked again every Poll while
-// the task runs: a wait that times out carries the task's record so far,
-// whose progress the gateway passes on.
+// Wait implements Tasks with rpc.Client.FollowTask: mesh.taskWait asked
+// again every Poll while the task runs, its progress passed on.
 func (m MeshTasks) Wait(ctx context.Context, taskID string, progress func(json.RawMessage)) (*protocol.SubmittedTask, error) {
-	poll := m.Poll
-	if poll <= 0 {
-		poll = time.Second
-	}
-	seen := 0
-	report := func(rec *protocol.SubmittedTask) {
-		for ; seen < len(rec.Progress); seen++ {
-			if progress != nil {
-				progress(rec.Progress[seen])
-			}
-		}
-	}
-	for {
-		rec, err := m.Client.TaskWait(ctx, taskID, poll)
-		if err == nil {
-			report(rec)
-			return rec, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		pe := rpc.ProtocolError(err)
-		if pe == nil {
-			var re *protocol.Error
-			if !errors.As(err, &re) {
-				return nil, err
-			}
-			pe = re
-		}
-		var sofar protocol.SubmittedTask
-		if len(pe.Details) == 0 || json.Unmarshal(pe.Details, &sofar) != nil {
-			return nil, pe
-		}
-		report(&sofar)
-		if pe.Code == protocol.CodeTimeout && !sofar.State.Final() {
-			continue
-		}
-		return &sofar, pe
-	}
+	return m.Client.FollowTask(ctx, taskID, 0, m.Poll, progress)
 }
 
 // List implements Tasks with mesh.tasks.

@@ -68,14 +68,11 @@ func (r *runState) taskWait(c *ucli.Context, id string) error {
 		return err
 	}
 	defer cl.Close()
-	t, err := cl.TaskWait(ctx, id, timeout)
+	// Progress lines as they come: the wait is asked again every second.
+	t, err := cl.FollowTask(ctx, id, timeout, time.Second, func(p json.RawMessage) { r.printProgress(c, []json.RawMessage{p}) })
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
-			var st protocol.SubmittedTask
-			if len(pe.Details) > 0 && json.Unmarshal(pe.Details, &st) == nil {
-				r.printProgress(c, st.Progress)
-			}
 			if c.Bool(flagJSON) {
 				_ = writeJSONLine(r.stdout, pe)
 			}
@@ -83,7 +80,6 @@ func (r *runState) taskWait(c *ucli.Context, id string) error {
 		}
 		return r.apiError(c, addr, err)
 	}
-	r.printProgress(c, t.Progress)
 	if c.Bool(flagJSON) {
 		return writeJSONLine(r.stdout, t)
 	}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -213,4 +214,65 @@ func (c *Client) Tasks(ctx context.Context, state protocol.TaskState) ([]protoco
 		return nil, err
 	}
 	return out.Tasks, nil
+}
+
+// FollowTask waits up to timeout (0: until ctx ends) for a task this node
+// submitted to end, asking mesh.taskWait again every poll (default one
+// second) so that each progress result reaches progress, in order and
+// once, as it comes. It returns what TaskWait returns at the end; at the
+// timeout, the record so far with a TIMEOUT error; when ctx ends first,
+// ctx's error.
+func (c *Client) FollowTask(ctx context.Context, taskID string, timeout, poll time.Duration, progress func(json.RawMessage)) (*protocol.SubmittedTask, error) {
+	if poll <= 0 {
+		poll = time.Second
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	seen := 0
+	report := func(rec *protocol.SubmittedTask) {
+		for ; seen < len(rec.Progress); seen++ {
+			if progress != nil {
+				progress(rec.Progress[seen])
+			}
+		}
+	}
+	var sofar *protocol.SubmittedTask
+	for {
+		wait := poll
+		if !deadline.IsZero() {
+			if wait = min(wait, time.Until(deadline)); wait < time.Millisecond {
+				pe := protocol.Errorf(protocol.CodeTimeout, "task %s has not ended yet", taskID)
+				if sofar != nil {
+					pe = pe.WithDetails(sofar)
+				}
+				return sofar, pe
+			}
+		}
+		rec, err := c.TaskWait(ctx, taskID, wait)
+		if err == nil {
+			report(rec)
+			return rec, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		pe := ProtocolError(err)
+		if pe == nil {
+			if !errors.As(err, &pe) {
+				return nil, err
+			}
+		}
+		var rec2 protocol.SubmittedTask
+		if len(pe.Details) == 0 || json.Unmarshal(pe.Details, &rec2) != nil {
+			return nil, pe
+		}
+		report(&rec2)
+		sofar = &rec2
+		if pe.Code == protocol.CodeTimeout && !rec2.State.Final() {
+			continue
+		}
+		return sofar, pe
+	}
 }
