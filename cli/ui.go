@@ -11,15 +11,19 @@ import (
 )
 
 // statusPage mounts the status page (/ui), seed 004's discovery REST
-// (/api/v1/agents) and seed 002's bindings (/agentprotocol,
-// /agentprotocol/ws) for n on the local API beside ops (/metrics,
+// (/api/v1/agents), seed 002's bindings (/agentprotocol,
+// /agentprotocol/ws) and seed 003's REST (/agent/*, /docs; nil: one
+// without tokens, which answers 404) for n on the local API beside ops (/metrics,
 // /healthz, /readyz; may be nil), and admits the page as a
 // browser client of the API. The page is served by the local API only,
 // never by a relay's public listener or the --metrics listener: it needs
 // the operator's methods (mesh.status, …), which only the loopback API
 // serves.
-func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
+func statusPage(ops http.Handler, n *node.Node, log *slog.Logger, seed003 *localapi.Seed003) []rpc.Option {
 	page := ui.Handler()
+	if seed003 == nil {
+		seed003 = localapi.NewSeed003(n)
+	}
 	agents := localapi.AgentsHandler(n)
 	envelopes := localapi.NewAgentProtocol(n, log.With("component", "agentprotocol"))
 	return []rpc.Option{
@@ -31,6 +35,8 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
 				agents.ServeHTTP(w, r)
 			case localapi.OwnsAgentProtocol(r.URL.Path):
 				envelopes.ServeHTTP(w, r)
+			case localapi.OwnsSeed003(r.URL.Path):
+				seed003.ServeHTTP(w, r)
 			case ops != nil:
 				ops.ServeHTTP(w, r)
 			default:
@@ -48,4 +54,5 @@ var (
 	// and seed 004's discovery REST what it knows of the mesh.
 	_ localapi.Directory = (*node.Node)(nil)
 	_ localapi.Envelopes = (*node.Node)(nil)
+	_ localapi.Librarian = (*node.Node)(nil)
 )
