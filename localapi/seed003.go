@@ -468,7 +468,10 @@ func (s *Seed003) request(w http.ResponseWriter, r *http.Request, agent string) 
 		refuse(w, http.StatusInternalServerError, protocol.CodeInternalError, err.Error())
 		return
 	}
-	sub, err := s.mesh.Submit(r.Context(), protocol.CallRequest{To: provider, Action: capability, Params: params,
+	// A client that goes away while the provider accepts does not leave
+	// an accepted task this node has no record of: the submission runs to
+	// its end (the node bounds it by its request timeout).
+	sub, err := s.mesh.Submit(context.WithoutCancel(r.Context()), protocol.CallRequest{To: provider, Action: capability, Params: params,
 		CorrelationID: requestIDPrefix + agent + ":" + protocol.NewID()}, RequestDeadline)
 	if err != nil {
 		s.meshError(w, err)

@@ -34,9 +34,12 @@ type fakeLibrarian struct {
 	ctxResult json.RawMessage
 }
 
-func (f *fakeLibrarian) Submit(_ context.Context, req protocol.CallRequest, deadline time.Duration) (*protocol.Submitted, error) {
+func (f *fakeLibrarian) Submit(ctx context.Context, req protocol.CallRequest, deadline time.Duration) (*protocol.Submitted, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return nil, protocol.Errorf(protocol.CodeTimeout, "submission cut short: %v", ctx.Err())
+	}
 	if f.submitErr != nil {
 		return nil, f.submitErr
 	}
@@ -314,6 +317,19 @@ func TestSeed003RequestRefusals(t *testing.T) {
 		h := localapi.NewSeed003(f, localapi.WithTokens(seed003Tokens(t)))
 		if a := do(t, h, "POST", "/agent/request", tokClaude, `{"agent_id":"claude-3","request_type":"REPORT","request_id":"task-1","completed":true,"changes_made":[]}`); a.code != 202 {
 			t.Fatalf("%d %s", a.code, a.body)
+		}
+	})
+	t.Run("a client gone does not cut the submission short", func(t *testing.T) {
+		f, _ := newLibrarian(t)
+		h := localapi.NewSeed003(f, localapi.WithTokens(seed003Tokens(t)))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequestWithContext(ctx, "POST", "/agent/request", strings.NewReader(approval))
+		req.Header.Set("Authorization", "Bearer "+tokClaude)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 202 || len(f.submitted) != 1 {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	})
 	t.Run("no provider", func(t *testing.T) {
