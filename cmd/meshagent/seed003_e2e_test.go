@@ -28,6 +28,8 @@ func TestSeed003REST(t *testing.T) {
 	capsJSON, _ := json.Marshal([]any{
 		map[string]any{"name": "librarian:approval", "handler": map[string]any{"exec": []string{"sh", "-c",
 			`cat > /dev/null; echo '{"status":"approved","confidence":0.9,"feedback":"fits the design","approved_location":"docs/design/new-feature.md"}'`}}},
+		map[string]any{"name": "librarian:validate", "handler": map[string]any{"exec": []string{"sh", "-c",
+			`cat > /dev/null; echo 'template missing' >&2; exit 3`}}},
 		map[string]any{"name": "librarian:context", "handler": map[string]any{"exec": []string{"sh", "-c",
 			`cat > /dev/null; echo '{"documents":["docs/auth.md"]}'`}}},
 	})
@@ -37,7 +39,8 @@ func TestSeed003REST(t *testing.T) {
 	writeFile(t, tokens, `{"tokens":[{"name":"claude-3","token":"`+token+`"}]}`)
 	a := startNode(t, "librarian", "--data", filepath.Join(dir, "a"), "--capabilities", caps)
 	b := startNode(t, "gateway", "--data", filepath.Join(dir, "b"), "--bootstrap", a.started.Addrs[0],
-		"--agent-tokens", tokens, "--agent-rate", "4")
+		"--agent-tokens", tokens, "--agent-rate", "6")
+
 	base := "http://" + b.started.API
 
 	do := func(method, path, tok, body string) (int, http.Header, []byte) {
@@ -126,14 +129,42 @@ func TestSeed003REST(t *testing.T) {
 		t.Fatalf("task list does not show %s: %s", sub.RequestID, res.stdout)
 	}
 
+	// A handler that fails: the task ends FAILED, and the response is a
+	// rejection with the error as feedback.
+	code, _, body = do("POST", "/agent/request", token, `{"agent_id":"claude-3","request_type":"VALIDATE","target_type":"docs","content":"x"}`)
+	if code != 202 || json.Unmarshal(body, &sub) != nil || sub.RequestID == "" {
+		t.Fatalf("POST /agent/request VALIDATE: %d %s", code, body)
+	}
+	var failed struct {
+		State string `json:"state"`
+		Error *struct {
+			Code string `json:"code"`
+		} `json:"error"`
+		Response struct {
+			Status   string `json:"status"`
+			Feedback string `json:"feedback"`
+		} `json:"response"`
+	}
+	wait.For(t, 60*time.Second, func() error {
+		code, _, body := do("GET", "/agent/status/"+sub.RequestID, token, "")
+		if code != 200 || json.Unmarshal(body, &failed) != nil || failed.State != "FAILED" {
+			return fmt.Errorf("status %d %s", code, body)
+		}
+		return nil
+	})
+	if failed.Error == nil || failed.Response.Status != "rejected" || failed.Response.Feedback == "" {
+		t.Fatalf("failed task %+v", failed)
+	}
+
 	code, _, body = do("POST", "/agent/context", token, `{"agent_id":"claude-3","query":"What are the current authentication requirements?"}`)
 	if code != 200 || !strings.Contains(string(body), `"context":{"documents":["docs/auth.md"]}`) {
 		t.Fatalf("POST /agent/context: %d %s", code, body)
 	}
 
 	// The limit is checked after the token and before the body: the 403,
-	// the 400, the 202 and the context query spent the four a minute, so
-	// within a few more (one comes back every 15 s) the answer is 429.
+	// the 400, the two 202s and the context query spent five of the six a
+	// minute, so within a few more (one comes back every 10 s) the answer
+	// is 429.
 	limited := false
 	for range 6 {
 		code, h, body := do("POST", "/agent/request", token, `{"agent_id":"claude-3","request_type":"QUERY","content":"q"}`)
@@ -146,6 +177,6 @@ func TestSeed003REST(t *testing.T) {
 		}
 	}
 	if !limited {
-		t.Fatal("no 429 past --agent-rate 4")
+		t.Fatal("no 429 past --agent-rate 6")
 	}
 }
