@@ -16,10 +16,12 @@ import (
 
 // TestSeed003REST drives seed 003's REST surface of a running node with a
 // plain HTTP client: node B serves it (--agent-tokens), its peer A offers
-// librarian:approval and librarian:context (exec handlers). The client
-// submits the seed's APPROVAL example through POST /agent/request and
-// polls GET /agent/status/{request_id} until the mesh task is COMPLETED
-// with A's decision; asks POST /agent/context; is refused without a
+// librarian:approval, librarian:validate (a handler that fails) and
+// librarian:context (exec handlers). The client submits the seed's
+// APPROVAL example through POST /agent/request and polls GET
+// /agent/status/{request_id} until the mesh task is COMPLETED with A's
+// decision; sees a VALIDATE request end FAILED, rejected; asks POST
+// /agent/context; is refused without a
 // token, with another agent's id, and past its rate limit; and reads the
 // OpenAPI document at /docs.
 func TestSeed003REST(t *testing.T) {
