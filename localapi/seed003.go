@@ -66,6 +66,8 @@ const (
 	// by: "librarian:approval", "librarian:query", "librarian:validate",
 	// "librarian:report", and "librarian:context" for POST /agent/context.
 	CapabilityPrefix = "librarian:"
+	// maxStatusLen bounds a provider's own status word.
+	maxStatusLen = 64
 	// requestIDPrefix starts the correlation id of a request submitted for
 	// an agent: "seed003:<agent>:<uuid>". The task's record keeps it, so
 	// that GET /agent/status shows a task only to the agent that submitted
@@ -141,8 +143,9 @@ type Decision struct {
 
 // LibrarianResponse is seed 003's LibrarianResponse: request_id is the
 // mesh task id, state the task's state in seed 003's names. Status is
-// the seed's approved, rejected or escalated (or the provider's own
-// clarification_needed), and "pending" while the provider has not decided,
+// the provider's (seed 003's approved, rejected, escalated,
+// clarification_needed, or a word of its own), and "pending" while the
+// provider has not decided,
 // which POST /agent/request always answers (202): the mesh's provider
 // decides after the submission, so the requester polls GET /agent/status,
 // as seed 003's escalation flow does.
@@ -593,20 +596,27 @@ func lastEvent(t *protocol.SubmittedTask) time.Time {
 	return t.Submitted
 }
 
-// decisionOf reads the provider's decision from a final task's result: a
-// result object's members named as LibrarianResponse's (others are
-// ignored; a member of the wrong type leaves the whole decision to the
-// state). The status is the provider's when it is one of seed 003's, and
-// otherwise follows the state: COMPLETED and APPROVED are approved,
-// ESCALATED escalated, the others rejected.
+// decisionOf reads the provider's decision from a final task's result, or
+// from its error's details when it failed (a librarian that rejects
+// answers with an error whose details are its LibrarianResponse): an
+// object's members named as LibrarianResponse's (others are ignored; a
+// member of the wrong type leaves the whole decision to the state). The
+// status is the provider's when it gives one (seed 003's approved,
+// rejected, escalated, clarification_needed, or its own, such as
+// "answered" for a QUERY), and otherwise follows the state: COMPLETED and
+// APPROVED are approved, ESCALATED escalated, the others rejected.
 func decisionOf(t *protocol.SubmittedTask) Decision {
 	var d Decision
-	if len(t.Result) > 0 && t.Result[0] == '{' {
-		if protocol.DecodeStrict(t.Result, &d, protocol.AllowUnknown()) != nil {
+	src := t.Result
+	if t.Error != nil {
+		src = t.Error.Details
+	}
+	if len(src) > 0 && src[0] == '{' {
+		if protocol.DecodeStrict(src, &d, protocol.AllowUnknown()) != nil {
 			d = Decision{}
 		}
 	}
-	if !slices.Contains([]string{"approved", "rejected", "escalated", "clarification_needed"}, d.Status) {
+	if d.Status == "" || len(d.Status) > maxStatusLen {
 		switch t.State {
 		case protocol.TaskCompleted, protocol.TaskApproved:
 			d.Status = "approved"

@@ -264,10 +264,20 @@ func TestSeed003RequestAndStatus(t *testing.T) {
 		t.Fatalf("response %s", a.body)
 	}
 
+	// A librarian that rejects fails the task with its LibrarianResponse
+	// in the error's details: that is the decision.
+	do(t, h, "POST", "/agent/request", tokClaude, `{"agent_id":"claude-3","request_type":"VALIDATE","target_type":"code","content":"x"}`)
+	f.finish("task-2", protocol.TaskRejected, "", protocol.Errorf(protocol.CodeInvalidMessage, "request rejected").
+		WithDetails(json.RawMessage(`{"status":"non_compliant","feedback":"1 violation","violations":[{"rule":"naming","description":"x"}],"state":"REJECTED"}`)))
+	a, st = status(tokClaude, "task-2")
+	if a.code != 200 || st.State != protocol.TaskRejected || st.Response.Status != "non_compliant" || st.Response.Feedback != "1 violation" || len(st.Response.Violations) != 1 {
+		t.Fatalf("rejected status %s", a.body)
+	}
+
 	// A failed task is rejected with the error as feedback.
 	do(t, h, "POST", "/agent/request", tokClaude, `{"agent_id":"claude-3","request_type":"QUERY","content":"what?"}`)
-	f.finish("task-2", protocol.TaskFailed, "", protocol.Errorf(protocol.CodeInternalError, "handler crashed"))
-	a, st = status(tokClaude, "task-2")
+	f.finish("task-3", protocol.TaskFailed, "", protocol.Errorf(protocol.CodeInternalError, "handler crashed"))
+	a, st = status(tokClaude, "task-3")
 	if a.code != 200 || st.State != protocol.TaskFailed || st.Error == nil || st.Response.Status != "rejected" || st.Response.Feedback != "handler crashed" || st.Capability != "librarian:query" {
 		t.Fatalf("failed status %s", a.body)
 	}
