@@ -24,6 +24,8 @@ const (
 	flagConfig          = "config"
 	flagData            = "data"
 	flagExchange        = "exchange"
+	flagAgentTokens     = "agent-tokens"
+	flagAgentRate       = "agent-rate"
 	flagLogLevel        = "log-level"
 	flagLogFormat       = "log-format"
 	flagKey             = "key"
@@ -69,7 +71,7 @@ const (
 
 // pathFlags name files or directories; a relative path in the config file
 // is relative to the file's directory.
-var pathFlags = map[string]bool{flagData: true, flagKey: true, flagCapabilities: true, flagExchange: true}
+var pathFlags = map[string]bool{flagData: true, flagKey: true, flagCapabilities: true, flagExchange: true, flagAgentTokens: true}
 
 // notFromFile are flags a command shares by name with another command but
 // not by meaning, so the config file's key (the other command's) is not

@@ -180,11 +180,12 @@ func TestConfigPrecedence(t *testing.T) {
 // names the flag and where its value came from.
 func TestFlagValidation(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		conf string
-		env  map[string]string
-		args []string
-		msgs []string
+		name  string
+		conf  string
+		files map[string]string // beside the config file
+		env   map[string]string
+		args  []string
+		msgs  []string
 	}{
 		{name: "bad listen flag", args: []string{"--listen", "/ip4/nope/tcp/1"}, msgs: []string{"invalid --listen:", `"/ip4/nope/tcp/1" is not a multiaddr`}},
 		{name: "bad listen env", env: map[string]string{"MESHAGENT_LISTEN": "tcp://x"}, msgs: []string{"invalid --listen (from MESHAGENT_LISTEN)"}},
@@ -216,6 +217,10 @@ func TestFlagValidation(t *testing.T) {
 		{name: "requester rate negative", env: map[string]string{"MESHAGENT_REQUESTER_RATE": "-5"}, msgs: []string{"invalid --requester-rate (from MESHAGENT_REQUESTER_RATE)"}},
 		{name: "requester burst zero", args: []string{"--requester-burst", "0"}, msgs: []string{"invalid --requester-burst", "positive number"}},
 		{name: "requester rate object in file", conf: `{"requester-rate": {}}`, msgs: []string{`key "requester-rate": must be a string`}},
+		{name: "agent rate zero", args: []string{"--agent-rate", "0"}, msgs: []string{"invalid --agent-rate", "requests per minute"}},
+		{name: "agent tokens missing", args: []string{"--agent-tokens", "/nonexistent/agents.json"}, msgs: []string{"invalid --agent-tokens", "agents.json"}},
+		{name: "agent tokens malformed", conf: `{"agent-tokens": "agents.json"}`, files: map[string]string{"agents.json": `{"tokens":[{"name":"a","token":"short"}]}`}, msgs: []string{"invalid --agent-tokens", "16 to 512 bytes"}},
+		{name: "agent tokens without the api", args: []string{"--api", "off", "--agent-tokens", "/x.json"}, msgs: []string{"invalid --agent-tokens", "give --api too"}},
 		{name: "keep-history age not positive", args: []string{"--keep-history-age", "0s"}, msgs: []string{"invalid --keep-history-age", "not positive"}},
 		{name: "unexpected argument", args: []string{"extra"}, msgs: []string{`unexpected argument "extra"`}},
 		{name: "unknown flag", args: []string{"--nope"}, msgs: []string{"flag provided but not defined", "meshagent node --help"}},
@@ -225,6 +230,9 @@ func TestFlagValidation(t *testing.T) {
 			dir := t.TempDir()
 			if tc.conf != "" {
 				writeFile(t, filepath.Join(dir, "config.json"), tc.conf)
+			}
+			for name, content := range tc.files {
+				writeFile(t, filepath.Join(dir, name), content)
 			}
 			for k, v := range tc.env {
 				t.Setenv(k, v)
@@ -266,6 +274,22 @@ func TestFlagValidation(t *testing.T) {
 		res.wantCode(t, ExitOK)
 		if s.limits.RequestsPerSecond != 300 {
 			t.Errorf("environment: rate %g", s.limits.RequestsPerSecond)
+		}
+	})
+
+	t.Run("agent tokens and rate", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "agents.json"), `{"tokens":[{"name":"claude-3","token":"claude-token-0123456789"}]}`)
+		writeFile(t, filepath.Join(dir, "config.json"), `{"agent-tokens": "agents.json", "agent-rate": 5}`)
+		s, res := resolveNodeFlags(t, "--data", dir)
+		res.wantCode(t, ExitOK)
+		if s.agentTokens == nil || s.agentTokens.Len() != 1 || s.agentRate != 5 || s.agentTokensPath != filepath.Join(dir, "agents.json") {
+			t.Errorf("tokens %v from %q, rate %d", s.agentTokens, s.agentTokensPath, s.agentRate)
+		}
+		s, res = resolveNodeFlags(t, "--data", t.TempDir())
+		res.wantCode(t, ExitOK)
+		if s.agentTokens != nil || s.agentRate != 60 {
+			t.Errorf("defaults: tokens %v rate %d", s.agentTokens, s.agentRate)
 		}
 	})
 

@@ -30,7 +30,7 @@ func TestLocalPagesRefuseForeignHost(t *testing.T) {
 	n := meshtest.Node(t, 62, node.WithStore(st))
 	reg := metrics.New()
 	ops := metrics.Handler(reg, readyChecks(n, st, nil))
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, reg.Registry, new(slog.LevelVar), statusPage(ops, n, testlog.New(t))...)
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, reg.Registry, new(slog.LevelVar), statusPage(ops, n, testlog.New(t), nil)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestMaxClientsReported(t *testing.T) {
 	n := meshtest.Node(t, 63, node.WithStore(st))
 	reg := metrics.New()
 	ops := metrics.Handler(reg, readyChecks(n, st, nil))
-	d, err := startDoors(n, "127.0.0.1:0", publicSettings{maxClients: 7000}, testlog.New(t), st, nil, new(slog.LevelVar), ops, reg.Registry)
+	d, err := startDoors(n, "127.0.0.1:0", publicSettings{maxClients: 7000}, testlog.New(t), st, nil, new(slog.LevelVar), ops, reg.Registry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -34,28 +35,33 @@ const storeFileName = "store.db"
 
 // nodeSettings is the validated configuration of `meshagent node`.
 type nodeSettings struct {
-	dataDir      string
-	exchangeDir  string // seed 002 file exchange (--exchange), "" for none
-	keyPath      string
-	listen       []ma.Multiaddr
-	bootstrap    []ma.Multiaddr
-	name         string
-	capsPath     string
-	kinds        *handlerKinds // the "mcp" handler's servers; closed when the node stops
-	policyPath   string
-	policy       *node.Policy
-	services     []node.Service
-	api          string // "" when the API is off
-	metricsAddr  string // "" when there is no separate metrics listener
-	mdns         bool
-	holdMessages bool // direct messages wait at their senders until a local API client takes them
-	audit        bool // keep an audit log
-	auditBodies  bool // with the params
-	presence     node.Presence
-	capsPoll     time.Duration // 0: reload only on SIGHUP
-	staticRelays []ma.Multiaddr
-	mailboxes    []ma.Multiaddr // relays holding this agent's messages while it is away
-	outboxTTL    time.Duration  // how long a message waits in the outbox
+	dataDir     string
+	exchangeDir string // seed 002 file exchange (--exchange), "" for none
+	// agentTokens are seed 003's REST surface's agents (--agent-tokens;
+	// nil: the surface is off), agentRate their requests per minute.
+	agentTokensPath string
+	agentTokens     *rpc.Tokens
+	agentRate       int
+	keyPath         string
+	listen          []ma.Multiaddr
+	bootstrap       []ma.Multiaddr
+	name            string
+	capsPath        string
+	kinds           *handlerKinds // the "mcp" handler's servers; closed when the node stops
+	policyPath      string
+	policy          *node.Policy
+	services        []node.Service
+	api             string // "" when the API is off
+	metricsAddr     string // "" when there is no separate metrics listener
+	mdns            bool
+	holdMessages    bool // direct messages wait at their senders until a local API client takes them
+	audit           bool // keep an audit log
+	auditBodies     bool // with the params
+	presence        node.Presence
+	capsPoll        time.Duration // 0: reload only on SIGHUP
+	staticRelays    []ma.Multiaddr
+	mailboxes       []ma.Multiaddr // relays holding this agent's messages while it is away
+	outboxTTL       time.Duration  // how long a message waits in the outbox
 	// keepHistory are the topic patterns kept for durable subscribers,
 	// within keepAge and keepBytes.
 	keepHistory []string
@@ -118,6 +124,9 @@ func (r *runState) nodeCommand() *ucli.Command {
 			durationFlag(flagKeepAge, store.DefaultKeptRetention, "how long kept topic messages are kept"),
 			stringFlag(flagKeepBytes, strconv.Itoa(store.DefaultMaxKeptBytes), "bound on the kept topic messages, in `BYTES` (the oldest go first)"),
 			stringFlag(flagExchange, "", "seed 002 file exchange `DIR`: signed envelopes written there as {from}-{to}-{timestamp}-{id}.json to this agent are handled as POST /agentprotocol is, each once, and answered in the same directory"),
+			stringFlag(flagAgentTokens, "", "seed 003 agents' tokens `FILE` (JSON, the format of a relay's --tokens; each token's name is an agent_id): turns on /agent/request, /agent/status/{id}, /agent/context and /agent/capabilities on the local API, each needing Authorization: Bearer <token>; reloaded on change and SIGHUP"),
+			&ucli.IntFlag{Name: flagAgentRate, Value: localapi.DefaultRequestsPerMinute, EnvVars: []string{envVar(flagAgentRate)},
+				Usage: "seed 003 rate limit: `N` POST /agent/request and /agent/context per minute per agent token (429 with Retry-After past it)"},
 			stringFlag(flagRequesterRate, strconv.Itoa(node.DefaultRequestsPerSecond), "requests (and direct messages) a `N` second each requesting agent may send this node before RATE_LIMITED; 0 turns the limit off"),
 			stringFlag(flagRequesterBurst, strconv.Itoa(node.DefaultRequestBurst), "size `M` of each requester's token bucket: how far above --requester-rate a burst may go"),
 			jsonFlag(`print the start line as {"agentId","publicKey","addrs","api"}`),
@@ -205,6 +214,9 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		return nil, r.flagError(c, flagMailbox, "%d mailboxes given; the limit is %d", len(s.mailboxes), protocol.MaxMailboxes)
 	}
 	s.exchangeDir = expandHome(c.String(flagExchange))
+	if err := r.resolveAgentREST(c, s); err != nil {
+		return nil, err
+	}
 	if s.outboxTTL, err = r.positiveDuration(c, flagOutboxTTL); err != nil {
 		return nil, err
 	}
@@ -375,7 +387,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
 	}
 	ops := metrics.Handler(reg, readyChecks(n, st, s.bootstrap))
-	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops, reg.Registry)
+	seed003 := localapi.NewSeed003(n, localapi.WithTokens(s.agentTokens), localapi.WithRequestsPerMinute(s.agentRate),
+		localapi.WithSeed003Logger(log.With("component", "seed003")))
+	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops, reg.Registry, seed003)
 	if err != nil {
 		return errors.Join(err, n.Close(), st.Close())
 	}
@@ -428,6 +442,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		{path: s.capsPath, reload: func() { reloadCapabilities(doors.setServices(n), s.capsPath, log, s.kinds.options()...) }},
 		{path: s.policyPath, reload: func() { reloadPolicy(n, s.policyPath, log) }},
 		{path: s.public.tokensPath, reload: func() { doors.reloadTokens(log) }},
+		{path: s.agentTokensPath, reload: func() { reloadAgentTokens(s.agentTokens, s.agentTokensPath, log) }},
 	}
 	var watch <-chan time.Time
 	for _, f := range files {
@@ -450,8 +465,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 			}
 			return shutdown(n, doors, st, s.shutdownTimeout, log)
 		case <-hup:
-			if s.capsPath == "" && s.policyPath == "" && s.public.tokensPath == "" {
-				log.Warn("SIGHUP ignored: there is no --capabilities, --policy or --tokens file to reload")
+			if s.capsPath == "" && s.policyPath == "" && s.public.tokensPath == "" && s.agentTokensPath == "" {
+				log.Warn("SIGHUP ignored: there is no --capabilities, --policy, --tokens or --agent-tokens file to reload")
 			}
 			for _, f := range files {
 				if f.path != "" {
@@ -608,6 +623,38 @@ func (r *runState) resolveKeep(c *ucli.Context, s *nodeSettings) error {
 	s.keepBytes = n
 	return nil
 }
+
+// reloadAgentTokens re-reads seed 003's tokens file; one that does not
+// load leaves the current tokens in place.
+func reloadAgentTokens(t *rpc.Tokens, path string, log *slog.Logger) {
+	if err := t.Reload(path); err != nil {
+		log.Error("agent tokens not reloaded; keeping the current ones", "path", path, "err", err)
+		return
+	}
+	log.Info("agent tokens reloaded", "path", path, "count", t.Len())
+}
+
+// resolveAgentREST validates --agent-tokens and --agent-rate (seed 003's
+// REST surface, served on the local API).
+func (r *runState) resolveAgentREST(c *ucli.Context, s *nodeSettings) error {
+	if s.agentRate = c.Int(flagAgentRate); s.agentRate < 1 || s.agentRate > maxAgentRate {
+		return r.flagError(c, flagAgentRate, "%d is not a number of requests per minute from 1 to %d", s.agentRate, maxAgentRate)
+	}
+	if s.agentTokensPath = expandHome(c.String(flagAgentTokens)); s.agentTokensPath == "" {
+		return nil
+	}
+	if s.api == "" {
+		return r.flagError(c, flagAgentTokens, "seed 003's REST surface is served on the local API, which is off; give --api too")
+	}
+	var err error
+	if s.agentTokens, err = rpc.LoadTokens(s.agentTokensPath); err != nil {
+		return r.flagError(c, flagAgentTokens, "%v", err)
+	}
+	return nil
+}
+
+// maxAgentRate bounds --agent-rate (requests per minute per agent).
+const maxAgentRate = 100000
 
 // resolveRate validates --requester-rate and --requester-burst into the
 // node's limits.

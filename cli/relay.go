@@ -167,8 +167,9 @@ type frontDoors struct {
 // is set, the public listener, from one server.
 // ops (may be nil) answers the local API's other paths (/metrics,
 // /healthz, /readyz) but the status page's (/ui); reg (may be nil)
-// receives the bus's and the lobby's figures.
-func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler, reg prometheus.Registerer) (frontDoors, error) {
+// receives the bus's and the lobby's figures; seed003 (may be nil) is
+// seed 003's REST surface.
+func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler, reg prometheus.Registerer, seed003 *localapi.Seed003) (frontDoors, error) {
 	var d frontDoors
 	var srv *busServer
 	lim := pub.limits()
@@ -180,7 +181,7 @@ func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, 
 		}
 	}
 	if api != "" {
-		a, err := startAPI(n, api, log, st, reg, level, append(statusPage(ops, n, log), rpc.WithLimits(lim))...)
+		a, err := startAPI(n, api, log, st, reg, level, append(statusPage(ops, n, log, seed003), rpc.WithLimits(lim))...)
 		if err != nil {
 			return d, err
 		}

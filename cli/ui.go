@@ -11,15 +11,20 @@ import (
 )
 
 // statusPage mounts the status page (/ui), seed 004's discovery REST
-// (/api/v1/agents), the audit log (/api/v1/messages) and seed 002's bindings (/agentprotocol,
-// /agentprotocol/ws) for n on the local API beside ops (/metrics,
+// (/api/v1/agents), the audit log (/api/v1/messages), seed 002's bindings
+// (/agentprotocol, /agentprotocol/ws) and seed 003's REST (/agent/*,
+// /docs; nil: one without tokens, which answers 404) for n on the local
+// API beside ops (/metrics,
 // /healthz, /readyz; may be nil), and admits the page as a
 // browser client of the API. The page is served by the local API only,
 // never by a relay's public listener or the --metrics listener: it needs
 // the operator's methods (mesh.status, …), which only the loopback API
 // serves.
-func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
+func statusPage(ops http.Handler, n *node.Node, log *slog.Logger, seed003 *localapi.Seed003) []rpc.Option {
 	page := ui.Handler()
+	if seed003 == nil {
+		seed003 = localapi.NewSeed003(n)
+	}
 	agents := localapi.AgentsHandler(n)
 	envelopes := localapi.NewAgentProtocol(n, log.With("component", "agentprotocol"))
 	messages := localapi.MessagesHandler(n)
@@ -34,6 +39,8 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
 				envelopes.ServeHTTP(w, r)
 			case localapi.OwnsMessages(r.URL.Path):
 				messages.ServeHTTP(w, r)
+			case localapi.OwnsSeed003(r.URL.Path):
+				seed003.ServeHTTP(w, r)
 			case ops != nil:
 				ops.ServeHTTP(w, r)
 			default:
@@ -52,6 +59,7 @@ var (
 	_ localapi.Directory = (*node.Node)(nil)
 	_ localapi.Envelopes = (*node.Node)(nil)
 	_ localapi.AuditLog  = (*node.Node)(nil)
+	_ localapi.Librarian = (*node.Node)(nil)
 	_ rpc.Auditor        = (*node.Node)(nil)
 	_ rpc.StatusSetter   = (*node.Node)(nil)
 )

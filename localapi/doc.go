@@ -1,14 +1,15 @@
 // Package localapi holds the faces of a node's loopback local API beyond
 // JSON-RPC: the seeds' HTTP shapes, each a thin face over the operations
-// the node already has. Today that is seed 004's discovery REST
-// (GET /api/v1/agents, GET /api/v1/agents/{id}); the local API's mesh.*
-// methods and the other seeds' HTTP surfaces join it as they move out of
-// rpc.
+// the node already has: seed 004's discovery REST (GET /api/v1/agents,
+// GET /api/v1/agents/{id}), seed 002's bindings (AgentProtocol, Exchange)
+// and seed 003's REST (Seed003); the local API's mesh.* methods join it
+// as they move out of rpc.
 //
-// It states what it needs of a node as small interfaces (Directory), which
-// *node.Node satisfies; it never imports node, dht or pubsub. It is served
-// only on the loopback local API listener, behind the same Host and Origin
-// checks as the status page, never on a relay's public listener.
+// It states what it needs of a node as small interfaces (Directory,
+// Envelopes, Librarian), which *node.Node satisfies; it never imports
+// node, dht or pubsub. It is served only on the loopback local API
+// listener, behind the same Host and Origin checks as the status page,
+// never on a relay's public listener.
 //
 // # Seed 004 discovery
 //
@@ -24,4 +25,23 @@
 // agent_id; GET /api/v1/agents/{id} takes the id as a peer id or seed 002's
 // base64 public key and answers the agent or 404. Errors are
 // {"error": "..."} with the status code.
+//
+// # Seed 003 agent requests
+//
+// Seed003 serves POST /agent/request, GET /agent/status/{request_id},
+// POST /agent/context, GET /agent/capabilities and GET /docs (the
+// embedded OpenAPI 3 document, openapi.json). Each agent holds a bearer
+// token from an rpc tokens file whose name is its agent_id; without
+// tokens the /agent/* paths answer 404, a missing or unknown token 401. A
+// request of type T is a detached task (Librarian.Submit, deadline
+// RequestDeadline) of capability "librarian:<t>" on a connected agent
+// that offers it; its request_id is the task id and its correlation id
+// "seed003:<agent_id>:<uuid>", by which GET /agent/status shows it only
+// to its agent. The status is the task's state in seed 003's names, and
+// once it ended the provider's result read as a LibrarianResponse. POST
+// /agent/context is a synchronous call of "librarian:context". Bodies
+// are decoded by protocol.DecodeStrict and bounded (MaxAgentRequestBytes
+// and seed 003's limits); the two POSTs share a token bucket per agent
+// (DefaultRequestsPerMinute, WithRequestsPerMinute), 429 with
+// Retry-After past it. The mapping in full: docs/seed003.md.
 package localapi
