@@ -18,9 +18,10 @@ import (
 )
 
 // TestLocalPagesRefuseForeignHost (issue 23 defect 7): the local API's
-// HTTP pages (/metrics, /healthz, /readyz, /ui) answer only a Host that is
-// an IP address or localhost; a DNS-rebinding page's request, which names
-// the attacker's domain, is refused with 421 and gets none of the page.
+// HTTP pages (/metrics, /healthz, /readyz, /ui, seed 003's /docs and
+// /agent/*) answer only a Host that is an IP address or localhost; a
+// DNS-rebinding page's request, which names the attacker's domain, is
+// refused with 421 and gets none of the page.
 func TestLocalPagesRefuseForeignHost(t *testing.T) {
 	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0))
 	if err != nil {
@@ -55,7 +56,7 @@ func TestLocalPagesRefuseForeignHost(t *testing.T) {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return resp.StatusCode, string(body)
 	}
-	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/ui", "/ui/"} {
+	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/ui", "/ui/", "/docs", "/agent/capabilities"} {
 		for _, tc := range []struct {
 			host string
 			ok   bool
@@ -82,6 +83,14 @@ func TestLocalPagesRefuseForeignHost(t *testing.T) {
 	}
 	if code, body := get("/metrics", "127.0.0.1:"+port); code != http.StatusOK || !strings.Contains(body, "meshagent_") {
 		t.Errorf("GET /metrics on 127.0.0.1: %d %.200q", code, body)
+	}
+	// Seed 003's REST is mounted: its document always, its endpoints off
+	// (404 naming the flag) without --agent-tokens.
+	if code, body := get("/docs", "127.0.0.1:"+port); code != http.StatusOK || !strings.Contains(body, `"/agent/request"`) {
+		t.Errorf("GET /docs on 127.0.0.1: %d %.200q", code, body)
+	}
+	if code, body := get("/agent/capabilities", "127.0.0.1:"+port); code != http.StatusNotFound || !strings.Contains(body, "--agent-tokens") {
+		t.Errorf("GET /agent/capabilities without tokens: %d %.200q", code, body)
 	}
 }
 
