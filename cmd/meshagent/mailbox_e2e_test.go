@@ -35,6 +35,10 @@ func TestMailboxE2E(t *testing.T) {
 		if !a.logged("msg=hello", "remote_peer="+idB) {
 			return errors.New("A has no hello from B")
 		}
+		// The relay holds mail only for an agent that named it.
+		if !relay.logged("msg=hello", "remote_peer="+idB) {
+			return errors.New("the relay has no hello from B")
+		}
 		return nil
 	})
 
@@ -107,6 +111,11 @@ func TestMailboxBusE2E(t *testing.T) {
 	wait.For(t, 30*time.Second, func() error {
 		if !s.logged("msg=hello", "remote_peer="+idB) {
 			return errors.New("S has no hello from B")
+		}
+		// M holds mail only for an agent that named it (its hello,
+		// noted before it is logged): B must have told M before it goes.
+		if !m.logged("msg=hello", "remote_peer="+idB) {
+			return errors.New("M has no hello from B")
 		}
 		return nil
 	})
