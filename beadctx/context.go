@@ -100,19 +100,24 @@ func tieBreak(a, b Patch) int {
 	return bytes.Compare(a.Value, b.Value)
 }
 
-// apply applies p to doc, or leaves doc as it is when the result would
-// be larger than MaxDocBytes.
-func apply(doc []byte, p Patch) []byte {
+// Apply returns doc with p (Check'ed) applied, and true; or doc as it
+// is, and false, when the result would be larger than MaxDocBytes.
+func Apply(doc []byte, p Patch) ([]byte, bool) {
 	next := p.Value
 	if p.Op == OpPatch {
 		var err error
 		if next, err = MergePatch(doc, p.Value); err != nil {
-			return doc // Check made the value well formed; doc is ours.
+			return doc, false // Check made the value well formed; doc is ours.
 		}
 	}
 	if len(next) > MaxDocBytes {
-		return doc
+		return doc, false
 	}
+	return next, true
+}
+
+func apply(doc []byte, p Patch) []byte {
+	next, _ := Apply(doc, p)
 	return next
 }
 
