@@ -115,6 +115,7 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshTasks, s.meshTasks)
 	s.registerControlMethods()
 	s.registerServeMethods()
+	s.registerContextMethods()
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
