@@ -22,6 +22,7 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
 	page := ui.Handler()
 	agents := localapi.AgentsHandler(n)
 	envelopes := localapi.NewAgentProtocol(n, log.With("component", "agentprotocol"))
+	beadContexts := localapi.BeadContextHandler(n)
 	return []rpc.Option{
 		rpc.WithHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
@@ -31,6 +32,8 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger) []rpc.Option {
 				agents.ServeHTTP(w, r)
 			case localapi.OwnsAgentProtocol(r.URL.Path):
 				envelopes.ServeHTTP(w, r)
+			case localapi.OwnsBeadContext(r.URL.Path):
+				beadContexts.ServeHTTP(w, r)
 			case ops != nil:
 				ops.ServeHTTP(w, r)
 			default:
@@ -48,4 +51,6 @@ var (
 	// and seed 004's discovery REST what it knows of the mesh.
 	_ localapi.Directory = (*node.Node)(nil)
 	_ localapi.Envelopes = (*node.Node)(nil)
+	// and seed 004's shared bead contexts, on the local API and its REST.
+	_ rpc.BeadContexts = (*node.Node)(nil)
 )
