@@ -57,6 +57,7 @@ type Patch struct {
 	// Value is a JSON object: the merge patch (OpPatch) or the new
 	// document (OpSet).
 	Value []byte
+	tree  any // Value parsed, set by Check
 }
 
 // Check validates p and returns it with its value in RFC 8785 canonical
@@ -80,6 +81,9 @@ func (p Patch) Check() (Patch, error) {
 	if err != nil {
 		return p, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if p.tree, err = parse(c); err != nil {
+		return p, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	p.Value = c
 	return p, nil
 }
@@ -100,40 +104,44 @@ func tieBreak(a, b Patch) int {
 	return bytes.Compare(a.Value, b.Value)
 }
 
-// Apply returns doc with p (Check'ed) applied, and true; or doc as it
+// apply returns doc with p (Check'ed) applied, and true; or doc as it
 // is, and false, when the result would be larger than MaxDocBytes.
-func Apply(doc []byte, p Patch) ([]byte, bool) {
-	next := p.Value
-	if p.Op == OpPatch {
-		var err error
-		if next, err = MergePatch(doc, p.Value); err != nil {
-			return doc, false // Check made the value well formed; doc is ours.
-		}
+func apply(doc any, p Patch) (any, bool) {
+	next := p.tree
+	if next == nil { // not Check'ed: has no effect
+		return doc, false
 	}
-	if len(next) > MaxDocBytes {
+	if p.Op == OpPatch {
+		next = merge(doc, p.tree)
+	}
+	if sizeOf(next) > MaxDocBytes {
 		return doc, false
 	}
 	return next, true
 }
 
-func apply(doc []byte, p Patch) []byte {
-	next, _ := Apply(doc, p)
-	return next
-}
-
 // Doc is one bead's document and its ordered patch log. It is not safe
 // for concurrent use.
 type Doc struct {
-	base   []byte  // the document after the folded patches
-	folded *Patch  // the newest folded patch; nil when none
-	log    []Patch // the kept patches, in order, all after folded
-	cur    []byte  // base with log applied
-	agents map[string]struct{}
+	base    any     // the document after the folded patches
+	folded  *Patch  // the newest folded patch; nil when none
+	log     []Patch // the kept patches, in order, all after folded
+	cur     any     // base with log applied
+	curJSON []byte  // cur encoded; nil until asked for after a change
+	agents  map[string]struct{}
 }
 
 // NewDoc returns the empty document {}.
 func NewDoc() *Doc {
-	return &Doc{base: []byte("{}"), cur: []byte("{}"), agents: map[string]struct{}{}}
+	empty := newObject(map[string]member{})
+	return &Doc{base: empty, cur: empty, agents: map[string]struct{}{}}
+}
+
+// Fits reports whether p (Check'ed) applied to the document now would
+// keep it within MaxDocBytes.
+func (d *Doc) Fits(p Patch) bool {
+	_, ok := apply(d.cur, p)
+	return ok
 }
 
 // Add puts p in its place and updates the document, and reports whether
@@ -157,7 +165,8 @@ func (d *Doc) Add(p Patch) (bool, error) {
 		d.agents[p.Agent] = struct{}{}
 	}
 	if i == len(d.log)-1 {
-		d.cur = apply(d.cur, p)
+		d.cur, _ = apply(d.cur, p)
+		d.curJSON = nil
 	} else {
 		d.recompute()
 	}
@@ -173,7 +182,7 @@ const maxAgents = 256
 // fold folds the n oldest patches into the base.
 func (d *Doc) fold(n int) {
 	for _, p := range d.log[:n] {
-		d.base = apply(d.base, p)
+		d.base, _ = apply(d.base, p)
 	}
 	last := d.log[n-1]
 	d.folded = &last
@@ -183,13 +192,19 @@ func (d *Doc) fold(n int) {
 func (d *Doc) recompute() {
 	doc := d.base
 	for _, p := range d.log {
-		doc = apply(doc, p)
+		doc, _ = apply(doc, p)
 	}
-	d.cur = doc
+	d.cur, d.curJSON = doc, nil
 }
 
-// JSON returns the document. The caller must not modify it.
-func (d *Doc) JSON() []byte { return d.cur }
+// JSON returns the document: objects with their members sorted by name,
+// no insignificant whitespace. The caller must not modify it.
+func (d *Doc) JSON() []byte {
+	if d.curJSON == nil {
+		d.curJSON = encodeTree(d.cur)
+	}
+	return d.curJSON
+}
 
 // Version returns the (HLC, agent) of the newest patch applied, zero
 // when there is none.

@@ -88,7 +88,7 @@ func (n *Node) changeBead(ctx context.Context, beadID string, op beadctx.Op, val
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
 	n.contexts.mu.Lock()
-	_, fits := beadctx.Apply(b.doc.JSON(), p)
+	fits := b.doc.Fits(p)
 	n.contexts.mu.Unlock()
 	if !fits {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "bead %s: the context would exceed %d bytes", beadID, beadctx.MaxDocBytes)
