@@ -18,9 +18,13 @@ import (
 // publisher knew of the other members, arrives then); a catch-up waits
 // at most beadCatchUpWait (for a keeper to answer, or to appear when
 // none is connected).
+// A catch-up after the first fetches what was published since
+// beadOverlap before the previous one began, so a bead's whole history is
+// fetched once, not every round.
 const (
 	beadResync      = 10 * time.Second
 	beadCatchUpWait = 3 * time.Second
+	beadOverlap     = 2 * time.Minute
 )
 
 // beadContexts are the shared bead contexts this node follows (seed 004):
@@ -29,16 +33,17 @@ const (
 type beadContexts struct {
 	clock *beadctx.Clock
 
-	mu      sync.Mutex // guards beads, each bead's doc, and started
+	mu      sync.Mutex // guards beads, each bead's doc and synced, and started
 	beads   map[string]*bead
 	started bool // the resync loop runs
 }
 
 type bead struct {
-	id    string
-	doc   *beadctx.Doc
-	ready chan struct{} // closed when joining ended; err says how
-	err   error
+	id     string
+	doc    *beadctx.Doc
+	ready  chan struct{} // closed when joining ended; err says how
+	err    error
+	synced time.Time // when the last catch-up that found a keeper began
 }
 
 func newBeadContexts(now func() time.Time) *beadContexts {
@@ -173,24 +178,36 @@ func (n *Node) joinBead(ctx context.Context, b *bead) {
 	n.catchUpBead(ctx, b)
 }
 
-// catchUpBead fetches the bead's history from keepers and folds it in.
-// Finding no keeper is not an error: the bead may be new, or its members
-// away; what they published is folded in when it arrives.
-func (n *Node) catchUpBead(ctx context.Context, b *bead) {
+// catchUpBead fetches the bead's history from keepers and folds it in,
+// and reports whether a keeper answered. Finding none is not an error:
+// the bead may be new, or its members away; what they published is
+// folded in when it arrives.
+func (n *Node) catchUpBead(ctx context.Context, b *bead) bool {
+	n.contexts.mu.Lock()
+	since := b.synced
+	n.contexts.mu.Unlock()
+	if !since.IsZero() {
+		since = since.Add(-beadOverlap)
+	}
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, beadCatchUpWait)
 	defer cancel()
-	msgs, _, err := n.topics.FetchHistory(ctx, beadctx.Topic(b.id), time.Time{})
+	msgs, _, err := n.topics.FetchHistory(ctx, beadctx.Topic(b.id), since)
 	if err != nil {
 		if !errors.Is(err, pubsub.ErrNoKeepers) {
 			n.log.Debug("bead context catch-up failed", "bead", b.id, "err", err)
 		}
-		return
+		return false
 	}
 	for _, m := range msgs {
 		if m.Topic == beadctx.Topic(b.id) {
 			n.takeBeadPatch(b, topicMessage(m))
 		}
 	}
+	n.contexts.mu.Lock()
+	b.synced = began
+	n.contexts.mu.Unlock()
+	return true
 }
 
 // resyncBeads catches every followed bead up every beadResync, one bead
@@ -211,14 +228,25 @@ func (n *Node) resyncBeads() {
 		}
 		n.contexts.mu.Unlock()
 		for _, b := range beads {
-			select {
-			case <-b.ready:
-				if b.err == nil {
-					n.catchUpBead(n.ctx, b)
-				}
-			default: // still joining
+			if !joined(b) {
+				continue
+			}
+			// All beads share the keepers of the beadctx family: when
+			// none answers for one, the round ends.
+			if !n.catchUpBead(n.ctx, b) {
+				break
 			}
 		}
+	}
+}
+
+// joined reports whether b has been joined successfully.
+func joined(b *bead) bool {
+	select {
+	case <-b.ready:
+		return b.err == nil
+	default:
+		return false
 	}
 }
 
