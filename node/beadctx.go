@@ -17,10 +17,9 @@ import (
 // a full subscription queue, a partition, or a publish sent before the
 // publisher knew of the other members, arrives then); a catch-up waits
 // at most beadCatchUpWait (for a keeper to answer, or to appear when
-// none is connected).
-// A catch-up after the first fetches what was published since
-// beadOverlap before the previous one began, so a bead's whole history is
-// fetched once, not every round.
+// none is connected). A catch-up after the first fetches what was
+// published since beadOverlap before the previous one began, so a bead's
+// whole history is fetched once, not every round.
 const (
 	beadResync      = 10 * time.Second
 	beadCatchUpWait = 3 * time.Second
@@ -54,10 +53,10 @@ func newBeadContexts(now func() time.Time) *beadContexts {
 // access to a bead makes this node follow it: it subscribes to the bead's
 // topic and catches up from history keepers (other members started
 // WithKeepHistory("beadctx:*"), relays), within ctx and at most 3 s;
-// then it catches up again every 10 s, on a goroutine of the node's. A bead id is 1 to 128 ASCII
-// letters, digits, '.', '_' or '-' (INVALID_MESSAGE otherwise); past
-// beadctx.MaxBeads beads followed, a new one is refused with
-// RATE_LIMITED.
+// then it catches up again every 10 s, on a goroutine of the node's,
+// until the node closes. A bead id is 1 to 128 ASCII letters, digits,
+// '.', '_' or '-' (INVALID_MESSAGE otherwise); past beadctx.MaxBeads
+// beads followed, a new one is refused with RATE_LIMITED.
 func (n *Node) ContextGet(ctx context.Context, beadID string) (*protocol.BeadContext, error) {
 	b, err := n.followBead(ctx, beadID)
 	if err != nil {
