@@ -65,6 +65,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		r.historyCommand(),
 		r.dlqCommand(),
 		r.consensusCommand(),
+		r.contextCommand(),
 		r.a2aCommand(),
 		r.taskCommand(),
 		r.signCommand(),

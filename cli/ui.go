@@ -28,6 +28,7 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger, seed003 *local
 	agents := localapi.AgentsHandler(n)
 	envelopes := localapi.NewAgentProtocol(n, log.With("component", "agentprotocol"))
 	messages := localapi.MessagesHandler(n)
+	beadContexts := localapi.BeadContextHandler(n)
 	return []rpc.Option{
 		rpc.WithHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
@@ -41,6 +42,8 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger, seed003 *local
 				messages.ServeHTTP(w, r)
 			case localapi.OwnsSeed003(r.URL.Path):
 				seed003.ServeHTTP(w, r)
+			case localapi.OwnsBeadContext(r.URL.Path):
+				beadContexts.ServeHTTP(w, r)
 			case ops != nil:
 				ops.ServeHTTP(w, r)
 			default:
@@ -62,4 +65,6 @@ var (
 	_ localapi.Librarian = (*node.Node)(nil)
 	_ rpc.Auditor        = (*node.Node)(nil)
 	_ rpc.StatusSetter   = (*node.Node)(nil)
+	// and seed 004's shared bead contexts, on the local API and its REST.
+	_ rpc.BeadContexts = (*node.Node)(nil)
 )

@@ -240,6 +240,10 @@
 //     is forgotten, so that an enqueue for it meanwhile keeps it.
 //   - inboundStreams.mu: the request streams being served, reset by Close;
 //     serverStream.wmu serialises the writes on one of them.
+//   - beadContexts.mu: the shared bead contexts followed (seed 004), each
+//     bead's document and when it last caught up; the resync loop and the
+//     beads' topic subscriptions take it briefly, never across a fetch or
+//     a publish.
 //   - guard.mu: the calls in flight per peer, which protect its connection.
 //   - anyProviders.mu: CallAny's calls in flight per provider, the
 //     providers it could not reach, and the directory's answers per

@@ -83,6 +83,7 @@ type Node struct {
 	guard     *guard                         // protects busy peers, trims idle inbound conns
 	anyState  *anyProviders                  // CallAny's providers: in flight, unreachable, found
 	recent    callRing                       // the last calls sent and served, for RecentCalls
+	contexts  *beadContexts                  // shared bead contexts followed (seed 004)
 
 	mdns   mdns.Service
 	events event.Subscription
@@ -124,6 +125,7 @@ func New(opts ...Option) (n *Node, err error) {
 		tasks:        newTaskTable(signer.ID().String(), cfg.Now),
 		presence:     newPresence(),
 		anyState:     newAnyProviders(cfg.Now),
+		contexts:     newBeadContexts(cfg.Now),
 	}
 	n.services = newRegistry(n.builtins()...)
 	n.tasks.log = n.log

@@ -272,6 +272,7 @@ var localMethods = []string{
 	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshConsensus, MethodMeshTaskStatus, MethodMeshTaskCancel,
 	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
 	MethodMeshProgress, MethodMeshSetState, MethodMeshForgetDurable, MethodMeshDurables,
+	MethodMeshContextGet, MethodMeshContextSet, MethodMeshContextPatch,
 }
 
 // FuzzLocalAPI calls each method of the local API with fuzzed params
@@ -297,6 +298,9 @@ func FuzzLocalAPI(f *testing.F) {
 		MethodMeshProgress:      {`{"taskId":"t1","result":{"step":1}}`, `{"taskId":1}`},
 		MethodMeshSetState:      {`{"taskId":"t1","state":"ESCALATED"}`, `{"taskId":"t1","state":"COMPLETED"}`, `{"taskId":"t1","state":5}`},
 		MethodMeshForgetDurable: {`{"durable":"reader"}`, `{"durable":""}`, `{"durable":7}`},
+		MethodMeshContextGet:    {`{"beadId":"bead-1"}`, `{"beadId":5}`},
+		MethodMeshContextSet:    {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
+		MethodMeshContextPatch:  {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
 	}
 	for i, m := range localMethods {
 		f.Add(uint8(i), []byte(`{}`))

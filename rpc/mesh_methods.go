@@ -117,6 +117,7 @@ func (s *Server) registerMeshMethods() {
 	s.registerServeMethods()
 	s.registerAuditMethods()
 	s.registerStatusMethods()
+	s.registerContextMethods()
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {

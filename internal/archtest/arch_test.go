@@ -32,10 +32,13 @@ var mayImport = map[string][]string{
 	"store":   {},
 	"metrics": {},
 	"ui":      {},
+	// Shared bead contexts' pure part (documents, clocks, merge order):
+	// beside protocol, no network.
+	"beadctx": {"protocol", "sign"},
 
 	// A running agent. metrics is the leaf Prometheus registry its parts
 	// count into.
-	"node": {"dht", "pubsub", "mailbox", "store", "metrics", "protocol", "sign"},
+	"node": {"dht", "pubsub", "mailbox", "store", "metrics", "beadctx", "protocol", "sign"},
 
 	// The edges: never node, dht or pubsub (each declares the interface it
 	// needs, and *node.Node satisfies it).
@@ -77,6 +80,7 @@ var mayImport = map[string][]string{
 var mayNotReach = map[string][]string{
 	"sign":     {"github.com/libp2p/go-libp2p/p2p/", "github.com/libp2p/go-libp2p-pubsub", "github.com/libp2p/go-libp2p-kad-dht", "net/http"},
 	"protocol": {"github.com/libp2p/go-libp2p/p2p/", "net/http"},
+	"beadctx":  {"github.com/libp2p/go-libp2p/p2p/", "net/http"},
 	"rpc":      {"github.com/libp2p/go-libp2p/p2p/"},
 	"bus":      {"github.com/libp2p/go-libp2p/p2p/"},
 	"lobby":    {"github.com/libp2p/go-libp2p/p2p/"},

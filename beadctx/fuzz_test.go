@@ -1,0 +1,45 @@
+package beadctx
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// FuzzPatches feeds arbitrary payloads and merge patches: decoding never
+// panics, a decoded patch is applied, and two documents given the
+// accepted patches in opposite orders agree.
+func FuzzPatches(f *testing.F) {
+	f.Add([]byte(`{"bead":"b1","op":"patch","hlc":{"wall":1700000000000,"counter":2},"value":{"a":{"b":null}}}`), []byte(`{"a":1,"c":[1,null]}`))
+	f.Add([]byte(`{"bead":"b1","op":"set","hlc":{"wall":1700000000000,"counter":0},"value":{}}`), []byte(`{"a":null}`))
+	f.Add([]byte(`{"bead":"b1","op":"patch","hlc":{"wall":1,"counter":0},"value":{"a":1,"a":2}}`), []byte(`"x"`))
+	sent := time.UnixMilli(1_700_000_000_000)
+	f.Fuzz(func(t *testing.T, payload, patch []byte) {
+		if out, err := MergePatch([]byte(`{"a":{"x":1},"b":2}`), patch); err == nil && len(bytes.TrimSpace(patch)) > 0 && !bytesValid(out) {
+			t.Fatalf("MergePatch produced invalid JSON %q", out)
+		}
+		_, p, err := DecodePayload(payload, "a1", sent)
+		if err != nil {
+			return
+		}
+		q, err := Patch{At: HLC{Wall: p.At.Wall, Counter: p.At.Counter + 1}, Agent: "a0", Op: OpPatch, Value: patch}.Check()
+		if err != nil {
+			q = mustPatch(t, p.At.Wall, 0, "a2", OpPatch, `{"z":1}`)
+		}
+		d1, d2 := NewDoc(), NewDoc()
+		for _, x := range []Patch{p, q} {
+			_, _ = d1.Add(x)
+		}
+		for _, x := range []Patch{q, p} {
+			_, _ = d2.Add(x)
+		}
+		if len(d1.JSON()) != sizeOf(d1.cur) {
+			t.Fatalf("size %d, encoded %d: %s", sizeOf(d1.cur), len(d1.JSON()), d1.JSON())
+		}
+		if !bytes.Equal(d1.JSON(), d2.JSON()) {
+			t.Fatalf("orders disagree: %s vs %s", d1.JSON(), d2.JSON())
+		}
+	})
+}
+
+func bytesValid(b []byte) bool { _, err := parse(b); return err == nil }

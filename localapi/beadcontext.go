@@ -1,0 +1,124 @@
+package localapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+)
+
+// BeadsPath begins seed 004's shared bead context paths,
+// /api/v1/beads/{bead_id}/context.
+const BeadsPath = "/api/v1/beads/"
+
+// maxContextBody bounds a POST or PATCH body: a document or patch may be
+// at most 64 KiB (beadctx.MaxDocBytes, MaxPatchBytes), and the JSON sent
+// may carry whitespace that canonical form drops.
+const maxContextBody = 256 << 10
+
+// OwnsBeadContext reports whether path is served by BeadContextHandler.
+func OwnsBeadContext(path string) bool { return strings.HasPrefix(path, BeadsPath) }
+
+// BeadContextHandler serves seed 004's context access API over the node's
+// shared bead contexts:
+//
+//	GET   /api/v1/beads/{bead_id}/context   the context
+//	POST  /api/v1/beads/{bead_id}/context   replace the document with the body (a JSON object)
+//	PATCH /api/v1/beads/{bead_id}/context   apply the body, an RFC 7396 merge patch (a JSON object)
+//
+// Each answers 200 with the context as this node holds it after the
+// change: {"bead_id","collaborating_agents","shared_context","version",
+// "patches"} (protocol.BeadContext). A body must be JSON
+// (application/json, or application/merge-patch+json for PATCH; no
+// Content-Type is taken as JSON), at most 256 KiB, one object without
+// repeated members; query parameters are refused. Errors are
+// {"error": "..."}: 400 for a bad bead id or body, 413 past the size,
+// 415 for another media type, 429 past the beads a node follows, 502 when
+// the mesh failed.
+func BeadContextHandler(c rpc.BeadContexts) http.Handler {
+	mux := http.NewServeMux()
+	path := BeadsPath + "{bead_id}/context"
+	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+		if len(r.URL.Query()) > 0 {
+			writeError(w, http.StatusBadRequest, "a bead context takes no query parameters")
+			return
+		}
+		res, err := c.ContextGet(r.Context(), r.PathValue("bead_id"))
+		answerContext(w, res, err)
+	})
+	change := func(patch bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			body, code, err := contextBody(w, r, patch)
+			if err != nil {
+				writeError(w, code, err.Error())
+				return
+			}
+			var res *protocol.BeadContext
+			if patch {
+				res, err = c.ContextPatch(r.Context(), r.PathValue("bead_id"), body)
+			} else {
+				res, err = c.ContextSet(r.Context(), r.PathValue("bead_id"), body)
+			}
+			answerContext(w, res, err)
+		}
+	}
+	mux.HandleFunc("POST "+path, change(false))
+	mux.HandleFunc("PATCH "+path, change(true))
+	return mux
+}
+
+// contextBody reads a POST or PATCH body, checked as BeadContextHandler
+// says; the node checks the JSON itself (duplicates, UTF-8, size).
+func contextBody(w http.ResponseWriter, r *http.Request, patch bool) ([]byte, int, error) {
+	if len(r.URL.Query()) > 0 {
+		return nil, http.StatusBadRequest, errors.New("a bead context takes no query parameters")
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !(patch && mt == "application/merge-patch+json")) {
+			want := "application/json"
+			if patch {
+				want += " or application/merge-patch+json"
+			}
+			return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Type %q: send %s", ct, want)
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxContextBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the body exceeds %d bytes", maxContextBody)
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err)
+	}
+	what := "the new context"
+	if patch {
+		what = "a merge patch"
+	}
+	trimmed := strings.TrimSpace(string(body))
+	if trimmed == "" || trimmed[0] != '{' {
+		return nil, http.StatusBadRequest, fmt.Errorf("the body must be %s: a JSON object", what)
+	}
+	return []byte(trimmed), 0, nil
+}
+
+func answerContext(w http.ResponseWriter, res *protocol.BeadContext, err error) {
+	if err == nil {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	pe := protocol.AsError(err)
+	code := http.StatusBadGateway
+	switch pe.Code {
+	case protocol.CodeInvalidMessage:
+		code = http.StatusBadRequest
+	case protocol.CodeRateLimited:
+		code = http.StatusTooManyRequests
+	}
+	writeError(w, code, pe.Message)
+}

@@ -1,0 +1,178 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
+)
+
+// beadMember starts a node that keeps the history of bead contexts in
+// the store at path (each member is a keeper: there is no central store).
+func beadMember(t *testing.T, i int, path string) (*node.Node, *store.Store) {
+	t.Helper()
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return meshtest.Node(t, i, node.WithStore(st), node.WithKeepHistory("beadctx:*")), st
+}
+
+func sameContext(nodes ...*node.Node) func() error {
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var first *protocol.BeadContext
+		for i, n := range nodes {
+			c, err := n.ContextGet(ctx, "bead-abc-123")
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				first = c
+				continue
+			}
+			if !bytes.Equal(c.SharedContext, first.SharedContext) || c.Version != first.Version {
+				return fmt.Errorf("member %d holds %s (version %+v), member 0 %s (version %+v)", i, c.SharedContext, c.Version, first.SharedContext, first.Version)
+			}
+		}
+		return nil
+	}
+}
+
+// TestBeadContextConvergesAfterAMemberWasAway: two agents patch one bead
+// context concurrently while a third is closed; all patches reach both,
+// the third comes back (a new node on its store) and catches up from the
+// others' history, and all three hold the same document — the fold of
+// every patch in (HLC, agent id) order.
+func TestBeadContextConvergesAfterAMemberWasAway(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := beadMember(t, 270, filepath.Join(dir, "a.db"))
+	b, _ := beadMember(t, 271, filepath.Join(dir, "b.db"))
+	c, cst := beadMember(t, 272, filepath.Join(dir, "c.db"))
+	meshtest.Connect(t, a, b)
+	meshtest.Connect(t, a, c)
+	meshtest.Connect(t, b, c)
+	ctx := meshtest.Context(t, 60*time.Second)
+	for _, n := range []*node.Node{a, b, c} {
+		if _, err := n.ContextGet(ctx, "bead-abc-123"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ContextSet(ctx, "bead-abc-123", json.RawMessage(`{"owner":"c","review_status":"new"}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, sameContext(a, b, c))
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cst.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	const rounds = 15
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*rounds)
+	for _, w := range []struct {
+		n    *node.Node
+		name string
+	}{{a, "a"}, {b, "b"}} {
+		wg.Go(func() {
+			for i := range rounds {
+				patch := fmt.Sprintf(`{"review_status":"%s-%d","by_%s":{"n":%d,"seen":[%d]},"owner":null}`, w.name, i, w.name, i, i)
+				if _, err := w.n.ContextPatch(ctx, "bead-abc-123", json.RawMessage(patch)); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, sameContext(a, b))
+	got, err := a.ContextGet(ctx, "bead-abc-123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(got.SharedContext, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := doc["owner"]; ok || doc["by_a"] == nil || doc["by_b"] == nil {
+		t.Fatalf("converged to %s, want both agents' members and owner removed", got.SharedContext)
+	}
+	if want := fmt.Sprintf("%d", rounds-1); !bytes.Contains(got.SharedContext, []byte(`"review_status":"a-`+want+`"`)) && !bytes.Contains(got.SharedContext, []byte(`"review_status":"b-`+want+`"`)) {
+		t.Fatalf("review_status is not a last write: %s", got.SharedContext)
+	}
+	if got.Patches != 2*rounds+1 || len(got.CollaboratingAgents) != 3 {
+		t.Fatalf("%d patches by %v, want %d by 3 agents", got.Patches, got.CollaboratingAgents, 2*rounds+1)
+	}
+
+	// The third comes back on its store and catches up.
+	c2, _ := beadMember(t, 272, filepath.Join(dir, "c.db"))
+	meshtest.Connect(t, c2, a)
+	meshtest.Connect(t, c2, b)
+	wait.For(t, 30*time.Second, sameContext(a, b, c2))
+	// And its own patches reach the others.
+	if _, err := c2.ContextPatch(ctx, "bead-abc-123", json.RawMessage(`{"decision_needed":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, func() error {
+		if err := sameContext(a, b, c2)(); err != nil {
+			return err
+		}
+		got, _ := b.ContextGet(ctx, "bead-abc-123")
+		if !bytes.Contains(got.SharedContext, []byte(`"decision_needed":false`)) {
+			return fmt.Errorf("b has not got c's patch: %s", got.SharedContext)
+		}
+		return nil
+	})
+}
+
+// TestBeadContextRefusesBadInput: bead ids, non-object values and
+// oversize documents are INVALID_MESSAGE.
+func TestBeadContextRefusesBadInput(t *testing.T) {
+	n := meshtest.Node(t, 273)
+	ctx := meshtest.Context(t, 20*time.Second)
+	for name, call := range map[string]func() error{
+		"bead id with a slash": func() error { _, err := n.ContextGet(ctx, "a/b"); return err },
+		"empty bead id":        func() error { _, err := n.ContextGet(ctx, ""); return err },
+		"bead id pattern":      func() error { _, err := n.ContextPatch(ctx, "a*", json.RawMessage(`{}`)); return err },
+		"array patch":          func() error { _, err := n.ContextPatch(ctx, "b1", json.RawMessage(`[1]`)); return err },
+		"string set":           func() error { _, err := n.ContextSet(ctx, "b1", json.RawMessage(`"x"`)); return err },
+		"duplicate member":     func() error { _, err := n.ContextPatch(ctx, "b1", json.RawMessage(`{"a":1,"a":2}`)); return err },
+		"oversize": func() error {
+			big := fmt.Sprintf(`{"a":"%s"}`, bytes.Repeat([]byte("x"), 40<<10))
+			if _, err := n.ContextPatch(ctx, "b1", json.RawMessage(big)); err != nil {
+				return fmt.Errorf("first half: %w", err)
+			}
+			_, err := n.ContextPatch(ctx, "b1", json.RawMessage(strings.Replace(big, `"a"`, `"b"`, 1)))
+			return err
+		},
+	} {
+		err := call()
+		if pe := protocol.AsError(err); err == nil || pe.Code != protocol.CodeInvalidMessage {
+			t.Errorf("%s: %v, want INVALID_MESSAGE", name, err)
+		}
+	}
+	// A lone member's changes apply at once.
+	got, err := n.ContextPatch(ctx, "b2", json.RawMessage(`{"x":{"y":1}}`))
+	if err != nil || string(got.SharedContext) != `{"x":{"y":1}}` {
+		t.Fatalf("%v %s", err, got.SharedContext)
+	}
+}
