@@ -224,9 +224,13 @@ func (b *Bus) dispatch(ctx context.Context, msg store.Message, local bool) (Send
 	// One ack per subscriber, and one from the mesh or a default handler.
 	res := SendResult{MessageID: msg.ID, Acks: make([]Ack, 0, len(subs)+1)}
 	if local && len(subs) == 0 {
-		if ack, ok := b.toMeshAgent(ctx, msg); ok {
+		ack, success, ok, err := b.toMeshAgent(ctx, msg)
+		if err != nil {
+			return res, err
+		}
+		if ok {
 			res.Acks = append(res.Acks, ack)
-			res.Success = true
+			res.Success = success
 			b.record(msg)
 			return res, nil
 		}

@@ -3,60 +3,20 @@
 package bus_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/smallfs"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
-
-// smallFS mounts an 8 MiB tmpfs for the test (root only) and returns its
-// directory.
-func smallFS(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount an 8 MiB tmpfs (mount -t tmpfs -o size=8m)")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Logf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fill writes to path until the filesystem is full.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return
-		}
-	}
-}
 
 // TestDiskFullRefusesBeforeAck (issue 23, disk full): with the bus's
 // store on a full filesystem, sendMessage is refused (-32005, naming the
@@ -64,7 +24,7 @@ func fill(t *testing.T, path string) {
 // acknowledge is in history once space returns, and sending resumes by
 // itself.
 func TestDiskFullRefusesBeforeAck(t *testing.T) {
-	dir := smallFS(t)
+	dir := smallfs.Mount(t, "8m")
 	st, err := store.Open(filepath.Join(dir, "bus.db"), store.WithPruneInterval(0))
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +36,7 @@ func TestDiskFullRefusesBeforeAck(t *testing.T) {
 	sender := newPeer(t, url, "sender", nil)
 
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	smallfs.Fill(t, filler)
 	text := strings.Repeat("x", 16<<10)
 	var acked []string
 	refused, lastErr := 0, ""

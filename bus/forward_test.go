@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
 )
 
 // forwardMesh is a fake mesh with an outbox: the agent is away (its calls
@@ -24,6 +26,8 @@ type forwardMesh struct {
 	mu     sync.Mutex
 	queued []forwarded
 	full   bool
+	// broken makes Forward fail as an outbox whose store cannot write.
+	broken error
 }
 
 type forwarded struct {
@@ -44,13 +48,16 @@ func (m *forwardMesh) Forward(_ context.Context, id, to, action string, params j
 	if m.full {
 		return time.Time{}, errors.New("node: outbox full")
 	}
+	if m.broken != nil {
+		return time.Time{}, m.broken
+	}
 	m.queued = append(m.queued, forwarded{id, to, action, params})
 	return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), nil
 }
 
 // TestAgentTopicToAnAgentThatIsAway: an agent:<id> message whose agent is
 // away is handed to the mesh's outbox and acknowledged as queued; a full
-// outbox leaves the ack negative, saying why.
+// outbox refuses it: the ack says why and the send is no success.
 func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
 	mesh := &forwardMesh{Mesh: fakemesh.New()}
 	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
@@ -77,7 +84,37 @@ func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
 	if err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": payload}, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Acks) != 1 || res.Acks[0].Queued || !strings.Contains(res.Acks[0].Message, "not queued: node: outbox full") {
-		t.Fatalf("result %+v, want a negative ack saying the outbox is full", res)
+	if res.Success || len(res.Acks) != 1 || res.Acks[0].Queued || !strings.Contains(res.Acks[0].Message, "not queued: node: outbox full") {
+		t.Fatalf("result %+v, want no success and a negative ack saying the outbox is full", res)
+	}
+}
+
+// TestAgentTopicOutboxCannotWrite (issue 23, disk full on a node): an
+// agent:<id> message to an agent that is away, whose outbox cannot write
+// (store.ErrWrite: a full disk), is refused with -32005 naming the cause,
+// never acknowledged; once the outbox writes again it is queued.
+func TestAgentTopicOutboxCannotWrite(t *testing.T) {
+	mesh := &forwardMesh{Mesh: fakemesh.New()}
+	mesh.broken = fmt.Errorf("node: outbox: %w: write bus.db: no space left on device", store.ErrWrite)
+	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
+	payload := map[string]any{"type": "summarize", "text": "while you were out"}
+	var res bus.SendResult
+	err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": payload}, &res)
+	if rpcCode(err) != rpc.CodeServerBusy || !strings.Contains(err.Error(), "no space left on device") || !strings.Contains(err.Error(), "not accepted") {
+		t.Fatalf("sendMessage with the outbox unable to write: %+v %v, want -32005 saying why", res, err)
+	}
+	if res.Success || len(res.Acks) != 0 {
+		t.Fatalf("a refused message was acknowledged: %+v", res)
+	}
+
+	mesh.mu.Lock()
+	mesh.broken = nil
+	mesh.mu.Unlock()
+	res = bus.SendResult{}
+	if err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": payload}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Success || len(res.Acks) != 1 || !res.Acks[0].Queued {
+		t.Fatalf("result %+v once the outbox writes again, want one queued ack", res)
 	}
 }

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -118,20 +119,24 @@ func (b *Bus) meshAgent(topic string) (string, bool) {
 }
 
 // toMeshAgent calls a mesh agent for a topic agent:<id> naming one: the
-// payload's "type" is the capability, the payload the params.
-func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
+// payload's "type" is the capability, the payload the params. The ack is
+// positive (success) when the agent answered, or when it is away and the
+// message is queued for it; a message neither answered nor queued is
+// refused: its ack says why and the send is no success. An error means
+// the message was not accepted at all (see forward).
+func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (ack Ack, success, ok bool, err error) {
 	agent, ok := b.meshAgent(msg.Topic)
 	if !ok {
-		return Ack{}, false
+		return Ack{}, false, false, nil
 	}
 	var p struct {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(msg.Payload, &p)
-	ack := Ack{ClientID: agent}
+	ack = Ack{ClientID: agent}
 	if p.Type == "" {
 		ack.Message = `the payload has no "type": it names the capability to call on a mesh agent`
-		return ack, true
+		return ack, true, true, nil
 	}
 	action := p.Type
 	if action == rpc.SeedTypeAgentMessage {
@@ -139,7 +144,7 @@ func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 		m, err := seedDirectMessage(msg)
 		if err != nil {
 			ack.Message = err.Error()
-			return ack, true
+			return ack, false, true, nil
 		}
 		action, msg.Payload = protocol.MessageCapability, m
 	}
@@ -151,14 +156,20 @@ func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (Ack, bool) {
 	if err != nil {
 		pe := protocol.AsError(err)
 		ack.Message = string(pe.Code) + ": " + pe.Message
-		if away(pe.Code) {
-			b.forward(ctx, msg, agent, action, &ack)
+		if !away(pe.Code) {
+			return ack, true, true, nil
 		}
-		return ack, true
+		if _, ok := b.mesh.(Forwarder); !ok {
+			return ack, true, true, nil
+		}
+		if err := b.forward(ctx, msg, agent, action, &ack); err != nil {
+			return ack, false, true, err
+		}
+		return ack, ack.Queued, true, nil
 	}
 	ack.Processed = resp.Status == protocol.StatusSuccess
 	ack.Message = compactResult(resp.Result)
-	return ack, true
+	return ack, true, true, nil
 }
 
 // away reports whether a call's failure means that the agent is away:
@@ -167,23 +178,27 @@ func away(c protocol.Code) bool {
 	return c == protocol.CodeUnknownAgent || c == protocol.CodeCapabilityNotSupported
 }
 
-// forward queues msg for an agent that is away in the mesh's outbox, when
-// it has one, and says so in ack. Without one, or when the outbox refuses
-// it (full), the ack stays negative and says why.
-func (b *Bus) forward(ctx context.Context, msg store.Message, agent, action string, ack *Ack) {
-	f, ok := b.mesh.(Forwarder)
-	if !ok {
-		return
-	}
+// forward queues msg for an agent that is away in the mesh's outbox (the
+// mesh is a Forwarder) and says so in ack. When the outbox refuses it (a
+// bound: full), the ack says why and stays negative: the message is
+// refused, not queued. When the outbox's store cannot write (a full disk:
+// store.ErrWrite), forward returns the -32005 error sendMessage answers:
+// the message is not accepted at all, and a later send may be.
+func (b *Bus) forward(ctx context.Context, msg store.Message, agent, action string, ack *Ack) error {
+	f := b.mesh.(Forwarder)
 	// Queued even when the sender gives up now: it is told either way.
 	until, err := f.Forward(context.WithoutCancel(ctx), msg.ID, agent, action, msg.Payload)
+	if errors.Is(err, store.ErrWrite) {
+		return rpc.Errorf(rpc.CodeServerBusy, "server busy: agent %s is away (%s) and the node's outbox cannot write (%v); message not accepted, send it again later", agent, ack.Message, err)
+	}
 	if err != nil {
 		ack.Message += "; not queued: " + err.Error()
-		return
+		return nil
 	}
 	ack.Queued = true
 	ack.Message = fmt.Sprintf("queued: agent %s is away (%s); delivered when it is back, until %s",
 		agent, ack.Message, until.UTC().Format(time.RFC3339))
+	return nil
 }
 
 func compactResult(raw json.RawMessage) string {

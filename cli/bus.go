@@ -78,7 +78,9 @@ func (r *runState) sendMessageCommand() *ucli.Command {
 			"\"queued\": true, and a line on stderr says so) and delivered when the agent is back, " +
 			"within 7 days. The ack of a mesh agent that answered also carries its \"receipt\", its " +
 			"signed answer, which `meshagent verify --provider AGENT_ID` checks. Exits 1 when no " +
-			"subscriber took the message. Without a topic, --payload may be one of seed 004's objects as " +
+			"subscriber took the message, and when the node refused it: an away agent's message " +
+			"that its outbox could not queue (full, or its disk full) is refused, never acknowledged. " +
+			"Without a topic, --payload may be one of seed 004's objects as " +
 			"written (\"type\": agent_message, broadcast or notification): it goes to agent:<to_agent_id> or " +
 			"agent.broadcast, and its from_agent_id, when given, must be this client's id.",
 		Flags: []ucli.Flag{
@@ -138,6 +140,11 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 		}
 	}
 	if !res.Success {
+		if strings.HasPrefix(topic, "agent:") && len(res.Acks) == 1 {
+			// A mesh agent that is away, whose message the node's outbox
+			// refused: the ack says why.
+			return exitErrorf(ExitFailure, "send-message: refused: agent %s did not take the message and it was not queued: %s", res.Acks[0].ClientID, res.Acks[0].Message)
+		}
 		return exitErrorf(ExitFailure, "send-message: no subscriber took the message on %q (it is in the dead-letter queue as %s)", topic, res.MessageID)
 	}
 	return nil

@@ -165,7 +165,10 @@
 // since a time, verifies each message as the topic validator does except
 // for the replay window, applies broadcast filters, and returns the
 // union once each (by author and id), ordered by envelope time, id and
-// author, at most MaxFetch.
+// author, at most MaxFetch. The keepers are read at once, each within its
+// own deadline, half of what is left of the fetch's window (at most
+// 30 s): a slow keeper is given up then, and never holds the fetch, or a
+// durable resume, past it.
 //
 // # Durable subscriptions
 //

@@ -36,7 +36,28 @@ const (
 	maxKeeperMessages = MaxFetch + MaxPageSize
 	maxKeeperBytes    = 256 << 20
 	maxKeeperRejected = 16
+	// keeperShare is the share of what is left of a fetch's window (its
+	// ctx's deadline, once the keepers are found) that one keeper may
+	// take: a keeper still sending then, however valid what it sends, is
+	// given up (its verified messages are kept), so that one slow keeper
+	// never holds a fetch, or a durable resume (rpc.DurableCatchUpTimeout,
+	// one minute: 30 s per keeper), past half its window while the others
+	// are read. maxKeeperTime bounds a keeper of a fetch whose ctx has no
+	// deadline.
+	keeperShare   = 2 // one keeper: at most 1/keeperShare of the window
+	maxKeeperTime = 30 * time.Second
 )
+
+// keeperDeadline is when a keeper of a fetch within ctx is given up, the
+// keepers being asked from now on: a share of what is left of ctx's
+// window (keeperShare), at most maxKeeperTime.
+func keeperDeadline(ctx context.Context, now time.Time) time.Time {
+	d := maxKeeperTime
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, dl.Sub(now)/keeperShare)
+	}
+	return now.Add(d)
+}
 
 // FetchStats says how a history fetch went.
 type FetchStats struct {
@@ -57,8 +78,12 @@ type FetchStats struct {
 // returns them once each (by author and id), ordered by envelope time,
 // then id, then author. It asks up to three keepers: connected peers that
 // speak protocol.StoreProtocol, keepers found in the directory, and this
-// node's own archive, waiting up to WithFetchWait for a remote one. It
-// fails with an error wrapping ErrNoKeepers when none answered.
+// node's own archive, waiting up to WithFetchWait for a remote one, and
+// reads them at once. Each keeper has its own deadline, half of what is
+// left of ctx's window once the keepers are found (at most 30 s): a keeper
+// still sending then is given up, what it sent and verified kept, and the
+// fetch returns with what the others sent. It fails with an error
+// wrapping ErrNoKeepers when none answered.
 func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Time) ([]Message, FetchStats, error) {
 	var st FetchStats
 	q := HistoryQuery{Pattern: pattern, Since: since, Limit: MaxPageSize}
@@ -95,9 +120,15 @@ func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Ti
 		return rejected, true
 	}
 	var wg sync.WaitGroup
+	deadline := keeperDeadline(ctx, time.Now())
 	for _, p := range keepers {
 		wg.Go(func() {
-			err := b.fetchFrom(ctx, p, q, add)
+			kctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			err := b.fetchFrom(kctx, p, q, add)
+			if err != nil && ctx.Err() == nil && kctx.Err() != nil {
+				err = fmt.Errorf("given up at its deadline, %s, a share of the fetch's (%w)", deadline.Format(time.RFC3339Nano), err)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

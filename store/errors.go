@@ -26,6 +26,12 @@ var (
 	// ErrFull is returned by EnqueueWithin when the message would take its
 	// queue past its bounds; nothing is written.
 	ErrFull = errors.New("store: queue full")
+	// ErrWrite is matched by the error of a write the store could not
+	// commit to its file (no space left on device, an I/O error): nothing
+	// of that write is kept, and the same write may succeed once the cause
+	// is gone. A write refused for what it holds (ErrFull, ErrExists,
+	// ErrInvalid, …) does not match it.
+	ErrWrite = errors.New("store: write not committed")
 	// ErrCorrupt is matched (with errors.Is) by every *CorruptError.
 	ErrCorrupt = errors.New("store: corrupt record")
 	// ErrInvalidConfig is wrapped by the error Open returns for an option

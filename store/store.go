@@ -210,19 +210,43 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	}
 	defer leave()
 	defer s.met.observeCommit(time.Now())
+	// fnFailed tells fn's own refusal (full, exists, invalid) from a
+	// commit that could not be written. It is set on every run of fn (the
+	// last run decides) and read after the commit's result came back,
+	// which orders it after that run.
+	fnFailed := false
+	run := func(tx *bolt.Tx) error {
+		fnFailed = true // stays set should fn panic
+		err := fn(tx)
+		fnFailed = err != nil
+		return err
+	}
 	switch {
 	case s.cfg.soloCommits:
-		return mapErr(s.db.Update(fn))
+		err = s.db.Update(run)
 	case s.cfg.batchDelay > 0:
 		n := s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		if n > 1 {
-			return mapErr(s.db.Batch(fn))
+			err = s.db.Batch(run)
+		} else {
+			err = s.db.Update(run)
 		}
-		return mapErr(s.db.Update(fn))
 	default:
-		return mapErr(s.groupCommit(fn))
+		err = s.groupCommit(run)
 	}
+	return writeErr(mapErr(err), fnFailed)
+}
+
+// writeErr marks err, the result of a write transaction, with ErrWrite
+// when the transaction failed other than by its own function's refusal:
+// the commit could not be written (no space left on device, an I/O
+// error).
+func writeErr(err error, fnFailed bool) error {
+	if err == nil || fnFailed || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrWrite, err)
 }
 
 func mapErr(err error) error {

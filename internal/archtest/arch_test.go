@@ -69,6 +69,7 @@ var mayImport = map[string][]string{
 	"internal/wait":       {},
 	"internal/wstest":     {},
 	"internal/scale":      {},
+	"internal/smallfs":    {},
 	"internal/fakemesh":   {"protocol", "sign"},
 	"internal/meshtest":   {"node", "sign", "internal/testlog"},
 	"internal/rpctest":    {"rpc", "bus", "internal/testlog", "internal/wstest"},
@@ -91,7 +92,7 @@ var mayNotReach = map[string][]string{
 var mayPrint = []string{"cli", "cmd/meshagent", "internal/scale"}
 
 // testHelpers are the packages only tests may import.
-var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/scale", "internal/testlog", "internal/wait", "internal/wstest"}
+var testHelpers = []string{"internal/clienttest", "internal/fakemesh", "internal/meshtest", "internal/p2ptest", "internal/rpctest", "internal/scale", "internal/smallfs", "internal/testlog", "internal/wait", "internal/wstest"}
 
 type pkgInfo struct {
 	path    string // relative to the module
