@@ -190,3 +190,43 @@ func TestEscalateWithoutTask(t *testing.T) {
 		t.Fatal("wrapped ErrEscalated not matched")
 	}
 }
+
+// TestTaskEvents: a subscriber to the provider's task events sees seed
+// 003's request.submitted, request.approved, request.escalated, then the
+// operator's request.approved and the task's end, with the reasons.
+func TestTaskEvents(t *testing.T) {
+	p := meshtest.Node(t, dtProvider, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "p.db"))), node.WithServices(escalating()))
+	r := meshtest.Node(t, dtRequester, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "r.db"))))
+	meshtest.Connect(t, r, p)
+	events := make(chan protocol.TaskChange, 16)
+	cancel, err := p.SubscribeTaskEvents(func(c protocol.TaskChange) { events <- c })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	ctx := meshtest.Context(t, 60*time.Second)
+	sub, err := r.Submit(ctx, protocol.CallRequest{To: p.AgentID(), Action: "approve", Params: json.RawMessage(`{}`)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitState(t, p, sub.TaskID, protocol.TaskEscalated)
+	if _, err := p.TaskResolve(ctx, sub.TaskID, true, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 5 {
+		select {
+		case c := <-events:
+			if c.TaskID != sub.TaskID || c.Requester != r.AgentID() || c.Capability != "approve" {
+				t.Fatalf("event %+v", c)
+			}
+			got = append(got, c.Event+"("+c.Reason+")")
+		case <-ctx.Done():
+			t.Fatalf("events %v", got)
+		}
+	}
+	want := "[request.submitted() request.approved() request.escalated(needs a human) request.approved(approved by the operator: ok) request.completed()]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("events %v, want %s", got, want)
+	}
+}
