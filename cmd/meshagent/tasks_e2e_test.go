@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // runsOf counts the lines the test handler appended to its runs file.
@@ -239,6 +242,28 @@ func TestEscalatedTaskResolvedFromCLI(t *testing.T) {
 		})
 	}
 
+	// The provider's operator follows the task events over the local API.
+	events := make(chan rpc.TaskEventParams, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	op, err := rpc.Dial(ctx, "ws://"+provider.started.API+"/", rpc.WithNotificationHandler(func(method string, params json.RawMessage) {
+		var p rpc.TaskEventParams
+		if method == rpc.MethodMeshTaskEvent && json.Unmarshal(params, &p) == nil {
+			events <- p
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	if err := op.Call(ctx, rpc.MethodMeshTaskEvents, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	var re *rpc.Error
+	if err := op.Call(ctx, rpc.MethodMeshTaskResolve, map[string]any{"taskId": "x", "approve": "yes"}, nil); !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams {
+		t.Fatalf("mesh.taskResolve with a string approve: %v", err)
+	}
+
 	first := submit()
 	escalated(first)
 	for _, args := range [][]string{{}, {"--approve", "--reject"}} {
@@ -254,6 +279,20 @@ func TestEscalatedTaskResolvedFromCLI(t *testing.T) {
 	res = meshagent(t, "task", "wait", first, "--timeout", "60s", "--json", "--api", api).must(t, 0)
 	if !strings.Contains(res.stdout, `"result":{"approved":true,"reason":"signed off"}`) {
 		t.Fatalf("task wait printed %q", res.stdout)
+	}
+	var seen []string
+	for len(seen) < 5 {
+		select {
+		case e := <-events:
+			if e.Change.TaskID == first {
+				seen = append(seen, e.Change.Event)
+			}
+		case <-ctx.Done():
+			t.Fatalf("task events seen: %v", seen)
+		}
+	}
+	if fmt.Sprint(seen) != "[request.submitted request.approved request.escalated request.approved request.completed]" {
+		t.Fatalf("task events %v", seen)
 	}
 	// Resolved once: a second decision is refused.
 	res = meshagent(t, "task", "resolve", first, "--reject", "--api", provider.started.API)
