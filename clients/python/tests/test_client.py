@@ -77,6 +77,11 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
             (self.client.send_message("12D3KooWB", {"subject": "hi", "body": "b"}), "mesh.sendMessage",
              {"agentId": "12D3KooWB", "message": {"subject": "hi", "body": "b"}}),
             (self.client.unserve("summarize"), "mesh.unserve", {"capabilities": ["summarize"]}),
+            (self.client.submit("12D3KooWB", "approval", {"x": 1}, deadline="24h"), "mesh.submit",
+             {"agentId": "12D3KooWB", "capability": "approval", "params": {"x": 1}, "deadline": "24h"}),
+            (self.client.wait("01t", timeout_ms=500), "mesh.taskWait", {"taskId": "01t", "timeoutMs": 500}),
+            (self.client.resolve("01t", True, "ok"), "mesh.taskResolve", {"taskId": "01t", "approve": True, "reason": "ok"}),
+            (self.client.resolve("01t", False), "mesh.taskResolve", {"taskId": "01t", "approve": False}),
         ]
         for coro, method, params in cases:
             fut = self.go(coro)
@@ -84,6 +89,13 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(req["params"], params, method)
             await self.node.reply(req, {"ok": method})
             self.assertEqual(await fut, {"ok": method})
+
+    async def test_tasks(self):
+        fut = self.go(self.client.tasks("ESCALATED"))
+        req = await self.node.next("mesh.tasks")
+        self.assertEqual(req["params"], {"state": "ESCALATED"})
+        await self.node.reply(req, {"tasks": [{"taskId": "01t"}]})
+        self.assertEqual(await fut, [{"taskId": "01t"}])
 
     async def test_discover_streams_agents(self):
         found = []
