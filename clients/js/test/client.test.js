@@ -74,6 +74,10 @@ describe('client', () => {
       [() => client.busUnsubscribe('a:*'), 'unsubscribe', { topic: 'a:*' }],
       [() => client.sendMessage('12D3KooWB', { subject: 'hi', body: 'b' }), 'mesh.sendMessage', { agentId: '12D3KooWB', message: { subject: 'hi', body: 'b' } }],
       [() => client.unserve('summarize'), 'mesh.unserve', { capabilities: ['summarize'] }],
+      [() => client.submit('12D3KooWB', 'approval', { x: 1 }, { deadline: '24h' }), 'mesh.submit', { agentId: '12D3KooWB', capability: 'approval', params: { x: 1 }, deadline: '24h' }],
+      [() => client.wait('01t', 500), 'mesh.taskWait', { taskId: '01t', timeoutMs: 500 }],
+      [() => client.resolve('01t', true, 'ok'), 'mesh.taskResolve', { taskId: '01t', approve: true, reason: 'ok' }],
+      [() => client.resolve('01t', false), 'mesh.taskResolve', { taskId: '01t', approve: false }],
     ];
     for (const [run, method, params] of cases) {
       const p = run();
@@ -82,6 +86,14 @@ describe('client', () => {
       node.reply(req, { ok: method });
       assert.deepEqual(await p, { ok: method });
     }
+  });
+
+  it('lists tasks', async () => {
+    const p = client.tasks('ESCALATED');
+    const req = await node.next('mesh.tasks');
+    assert.deepEqual(req.params, { state: 'ESCALATED' });
+    node.reply(req, { tasks: [{ taskId: '01t' }] });
+    assert.deepEqual(await p, [{ taskId: '01t' }]);
   });
 
   it('streams discovered agents', async () => {
