@@ -39,11 +39,18 @@ func (p nodeProvider) Offer(caps []protocol.Capability, h rpc.TaskHandler) error
 				CorrelationID: call.Request.CorrelationID,
 				Progress:      call.Progress,
 				SetState:      func(s protocol.TaskState) { call.SetState(s, "") },
+				ID:            call.TaskID(),
+				Escalate:      call.Escalate,
+				Decision:      call.Decision,
 			}
 			if d, ok := ctx.Deadline(); ok {
 				t.Deadline = d
 			}
-			return h(ctx, t)
+			res, err := h(ctx, t)
+			if errors.Is(err, rpc.ErrEscalated) {
+				return nil, node.ErrEscalated
+			}
+			return res, err
 		})}
 	}
 	return p.n.Offer(apiSource, ss)

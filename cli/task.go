@@ -18,6 +18,13 @@ import (
 // flagState filters task list by state.
 const flagState = "state"
 
+// Flags of task resolve: exactly one of approve and reject.
+const (
+	flagApprove = "approve"
+	flagReject  = "reject"
+	flagReason  = "reason"
+)
+
 // submit is `call --detach`: mesh.submit, then the task id.
 func (r *runState) submit(ctx context.Context, c *ucli.Context, agent, capability string, params json.RawMessage, timeout time.Duration) error {
 	deadline, err := r.positiveDuration(c, flagDeadline)
@@ -133,18 +140,24 @@ func (r *runState) taskCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "task",
 		Usage:     "show, wait for, list or cancel tasks through the local node",
-		ArgsUsage: "status|cancel|wait TASK_ID | list",
+		ArgsUsage: "status|cancel|wait TASK_ID | resolve TASK_ID --approve|--reject | list",
 		Description: "A request is a task on its provider (VALIDATING, APPROVED or REJECTED, ESCALATED, then " +
 			"COMPLETED, FAILED or CANCELLED; seed 003). `task status ID` prints its state, history, progress " +
 			"and result; `task cancel ID` cancels it (its caller gets an error). The node remembers which " +
 			"agent each of its requests went to; --agent names it otherwise. `task wait ID` follows a task " +
 			"submitted with `call --detach` until it ends (--timeout), from any terminal, before or after it " +
 			"finished: its progress lines, then its result, with the exit codes of `call`. `task list` lists " +
-			"the tasks the node keeps on disk, submitted and served (--state S keeps one state). --json prints JSON.",
+			"the tasks the node keeps on disk, submitted and served (--state S keeps one state). `task resolve ID " +
+			"--approve|--reject [--reason TEXT]` is the operator's decision on a task this node serves that its " +
+			"handler ESCALATED (see `task list --state ESCALATED`): the handler learns it, or it is the answer. " +
+			"--json prints JSON.",
 		Flags: []ucli.Flag{
 			stringFlag(flagAgent, "", "the provider's agent `ID` (default: the one the node remembers)"),
 			durationFlag(flagTimeout, defaultCallTimeout, "task wait: how long to wait for the task to end (at most 1h)"),
 			stringFlag(flagState, "", "task list: only tasks in this `STATE` (e.g. ESCALATED)"),
+			boolFlag(flagApprove, "task resolve: approve the escalated task"),
+			boolFlag(flagReject, "task resolve: reject the escalated task"),
+			stringFlag(flagReason, "", "task resolve: the reason of the decision (`TEXT`, at most 4096 bytes)"),
 			apiFlag(),
 			jsonFlag("print the task as JSON"),
 		},
@@ -159,8 +172,11 @@ func (r *runState) runTask(c *ucli.Context) error {
 	if len(r.positional) == 2 && r.positional[0] == "wait" && r.positional[1] != "" {
 		return r.taskWait(c, r.positional[1])
 	}
+	if len(r.positional) == 2 && r.positional[0] == "resolve" && r.positional[1] != "" {
+		return r.taskResolve(c, r.positional[1])
+	}
 	if len(r.positional) != 2 || (r.positional[0] != "status" && r.positional[0] != "cancel") || r.positional[1] == "" {
-		return usageErrorf("task needs `status ID`, `cancel ID`, `wait ID` or `list`")
+		return usageErrorf("task needs `status ID`, `cancel ID`, `wait ID`, `resolve ID --approve|--reject` or `list`")
 	}
 	if _, err := r.parseLogSettings(c); err != nil {
 		return err
@@ -186,6 +202,44 @@ func (r *runState) runTask(c *ucli.Context) error {
 		}
 		return r.apiError(c, addr, err)
 	}
+	return r.printTask(c, t)
+}
+
+// taskResolve is `task resolve ID --approve|--reject [--reason TEXT]`:
+// mesh.taskResolve, then the task as it stands.
+func (r *runState) taskResolve(c *ucli.Context, id string) error {
+	approve, reject := c.Bool(flagApprove), c.Bool(flagReject)
+	if approve == reject {
+		return usageErrorf("task resolve needs exactly one of --approve and --reject")
+	}
+	reason := c.String(flagReason)
+	if len(reason) > protocol.MaxDecisionReason {
+		return r.flagError(c, flagReason, "is longer than %d bytes", protocol.MaxDecisionReason)
+	}
+	if _, err := r.parseLogSettings(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, localTimeout+apiGrace)
+	defer cancel()
+	cl, addr, err := r.connectAPI(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	t, err := cl.TaskResolve(ctx, id, approve, reason)
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return protocolExit("task resolve", pe)
+		}
+		return r.apiError(c, addr, err)
+	}
+	return r.printTask(c, t)
+}
+
+// printTask prints a task: JSON with --json, else its state, history,
+// progress and answer.
+func (r *runState) printTask(c *ucli.Context, t *protocol.Task) error {
 	if c.Bool(flagJSON) {
 		return writeJSONLine(r.stdout, t)
 	}

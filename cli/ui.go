@@ -56,8 +56,10 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger, seed003 *local
 
 // *node.Node tells the status page its connections and recent calls.
 var (
-	_ rpc.ConnLister = (*node.Node)(nil)
-	_ rpc.CallLister = (*node.Node)(nil)
+	_ rpc.ConnLister   = (*node.Node)(nil)
+	_ rpc.CallLister   = (*node.Node)(nil)
+	_ rpc.TaskResolver = (*node.Node)(nil)
+	_ rpc.Submitter    = (*node.Node)(nil)
 	// and seed 004's discovery REST what it knows of the mesh.
 	_ localapi.Directory = (*node.Node)(nil)
 	_ localapi.Envelopes = (*node.Node)(nil)

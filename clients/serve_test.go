@@ -122,9 +122,49 @@ func (e *serveEnv) exercise(t *testing.T, capability, by, name string, args ...s
 	// A direct message from B's client reaches the agent, which answers.
 	e.directMessage(t, by)
 
+	// A detached task the handler escalates: A's operator approves it,
+	// the handler learns the decision and answers, and B's task wait
+	// gets that answer; the handler knew the task by B's task id.
+	e.escalation(t, agent, capability, by)
+
 	// The agent gone: A withdraws the capability once its grace passed.
 	agent.kill()
 	e.waitOffered(t, capability, false)
+}
+
+// escalation submits a detached task that the agent escalates, resolves
+// it on A, and checks the handler's answer reaches B.
+func (e *serveEnv) escalation(t *testing.T, agent *process, capability, by string) {
+	t.Helper()
+	out, errOut, err := e.cli(t, "call", "--api", e.b.API, "--detach", "--json", "--params", `{"text":"approve-me"}`, e.a.AgentID, capability)
+	if err != nil {
+		t.Fatalf("call --detach: %v\n%s%s", err, out, errOut)
+	}
+	var sub protocol.Submitted
+	if err := json.Unmarshal([]byte(out), &sub); err != nil || sub.TaskID == "" {
+		t.Fatalf("call --detach printed %q (%v)", out, err)
+	}
+	wait.For(t, serveWait, func() error {
+		out, errOut, err := e.cli(t, "task", "list", "--state", "ESCALATED", "--api", e.a.API)
+		if err != nil || !strings.Contains(out, sub.TaskID) {
+			return fmt.Errorf("A's escalated tasks: %v %s%s", err, out, errOut)
+		}
+		return nil
+	})
+	if !strings.Contains(agent.String(), "escalated "+sub.TaskID+"\n") {
+		t.Errorf("the handler did not know the task by the requester's id %s:\n%s", sub.TaskID, agent.String())
+	}
+	if out, errOut, err := e.cli(t, "task", "resolve", sub.TaskID, "--approve", "--reason", "ok by "+by, "--api", e.a.API); err != nil {
+		t.Fatalf("task resolve: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = e.cli(t, "task", "wait", sub.TaskID, "--timeout", "60s", "--json", "--api", e.b.API)
+	if err != nil {
+		t.Fatalf("task wait: %v\n%s%s", err, out, errOut)
+	}
+	want := fmt.Sprintf(`"result":{"approved":true,"by":%q,"reason":"ok by %s","task":%q}`, by, by, sub.TaskID)
+	if !strings.Contains(out, want) {
+		t.Errorf("task wait printed %s, want %s", out, want)
+	}
 }
 
 // directMessage sends A a direct message through B's local API and

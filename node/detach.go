@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -40,6 +41,9 @@ type durableRun struct {
 	detach   time.Time // a detached task's deadline
 	accepted func(*task)
 	final    func(*task)
+	// park, when set, is called once the task's handler left its answer
+	// to an escalation's decision: the task no longer runs.
+	park func()
 }
 
 // serveDetached accepts a detached request and answers with its task id,
@@ -75,14 +79,20 @@ func (ss *serverStream) serveDetached(from requester, req *protocol.Request) {
 		res json.RawMessage
 		err error
 	)
+	// The running slot is given back when the handler returns, or when it
+	// left its answer to an escalation's decision (a task awaiting a
+	// decision holds none: maxEscalated bounds those).
+	var slotOnce sync.Once
+	releaseSlot := func() { slotOnce.Do(func() { <-n.detached }) }
 	d := &durableRun{
 		detach:   detachAt,
 		accepted: func(t *task) { accepted <- t },
 		final:    n.deliverFinal,
+		park:     releaseSlot,
 	}
 	go func() {
 		defer n.wg.Done()
-		defer func() { <-n.detached }()
+		defer releaseSlot()
 		defer cancel()
 		defer close(done)
 		// Nobody follows a detached task's stream: its progress is kept
@@ -269,7 +279,7 @@ func (n *Node) receiveTaskResult(ctx context.Context, from requester, req *proto
 	case rerr == nil && resp.Status.Final() && resp.CorrelationID == rec.RequestID:
 		rec.State, rec.Result = protocol.TaskCompleted, resp.Result
 	case rerr != nil && protocol.AsError(rerr).CorrelationID == rec.RequestID && e.Type == protocol.TypeError:
-		rec.State, rec.Error = protocol.TaskFailed, protocol.AsError(rerr)
+		rec.State, rec.Error = rejectedOrFailed(protocol.AsError(rerr)), protocol.AsError(rerr)
 	default:
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "the final answer of task %s does not answer request %s", tr.TaskID, rec.RequestID)
 	}
@@ -282,6 +292,20 @@ func (n *Node) receiveTaskResult(ctx context.Context, from requester, req *proto
 	}
 	n.log.Info("final answer of a submitted task recorded", "task", tr.TaskID, "provider", from.agent, "state", rec.State)
 	return json.RawMessage(`{"recorded":true}`), nil
+}
+
+// rejectedOrFailed is the state a task that ended with err ended in, as
+// its requester learns it from the final answer: REJECTED when its
+// provider says so in the error's details (an operator's rejection,
+// decisionAnswer), FAILED otherwise.
+func rejectedOrFailed(err *protocol.Error) protocol.TaskState {
+	var d struct {
+		State protocol.TaskState `json:"state"`
+	}
+	if len(err.Details) > 0 && json.Unmarshal(err.Details, &d) == nil && d.State == protocol.TaskRejected {
+		return protocol.TaskRejected
+	}
+	return protocol.TaskFailed
 }
 
 // TaskWait follows a task this node submitted until it ends, or ctx does:

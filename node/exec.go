@@ -23,6 +23,12 @@ const maxExecOutput = protocol.DefaultMaxFrameSize
 // stderrTail is how much of a failing handler's stderr is reported.
 const stderrTail = 2048
 
+// ExecEscalateStatus is the exit status by which an exec handler
+// escalates its request (Call.Escalate) and leaves the answer to its
+// operator's decision (ErrEscalated): its stdout, trimmed, is the reason
+// (at most protocol.MaxDecisionReason bytes of it).
+const ExecEscalateStatus = 10
+
 // ExecHandler returns a handler that runs argv once per request with the
 // params JSON on stdin and takes its stdout, which must be one JSON value,
 // as the result. A non-zero exit becomes an INTERNAL_ERROR carrying the tail
@@ -31,7 +37,9 @@ const stderrTail = 2048
 // capability and the correlation id in MESHAGENT_REQUESTER,
 // MESHAGENT_CAPABILITY and MESHAGENT_CORRELATION_ID, and the client the
 // requester vouches for (Call.OnBehalfOf, empty if none) in
-// MESHAGENT_ON_BEHALF_OF.
+// MESHAGENT_ON_BEHALF_OF, and the task id its requester knows the
+// request by in MESHAGENT_TASK_ID. Exiting with ExecEscalateStatus
+// escalates the request.
 func ExecHandler(argv []string, timeout time.Duration) Handler {
 	if timeout <= 0 {
 		timeout = DefaultExecTimeout
@@ -54,6 +62,7 @@ func ExecHandler(argv []string, timeout time.Duration) Handler {
 			"MESHAGENT_CAPABILITY="+call.Request.Action,
 			"MESHAGENT_CORRELATION_ID="+call.Request.CorrelationID,
 			"MESHAGENT_ON_BEHALF_OF="+call.OnBehalfOf,
+			"MESHAGENT_TASK_ID="+call.TaskID(),
 		)
 		// A handler that leaves children holding the pipes must not hang
 		// the request once it has been killed.
@@ -67,6 +76,16 @@ func ExecHandler(argv []string, timeout time.Duration) Handler {
 		}
 		if err != nil {
 			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == ExecEscalateStatus && call.task != nil {
+				reason := strings.TrimSpace(stdout.String())
+				if len(reason) > protocol.MaxDecisionReason {
+					reason = reason[:protocol.MaxDecisionReason]
+				}
+				if err := call.Escalate(reason); err != nil {
+					return nil, err
+				}
+				return nil, ErrEscalated
+			}
 			if errors.As(err, &ee) {
 				return nil, protocol.Errorf(protocol.CodeInternalError, "handler %s exited with status %d: %s",
 					argv[0], ee.ExitCode(), strings.TrimSpace(stderr.String()))

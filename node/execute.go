@@ -41,6 +41,7 @@ func (n *Node) execute(ctx context.Context, t *task, from requester, req *protoc
 		}
 	}
 	if t != nil {
+		t.emit(protocol.EventRequestSubmitted, "")
 		t.set(protocol.TaskApproved, "")
 		if t.onAccepted != nil {
 			t.onAccepted(t)

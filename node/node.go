@@ -189,7 +189,7 @@ func New(opts ...Option) (n *Node, err error) {
 	n.host.SetStreamHandler(protocol.RequestProtocol, n.handleRequestStream)
 	n.wg.Go(n.identifyLoop)
 	if cfg.Store != nil {
-		again, err := n.tasks.sweepTasks(ctx, func(action string) bool {
+		again, escalated, err := n.tasks.sweepTasks(ctx, func(action string) bool {
 			svc := n.services.lookup(action)
 			return svc != nil && svc.admit == nil && svc.Capability.Idempotent
 		})
@@ -198,6 +198,9 @@ func New(opts ...Option) (n *Node, err error) {
 		}
 		for _, t := range again {
 			n.reoffer(t)
+		}
+		for _, t := range escalated {
+			n.resumeEscalated(t)
 		}
 		if err := n.startOutbox(); err != nil {
 			return n, err

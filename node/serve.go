@@ -327,6 +327,16 @@ func (n *Node) run(ctx context.Context, cancel context.CancelFunc, from requeste
 		}
 		return progress(res)
 	})
+	if t != nil && errors.Is(err, ErrEscalated) {
+		var park func()
+		if d != nil {
+			park = d.park
+		}
+		res, err = n.awaitDecision(ctx, t, park)
+		if errors.Is(err, errLeftEscalated) {
+			return nil, ErrClosed
+		}
+	}
 	if t != nil {
 		n.tasks.finish(t, res, err)
 		res, err = t.answer()

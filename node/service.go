@@ -43,12 +43,32 @@ func (c *Call) Requester() string {
 	return requester{agent: c.From, client: c.OnBehalfOf}.String()
 }
 
+// TaskID is the id by which the requester knows the call's task (task
+// status, task wait, task resolve): the id its provider chose for a task
+// on disk (a detached one), else the request's correlation id.
+func (c *Call) TaskID() string {
+	if c.task == nil {
+		return c.Request.CorrelationID
+	}
+	c.task.mu.Lock()
+	defer c.task.mu.Unlock()
+	return c.task.t.ID
+}
+
 // SetState lets a handler mark its request's task (ESCALATED, say, with a
 // note). Final states are set by the node when the handler returns.
+// ESCALATED is Escalate with note as the reason (its error is logged).
 func (c *Call) SetState(s protocol.TaskState, note string) {
-	if c.task != nil && !s.Final() {
-		c.task.set(s, note)
+	if c.task == nil || s.Final() {
+		return
 	}
+	if s == protocol.TaskEscalated {
+		if err := c.task.escalate(note); err != nil {
+			c.task.tt.log.Warn("task not escalated", "task", c.task.key.id, "err", err)
+		}
+		return
+	}
+	c.task.set(s, note)
 }
 
 // Handler runs a capability. Handle returns the result (a JSON value) or an

@@ -84,13 +84,20 @@ func (tt *taskTable) diskRecord(t *task) (store.TaskRecord, error) {
 }
 
 // persistFinal writes a recorded task's final state.
-func (tt *taskTable) persistFinal(t *task) {
+func (tt *taskTable) persistFinal(t *task) { tt.persist(t) }
+
+// persist writes a recorded task's record as it stands (its final state,
+// or an escalation and its decision). Writes of one task are ordered, and
+// each encodes the state at its turn, so the last written is the latest.
+func (tt *taskTable) persist(t *task) {
 	t.mu.Lock()
 	recorded := t.recorded
 	t.mu.Unlock()
 	if !recorded {
 		return
 	}
+	t.diskMu.Lock()
+	defer t.diskMu.Unlock()
 	rec, err := tt.diskRecord(t)
 	if err == nil {
 		// The node's context may be ending: the answer is still written.
@@ -131,7 +138,7 @@ func (tt *taskTable) fromDisk(ctx context.Context, key requestKey) (*task, error
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "%v", err)
 	}
-	t := &task{now: tt.now, key: key, recID: rec.ID, recorded: true, cancel: func() {}, done: make(chan struct{}), t: d.Task}
+	t := &task{now: tt.now, tt: tt, key: key, recID: rec.ID, recorded: true, cancel: func() {}, done: make(chan struct{}), t: d.Task}
 	copy(t.digest[:], d.Digest)
 	if !t.t.State.Final() {
 		t.set(protocol.TaskFailed, interruptedNote)
@@ -164,7 +171,13 @@ func finalAnswer(t *protocol.Task) (json.RawMessage, error) {
 // and that was not re-offered before is returned, marked re-offered, to
 // run once more (and only once: if it is interrupted again, it fails).
 // It runs once, as the node starts.
-func (tt *taskTable) sweepTasks(ctx context.Context, reoffer func(action string) bool) ([]*task, error) {
+//
+// A detached task that awaited its operator's decision (ESCALATED,
+// undecided, before its deadline) stays so: it is returned in escalated,
+// and its decision will be its answer (Node.resumeEscalated). One that
+// was rejected while its handler waited ends REJECTED, the rejection its
+// answer.
+func (tt *taskTable) sweepTasks(ctx context.Context, reoffer func(action string) bool) (again, escalated []*task, _ error) {
 	var running []store.TaskRecord
 	err := tt.st.Tasks(ctx, func(r store.TaskRecord) bool {
 		if !r.Final {
@@ -173,9 +186,8 @@ func (tt *taskTable) sweepTasks(ctx context.Context, reoffer func(action string)
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("node: reading task records: %w", err)
+		return nil, nil, fmt.Errorf("node: reading task records: %w", err)
 	}
-	var again []*task
 	for _, rec := range running {
 		d, err := decodeDiskTask(rec)
 		if err != nil {
@@ -184,9 +196,30 @@ func (tt *taskTable) sweepTasks(ctx context.Context, reoffer func(action string)
 		}
 		from, ferr := parseRequester(rec.Requester)
 		key := requestKey{from: from, id: rec.RequestID}
-		t := &task{now: tt.now, key: key, recID: rec.ID, recorded: true, durable: true, t: d.Task,
+		t := &task{now: tt.now, tt: tt, key: key, recID: rec.ID, recorded: true, durable: true, t: d.Task,
 			params: d.Params, detachAt: d.Detach, reoffered: d.Reoffered, done: make(chan struct{}), cancel: func() {}}
 		copy(t.digest[:], d.Digest)
+		if d.Task.State == protocol.TaskEscalated && ferr == nil {
+			switch dec := d.Task.Decision; {
+			case dec == nil && !d.Detach.IsZero() && d.Detach.After(tt.now()):
+				tt.log.Info("task awaiting a decision kept across a restart", "task", rec.ID, "requester", rec.Requester, "request_id", rec.RequestID)
+				escalated = append(escalated, t)
+				continue
+			case dec != nil && !dec.Approved:
+				_, rerr := decisionAnswer(*dec)
+				t.t.Error = protocol.AsError(rerr)
+				t.set(protocol.TaskRejected, decisionNote(false, dec.Reason))
+				rec.Final = true
+				rec.Data, err = json.Marshal(diskTask{Task: t.t, Digest: d.Digest, Params: d.Params, Detach: d.Detach, Reoffered: d.Reoffered})
+				if err == nil {
+					err = tt.st.UpdateTask(ctx, rec)
+				}
+				if err != nil {
+					return nil, nil, fmt.Errorf("node: ending rejected task %s: %w", rec.ID, err)
+				}
+				continue
+			}
+		}
 		if ferr == nil && !d.Reoffered && reoffer(d.Task.Capability) && (d.Detach.IsZero() || d.Detach.After(tt.now())) {
 			t.reoffered = true
 			rec.Data, err = json.Marshal(diskTask{Task: t.t, Digest: d.Digest, Params: d.Params, Detach: d.Detach, Reoffered: true})
@@ -194,7 +227,7 @@ func (tt *taskTable) sweepTasks(ctx context.Context, reoffer func(action string)
 				err = tt.st.UpdateTask(ctx, rec)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("node: re-offering interrupted task %s: %w", rec.ID, err)
+				return nil, nil, fmt.Errorf("node: re-offering interrupted task %s: %w", rec.ID, err)
 			}
 			tt.log.Warn("task interrupted by a restart offered again to its idempotent handler", "task", rec.ID, "requester", rec.Requester, "request_id", rec.RequestID)
 			again = append(again, t)
@@ -208,11 +241,11 @@ func (tt *taskTable) sweepTasks(ctx context.Context, reoffer func(action string)
 			err = tt.st.UpdateTask(ctx, rec)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("node: ending interrupted task %s: %w", rec.ID, err)
+			return nil, nil, fmt.Errorf("node: ending interrupted task %s: %w", rec.ID, err)
 		}
 		tt.log.Warn("task interrupted by a restart ended FAILED", "task", rec.ID, "requester", rec.Requester, "request_id", rec.RequestID)
 	}
-	return again, nil
+	return again, escalated, nil
 }
 
 // parseRequester reads requester.String()'s form back.

@@ -42,11 +42,24 @@ type requestKey struct {
 // the same request (same requester and request id) while it runs waits
 // for it, and one after it finished gets its recorded answer.
 type task struct {
-	now    func() time.Time // the table's clock, for the history
-	mu     sync.Mutex
-	t      protocol.Task
-	key    requestKey
-	digest [sha256.Size]byte // of action and params: a retry is the same request
+	now func() time.Time // the table's clock, for the history
+	tt  *taskTable       // the table the task is in
+	mu  sync.Mutex
+	// diskMu orders the writes of the task's record, so that the last
+	// one written is the latest state (persist).
+	diskMu sync.Mutex
+	// decided is made when the task is escalated and closed when its
+	// operator decides (t.t.Decision is then set); handedOff is set when
+	// its handler returned ErrEscalated, leaving the answer to the
+	// decision (escalate.go).
+	decided   chan struct{}
+	handedOff bool
+	// pending is set while the task awaits a decision (counted in the
+	// table's escalated).
+	pending bool
+	t       protocol.Task
+	key     requestKey
+	digest  [sha256.Size]byte // of action and params: a retry is the same request
 	// cancel cancels the context the task's handler runs under.
 	cancel context.CancelFunc
 	// cancelled is set when the requester cancelled the task.
@@ -176,14 +189,29 @@ func (t *task) progress(r json.RawMessage) error {
 }
 
 // set moves the task to state s, unless it is there already or final.
+// It sends the move's event to the task event subscribers.
 func (t *task) set(s protocol.TaskState, note string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.t.State.Final() || t.t.State == s {
+		t.mu.Unlock()
 		return
 	}
+	at := t.now().UTC()
 	t.t.State = s
-	t.t.History = append(t.t.History, protocol.TaskEvent{State: s, At: t.now().UTC(), Note: note})
+	t.t.History = append(t.t.History, protocol.TaskEvent{State: s, At: at, Note: note})
+	var (
+		subs []func(protocol.TaskChange)
+		c    protocol.TaskChange
+	)
+	if ev := eventOf(s); ev != "" && t.tt != nil {
+		if subs = t.tt.events.snapshot(); len(subs) > 0 {
+			c = t.changeLocked(ev, note, at)
+		}
+	}
+	t.mu.Unlock()
+	for _, f := range subs {
+		f(c)
+	}
 }
 
 func (t *task) snapshot() protocol.Task {
@@ -211,6 +239,10 @@ type taskTable struct {
 	m     map[requestKey]*task
 	order []requestKey // oldest first
 	bytes int          // the sizes of the finished tasks in m
+	// escalated counts the tasks awaiting a decision (maxEscalated).
+	escalated int
+	// events are the subscribers to the tasks' events (taskevents.go).
+	events taskEvents
 }
 
 func newTaskTable(agent string, now func() time.Time) *taskTable {
@@ -276,7 +308,7 @@ func (tt *taskTable) admit(ctx context.Context, cancel context.CancelFunc, from 
 		}
 		return old, false, nil
 	}
-	t := &task{now: tt.now, key: key, digest: digest, cancel: cancel, done: make(chan struct{}), durable: durable, params: req.Params,
+	t := &task{now: tt.now, tt: tt, key: key, digest: digest, cancel: cancel, done: make(chan struct{}), durable: durable, params: req.Params,
 		t: protocol.Task{ID: req.CorrelationID, Agent: tt.agent, Requester: fromStr, Capability: req.Action}}
 	t.t.History = t.history0[:0]
 	t.set(protocol.TaskValidating, "")
@@ -314,6 +346,7 @@ func (tt *taskTable) evictLocked() {
 // answer) is the one every requester of the task gets.
 func (tt *taskTable) finish(t *task, res json.RawMessage, err error) {
 	defer t.cancel()
+	tt.unpend(t)
 	t.mu.Lock()
 	state := t.t.State
 	cancelled := t.cancelled

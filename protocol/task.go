@@ -83,6 +83,51 @@ type Task struct {
 	Progress   []json.RawMessage `json:"progress,omitempty"`
 	Result     json.RawMessage   `json:"result,omitempty"`
 	Error      *Error            `json:"error,omitempty"`
+	// Decision is the provider's operator's decision on the task, once it
+	// was ESCALATED and then resolved (meshagent task resolve).
+	Decision *TaskDecision `json:"decision,omitempty"`
+}
+
+// TaskDecision is an operator's decision on an escalated task: approved
+// or rejected, with a reason (which may be empty).
+type TaskDecision struct {
+	Approved bool      `json:"approved"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// MaxDecisionReason bounds the bytes of a decision's or an escalation's
+// reason.
+const MaxDecisionReason = 4096
+
+// Seed 003's request events: the state changes of the tasks a node
+// serves, as its local API reports them (mesh.taskEvents). submitted: the
+// request passed its checks and was accepted; approved: its handler runs
+// (again, after an operator approved it); escalated: it awaits a human's
+// decision; rejected: refused by its checks, its handler or its operator.
+// The last three are beyond seed 003: how the task ended.
+const (
+	EventRequestSubmitted = "request.submitted"
+	EventRequestApproved  = "request.approved"
+	EventRequestRejected  = "request.rejected"
+	EventRequestEscalated = "request.escalated"
+	EventRequestCompleted = "request.completed"
+	EventRequestFailed    = "request.failed"
+	EventRequestCancelled = "request.cancelled"
+)
+
+// TaskChange is one event of a task a node serves: its id (the one its
+// requester knows), who asked for what, the state it is in, and the
+// reason or note that came with the change.
+type TaskChange struct {
+	Event      string    `json:"event"`
+	TaskID     string    `json:"taskId"`
+	RequestID  string    `json:"requestId,omitempty"`
+	Requester  string    `json:"requester"`
+	Capability string    `json:"capability"`
+	State      TaskState `json:"state"`
+	Reason     string    `json:"reason,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // TaskRef is the params of task.status and task.cancel.

@@ -25,6 +25,7 @@ import (
 //	-32005  CodeServerBusy                  Limits.MaxConcurrentCalls requests already running on this connection
 //	-32006  CodeNotInitialized              a bus method before initialize (seed 001 names no code)
 //	-32007  CodeNoPeers                     mesh.publish: no agent subscribes to the topic (nothing was sent)
+//	-32021  CodeEscalated                   a serving client's answer to mesh.handle: it escalated the task (the message is the reason) and leaves the answer to its operator's decision
 //	-32020  CodeForbidden                   a public listener does not serve the method, topic or pattern to this client (anonymous, or its credential does not grant it)
 //	-32010  CodeMeshInvalidMessage          AgentProtocol INVALID_MESSAGE
 //	-32011  CodeMeshInvalidSignature        AgentProtocol INVALID_SIGNATURE
@@ -55,6 +56,7 @@ const (
 	CodeNoPeers        = -32007
 
 	CodeForbidden = -32020
+	CodeEscalated = -32021
 
 	CodeMeshInvalidMessage         = -32010
 	CodeMeshInvalidSignature       = -32011

@@ -131,6 +131,7 @@ func (s *Server) registerControlMethods() {
 	s.Handle(MethodMeshStatus, s.meshStatus)
 	s.Handle(MethodMeshCapabilities, s.meshCapabilities)
 	s.registerActivityMethods()
+	s.registerTaskResolveMethods()
 }
 
 func (s *Server) meshConnect(ctx context.Context, r *Request) (any, error) {

@@ -21,6 +21,9 @@ const maxTaskEvents = 256
 // answer, so that all of them reach the node before the answer does.
 type handling struct {
 	task *Task
+	// escalated is called, on the handling goroutine, once the client
+	// escalated the task.
+	escalated func()
 
 	mu     sync.Mutex
 	events []func()
@@ -84,7 +87,28 @@ func (t *serveTable) handle(ctx context.Context, task *Task) (json.RawMessage, e
 		t.mu.Unlock()
 	}()
 
-	params := HandleParams{TaskID: id, Requester: task.Requester, Capability: name, Params: task.Params, CorrelationID: task.CorrelationID}
+	// Once the client escalated the task, the operator's decision goes to
+	// it (mesh.taskResolved) while it still handles the task.
+	decisionCtx, stopDecision := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	defer func() {
+		stopDecision()
+		watching.Wait()
+	}()
+	watched := false
+	h.escalated = func() {
+		if watched || task.Decision == nil {
+			return
+		}
+		watched = true
+		watching.Go(func() {
+			d, err := task.Decision(decisionCtx)
+			if err == nil {
+				_ = sc.c.Notify(MethodMeshTaskResolved, TaskResolvedParams{TaskID: id, Approved: d.Approved, Reason: d.Reason})
+			}
+		})
+	}
+	params := HandleParams{TaskID: id, Requester: task.Requester, Capability: name, Params: task.Params, CorrelationID: task.CorrelationID, RequesterTaskID: task.ID}
 	if len(params.Params) == 0 || isNull(params.Params) {
 		params.Params = json.RawMessage("{}")
 	}
@@ -129,6 +153,18 @@ wait:
 		return nil, pe
 	}
 	var re *Error
+	if errors.As(err, &re) && re.Code == CodeEscalated && task.Escalate != nil {
+		// The client leaves the answer to the operator's decision; its
+		// message is the reason, unless it escalated the task already.
+		reason := re.Message
+		if len(reason) > protocol.MaxDecisionReason {
+			reason = reason[:protocol.MaxDecisionReason]
+		}
+		if err := task.Escalate(reason); err != nil {
+			return nil, err
+		}
+		return nil, ErrEscalated
+	}
 	if errors.As(err, &re) {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "the client serving %s failed: %s", name, re.Message)
 	}
@@ -187,7 +223,17 @@ func (s *Server) meshSetState(_ context.Context, r *Request) (any, error) {
 		r.Conn.log.Debug("mesh.setState for no task of this connection", "task_id", p.TaskID)
 		return nil, nil
 	}
-	if !h.queue(func() { h.task.SetState(p.State) }) {
+	if !h.queue(func() {
+		if p.State == protocol.TaskEscalated && h.task.Escalate != nil {
+			if err := h.task.Escalate(p.Reason); err != nil {
+				r.Conn.log.Warn("task not escalated", "task_id", p.TaskID, "err", err)
+				return
+			}
+			h.escalated()
+			return
+		}
+		h.task.SetState(p.State)
+	}) {
 		r.Conn.log.Warn("state change dropped: the task has been answered or has too much queued", "task_id", p.TaskID)
 	}
 	return nil, nil

@@ -56,6 +56,15 @@ type Task struct {
 	// SetState marks the request's task with a non-final seed 003 state
 	// (ESCALATED, say).
 	SetState func(state protocol.TaskState)
+	// ID is the task's id as its requester knows it (task status, task
+	// wait); mesh.handle's requesterTaskId.
+	ID string
+	// Escalate marks the task ESCALATED with reason, for the operator to
+	// decide; nil when the task cannot be escalated.
+	Escalate func(reason string) error
+	// Decision waits for the operator's decision once the task was
+	// escalated.
+	Decision func(ctx context.Context) (protocol.TaskDecision, error)
 }
 
 // TaskHandler answers a Task: the result, or an error (a *protocol.Error
@@ -119,6 +128,10 @@ type HandleParams struct {
 	CorrelationID string          `json:"correlationId"`
 	// Deadline is RFC 3339 with milliseconds, in UTC; absent for none.
 	Deadline string `json:"deadline,omitempty"`
+	// RequesterTaskID is the task's id as its requester knows it (task
+	// status, task wait, task resolve): for a detached task the id its
+	// provider chose, else the correlation id.
+	RequesterTaskID string `json:"requesterTaskId,omitempty"`
 }
 
 // TaskProgressParams are the params of the client's mesh.progress
@@ -129,10 +142,14 @@ type TaskProgressParams struct {
 	Result json.RawMessage `json:"result"`
 }
 
-// SetStateParams are the params of mesh.setState.
+// SetStateParams are the params of mesh.setState. Reason is the note of
+// the change: for ESCALATED, the escalation's reason (the client then
+// gets the operator's decision as mesh.taskResolved while it still
+// handles the task).
 type SetStateParams struct {
 	TaskID string             `json:"taskId"`
 	State  protocol.TaskState `json:"state"`
+	Reason string             `json:"reason,omitempty"`
 }
 
 // CancelParams are the params of mesh.cancel.

@@ -199,3 +199,74 @@ func TestStatusPageServed(t *testing.T) {
 		t.Errorf("the relay's public listener answers /ui with %d, want 404", code)
 	}
 }
+
+// TestStatusPageResolvesEscalation: the provider's status page lists the
+// detached tasks its exec handler escalated, each with approve and reject
+// buttons; clicking approve in headless Chromium approves one (the
+// requester's `task wait` gets {"approved":true,…}), clicking reject
+// rejects the other (REJECTED), and the list empties.
+func TestStatusPageResolvesEscalation(t *testing.T) {
+	exe := chromiumPath()
+	if exe == "" {
+		t.Skip("chromium is not installed (Debian: apt-get install chromium); the status page is not tested in a browser")
+	}
+	dir := t.TempDir()
+	caps := filepath.Join(dir, "caps.json")
+	capsJSON, _ := json.Marshal([]any{map[string]any{"name": "approval", "handler": map[string]any{"exec": []string{"sh", "-c", `echo "a human decides"; exit 10`}}}})
+	writeFile(t, caps, string(capsJSON))
+	provider := startNode(t, "librarian", "--data", filepath.Join(dir, "p"), "--capabilities", caps)
+	requester := startNode(t, "agent", "--data", filepath.Join(dir, "r"), "--bootstrap", provider.started.Addrs[0])
+	api := requester.started.API
+	wait.For(t, 30*time.Second, func() error {
+		_, err := capabilitiesOf(t, api, provider.started.AgentID)
+		return err
+	})
+	var ids []string
+	for range 2 {
+		res := meshagent(t, "call", provider.started.AgentID, "approval", "--detach", "--json", "--api", api).must(t, 0)
+		var sub struct {
+			TaskID string `json:"taskId"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &sub); err != nil || sub.TaskID == "" {
+			t.Fatalf("call --detach printed %q (%v)", res.stdout, err)
+		}
+		ids = append(ids, sub.TaskID)
+	}
+
+	br := startBrowser(t, exe, 1280, 1500)
+	br.call(t, "Page.navigate", map[string]any{"url": "http://" + provider.started.API + "/ui"}, nil)
+	click := func(id, button string) {
+		t.Helper()
+		expr := fmt.Sprintf(`(() => { const b = document.querySelector('#esc-table button.%s[data-task="%s"]'); if (!b) return false; b.click(); return true; })()`, button, id)
+		wait.For(t, 30*time.Second, func() error {
+			raw, err := br.eval(expr)
+			if err != nil {
+				return err
+			}
+			if string(raw) != "true" {
+				return fmt.Errorf("no %s button for task %s on the page yet", button, id)
+			}
+			return nil
+		})
+	}
+	click(ids[0], "approve")
+	res := meshagent(t, "task", "wait", ids[0], "--timeout", "60s", "--json", "--api", api).must(t, 0)
+	if !strings.Contains(res.stdout, `"result":{"approved":true,"reason":"approved on the status page"}`) {
+		t.Fatalf("task wait of the approved task printed %q", res.stdout)
+	}
+	click(ids[1], "reject")
+	res = meshagent(t, "task", "wait", ids[1], "--timeout", "60s", "--json", "--api", api)
+	if res.code == 0 || !strings.Contains(res.stdout+res.stderr, "rejected on the status page") {
+		t.Fatalf("task wait of the rejected task exited %d: %s %s", res.code, res.stdout, res.stderr)
+	}
+	wait.For(t, 30*time.Second, func() error {
+		raw, err := br.eval(`document.getElementById("esc-count").textContent`)
+		if err != nil || string(raw) != `"0"` {
+			return fmt.Errorf("escalated count %s %v", raw, err)
+		}
+		return nil
+	})
+	if p := br.consoleProblems(); len(p) > 0 {
+		t.Errorf("the page reported %d problems:\n%s", len(p), strings.Join(p, "\n"))
+	}
+}

@@ -93,13 +93,15 @@
 
   async function poll() {
     try {
-      const [status, conns, calls, dead] = await Promise.all([
+      const [status, conns, calls, dead, tasks] = await Promise.all([
         call("mesh.status"),
         optional(call("mesh.connections")),
         optional(call("mesh.recentCalls")),
         optional(call("bus.deadLetters", { limit: 20 })),
+        optional(call("mesh.tasks", { state: "ESCALATED" })),
       ]);
       render(status, conns, calls, dead);
+      renderEscalated(tasks);
       $("updated").textContent = "updated " + new Date().toLocaleTimeString();
     } catch (e) {
       if (ws) setState("down", "error: " + e.message);
@@ -222,6 +224,35 @@
       el("span", c.outcome, c.outcome === "success" ? "ok" : "err"),
       c.durationMs.toFixed(1) + " ms",
     ]), Array.isArray(callsRes) ? "no calls yet" : "not available");
+  }
+
+  // renderEscalated lists the tasks this node serves that await the
+  // operator's decision, each with approve and reject buttons: the
+  // decision goes over the page's own API connection (mesh.taskResolve).
+  function renderEscalated(res) {
+    const served = Array.isArray(res && res.tasks) ? res.tasks.filter((t) => t.role === "served") : [];
+    $("esc-count").textContent = served.length;
+    fillTable($("esc-table"), served.map((t) => {
+      const actions = el("span");
+      for (const [label, approve] of [["approve", true], ["reject", false]]) {
+        const b = el("button", label, label);
+        b.type = "button";
+        b.dataset.task = t.taskId;
+        b.addEventListener("click", () => resolve(t.taskId, approve));
+        actions.append(b);
+      }
+      return [el("code", t.taskId), t.capability, el("code", short(t.requester)), actions];
+    }), res && res.missing ? "not kept by this node" : "none");
+  }
+
+  async function resolve(taskId, approve) {
+    const verb = approve ? "approved" : "rejected";
+    try {
+      const t = await call("mesh.taskResolve", { taskId, approve, reason: verb + " on the status page" });
+      $("esc-result").textContent = "task " + taskId + " " + verb + ": " + t.state;
+    } catch (e) {
+      $("esc-result").textContent = "task " + taskId + ": " + e.message;
+    }
   }
 
   function svg(tag, attrs, text) {

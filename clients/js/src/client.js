@@ -247,6 +247,24 @@ export class Client extends Server {
    */
   durables() { return this.rpc.call('mesh.durables', {}); }
 
+  /**
+   * Submits a detached task; resolves {taskId, agentId, state} once the
+   * provider accepted it. opts: {deadline ('24h' by default, at most
+   * '168h'), timeoutMs, taskId}.
+   */
+  submit(agentId, capability, params, opts = {}) {
+    return this.rpc.call('mesh.submit', put({ agentId, capability }, { params, deadline: opts.deadline, timeoutMs: opts.timeoutMs, taskId: opts.taskId }));
+  }
+
+  /** Waits for a submitted task to end; resolves its record (a failed or rejected one rejects with its MeshError). */
+  wait(taskId, timeoutMs) { return this.rpc.call('mesh.taskWait', put({ taskId }, { timeoutMs })); }
+
+  /** Lists the tasks the node keeps on disk, submitted and served. */
+  async tasks(state) { return (await this.rpc.call('mesh.tasks', put({}, { state }))).tasks; }
+
+  /** The operator's decision on an ESCALATED task this node serves; resolves the task. */
+  resolve(taskId, approve, reason) { return this.rpc.call('mesh.taskResolve', put({ taskId, approve: approve === true }, { reason })); }
+
   /** The task (seed 003) of a request this node sent. */
   taskStatus(taskId, agentId) { return this.rpc.call('mesh.taskStatus', put({ taskId }, { agentId })); }
 

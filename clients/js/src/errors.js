@@ -42,6 +42,21 @@ export class RPCError extends ClientError {
   }
 }
 
+/** The JSON-RPC code of a serving client's answer that escalates its task. */
+export const ESCALATED = -32021;
+
+/**
+ * Thrown by a serving handler: the request is ESCALATED with this reason,
+ * and the operator's decision (meshagent task resolve) is its answer.
+ */
+export class Escalated extends RPCError {
+  constructor(reason = '') {
+    super(ESCALATED, reason);
+    this.name = 'Escalated';
+    this.reason = reason;
+  }
+}
+
 /**
  * An AgentProtocol error: code is its code ('UNAUTHORIZED', ...), rpcCode
  * the JSON-RPC code it travels as, details the error's details. A serving

@@ -7,5 +7,5 @@
 //
 // See the package README for every method, and for the serving API.
 export { Client, VERSION, connect } from './client.js';
-export { ClientError, ConnectionClosedError, MESH_CODES, MeshError, RPCError } from './errors.js';
+export { ClientError, ConnectionClosedError, Escalated, MESH_CODES, MeshError, RPCError } from './errors.js';
 export { matchTopic } from './match.js';

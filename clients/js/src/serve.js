@@ -17,21 +17,28 @@ export class Server {
     this.rpc = rpc;
     this.handlers = new Map(); // capability name -> handler(request)
     this.runningTasks = new Map(); // task id -> AbortController of its mesh.handle
+    this.decisions = new Map(); // task id -> {promise, resolve} of the operator's decision
     this.messageHandler = null;
     this.answers = new Map(); // message_id -> promise of the first answer, oldest first
     rpc.onRequest('mesh.handle', (p, ac) => this.handle(p ?? {}, ac));
     rpc.onRequest('mesh.agentMessage', (p) => this.agentMessage(p ?? {}));
     rpc.onNotification('mesh.cancel', (p) => this.runningTasks.get(p?.taskId)?.abort(new MeshError('INTERNAL_ERROR', 'cancelled')));
+    rpc.onNotification('mesh.taskResolved', (p) => this.decisions.get(p?.taskId)?.resolve({ approved: p.approved === true, reason: p.reason ?? '' }));
   }
 
   /**
    * Serves a capability through this node; resolves {serving: [names]}.
    * capability is seed 000's object (name, description, input_schema,
    * output_schema, keywords, authorized_requester_ids, idempotent), without
-   * a handler. handler(request) gets {taskId, requester, capability, params,
-   * correlationId, deadline (a Date or null), signal, progress(result),
-   * setState(state)}; what it returns (or resolves) is the result; throwing
-   * a MeshError answers with that code, anything else with INTERNAL_ERROR.
+   * a handler. handler(request) gets {taskId (the id the requester knows
+   * the task by), requester, capability, params, correlationId, deadline (a
+   * Date or null), signal, progress(result), setState(state),
+   * escalate(reason), decision(), onResolved(callback)}; what it returns (or
+   * resolves) is the result; throwing a MeshError answers with that code,
+   * an Escalated leaves the answer to the operator's decision, anything
+   * else answers INTERNAL_ERROR. escalate(reason) marks the task ESCALATED;
+   * decision() resolves, and onResolved(callback) is called with, the
+   * operator's decision {approved, reason}.
    */
   async serve(capability, handler) {
     if (capability === null || typeof capability !== 'object' || !capability.name) throw new TypeError('a capability is an object with a name');
@@ -78,8 +85,11 @@ export class Server {
     const handler = this.handlers.get(p.capability);
     if (!handler) throw new MeshError('CAPABILITY_NOT_SUPPORTED', `this client does not serve ${JSON.stringify(p.capability)}`, { available: [...this.handlers.keys()].sort() });
     const deadline = p.deadline ? new Date(p.deadline) : null;
+    let resolveDecision;
+    const decided = new Promise((resolve) => { resolveDecision = resolve; });
+    this.decisions.set(p.taskId, { resolve: resolveDecision });
     const request = {
-      taskId: p.taskId,
+      taskId: p.requesterTaskId || p.taskId,
       requester: p.requester,
       capability: p.capability,
       params: p.params,
@@ -88,6 +98,9 @@ export class Server {
       signal: ac.signal,
       progress: (result) => this.rpc.notify('mesh.progress', { taskId: p.taskId, result }),
       setState: (state) => this.rpc.notify('mesh.setState', { taskId: p.taskId, state }),
+      escalate: (reason = '') => this.rpc.notify('mesh.setState', { taskId: p.taskId, state: 'ESCALATED', reason }),
+      decision: () => decided,
+      onResolved: (callback) => { decided.then(callback); },
     };
     this.runningTasks.set(p.taskId, ac);
     try {
@@ -99,6 +112,7 @@ export class Server {
       throw err;
     } finally {
       if (this.runningTasks.get(p.taskId) === ac) this.runningTasks.delete(p.taskId);
+      this.decisions.delete(p.taskId);
     }
   }
 

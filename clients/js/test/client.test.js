@@ -76,6 +76,10 @@ describe('client', () => {
       [() => client.unserve('summarize'), 'mesh.unserve', { capabilities: ['summarize'] }],
       [() => client.setStatus('busy', { currentBead: 'bd-1', maxConcurrentBeads: 2 }), 'mesh.setStatus', { status: 'busy', currentBead: 'bd-1', maxConcurrentBeads: 2 }],
       [() => client.setStatus('available'), 'mesh.setStatus', { status: 'available' }],
+      [() => client.submit('12D3KooWB', 'approval', { x: 1 }, { deadline: '24h' }), 'mesh.submit', { agentId: '12D3KooWB', capability: 'approval', params: { x: 1 }, deadline: '24h' }],
+      [() => client.wait('01t', 500), 'mesh.taskWait', { taskId: '01t', timeoutMs: 500 }],
+      [() => client.resolve('01t', true, 'ok'), 'mesh.taskResolve', { taskId: '01t', approve: true, reason: 'ok' }],
+      [() => client.resolve('01t', false), 'mesh.taskResolve', { taskId: '01t', approve: false }],
     ];
     for (const [run, method, params] of cases) {
       const p = run();
@@ -92,6 +96,14 @@ describe('client', () => {
     assert.deepEqual(req.params, { agent: '12D3KooWA', limit: 5 });
     node.reply(req, { entries: [{ id: 'e1' }] });
     assert.deepEqual(await p, [{ id: 'e1' }]);
+  });
+
+  it('lists tasks', async () => {
+    const p = client.tasks('ESCALATED');
+    const req = await node.next('mesh.tasks');
+    assert.deepEqual(req.params, { state: 'ESCALATED' });
+    node.reply(req, { tasks: [{ taskId: '01t' }] });
+    assert.deepEqual(await p, [{ taskId: '01t' }]);
   });
 
   it('streams discovered agents', async () => {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 
-import { MeshError, RPCError, connect } from '../src/index.js';
+import { Escalated, MeshError, RPCError, connect } from '../src/index.js';
 import { FakeNode } from './fakenode.js';
 
 const SUMMARIZE = { name: 'summarize', description: 'tl;dr', input_schema: { type: 'object' }, idempotent: false };
@@ -56,6 +56,28 @@ describe('serve', () => {
     assert.equal(seen.correlationId, 'corr-t1');
     assert.deepEqual(seen.params, { text: 'long' });
     assert.equal(seen.deadline.toISOString(), '2030-01-02T03:04:05.000Z');
+  });
+
+  it('escalates and learns the decision', async () => {
+    const learnt = [];
+    await serve(async (req) => {
+      await req.escalate('over budget');
+      req.onResolved((d) => learnt.push(d));
+      const d = await req.decision();
+      return { approved: d.approved, task: req.taskId };
+    });
+    const id = node.request('mesh.handle', { ...handleParams(), requesterTaskId: '01task' });
+    const msg = await node.next('mesh.setState');
+    assert.deepEqual(msg.params, { taskId: 't1', state: 'ESCALATED', reason: 'over budget' });
+    node.notify('mesh.taskResolved', { taskId: 't1', approved: true, reason: 'ok' });
+    assert.deepEqual((await node.answer(id)).result, { approved: true, task: '01task' });
+    assert.deepEqual(learnt, [{ approved: true, reason: 'ok' }]);
+  });
+
+  it('leaves the answer to the decision with Escalated', async () => {
+    await serve(() => { throw new Escalated('a human decides'); });
+    const id = node.request('mesh.handle', handleParams());
+    assert.deepEqual((await node.answer(id)).error, { code: -32021, message: 'a human decides' });
   });
 
   it('answers a MeshError with its code', async () => {

@@ -12,8 +12,8 @@ See the package README for every method, and for the serving API.
 """
 from .client import Client, __version__, connect
 from .dispatch import match_topic
-from .errors import MESH_CODES, ClientError, ConnectionClosed, MeshError, RPCError
+from .errors import MESH_CODES, ClientError, ConnectionClosed, Escalated, MeshError, RPCError
 from .serve import Request
 
-__all__ = ["Client", "ClientError", "ConnectionClosed", "MESH_CODES", "MeshError", "RPCError", "Request",
+__all__ = ["Client", "ClientError", "ConnectionClosed", "Escalated", "MESH_CODES", "MeshError", "RPCError", "Request",
            "__version__", "connect", "match_topic"]

@@ -238,6 +238,33 @@ class Client(Server):
         when a new name is refused, before ``forget_durable``."""
         return await self.rpc.call("mesh.durables", {})
 
+    async def submit(self, agent_id, capability, params=None, *, deadline=None, timeout_ms=None, task_id=None):
+        """Submit a detached task; return ``{"taskId", "agentId", "state"}`` once accepted.
+
+        deadline is a Go duration ("24h", the default; at most "168h").
+        """
+        p = {"agentId": agent_id, "capability": capability}
+        _put(p, "params", params)
+        _put(p, "deadline", deadline)
+        _put(p, "timeoutMs", timeout_ms)
+        _put(p, "taskId", task_id)
+        return await self.rpc.call("mesh.submit", p)
+
+    async def wait(self, task_id, timeout_ms=None):
+        """Wait for a submitted task to end; return its record (state, result, envelope).
+
+        A task that failed or was rejected raises its MeshError.
+        """
+        return await self.rpc.call("mesh.taskWait", _put({"taskId": task_id}, "timeoutMs", timeout_ms))
+
+    async def tasks(self, state=None):
+        """List the tasks the node keeps on disk, submitted and served."""
+        return (await self.rpc.call("mesh.tasks", _put({}, "state", state)))["tasks"]
+
+    async def resolve(self, task_id, approve, reason=None):
+        """The operator's decision on an ESCALATED task this node serves; return the task."""
+        return await self.rpc.call("mesh.taskResolve", _put({"taskId": task_id, "approve": bool(approve)}, "reason", reason))
+
     async def task_status(self, task_id, agent_id=None):
         """The task (seed 003) of a request this node sent."""
         return await self.rpc.call("mesh.taskStatus", _put({"taskId": task_id}, "agentId", agent_id))

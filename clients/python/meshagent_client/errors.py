@@ -44,6 +44,20 @@ class RPCError(ClientError):
         self.code, self.message, self.data = code, message, data
 
 
+# JSON-RPC code of a serving client's answer that escalates its task and
+# leaves the answer to the operator's decision.
+ESCALATED = -32021
+
+
+class Escalated(Exception):
+    """Raised by a serving handler: the request is ESCALATED with this reason,
+    and the operator's decision (``meshagent task resolve``) is its answer."""
+
+    def __init__(self, reason=""):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class MeshError(ClientError):
     """An AgentProtocol error: ``code`` is its code (``"UNAUTHORIZED"``, ...).
 

@@ -12,7 +12,7 @@ import itertools
 import json
 import logging
 
-from .errors import (INTERNAL_ERROR, METHOD_NOT_FOUND, ClientError, ConnectionClosed, MeshError, RPCError,
+from .errors import (ESCALATED, INTERNAL_ERROR, Escalated, METHOD_NOT_FOUND, ClientError, ConnectionClosed, MeshError, RPCError,
                      from_rpc)
 
 log = logging.getLogger("meshagent_client")
@@ -148,6 +148,8 @@ class Connection:
                 reply["result"] = await fn(msg.get("params"))
             except MeshError as exc:
                 reply["error"] = exc.to_rpc()
+            except Escalated as exc:
+                reply["error"] = {"code": ESCALATED, "message": exc.reason}
             except RPCError as exc:
                 reply["error"] = {"code": exc.code, "message": exc.message}
                 if exc.data is not None:

@@ -20,13 +20,21 @@ MESSAGE_DEDUP = 4096
 class Request:
     """One ``mesh.handle`` call as the handler sees it.
 
-    Attributes: task_id, requester (the verified agent id), capability,
+    Attributes: task_id (the id the requester knows the task by: ``task
+    wait``, ``task status``), requester (the verified agent id), capability,
     params, correlation_id, deadline (an aware datetime, or None).
+
+    A handler escalates with ``await req.escalate(reason)``: the operator
+    decides (``meshagent task resolve``), and ``await req.decision()`` or an
+    ``req.on_resolved(callback)`` learns it as ``{"approved", "reason"}``.
+    Raising :class:`Escalated` instead leaves the answer to the decision.
     """
 
-    def __init__(self, rpc, p):
+    def __init__(self, rpc, p, decision=None):
         self._rpc = rpc
-        self.task_id = p.get("taskId")
+        self._handle_id = p.get("taskId")  # this hand-over's id, for the node
+        self._decision = decision
+        self.task_id = p.get("requesterTaskId") or p.get("taskId")
         self.requester = p.get("requester")
         self.capability = p.get("capability")
         self.params = p.get("params")
@@ -35,11 +43,23 @@ class Request:
 
     async def progress(self, result):
         """Send an ``in_progress`` response carrying result to the requester."""
-        await self._rpc.notify("mesh.progress", {"taskId": self.task_id, "result": result})
+        await self._rpc.notify("mesh.progress", {"taskId": self._handle_id, "result": result})
 
     async def set_state(self, state):
         """Set the task's state (seed 003), for example ``"ESCALATED"``."""
-        await self._rpc.notify("mesh.setState", {"taskId": self.task_id, "state": state})
+        await self._rpc.notify("mesh.setState", {"taskId": self._handle_id, "state": state})
+
+    async def escalate(self, reason=""):
+        """Mark the task ESCALATED with reason, for the operator to decide."""
+        await self._rpc.notify("mesh.setState", {"taskId": self._handle_id, "state": "ESCALATED", "reason": reason})
+
+    async def decision(self):
+        """Wait for the operator's decision: ``{"approved": bool, "reason": str}``."""
+        return await asyncio.shield(self._decision)
+
+    def on_resolved(self, callback):
+        """Call callback(decision) once the operator decided."""
+        self._decision.add_done_callback(lambda f: None if f.cancelled() else callback(f.result()))
 
 
 def _parse_time(s):
@@ -60,7 +80,9 @@ class Server:
         self._cancelled = set()  # task ids whose mesh.cancel arrived while they ran
         self._on_agent_message = None
         self._answers = collections.OrderedDict()  # message_id -> future of the first answer
+        self._decisions = {}  # hand-over id -> future of the operator's decision
         rpc.on_request("mesh.handle", self._handle)
+        rpc.on_notification("mesh.taskResolved", self._resolved)
         rpc.on_request("mesh.agentMessage", self._agent_message)
         rpc.on_notification("mesh.cancel", self._cancel)
 
@@ -117,23 +139,36 @@ class Server:
         return await self.rpc.call("mesh.sendMessage", {"agentId": agent_id, "message": message})
 
     async def _handle(self, params):
-        req = Request(self.rpc, params or {})
+        params = params or {}
+        decision = asyncio.get_running_loop().create_future()
+        req = Request(self.rpc, params, decision)
+        if req._handle_id is not None:
+            self._decisions[req._handle_id] = decision
         handler = self._handlers.get(req.capability)
         if handler is None:
             raise MeshError("CAPABILITY_NOT_SUPPORTED", f"this client does not serve {req.capability!r}",
                             {"available": sorted(self._handlers)})
         task = asyncio.current_task()
-        if req.task_id is not None:
-            self._running[req.task_id] = task
+        if req._handle_id is not None:
+            self._running[req._handle_id] = task
         try:
             result = await maybe_await(handler(req))
-            if req.task_id in self._cancelled:  # the handler swallowed its cancellation
+            if req._handle_id in self._cancelled:  # the handler swallowed its cancellation
                 raise MeshError("INTERNAL_ERROR", "cancelled")
             return result
         finally:
-            self._cancelled.discard(req.task_id)
-            if self._running.get(req.task_id) is task:
-                del self._running[req.task_id]
+            self._cancelled.discard(req._handle_id)
+            if self._running.get(req._handle_id) is task:
+                del self._running[req._handle_id]
+            self._decisions.pop(req._handle_id, None)
+            if not decision.done():
+                decision.cancel()
+
+    def _resolved(self, params):
+        params = params or {}
+        fut = self._decisions.get(params.get("taskId"))
+        if fut is not None and not fut.done():
+            fut.set_result({"approved": bool(params.get("approved")), "reason": params.get("reason", "")})
 
     def _cancel(self, params):
         task_id = (params or {}).get("taskId")

@@ -6,7 +6,10 @@ Serves CAPABILITY (its input_schema: an object with a string "text")
 through the node at URL until it is killed, and prints "serving" once the
 node offers it. Each request prints "handled <text>" and sends the
 progress {"done": 0.5}; the text "escalate" sets the task ESCALATED and
-waits for its cancellation (printing "cancelled"); any other text is
+waits for its cancellation (printing "cancelled"); the text "approve-me"
+escalates it with the reason "a human decides", prints "escalated
+<task id>", waits for the operator's decision and answers {"approved",
+"reason", "task": <task id>, "by": "python"}; any other text is
 answered {"summary": <its first 10 characters>, "by": "python"}. It
 takes direct messages too, printing "message <subject>" for each and
 answering {"ack": <subject>, "by": "python"}.
@@ -32,6 +35,11 @@ async def handler(req):
     text = req.params["text"]
     print(f"handled {text}", flush=True)
     await req.progress({"done": 0.5})
+    if text == "approve-me":
+        await req.escalate("a human decides")
+        print(f"escalated {req.task_id}", flush=True)
+        d = await req.decision()
+        return {"approved": d["approved"], "reason": d["reason"], "task": req.task_id, "by": "python"}
     if text == "escalate":
         await req.set_state("ESCALATED")
         try:

@@ -80,6 +80,11 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
             (self.client.set_status("busy", current_bead="bd-1", max_concurrent_beads=2), "mesh.setStatus",
              {"status": "busy", "currentBead": "bd-1", "maxConcurrentBeads": 2}),
             (self.client.set_status("available"), "mesh.setStatus", {"status": "available"}),
+            (self.client.submit("12D3KooWB", "approval", {"x": 1}, deadline="24h"), "mesh.submit",
+             {"agentId": "12D3KooWB", "capability": "approval", "params": {"x": 1}, "deadline": "24h"}),
+            (self.client.wait("01t", timeout_ms=500), "mesh.taskWait", {"taskId": "01t", "timeoutMs": 500}),
+            (self.client.resolve("01t", True, "ok"), "mesh.taskResolve", {"taskId": "01t", "approve": True, "reason": "ok"}),
+            (self.client.resolve("01t", False), "mesh.taskResolve", {"taskId": "01t", "approve": False}),
         ]
         for coro, method, params in cases:
             fut = self.go(coro)
@@ -94,6 +99,13 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(req["params"], {"agent": "12D3KooWA", "limit": 5})
         await self.node.reply(req, {"entries": [{"id": "e1"}]})
         self.assertEqual(await fut, [{"id": "e1"}])
+
+    async def test_tasks(self):
+        fut = self.go(self.client.tasks("ESCALATED"))
+        req = await self.node.next("mesh.tasks")
+        self.assertEqual(req["params"], {"state": "ESCALATED"})
+        await self.node.reply(req, {"tasks": [{"taskId": "01t"}]})
+        self.assertEqual(await fut, [{"taskId": "01t"}])
 
     async def test_discover_streams_agents(self):
         found = []

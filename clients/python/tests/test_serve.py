@@ -56,6 +56,30 @@ class ServeTest(unittest.IsolatedAsyncioTestCase):
                                 "correlation": "corr-t1", "params": {"text": "long"},
                                 "deadline": datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)})
 
+    async def test_escalate_and_learn_the_decision(self):
+        learnt = []
+
+        async def handler(req):
+            await req.escalate("over budget")
+            req.on_resolved(learnt.append)
+            d = await req.decision()
+            return {"approved": d["approved"], "task": req.task_id}
+        await self.serve(handler)
+        hp = dict(handle_params(), requesterTaskId="01task")
+        rid = await self.node.request("mesh.handle", hp)
+        msg = await self.node.next("mesh.setState")
+        self.assertEqual(msg["params"], {"taskId": "t1", "state": "ESCALATED", "reason": "over budget"})
+        await self.node.notify("mesh.taskResolved", {"taskId": "t1", "approved": True, "reason": "ok"})
+        self.assertEqual((await self.node.answer(rid))["result"], {"approved": True, "task": "01task"})
+        self.assertEqual(learnt, [{"approved": True, "reason": "ok"}])
+
+    async def test_escalated_leaves_the_answer_to_the_decision(self):
+        def handler(req):
+            raise mc.Escalated("a human decides")
+        await self.serve(handler)
+        rid = await self.node.request("mesh.handle", handle_params())
+        self.assertEqual((await self.node.answer(rid))["error"], {"code": -32021, "message": "a human decides"})
+
     async def test_sync_handler(self):
         await self.serve(lambda req: {"n": req.params["n"] + 1})
         rid = await self.node.request("mesh.handle", handle_params(params={"n": 1}))

@@ -6,7 +6,10 @@
 // through the node at URL until it is killed, and prints "serving" once
 // the node offers it. Each request prints "handled <text>" and sends the
 // progress {"done": 0.5}; the text "escalate" sets the task ESCALATED and
-// waits for its cancellation (printing "cancelled"); any other text is
+// waits for its cancellation (printing "cancelled"); the text "approve-me"
+// escalates it with the reason "a human decides", prints "escalated <task
+// id>", waits for the operator's decision and answers {approved, reason,
+// task: <task id>, by: "js"}; any other text is
 // answered {"summary": <its first 10 characters>, "by": "js"}. It takes
 // direct messages too, printing "message <subject>" for each and
 // answering {"ack": <subject>, "by": "js"}.
@@ -26,6 +29,12 @@ async function handler(req) {
   const { text } = req.params;
   console.log(`handled ${text}`);
   await req.progress({ done: 0.5 });
+  if (text === 'approve-me') {
+    await req.escalate('a human decides');
+    console.log(`escalated ${req.taskId}`);
+    const d = await req.decision();
+    return { approved: d.approved, reason: d.reason, task: req.taskId, by: 'js' };
+  }
   if (text === 'escalate') {
     await req.setState('ESCALATED');
     await new Promise((resolve, reject) => {
