@@ -104,7 +104,26 @@ func TestBeadContextConvergesAfterAMemberWasAway(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	wait.For(t, 30*time.Second, sameContext(a, b))
+	// Same document is not yet every patch: later patches by one agent
+	// overwrite its earlier ones, so a member that has not had one yet (a
+	// gossip message dropped under load, recovered by the next catch-up
+	// from the keepers, every 10 s) can already hold the same bytes. Wait
+	// for every patch at both.
+	wait.For(t, 60*time.Second, func() error {
+		if err := sameContext(a, b)(); err != nil {
+			return err
+		}
+		for i, n := range []*node.Node{a, b} {
+			c, err := n.ContextGet(ctx, "bead-abc-123")
+			if err != nil {
+				return err
+			}
+			if c.Patches != 2*rounds+1 {
+				return fmt.Errorf("member %d holds %d patches, want %d", i, c.Patches, 2*rounds+1)
+			}
+		}
+		return nil
+	})
 	got, err := a.ContextGet(ctx, "bead-abc-123")
 	if err != nil {
 		t.Fatal(err)
