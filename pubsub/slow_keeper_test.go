@@ -51,9 +51,13 @@ func TestSlowKeeperHoldsNoResume(t *testing.T) {
 	}
 	archive.mu.Unlock()
 
-	// The slow keeper: valid messages, one every 200 ms, for ever.
+	// The slow keeper: valid messages, one a tick of 200 ms, for ever
+	// (until the test ends).
 	slow := newHost(t)
 	var sent atomic.Int64
+	trickle := time.NewTicker(200 * time.Millisecond)
+	done := make(chan struct{})
+	t.Cleanup(func() { trickle.Stop(); close(done) })
 	slow.SetStreamHandler(protocol.StoreProtocol, func(s network.Stream) {
 		defer s.Close()
 		fr := protocol.NewFrameReader(s, MaxQueryBytes)
@@ -61,7 +65,11 @@ func TestSlowKeeperHoldsNoResume(t *testing.T) {
 			if _, err := fr.Next(); err != nil {
 				return
 			}
-			time.Sleep(200 * time.Millisecond) // the keeper's trickle, not a wait for the test
+			select {
+			case <-trickle.C:
+			case <-done:
+				return
+			}
 			n := sent.Add(1)
 			page := protocol.AppendFrame(nil, fmt.Appendf(nil, `{"count":1,"next":"c%d"}`, n))
 			page = protocol.AppendFrame(page, kept[int(n)%len(kept)])
