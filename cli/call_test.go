@@ -13,12 +13,31 @@ import (
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/store"
 )
 
 // serveAPI serves n's local API on a free loopback port for the test.
 func serveAPI(t *testing.T, n *node.Node) string {
 	t.Helper()
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, nil, new(slog.LevelVar))
+	return serveStoreAPI(t, n, nil)
+}
+
+// openTestStore opens a store at path, closed when the test ends.
+func openTestStore(t *testing.T, path string) *store.Store {
+	t.Helper()
+	st, err := store.Open(path, store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// serveStoreAPI is serveAPI with the node's store, which the bus keeps
+// its history and outbox in.
+func serveStoreAPI(t *testing.T, n *node.Node, st *store.Store) string {
+	t.Helper()
+	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
 	if err != nil {
 		t.Fatal(err)
 	}

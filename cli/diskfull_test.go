@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/smallfs"
-	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
@@ -33,21 +31,9 @@ import (
 // queued, before and after, reaches the agent when it is back.
 func TestSendMessageDiskFullRefused(t *testing.T) {
 	dir := smallfs.Mount(t, "8m")
-	st, err := store.Open(filepath.Join(dir, storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openTestStore(t, filepath.Join(dir, storeFileName))
 	n := meshtest.Node(t, 72, node.WithStore(st))
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = api.close(ctx)
-	})
+	api := serveStoreAPI(t, n, st)
 	var mu sync.Mutex
 	got := map[string]int{}
 	note := func() node.Option {
@@ -73,7 +59,7 @@ func TestSendMessageDiskFullRefused(t *testing.T) {
 
 	text := strings.Repeat("x", 32<<10)
 	send := func(seq string) result {
-		return runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--topic", "agent:"+to,
+		return runCLI(t, "", "send-message", "--bus", "ws://"+api+"/", "--topic", "agent:"+to,
 			"--payload", `{"type":"note","seq":"`+seq+`","text":"`+text+`"}`)
 	}
 	var acked []string

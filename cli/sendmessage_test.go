@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,12 +14,10 @@ import (
 
 	"github.com/meshagent/meshagent/bus"
 	"github.com/meshagent/meshagent/internal/meshtest"
-	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
-	"github.com/meshagent/meshagent/store"
 )
 
 // TestSendMessageToAnAgentThatIsAway: `send-message --topic agent:<id>`
@@ -28,21 +25,9 @@ import (
 // (the ack says so, and a line on stderr), and the call reaches the agent
 // once it is back.
 func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
 	n := meshtest.Node(t, 60, node.WithStore(st))
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = api.close(ctx)
-	})
+	api := serveStoreAPI(t, n, st)
 	var calls atomic.Int64
 	summarize := func() node.Option {
 		return node.WithServices(node.Service{Capability: protocol.Capability{Name: "summarize"}, Handler: handler(func(context.Context, *node.Call) (json.RawMessage, error) {
@@ -57,7 +42,7 @@ func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--topic", "agent:"+to, "--payload", `{"type":"summarize","text":"t"}`)
+	res := runCLI(t, "", "send-message", "--bus", "ws://"+api+"/", "--topic", "agent:"+to, "--payload", `{"type":"summarize","text":"t"}`)
 	res.wantCode(t, ExitOK)
 	res.wantStderr(t, "agent "+to+" is away", "queued in the node's outbox")
 	var sr bus.SendResult
@@ -79,11 +64,7 @@ func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
 // down answers {"queued":true}, and the direct message reaches the agent
 // once it is back.
 func TestMeshSendMessageQueued(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
 	n := meshtest.Node(t, 62, node.WithStore(st))
 	api := serveAPI(t, n)
 	away := meshtest.Node(t, 63)
@@ -129,11 +110,7 @@ func TestMeshSendMessageQueued(t *testing.T) {
 // local API is refused, queued by the sender's node, and handed to the
 // agent once, after it calls mesh.onMessage.
 func TestHeldMessagesWaitForTheAgent(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
 	sender := meshtest.Node(t, 64, node.WithStore(st))
 	agentNode := meshtest.Node(t, 65)
 	agentNode.OnMessage(holdMessages)
@@ -182,21 +159,9 @@ func TestHeldMessagesWaitForTheAgent(t *testing.T) {
 // as a direct message, its from_agent_id checked against the sender, and
 // a claim of another sender is a usage error that delivers nothing.
 func TestSendMessageSeed004Direct(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
 	n := meshtest.Node(t, 64, node.WithStore(st))
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = api.close(ctx)
-	})
+	api := serveStoreAPI(t, n, st)
 	got := make(chan protocol.AgentMessage, 4)
 	to := meshtest.Node(t, 65, node.WithMessageHandler(func(_ context.Context, _ peer.ID, m protocol.AgentMessage) (json.RawMessage, error) {
 		got <- m
@@ -205,14 +170,14 @@ func TestSendMessageSeed004Direct(t *testing.T) {
 	meshtest.Connect(t, n, to)
 	t.Setenv("BUB_AGENT_ID", "agent-pm-1")
 	msg := `{"type":"agent_message","from_agent_id":"agent-pm-1","to_agent_id":"` + to.AgentID() + `","message_id":"msg-7","subject":"Review PR","body":"please","priority":"high","requires_response":true,"context":{"bead_id":"bd-1"},"timestamp":"2026-02-05T20:00:00Z"}`
-	res := runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--payload", msg)
+	res := runCLI(t, "", "send-message", "--bus", "ws://"+api+"/", "--payload", msg)
 	res.wantCode(t, ExitOK)
 	m := wait.Receive(t, 10*time.Second, got, "the direct message")
 	if m.MessageID != "msg-7" || m.Subject != "Review PR" || m.Priority != "high" || !m.RequiresResponse || string(m.Context) != `{"bead_id":"bd-1"}` {
 		t.Fatalf("delivered %+v", m)
 	}
 	claim := strings.Replace(msg, `"from_agent_id":"agent-pm-1"`, `"from_agent_id":"agent-ceo"`, 1)
-	res = runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--payload", claim)
+	res = runCLI(t, "", "send-message", "--bus", "ws://"+api+"/", "--payload", claim)
 	res.wantCode(t, ExitUsage)
 	res.wantStderr(t, "is not the sender")
 	select {
@@ -220,6 +185,6 @@ func TestSendMessageSeed004Direct(t *testing.T) {
 		t.Fatalf("a message claiming another sender was delivered: %+v", m)
 	default:
 	}
-	res = runCLI(t, "", "send-message", "--bus", "ws://"+api.addr+"/", "--payload", `{"type":"task","text":"x"}`)
+	res = runCLI(t, "", "send-message", "--bus", "ws://"+api+"/", "--payload", `{"type":"task","text":"x"}`)
 	res.wantCode(t, ExitUsage)
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
-	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
@@ -22,14 +20,7 @@ import (
 // prints each progress line while the task still runs, not only with its
 // result.
 func TestTaskWaitShowsProgressAsItComes(t *testing.T) {
-	openStore := func(name string) *store.Store {
-		st, err := store.Open(filepath.Join(t.TempDir(), name), store.WithPruneInterval(0), store.WithLogger(testlog.New(t)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
+	openStore := func(name string) *store.Store { return openTestStore(t, filepath.Join(t.TempDir(), name)) }
 	release := make(chan struct{})
 	prov := meshtest.Node(t, 66, node.WithStore(openStore("p.db")), node.WithServices(node.Service{Capability: protocol.Capability{Name: "review"},
 		Handler: handler(func(ctx context.Context, c *node.Call) (json.RawMessage, error) {
@@ -49,16 +40,8 @@ func TestTaskWaitShowsProgressAsItComes(t *testing.T) {
 	st := openStore("r.db")
 	req := meshtest.Node(t, 67, node.WithStore(st))
 	meshtest.Connect(t, req, prov)
-	api, err := startAPI(req, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = api.close(ctx)
-	})
-	res := runCLI(t, "", "call", prov.AgentID(), "review", "--detach", "--api", api.addr)
+	api := serveStoreAPI(t, req, st)
+	res := runCLI(t, "", "call", prov.AgentID(), "review", "--detach", "--api", api)
 	res.wantCode(t, ExitOK)
 	id := regexp.MustCompile(`task (\S+) `).FindStringSubmatch(res.stdout)
 	if id == nil {
@@ -68,7 +51,7 @@ func TestTaskWaitShowsProgressAsItComes(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(context.Background(), NewApp(&out, &errb), []string{"meshagent", "task", "wait", id[1], "--timeout", "60s", "--api", api.addr})
+		done <- run(context.Background(), NewApp(&out, &errb), []string{"meshagent", "task", "wait", id[1], "--timeout", "60s", "--api", api})
 	}()
 	wait.ForTrue(t, 20*time.Second, "task wait prints the first step while the task runs", func() bool {
 		return strings.Contains(errb.String(), `in progress: {"step":1}`)
