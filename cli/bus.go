@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -111,10 +110,11 @@ func (r *runState) runSendMessage(c *ucli.Context) error {
 	// topic is named; with a topic they are a payload like any other.
 	var params any = map[string]any{"topic": topic, "payload": payload}
 	if topic == "" {
-		if !isSeed004(payload) {
+		typ, ok := rpc.SeedShape(payload)
+		if !ok {
 			return r.flagError(c, flagTopic, "a topic is required (or set BUB_DEFAULT_TOPIC), unless the payload is one of seed 004's agent_message, broadcast or notification objects")
 		}
-		params, topic = payload, "(seed 004 "+seed004Type(payload)+")"
+		params, topic = payload, "(seed 004 "+typ+")"
 	}
 	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
 	defer cancel()
@@ -277,24 +277,6 @@ func (r *runState) runAudit(c *ucli.Context, p bus.HistoryParams) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f\n", e.At.Format(time.RFC3339), e.Direction, e.From, e.To, e.Capability, e.Size, e.Outcome, e.DurationMS)
 	}
 	return tw.Flush()
-}
-
-// seed004Type is a payload's "type", or "".
-func seed004Type(payload json.RawMessage) string {
-	var p struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(payload, &p)
-	return p.Type
-}
-
-// isSeed004 reports whether payload is one of seed 004's message objects.
-func isSeed004(payload json.RawMessage) bool {
-	switch seed004Type(payload) {
-	case rpc.SeedTypeAgentMessage, rpc.SeedTypeBroadcast, rpc.SeedTypeNotification:
-		return true
-	}
-	return false
 }
 
 func busAdminError(op, url string, err error) error {

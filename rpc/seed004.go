@@ -113,6 +113,16 @@ func seedType(params json.RawMessage) string {
 	return t
 }
 
+// SeedShape reports whether params is one of seed 004's message objects
+// (its "type" is agent_message, broadcast or notification), and which.
+func SeedShape(params json.RawMessage) (string, bool) {
+	switch t := seedType(params); t {
+	case SeedTypeAgentMessage, SeedTypeBroadcast, SeedTypeNotification:
+		return t, true
+	}
+	return "", false
+}
+
 // checkFrom refuses a from_agent_id that is not this node's agent.
 func (s *Server) checkFrom(from string) error {
 	if from == "" {
