@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -177,7 +178,15 @@ func TestSendMessageSeed004Direct(t *testing.T) {
 		t.Fatalf("delivered %+v", m)
 	}
 	claim := strings.Replace(msg, `"from_agent_id":"agent-pm-1"`, `"from_agent_id":"agent-ceo"`, 1)
-	res = runCLI(t, "", "send-message", "--bus", "ws://"+api+"/", "--payload", claim)
+	// The bus frees the client id when it sees the first command's
+	// connection close, a moment after that command exits.
+	wait.For(t, 10*time.Second, func() error {
+		res = runCLI(t, "", "send-message", "--bus", "ws://"+api+"/", "--payload", claim)
+		if strings.Contains(res.stderr, "is in use by a live connection") {
+			return errors.New(res.stderr)
+		}
+		return nil
+	})
 	res.wantCode(t, ExitUsage)
 	res.wantStderr(t, "is not the sender")
 	select {
