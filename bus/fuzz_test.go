@@ -66,9 +66,9 @@ var busMethods = []string{MethodSubscribe, MethodUnsubscribe, MethodSendMessage,
 // and a -32602 says "invalid params: …".
 func FuzzBusParams(f *testing.F) {
 	seeds := map[string][]string{
-		MethodSubscribe:      {`{"topic":"inbound:*","policy":"continueAll","defaultHandler":false}`, `{"topic":"x","policy":3}`, `{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":""}`},
-		MethodUnsubscribe:    {`{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":7}`},
-		MethodSendMessage:    {`{"topic":"inbound:1","payload":{"text":"t"}}`, `{"topic":"inbound:1","payload":"t"}`, `{"topic":"agent:` + fuzzAgent + `","payload":{"type":5}}`,
+		MethodSubscribe:   {`{"topic":"inbound:*","policy":"continueAll","defaultHandler":false}`, `{"topic":"x","policy":3}`, `{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":""}`},
+		MethodUnsubscribe: {`{"topic":"x","defaultHandler":"no"}`, `{"topic":"inbound:*","group":"g"}`, `{"topic":"x","group":7}`},
+		MethodSendMessage: {`{"topic":"inbound:1","payload":{"text":"t"}}`, `{"topic":"inbound:1","payload":"t"}`, `{"topic":"agent:` + fuzzAgent + `","payload":{"type":5}}`,
 			// Seed 004's objects as written (no topic).
 			`{"type":"agent_message","from_agent_id":"fuzzer","to_agent_id":"` + fuzzAgent + `","subject":"s","body":"b","priority":"high"}`,
 			`{"type":"broadcast","from\u005fagent_id":"someone","body":"b","filter":{"persona_types":["qa"]}}`,
