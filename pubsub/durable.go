@@ -89,10 +89,10 @@ type Durable struct {
 // (wrapping ErrNoKeepers) and its position kept for a later try. The
 // handler is called after SubscribeDurable returns, on a goroutine of the
 // subscription's own. See the package doc, Durable subscriptions.
-func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, handler DurableHandler) (*Durable, error) {
+func (tp *Topics) SubscribeDurable(ctx context.Context, pattern, name string, handler DurableHandler) (*Durable, error) {
 	fam := Family(pattern)
 	switch {
-	case b.cfg.pos == nil:
+	case tp.cfg.pos == nil:
 		return nil, fmt.Errorf("%w: this node keeps no positions", ErrDurable)
 	case name == "" || len(name) > MaxDurableName:
 		return nil, fmt.Errorf("%w: a name of 1 to %d bytes is required", ErrDurable, MaxDurableName)
@@ -101,21 +101,21 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	case handler == nil:
 		return nil, fmt.Errorf("%w: a handler is required", ErrDurable)
 	}
-	d := &Durable{b: b, name: name, handler: handler, lookback: 2 * b.cfg.guard.Window(),
+	d := &Durable{b: tp, name: name, handler: handler, lookback: 2 * tp.cfg.guard.Window(),
 		wake: make(chan struct{}, 1), dirty: make(chan struct{}, 1), done: make(chan struct{}),
 		pumped: make(chan struct{}), stopped: make(chan struct{})}
-	d.ctx, d.stop = context.WithCancel(b.ctx)
-	b.mu.Lock()
+	d.ctx, d.stop = context.WithCancel(tp.ctx)
+	tp.mu.Lock()
 	switch {
-	case b.closed:
-		b.mu.Unlock()
+	case tp.closed:
+		tp.mu.Unlock()
 		return nil, ErrClosed
-	case b.durables[name] != nil:
-		b.mu.Unlock()
+	case tp.durables[name] != nil:
+		tp.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q is in use on this node", ErrDurable, name)
 	}
-	b.durables[name] = d
-	b.mu.Unlock()
+	tp.durables[name] = d
+	tp.mu.Unlock()
 	ok := false
 	defer func() {
 		if !ok {
@@ -123,14 +123,14 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 			d.mu.Lock()
 			d.dropHeld()
 			d.mu.Unlock()
-			b.mu.Lock()
-			if b.durables[name] == d {
-				delete(b.durables, name)
+			tp.mu.Lock()
+			if tp.durables[name] == d {
+				delete(tp.durables, name)
 			}
-			b.mu.Unlock()
+			tp.mu.Unlock()
 		}
 	}()
-	raw, err := b.cfg.pos.Position(ctx, name)
+	raw, err := tp.cfg.pos.Position(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: durable %q: %w", name, err)
 	}
@@ -148,7 +148,7 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 		// is refused now (ErrTooManyDurables), not lost at the first save.
 		raw, err := d.pos.encode()
 		if err == nil {
-			err = b.cfg.pos.SavePosition(ctx, name, raw)
+			err = tp.cfg.pos.SavePosition(ctx, name, raw)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("pubsub: durable %q: %w", name, err)
@@ -156,7 +156,7 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	}
 	// Live messages are held from now on, so that none published during
 	// the catch-up is missed.
-	inner, err := b.subscribe(fam, pattern, false, d.live)
+	inner, err := tp.subscribe(fam, pattern, false, d.live)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 	d.inner = inner
 	d.mu.Unlock()
 	if resume {
-		msgs, st, err := b.FetchHistory(ctx, pattern, d.pos.floor)
+		msgs, st, err := tp.FetchHistory(ctx, pattern, d.pos.floor)
 		if err != nil {
 			inner.Cancel()
 			return nil, fmt.Errorf("pubsub: durable %q cannot catch up: %w", name, err)
@@ -173,7 +173,7 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 		d.fetched, d.again = msgs, st.Truncated
 		d.mu.Unlock()
 	}
-	if !b.track(2) {
+	if !tp.track(2) {
 		inner.Cancel()
 		return nil, ErrClosed
 	}
@@ -192,21 +192,21 @@ func (b *Topics) SubscribeDurable(ctx context.Context, pattern, name string, han
 // SubscribeDurable of the name starts from now, following any pattern.
 // It reports whether there was a position. A name in use on this node is
 // refused (wrapping ErrDurable): cancel its subscription first.
-func (b *Topics) ForgetDurable(ctx context.Context, name string) (bool, error) {
-	if b.cfg.pos == nil {
+func (tp *Topics) ForgetDurable(ctx context.Context, name string) (bool, error) {
+	if tp.cfg.pos == nil {
 		return false, fmt.Errorf("%w: this node keeps no positions", ErrDurable)
 	}
 	// Under the lock, so that no SubscribeDurable of the name starts
 	// meanwhile and saves it again.
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
 	switch {
-	case b.closed:
+	case tp.closed:
 		return false, ErrClosed
-	case b.durables[name] != nil:
+	case tp.durables[name] != nil:
 		return false, fmt.Errorf("%w: %q is in use on this node; cancel its subscription first", ErrDurable, name)
 	}
-	ok, err := b.cfg.pos.ForgetPosition(ctx, name)
+	ok, err := tp.cfg.pos.ForgetPosition(ctx, name)
 	if err != nil {
 		return false, fmt.Errorf("pubsub: forget durable %q: %w", name, err)
 	}
@@ -217,22 +217,22 @@ func (b *Topics) ForgetDurable(ctx context.Context, name string) (bool, error) {
 // keeps, sorted by name, each saying whether a subscription of it runs
 // now. The list is as long as Positions keeps names (node's store: at most
 // 256).
-func (b *Topics) Durables(ctx context.Context) ([]protocol.DurableInfo, error) {
-	if b.cfg.pos == nil {
+func (tp *Topics) Durables(ctx context.Context) ([]protocol.DurableInfo, error) {
+	if tp.cfg.pos == nil {
 		return nil, fmt.Errorf("%w: this node keeps no positions", ErrDurable)
 	}
-	saved, err := b.cfg.pos.ListPositions(ctx)
+	saved, err := tp.cfg.pos.ListPositions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: list durables: %w", err)
 	}
 	out := make([]protocol.DurableInfo, len(saved))
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.closed {
 		return nil, ErrClosed
 	}
 	for i, p := range saved {
-		out[i] = protocol.DurableInfo{Name: p.Name, Bytes: p.Bytes, Active: b.durables[p.Name] != nil}
+		out[i] = protocol.DurableInfo{Name: p.Name, Bytes: p.Bytes, Active: tp.durables[p.Name] != nil}
 	}
 	return out, nil
 }

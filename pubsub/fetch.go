@@ -84,14 +84,14 @@ type FetchStats struct {
 // still sending then is given up, what it sent and verified kept, and the
 // fetch returns with what the others sent. It fails with an error
 // wrapping ErrNoKeepers when none answered.
-func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Time) ([]Message, FetchStats, error) {
+func (tp *Topics) FetchHistory(ctx context.Context, pattern string, since time.Time) ([]Message, FetchStats, error) {
 	var st FetchStats
 	q := HistoryQuery{Pattern: pattern, Since: since, Limit: MaxPageSize}
 	if err := q.check(); err != nil {
 		return nil, st, err
 	}
 	fam := Family(pattern)
-	keepers := b.findKeepers(ctx, fam)
+	keepers := tp.findKeepers(ctx, fam)
 	var (
 		mu   sync.Mutex
 		got  = map[string]Message{}
@@ -102,13 +102,13 @@ func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Ti
 		defer mu.Unlock()
 		for _, d := range data {
 			st.Fetched++
-			m, ok := b.verifyKept(fam, pattern, since, d)
+			m, ok := tp.verifyKept(fam, pattern, since, d)
 			if !ok {
 				st.Rejected++
 				rejected++
 				continue
 			}
-			if !b.admit(m.Envelope) {
+			if !tp.admit(m.Envelope) {
 				continue
 			}
 			got[messageKey(m.Envelope.ID, m.From)] = m
@@ -125,7 +125,7 @@ func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Ti
 		wg.Go(func() {
 			kctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
-			err := b.fetchFrom(kctx, p, q, add)
+			err := tp.fetchFrom(kctx, p, q, add)
 			if err != nil && ctx.Err() == nil && kctx.Err() != nil {
 				err = fmt.Errorf("given up at its deadline, %s, a share of the fetch's (%w)", deadline.Format(time.RFC3339Nano), err)
 			}
@@ -138,9 +138,9 @@ func (b *Topics) FetchHistory(ctx context.Context, pattern string, since time.Ti
 			st.Keepers++
 		})
 	}
-	if b.cfg.archive != nil {
+	if tp.cfg.archive != nil {
 		wg.Go(func() {
-			err := b.fetchLocal(ctx, q, add)
+			err := tp.fetchLocal(ctx, q, add)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -173,8 +173,8 @@ func compareMessages(a, b Message) int {
 }
 
 // verifyKept checks one kept message sent by a keeper.
-func (b *Topics) verifyKept(fam, pattern string, since time.Time, data []byte) (Message, bool) {
-	e, author, ts, why := b.open(fam, data)
+func (tp *Topics) verifyKept(fam, pattern string, since time.Time, data []byte) (Message, bool) {
+	e, author, ts, why := tp.open(fam, data)
 	if why != "" || !Match(pattern, e.To.Topic) || ts.Before(since) {
 		return Message{}, false
 	}
@@ -185,15 +185,15 @@ func (b *Topics) verifyKept(fam, pattern string, since time.Time, data []byte) (
 // add as it arrives until add says no more. It gives up on the keeper,
 // with an error, past maxKeeperRejected messages that do not verify, a
 // page past MaxPageBytes, or maxKeeperMessages or maxKeeperBytes in all.
-func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add func([][]byte) (int, bool)) error {
-	s, err := b.h.NewStream(ctx, p, protocol.StoreProtocol)
+func (tp *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add func([][]byte) (int, bool)) error {
+	s, err := tp.h.NewStream(ctx, p, protocol.StoreProtocol)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = s.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stop()
-	fr := protocol.NewFrameReader(s, max(maxHeaderBytes, b.cfg.maxSize))
+	fr := protocol.NewFrameReader(s, max(maxHeaderBytes, tp.cfg.maxSize))
 	read, readBytes, rejected := 0, 0, 0
 	for {
 		raw, err := json.Marshal(q)
@@ -254,9 +254,9 @@ func (b *Topics) fetchFrom(ctx context.Context, p peer.ID, q HistoryQuery, add f
 }
 
 // fetchLocal reads every page of q from this node's own archive.
-func (b *Topics) fetchLocal(ctx context.Context, q HistoryQuery, add func([][]byte) (int, bool)) error {
+func (tp *Topics) fetchLocal(ctx context.Context, q HistoryQuery, add func([][]byte) (int, bool)) error {
 	for {
-		page, err := b.localPage(ctx, q)
+		page, err := tp.localPage(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -279,13 +279,13 @@ func truncateBytes(b []byte, n int) []byte {
 }
 
 // keepersNow returns the connected peers that speak the store protocol.
-func (b *Topics) keepersNow() []peer.ID {
+func (tp *Topics) keepersNow() []peer.ID {
 	var out []peer.ID
-	for _, p := range b.h.Network().Peers() {
-		if b.h.Network().Connectedness(p) != network.Connected {
+	for _, p := range tp.h.Network().Peers() {
+		if tp.h.Network().Connectedness(p) != network.Connected {
 			continue
 		}
-		if ps, err := b.h.Peerstore().SupportsProtocols(p, protocol.StoreProtocol); err == nil && len(ps) > 0 {
+		if ps, err := tp.h.Peerstore().SupportsProtocols(p, protocol.StoreProtocol); err == nil && len(ps) > 0 {
 			out = append(out, p)
 		}
 	}
@@ -296,37 +296,37 @@ func (b *Topics) keepersNow() []peer.ID {
 // connected, else those the directory names (connected to), else the
 // first to appear within the fetch wait. It returns none when there is
 // none (the caller may still have its own archive).
-func (b *Topics) findKeepers(ctx context.Context, fam string) []peer.ID {
+func (tp *Topics) findKeepers(ctx context.Context, fam string) []peer.ID {
 	cap3 := func(ps []peer.ID) []peer.ID { return ps[:min(len(ps), maxFetchKeepers)] }
-	if ps := b.keepersNow(); len(ps) > 0 {
+	if ps := tp.keepersNow(); len(ps) > 0 {
 		return cap3(ps)
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.fetchWait)
+	ctx, cancel := context.WithTimeout(ctx, tp.cfg.fetchWait)
 	defer cancel()
-	sub, err := b.h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtPeerProtocolsUpdated)})
+	sub, err := tp.h.EventBus().Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtPeerProtocolsUpdated)})
 	if err != nil {
 		return nil
 	}
 	defer func() { _ = sub.Close() }()
-	if b.cfg.disc != nil {
-		if found, err := b.cfg.disc.FindPeers(ctx, storeNamespace(fam)); err == nil {
+	if tp.cfg.disc != nil {
+		if found, err := tp.cfg.disc.FindPeers(ctx, storeNamespace(fam)); err == nil {
 			var wg sync.WaitGroup
 			for ai := range found {
-				if ai.ID != b.h.ID() {
-					wg.Go(func() { _ = b.h.Connect(ctx, ai) })
+				if ai.ID != tp.h.ID() {
+					wg.Go(func() { _ = tp.h.Connect(ctx, ai) })
 				}
 			}
 			wg.Wait()
 		}
 	}
 	for {
-		if ps := b.keepersNow(); len(ps) > 0 {
+		if ps := tp.keepersNow(); len(ps) > 0 {
 			return cap3(ps)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-b.ctx.Done():
+		case <-tp.ctx.Done():
 			return nil
 		case <-sub.Out():
 		}

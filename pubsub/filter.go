@@ -25,12 +25,12 @@ func FilterOf(e *protocol.Envelope) (*Filter, error) {
 	return md.Filter, nil
 }
 
-func (b *Topics) admit(e *protocol.Envelope) bool {
+func (tp *Topics) admit(e *protocol.Envelope) bool {
 	f, err := FilterOf(e)
 	if err != nil {
 		return false
 	}
-	self := b.self.Load()
+	self := tp.self.Load()
 	return f.Admits(self.AgentID, self.PersonaType, self.Capabilities)
 }
 

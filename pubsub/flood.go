@@ -41,26 +41,26 @@ var meshFormed = libp2ppubsub.DefaultGossipSubParams().Dlo
 // has closed is not counted: the router keeps it in the mesh until it
 // has processed the close, and a message sent through a mesh of only
 // such peers reaches the others by gossip, a heartbeat later or more.
-func (b *Topics) floodNeeded(f *family, peers int) bool {
-	b.mu.Lock()
+func (tp *Topics) floodNeeded(f *family, peers int) bool {
+	tp.mu.Lock()
 	subscribed := f.sub != nil
-	b.mu.Unlock()
+	tp.mu.Unlock()
 	if !subscribed {
 		return false
 	}
-	net := b.h.Network()
-	mesh := b.mesh.countIf(f.topic.String(), func(p peer.ID) bool { return net.Connectedness(p) == network.Connected })
+	net := tp.h.Network()
+	mesh := tp.mesh.countIf(f.topic.String(), func(p peer.ID) bool { return net.Connectedness(p) == network.Connected })
 	return mesh < min(meshFormed, peers)
 }
 
 // floodSwitch is the message filter of a family's subscription: it
 // delivers every message and, for this node's own, sets the router's
 // flood flag as Publish decided, just before the router sends it.
-func (b *Topics) floodSwitch(m *libp2ppubsub.Message) bool {
+func (tp *Topics) floodSwitch(m *libp2ppubsub.Message) bool {
 	if own, ok := m.ValidatorData.(*ownMessage); ok {
 		// The option only sets the router's field; it fails only for a
 		// router that is not GossipSub.
-		_ = libp2ppubsub.WithFloodPublish(own.flood)(b.ps)
+		_ = libp2ppubsub.WithFloodPublish(own.flood)(tp.ps)
 	}
 	return true
 }

@@ -57,15 +57,15 @@ type keeper struct {
 }
 
 // startKeeper subscribes the keeper to its patterns and serves queries.
-func (b *Topics) startKeeper() error {
-	k := &keeper{b: b, archive: b.cfg.archive, queue: make(chan KeptMessage, keepQueue),
+func (tp *Topics) startKeeper() error {
+	k := &keeper{b: tp, archive: tp.cfg.archive, queue: make(chan KeptMessage, keepQueue),
 		families: map[string]bool{}, limiters: map[peer.ID]*rate.Limiter{}, streams: map[network.Stream]struct{}{},
 		learned: make(chan string, 256)}
-	b.keeper = k
+	tp.keeper = k
 	for range keepWriters {
-		b.wg.Go(k.write)
+		tp.wg.Go(k.write)
 	}
-	for _, p := range b.cfg.keep {
+	for _, p := range tp.cfg.keep {
 		if p == "*" {
 			fn := func(topic string) {
 				if fam, ok := strings.CutPrefix(topic, GossipPrefix); ok {
@@ -75,20 +75,20 @@ func (b *Topics) startKeeper() error {
 					}
 				}
 			}
-			b.mesh.subscribed.Store(&fn)
-			b.wg.Go(k.learn)
+			tp.mesh.subscribed.Store(&fn)
+			tp.wg.Go(k.learn)
 			continue
 		}
 		fam := Family(p)
 		if fam == "" || hasWild(fam) || !validPattern(p) {
 			return fmt.Errorf("%w: cannot keep %q (the family, before the first ':' or '.', must be literal)", ErrPattern, p)
 		}
-		if _, err := b.subscribe(fam, p, true, k.keep); err != nil {
+		if _, err := tp.subscribe(fam, p, true, k.keep); err != nil {
 			return err
 		}
 		k.advertise(fam)
 	}
-	b.h.SetStreamHandler(protocol.StoreProtocol, k.serve)
+	tp.h.SetStreamHandler(protocol.StoreProtocol, k.serve)
 	return nil
 }
 
@@ -180,11 +180,11 @@ func messageKey(id string, author peer.ID) string { return id + " " + author.Str
 
 // KeepDropped returns how many received messages a history keeper did not
 // keep because its write queue was full.
-func (b *Topics) KeepDropped() uint64 {
-	if b.keeper == nil {
+func (tp *Topics) KeepDropped() uint64 {
+	if tp.keeper == nil {
 		return 0
 	}
-	return b.keeper.dropped.Load()
+	return tp.keeper.dropped.Load()
 }
 
 // allow takes a token of p's query budget.
@@ -268,13 +268,13 @@ func writePage(s network.Stream, hdr pageHeader, msgs []KeptMessage) error {
 }
 
 // localPage reads a page of this keeper's archive for q.
-func (b *Topics) localPage(ctx context.Context, q HistoryQuery) (ArchivePage, error) {
+func (tp *Topics) localPage(ctx context.Context, q HistoryQuery) (ArchivePage, error) {
 	limit := q.Limit
 	if limit == 0 {
 		limit = DefaultPageSize
 	}
 	pattern := q.Pattern
-	return b.cfg.archive.Page(ctx, ArchiveQuery{
+	return tp.cfg.archive.Page(ctx, ArchiveQuery{
 		Family: Family(pattern), Since: q.Since, Until: q.Until, After: q.Cursor,
 		Limit: limit, MaxBytes: MaxPageBytes,
 		Match: func(topic string) bool { return Match(pattern, topic) },

@@ -54,12 +54,12 @@ func (s *Subscription) Cancel() {
 
 // Subscribe calls handler, in order, for each message whose topic matches
 // pattern and whose filter admits this node.
-func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
+func (tp *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription, error) {
 	fam := Family(pattern)
 	if fam == "" || hasWild(fam) || !validPattern(pattern) {
 		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
 	}
-	return b.subscribe(fam, pattern, false, handler)
+	return tp.subscribe(fam, pattern, false, handler)
 }
 
 // SubscribeOwn is Subscribe for a publisher that publishes WithID and
@@ -67,42 +67,42 @@ func (b *Topics) Subscribe(pattern string, handler func(Message)) (*Subscription
 // Publish WithID does not count the subscription as a receiver, so a
 // message that reached only it fails with ErrNoPeers instead of being
 // reported as delivered. A Publish without an id counts it.
-func (b *Topics) SubscribeOwn(pattern string, handler func(Message)) (*Subscription, error) {
+func (tp *Topics) SubscribeOwn(pattern string, handler func(Message)) (*Subscription, error) {
 	fam := Family(pattern)
 	if fam == "" || hasWild(fam) || !validPattern(pattern) {
 		return nil, fmt.Errorf("%w: %q (the family, before the first ':' or '.', must be literal)", ErrPattern, pattern)
 	}
-	return b.subscribeAs(fam, pattern, false, true, handler)
+	return tp.subscribeAs(fam, pattern, false, true, handler)
 }
 
 // subscribe adds a subscription to family fam.
-func (b *Topics) subscribe(fam, pattern string, keeper bool, handler func(Message)) (*Subscription, error) {
-	return b.subscribeAs(fam, pattern, keeper, false, handler)
+func (tp *Topics) subscribe(fam, pattern string, keeper bool, handler func(Message)) (*Subscription, error) {
+	return tp.subscribeAs(fam, pattern, keeper, false, handler)
 }
 
 // subscribeAs is subscribe, own as SubscribeOwn's.
-func (b *Topics) subscribeAs(fam, pattern string, keeper, own bool, handler func(Message)) (*Subscription, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	f, err := b.join(fam)
+func (tp *Topics) subscribeAs(fam, pattern string, keeper, own bool, handler func(Message)) (*Subscription, error) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	f, err := tp.join(fam)
 	if err != nil {
 		return nil, err
 	}
 	if f.sub == nil {
-		sub, err := f.topic.Subscribe(libp2ppubsub.WithMessageFilter(b.floodSwitch))
+		sub, err := f.topic.Subscribe(libp2ppubsub.WithMessageFilter(tp.floodSwitch))
 		if err != nil {
 			return nil, fmt.Errorf("pubsub: subscribe %s: %w", GossipPrefix+fam, err)
 		}
 		f.sub = sub
-		b.wg.Add(1)
-		go b.read(f, sub)
+		tp.wg.Add(1)
+		go tp.read(f, sub)
 	}
-	s := &Subscription{b: b, fam: fam, pattern: pattern, keeper: keeper, own: own, handler: handler, queue: make(chan Message, b.cfg.queue), done: make(chan struct{})}
+	s := &Subscription{b: tp, fam: fam, pattern: pattern, keeper: keeper, own: own, handler: handler, queue: make(chan Message, tp.cfg.queue), done: make(chan struct{})}
 	f.subs[s] = struct{}{}
-	close(b.added)
-	b.added = make(chan struct{})
-	b.wg.Add(1)
-	go s.run(&b.wg)
+	close(tp.added)
+	tp.added = make(chan struct{})
+	tp.wg.Add(1)
+	go s.run(&tp.wg)
 	return s, nil
 }
 
@@ -123,10 +123,10 @@ func (s *Subscription) run(wg *sync.WaitGroup) {
 	}
 }
 
-func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
-	defer b.wg.Done()
+func (tp *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
+	defer tp.wg.Done()
 	for {
-		m, err := sub.Next(b.ctx)
+		m, err := sub.Next(tp.ctx)
 		if err != nil {
 			return
 		}
@@ -136,10 +136,10 @@ func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 		}
 		// A keeper keeps what filters keep from this node's own
 		// subscribers: the filter is for the receivers who fetch it.
-		admitted := b.admit(e)
+		admitted := tp.admit(e)
 		from, _ := e.Sender()
 		msg := Message{Topic: e.To.Topic, From: from, Envelope: e, Payload: e.Payload, ReceivedAt: time.Now(), data: m.GetData()}
-		b.mu.Lock()
+		tp.mu.Lock()
 		for s := range f.subs {
 			if !s.matches(msg.Topic) || !admitted && !s.keeper {
 				continue
@@ -147,13 +147,13 @@ func (b *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 			select {
 			case s.queue <- msg:
 				if !s.keeper { // a history keeper's own subscription is no subscriber
-					b.met.deliver(s.fam, true)
+					tp.met.deliver(s.fam, true)
 				}
 			default:
 				s.dropped.Add(1)
-				b.met.deliver(s.fam, false)
+				tp.met.deliver(s.fam, false)
 			}
 		}
-		b.mu.Unlock()
+		tp.mu.Unlock()
 	}
 }

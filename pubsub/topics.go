@@ -159,41 +159,41 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
 	}
-	b := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, met: met, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{}), durables: map[string]*Durable{}}
-	b.self.Store(cfg.self)
+	tp := &Topics{h: h, signer: signer, cfg: cfg, ps: ps, mesh: mesh, met: met, ctx: ctx, cancel: cancel, families: map[string]*family{}, added: make(chan struct{}), durables: map[string]*Durable{}}
+	tp.self.Store(cfg.self)
 	if cfg.archive != nil {
-		if err := b.startKeeper(); err != nil {
-			_ = b.Close()
+		if err := tp.startKeeper(); err != nil {
+			_ = tp.Close()
 			return nil, err
 		}
 	}
-	return b, nil
+	return tp, nil
 }
 
 // SetSelf replaces the description of the local agent that broadcast
 // filters are checked against (for example after its capabilities change).
-func (b *Topics) SetSelf(s Self) { b.self.Store(&s) }
+func (tp *Topics) SetSelf(s Self) { tp.self.Store(&s) }
 
 // Close cancels subscriptions, closes topics, stops the router and waits
 // for its goroutines.
-func (b *Topics) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+func (tp *Topics) Close() error {
+	tp.mu.Lock()
+	if tp.closed {
+		tp.mu.Unlock()
 		return nil
 	}
-	b.closed = true
-	fams := b.families
-	b.families = nil
-	durables := b.durables
-	b.durables = nil
-	b.mu.Unlock()
+	tp.closed = true
+	fams := tp.families
+	tp.families = nil
+	durables := tp.durables
+	tp.durables = nil
+	tp.mu.Unlock()
 	// Durable subscriptions save their positions before the router stops.
 	for _, d := range durables {
 		d.Cancel()
 	}
-	if b.keeper != nil {
-		b.keeper.close()
+	if tp.keeper != nil {
+		tp.keeper.close()
 	}
 	for name, f := range fams {
 		for s := range f.subs {
@@ -202,35 +202,35 @@ func (b *Topics) Close() error {
 		if f.sub != nil {
 			f.sub.Cancel()
 		}
-		_ = b.ps.UnregisterTopicValidator(GossipPrefix + name)
+		_ = tp.ps.UnregisterTopicValidator(GossipPrefix + name)
 		_ = f.topic.Close()
 	}
-	b.cancel()
-	b.wg.Wait()
+	tp.cancel()
+	tp.wg.Wait()
 	return nil
 }
 
-// join returns the family for a GossipSub topic, joining it; b.mu held.
-func (b *Topics) join(name string) (*family, error) {
-	if b.closed {
+// join returns the family for a GossipSub topic, joining it; tp.mu held.
+func (tp *Topics) join(name string) (*family, error) {
+	if tp.closed {
 		return nil, ErrClosed
 	}
-	if f := b.families[name]; f != nil {
+	if f := tp.families[name]; f != nil {
 		return f, nil
 	}
 	gt := GossipPrefix + name
-	if err := b.ps.RegisterTopicValidator(gt, func(_ context.Context, from peer.ID, m *libp2ppubsub.Message) libp2ppubsub.ValidationResult {
+	if err := tp.ps.RegisterTopicValidator(gt, func(_ context.Context, from peer.ID, m *libp2ppubsub.Message) libp2ppubsub.ValidationResult {
 		var (
 			e   *protocol.Envelope
 			res libp2ppubsub.ValidationResult
 			why string
 		)
-		if own, ok := m.ValidatorData.(*ownMessage); ok && from == b.h.ID() {
+		if own, ok := m.ValidatorData.(*ownMessage); ok && from == tp.h.ID() {
 			// Left in ValidatorData: it carries the flood decision to the
 			// router (see floodSwitch) and the envelope to subscribers.
-			res, why = b.validateOwn(own, time.Now())
+			res, why = tp.validateOwn(own, time.Now())
 		} else {
-			e, res, why = b.validate(name, m.GetData(), time.Now())
+			e, res, why = tp.validate(name, m.GetData(), time.Now())
 		}
 		switch {
 		case res == libp2ppubsub.ValidationAccept && e == nil:
@@ -243,22 +243,22 @@ func (b *Topics) join(name string) (*family, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("pubsub: validator %s: %w", gt, err)
 	}
-	t, err := b.ps.Join(gt)
+	t, err := tp.ps.Join(gt)
 	if err != nil {
-		_ = b.ps.UnregisterTopicValidator(gt)
+		_ = tp.ps.UnregisterTopicValidator(gt)
 		return nil, fmt.Errorf("pubsub: join %s: %w", gt, err)
 	}
 	f := &family{topic: t, subs: map[*Subscription]struct{}{}}
-	b.families[name] = f
+	tp.families[name] = f
 	return f, nil
 }
 
 // Peers returns the peers known to be subscribed to the GossipSub topic of
 // a bus topic (none if this node has not joined it).
-func (b *Topics) Peers(topic string) []peer.ID {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if f := b.families[Family(topic)]; f != nil {
+func (tp *Topics) Peers(topic string) []peer.ID {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if f := tp.families[Family(topic)]; f != nil {
 		return f.topic.ListPeers()
 	}
 	return nil
@@ -267,7 +267,7 @@ func (b *Topics) Peers(topic string) []peer.ID {
 // MeshPeers returns how many GossipSub mesh peers the topic's family has
 // on this node: the peers it forwards received messages to. It is
 // non-zero only while this node subscribes to the family.
-func (b *Topics) MeshPeers(topic string) int { return b.mesh.count(GossipTopic(topic)) }
+func (tp *Topics) MeshPeers(topic string) int { return tp.mesh.count(GossipTopic(topic)) }
 
 // PublishOption configures one Publish.
 type PublishOption func(*publishConfig)
@@ -301,8 +301,8 @@ func WithID(id string) PublishOption { return func(c *publishConfig) { c.id = id
 // WithID, SubscribeOwn subscriptions are not counted). It
 // waits (see WithPublishWait, WithAtLeast) only while there are fewer
 // than that many; with none it fails with ErrNoPeers.
-func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMessage, opts ...PublishOption) (int, error) {
-	pc := publishConfig{wait: b.cfg.wait, min: b.cfg.minPeers}
+func (tp *Topics) Publish(ctx context.Context, topic string, payload json.RawMessage, opts ...PublishOption) (int, error) {
+	pc := publishConfig{wait: tp.cfg.wait, min: tp.cfg.minPeers}
 	for _, o := range opts {
 		o(&pc)
 	}
@@ -326,18 +326,18 @@ func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMess
 		}
 		e.Metadata = md
 	}
-	body, sig, err := protocol.Seal(b.signer, e)
+	body, sig, err := protocol.Seal(tp.signer, e)
 	if err != nil {
 		return 0, err
 	}
 	data := make([]byte, 0, len(sig)+len(body))
 	data = append(append(data, sig...), body...)
-	if len(data) > b.cfg.maxSize {
-		return 0, fmt.Errorf("pubsub: message of %d bytes exceeds %d", len(data), b.cfg.maxSize)
+	if len(data) > tp.cfg.maxSize {
+		return 0, fmt.Errorf("pubsub: message of %d bytes exceeds %d", len(data), tp.cfg.maxSize)
 	}
-	b.mu.Lock()
-	f, err := b.join(Family(topic))
-	b.mu.Unlock()
+	tp.mu.Lock()
+	f, err := tp.join(Family(topic))
+	tp.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
@@ -345,23 +345,23 @@ func (b *Topics) Publish(ctx context.Context, topic string, payload json.RawMess
 	// delivered the message itself: waiting for peers would only delay
 	// its mesh copy) but is no receiver.
 	local := func() int {
-		counted, own := b.localSubs(f, topic, pc.filter, pc.id != "")
+		counted, own := tp.localSubs(f, topic, pc.filter, pc.id != "")
 		return counted + own
 	}
-	peers, _, err := b.waitPeers(ctx, f.topic, pc.min, pc.wait, local)
+	peers, _, err := tp.waitPeers(ctx, f.topic, pc.min, pc.wait, local)
 	if err != nil {
 		return 0, fmt.Errorf("%w for %s after %s: %w", ErrNoPeers, GossipTopic(topic), pc.wait, err)
 	}
-	counted, _ := b.localSubs(f, topic, pc.filter, pc.id != "")
+	counted, _ := tp.localSubs(f, topic, pc.filter, pc.id != "")
 	n := peers + counted
 	if n < 1 {
 		return 0, fmt.Errorf("%w for %s after %s", ErrNoPeers, GossipTopic(topic), pc.wait)
 	}
-	own := &ownMessage{e: e, flood: b.floodNeeded(f, peers)}
+	own := &ownMessage{e: e, flood: tp.floodNeeded(f, peers)}
 	if err := f.topic.Publish(ctx, data, libp2ppubsub.WithValidatorData(own)); err != nil {
 		return 0, fmt.Errorf("pubsub: publish %s: %w", topic, err)
 	}
-	b.met.publish(Family(topic))
+	tp.met.publish(Family(topic))
 	return n, nil
 }
 
@@ -377,15 +377,15 @@ var errWaitOver = errors.New("pubsub: publish wait over")
 // subscriptions. A history keeper's subscription is no receiver; for a
 // message published WithID (withID), a SubscribeOwn subscription is
 // counted apart, in own: its publisher drops its own copy.
-func (b *Topics) localSubs(f *family, topic string, filter *Filter, withID bool) (counted, own int) {
+func (tp *Topics) localSubs(f *family, topic string, filter *Filter, withID bool) (counted, own int) {
 	if filter != nil {
-		self := b.self.Load()
+		self := tp.self.Load()
 		if !filter.Admits(self.AgentID, self.PersonaType, self.Capabilities) {
 			return 0, 0
 		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
 	for s := range f.subs {
 		switch {
 		case s.keeper || !s.matches(topic):
@@ -406,15 +406,15 @@ func (b *Topics) localSubs(f *family, topic string, filter *Filter, withID bool)
 // router opens its stream to a peer (it lists a peer whose subscription
 // came first only from then on), a local subscription is added, or a
 // directory lookup ends.
-func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (peers, n int, err error) {
-	peers = b.connected(t.ListPeers())
+func (tp *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, wait time.Duration, local func() int) (peers, n int, err error) {
+	peers = tp.connected(t.ListPeers())
 	n = peers + local()
 	if n >= min && n > 0 || wait <= 0 {
 		return peers, n, nil
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, wait, errWaitOver)
 	defer cancel() // ends the event pumps and a lookup still running
-	changed, stop, err := b.peerChanges(ctx, t)
+	changed, stop, err := tp.peerChanges(ctx, t)
 	if err != nil {
 		return peers, n, err
 	}
@@ -424,12 +424,12 @@ func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, 
 		lookupNext = time.NewTimer(0)
 	)
 	defer lookupNext.Stop()
-	if b.cfg.disc == nil {
+	if tp.cfg.disc == nil {
 		lookupNext.Stop()
 	}
 	for {
-		added, streamed := b.localAdded(), b.mesh.nextStream()
-		peers = b.connected(t.ListPeers())
+		added, streamed := tp.localAdded(), tp.mesh.nextStream()
+		peers = tp.connected(t.ListPeers())
 		if n = peers + local(); n >= min && n > 0 {
 			return peers, n, nil
 		}
@@ -438,11 +438,11 @@ func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, 
 		case <-added:
 		case <-streamed:
 		case <-lookupNext.C:
-			lookup = b.findTopicPeers(ctx, t.String())
+			lookup = tp.findTopicPeers(ctx, t.String())
 		case <-lookup:
 			lookup = nil
 			lookupNext.Reset(lookupEvery)
-		case <-b.ctx.Done():
+		case <-tp.ctx.Done():
 			return peers, n, ErrClosed
 		case <-ctx.Done():
 			if context.Cause(ctx) == errWaitOver {
@@ -455,12 +455,12 @@ func (b *Topics) waitPeers(ctx context.Context, t *libp2ppubsub.Topic, min int, 
 
 // peerChanges signals (coalesced) when a peer joins topic t or a peer
 // connects, until stop; stop returns once its goroutine has.
-func (b *Topics) peerChanges(ctx context.Context, t *libp2ppubsub.Topic) (<-chan struct{}, func(), error) {
+func (tp *Topics) peerChanges(ctx context.Context, t *libp2ppubsub.Topic) (<-chan struct{}, func(), error) {
 	evts, err := t.EventHandler()
 	if err != nil {
 		return nil, nil, fmt.Errorf("pubsub: topic events %s: %w", t.String(), err)
 	}
-	conns, err := b.h.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
+	conns, err := tp.h.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
 	if err != nil {
 		evts.Cancel()
 		return nil, nil, fmt.Errorf("pubsub: connection events: %w", err)
@@ -511,19 +511,19 @@ func (b *Topics) peerChanges(ctx context.Context, t *libp2ppubsub.Topic) (<-chan
 
 // localAdded returns a channel closed when a local subscription is next
 // added.
-func (b *Topics) localAdded() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.added
+func (tp *Topics) localAdded() <-chan struct{} {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.added
 }
 
 // connected counts the peers that are connected now. The router learns of
 // a closed connection a moment after it closes, and until then still lists
 // the peer in the topic: a message published to it then is lost.
-func (b *Topics) connected(peers []peer.ID) int {
+func (tp *Topics) connected(peers []peer.ID) int {
 	n := 0
 	for _, p := range peers {
-		if b.h.Network().Connectedness(p) == network.Connected {
+		if tp.h.Network().Connectedness(p) == network.Connected {
 			n++
 		}
 	}
@@ -537,44 +537,44 @@ func discoveryNamespace(gossipTopic string) string { return "floodsub:" + gossip
 
 // findTopicPeers looks up subscribers of a GossipSub topic in the
 // directory and connects to them; the channel closes when it is done.
-func (b *Topics) findTopicPeers(ctx context.Context, gossipTopic string) <-chan struct{} {
+func (tp *Topics) findTopicPeers(ctx context.Context, gossipTopic string) <-chan struct{} {
 	done := make(chan struct{})
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	tp.mu.Lock()
+	if tp.closed {
+		tp.mu.Unlock()
 		close(done)
 		return done
 	}
-	b.wg.Add(1) // under mu, so never after Close has begun to wait
-	b.mu.Unlock()
+	tp.wg.Add(1) // under mu, so never after Close has begun to wait
+	tp.mu.Unlock()
 	go func() {
-		defer b.wg.Done()
+		defer tp.wg.Done()
 		defer close(done)
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		found, err := b.cfg.disc.FindPeers(ctx, discoveryNamespace(gossipTopic))
+		found, err := tp.cfg.disc.FindPeers(ctx, discoveryNamespace(gossipTopic))
 		if err != nil {
 			return
 		}
 		var wg sync.WaitGroup
 		for ai := range found {
-			if ai.ID == b.h.ID() || len(ai.Addrs) == 0 && len(b.h.Peerstore().Addrs(ai.ID)) == 0 {
+			if ai.ID == tp.h.ID() || len(ai.Addrs) == 0 && len(tp.h.Peerstore().Addrs(ai.ID)) == 0 {
 				continue
 			}
-			wg.Go(func() { _ = b.h.Connect(ctx, ai) })
+			wg.Go(func() { _ = tp.h.Connect(ctx, ai) })
 		}
 		wg.Wait()
 	}()
 	return done
 }
 
-// track adds n goroutines to b.wg unless b is closed.
-func (b *Topics) track(n int) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+// track adds n goroutines to tp.wg unless tp is closed.
+func (tp *Topics) track(n int) bool {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.closed {
 		return false
 	}
-	b.wg.Add(n)
+	tp.wg.Add(n)
 	return true
 }

@@ -12,12 +12,12 @@ import (
 
 // validate checks one GossipSub message of a family (see the package doc)
 // and says why it does not accept it (a reject… reason, "" when it does).
-func (b *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult, string) {
-	e, author, ts, why := b.open(fam, data)
+func (tp *Topics) validate(fam string, data []byte, now time.Time) (*protocol.Envelope, libp2ppubsub.ValidationResult, string) {
+	e, author, ts, why := tp.open(fam, data)
 	if why != "" {
 		return nil, libp2ppubsub.ValidationReject, why
 	}
-	if err := b.cfg.guard.Check(string(author), e.ID, ts, now); err != nil {
+	if err := tp.cfg.guard.Check(string(author), e.ID, ts, now); err != nil {
 		return nil, libp2ppubsub.ValidationIgnore, rejectReplay
 	}
 	return e, libp2ppubsub.ValidationAccept, ""
@@ -35,12 +35,12 @@ type ownMessage struct {
 
 // validateOwn accepts a message this node sealed, recording it in the
 // replay guard as validate does.
-func (b *Topics) validateOwn(own *ownMessage, now time.Time) (libp2ppubsub.ValidationResult, string) {
+func (tp *Topics) validateOwn(own *ownMessage, now time.Time) (libp2ppubsub.ValidationResult, string) {
 	ts, err := own.e.Time()
 	if err != nil {
 		return libp2ppubsub.ValidationReject, rejectMalformed
 	}
-	if err := b.cfg.guard.Check(string(b.signer.ID()), own.e.ID, ts, now); err != nil {
+	if err := tp.cfg.guard.Check(string(tp.signer.ID()), own.e.ID, ts, now); err != nil {
 		return libp2ppubsub.ValidationIgnore, rejectReplay
 	}
 	return libp2ppubsub.ValidationAccept, ""
@@ -62,8 +62,8 @@ func envelopeOf(vd any) (*protocol.Envelope, bool) {
 // GossipSub carries it and as history keepers keep it: everything the
 // validator checks but the replay window. why is "" when the message
 // holds, else the reason it does not (a reject… reason).
-func (b *Topics) open(fam string, data []byte) (*protocol.Envelope, peer.ID, time.Time, string) {
-	if len(data) <= sign.SignatureSize || len(data) > b.cfg.maxSize {
+func (tp *Topics) open(fam string, data []byte) (*protocol.Envelope, peer.ID, time.Time, string) {
+	if len(data) <= sign.SignatureSize || len(data) > tp.cfg.maxSize {
 		return nil, "", time.Time{}, rejectSize
 	}
 	sig, body := data[:sign.SignatureSize], data[sign.SignatureSize:]
