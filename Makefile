@@ -13,13 +13,15 @@ UNITS   := meshagent.service meshagent-relay.service
 # SCALEPROCS=1 runs each agent in a process of its own (its CSV and plots go to docs/scale/procs).
 SCALEN    ?= 10,25
 SCALEPROCS ?=
-SCALEOUT  ?= $(if $(filter 1,$(SCALEPROCS)),docs/scale/procs,$(if $(filter mock,$(SCALENET)),docs/scale/mock,docs/scale))
+SCALEOUT  ?= $(if $(filter 1,$(SCALEPROCS)),docs/scale/procs,$(if $(filter mock sim,$(SCALENET)),docs/scale/$(SCALENET),docs/scale))
 SCALESTEP ?= 60s
 SCALERUNS ?= 1
 SCALETIMEOUT ?= 60m
 # SCALENET=mock runs the in-process agents on go-libp2p's in-memory mocknet (no sockets), each link
 # with SCALELATENCY one way (e.g. 50ms) and SCALEBW bytes/s (e.g. 12.5M; empty: unlimited);
-# SCALERATE is the publish rate in messages/s.
+# SCALENET=sim runs them on go-libp2p's simulated packet network instead: QUIC over per-agent
+# access links of SCALEBW each way (empty: 12.5M) with SCALELATENCY per packet, which pipelines
+# as a WAN does (mocknet's latency is a window of one write); SCALERATE is the publish rate in messages/s.
 SCALENET  ?= loopback
 SCALELATENCY ?= 0s
 SCALEBW   ?=
@@ -64,7 +66,7 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./cmd/meshagent -run '^$$' -bench Serve -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
-scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=mock SCALELATENCY=50ms for an in-memory WAN), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
+scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=sim SCALELATENCY=50ms for a simulated WAN, SCALENET=mock for mocknet), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
 	@log=$$(mktemp); \
 	ulimit -n 131072 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
 	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) -scale.net $(SCALENET) -scale.latency $(SCALELATENCY) -scale.bw '$(SCALEBW)' -scale.rate $(SCALERATE) >$$log 2>&1; rc=$$?; \

@@ -60,6 +60,18 @@
 // raw ones do: with 50 ms, publish at 5 messages/s or less
 // (-scale.rate) for figures about the mesh rather than about mocknet.
 //
+// With -scale.net sim (make scale SCALENET=sim) they run on go-libp2p's
+// simulated packet network instead (x/simlibp2p over marcopolo/simnet,
+// which go-libp2p and go-libp2p-pubsub test with): every agent is a QUIC
+// endpoint behind an access link of -scale.bw bytes/s each way (12.5M,
+// 100 Mbit/s, when unset: simnet paces packets by a rate), queued with
+// fq_codel, and every packet takes -scale.latency. QUIC pipelines its
+// writes under a congestion window as TCP does, so this is the network
+// for figures with WAN latency: at 50 ms the mesh delivers 20 messages a
+// second to all where mocknet's window of one held it to 5. Transport
+// security is QUIC's TLS, as on a real network; gossip is counted by the
+// kind tracer, as on mocknet.
+//
 // DHT hops are not exposed by kad-dht: a lookup queries up to alpha peers
 // at a time and stops when the closest peers have answered, so the path
 // length is not defined for one lookup. The harness counts instead the

@@ -23,24 +23,31 @@ type localCluster struct {
 	kt      *kindTracer
 	base    uint64 // heap and stacks before the agents started
 	baseRSS uint64
-	// mock is the in-memory network the agents run on; nil: loopback.
-	mock *mockNet
+	// mem is the in-memory network the agents run on (mocknet or the
+	// simulated packet network); nil: loopback.
+	mem memNet
 }
 
-// newLocalCluster returns an empty cluster; with mock its agents run on
-// the in-memory network mock (created before the baseline is taken, so
-// that its links count in the memory figures).
-func newLocalCluster(kind string, n int, mock *mockNet) *localCluster {
-	return &localCluster{name: kind, prov: n - 1, rep: newGossipReporter(), kt: newKindTracer(), base: heapAndStacks(), baseRSS: rssBytes(), mock: mock}
+// memNet is an in-memory network that hands out agents' hosts: mocknet
+// (mockNet) or the simulated packet network (simNet).
+type memNet interface {
+	host(k crypto.PrivKey, i int) (host.Host, error)
 }
 
-// mockHost returns agent i's host on the mocknet with key k, or nil on
-// loopback (the agent builds its own).
-func (c *localCluster) mockHost(t *testing.T, i int, k crypto.PrivKey) host.Host {
-	if c.mock == nil {
+// newLocalCluster returns an empty cluster; with mem its agents run on
+// that in-memory network (created before the baseline is taken, so that
+// its links count in the memory figures).
+func newLocalCluster(kind string, n int, mem memNet) *localCluster {
+	return &localCluster{name: kind, prov: n - 1, rep: newGossipReporter(), kt: newKindTracer(), base: heapAndStacks(), baseRSS: rssBytes(), mem: mem}
+}
+
+// memHost returns agent i's host on the in-memory network with key k, or
+// nil on loopback (the agent builds its own).
+func (c *localCluster) memHost(t *testing.T, i int, k crypto.PrivKey) host.Host {
+	if c.mem == nil {
 		return nil
 	}
-	h, err := c.mock.host(k, i)
+	h, err := c.mem.host(k, i)
 	if err != nil {
 		t.Fatalf("N=%d: %v", cap(c.agents), err)
 	}
@@ -56,15 +63,15 @@ func bootInfos(agents []agent, boot []int) []peer.AddrInfo {
 	return infos
 }
 
-func startMesh(t *testing.T, rng *rand.Rand, n int, mock *mockNet) *localCluster {
-	c := newLocalCluster(KindMesh, n, mock)
+func startMesh(t *testing.T, rng *rand.Rand, n int, mem memNet) *localCluster {
+	c := newLocalCluster(KindMesh, n, mem)
 	c.agents = make([]agent, 0, n)
 	// A node that cannot connect to its bootstrap peers within joinBound
 	// is left to its own retries, and the later ones are not waited for:
 	// the figures then say what such a mesh does.
 	overloaded := false
 	for i, boot := range sparse(rng, n) {
-		a, err := newMeshAgent(t, i, c.mockHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt)
+		a, err := newMeshAgent(t, i, c.memHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt)
 		if err != nil {
 			t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
 			overloaded = true
@@ -74,11 +81,11 @@ func startMesh(t *testing.T, rng *rand.Rand, n int, mock *mockNet) *localCluster
 	return c
 }
 
-func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration, mock *mockNet) *localCluster {
-	c := newLocalCluster(KindRaw, n, mock)
+func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration, mem memNet) *localCluster {
+	c := newLocalCluster(KindRaw, n, mem)
 	c.agents = make([]agent, 0, n)
 	for i, boot := range sparse(rng, n) {
-		c.agents = append(c.agents, newRawAgent(t, i, c.mockHost(t, i, meshtest.Key(t, 5000+i)), bootInfos(c.agents, boot), i == c.prov, provideBound, c.rep, c.kt))
+		c.agents = append(c.agents, newRawAgent(t, i, c.memHost(t, i, meshtest.Key(t, 5000+i)), bootInfos(c.agents, boot), i == c.prov, provideBound, c.rep, c.kt))
 	}
 	return c
 }
@@ -88,10 +95,11 @@ func (c *localCluster) size() int     { return len(c.agents) }
 func (c *localCluster) provider() int { return c.prov }
 
 // sent returns the GossipSub RPCs and bytes sent: the bandwidth
-// reporter's on loopback, the tracer's on mocknet (the same bytes: the
-// RPCs as written to the stream).
+// reporter's on loopback, the tracer's on an in-memory network, whose
+// hosts the harness builds without a reporter (the same bytes: the RPCs
+// as written to the stream).
 func (c *localCluster) sent() (msgs, bytes int64, _ error) {
-	if c.mock != nil {
+	if c.mem != nil {
 		m, b := c.kt.sent()
 		return m, b, nil
 	}

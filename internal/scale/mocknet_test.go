@@ -55,12 +55,13 @@ func (m *mockNet) host(k crypto.PrivKey, i int) (host.Host, error) {
 }
 
 // netLabel names a run's network for the CSV and the plots' legends:
-// "loopback", "mock", or "mock 50ms" (and a bandwidth when one is set).
+// "loopback", "mock", or "mock 50ms" (and a bandwidth when one is set;
+// "sim" likewise).
 func netLabel(netw string, latency time.Duration, bandwidth float64) string {
-	if netw != NetMock {
+	if netw != NetMock && netw != NetSim {
 		return netw
 	}
-	l := NetMock
+	l := netw
 	if latency > 0 {
 		l += " " + latency.String()
 	}

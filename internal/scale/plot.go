@@ -99,11 +99,11 @@ func Plot(dir string, rows []Row) error {
 			switch {
 			case sr.kind == KindMeshProcs || sr.kind == KindRawProcs:
 				line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-			case sr.net != NetLoopback && sr.net != NetMock:
-				// mocknet with latency: dotted, hollow marks
+			case sr.net != NetLoopback && sr.net != NetMock && sr.net != NetSim:
+				// an in-memory network with latency: dotted, hollow marks
 				line.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 				dots.Shape = draw.RingGlyph{}
-			case sr.net == NetMock:
+			case sr.net == NetMock || sr.net == NetSim:
 				dots.Shape = draw.SquareGlyph{}
 			}
 			p.Add(line, dots)

@@ -147,4 +147,9 @@ const (
 	// sockets, no transport security or multiplexer, every link with
 	// the run's latency and bandwidth.
 	NetMock = "mock"
+	// NetSim is go-libp2p's simulated packet network (x/simlibp2p on
+	// marcopolo/simnet): QUIC, with its TLS and congestion control, over
+	// per-agent access links of the run's bandwidth and packets of the
+	// run's latency. No sockets either.
+	NetSim = "sim"
 )

@@ -87,8 +87,8 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// The CSV names each row's network, and a mocknet run's label carries
-// its latency and bandwidth.
+// The CSV names each row's network, and an in-memory network's label
+// carries its latency and bandwidth.
 func TestNetLabelAndBandwidth(t *testing.T) {
 	var buf bytes.Buffer
 	if err := WriteCSV(&buf, []Row{{Kind: KindMesh, N: 10}, {Kind: KindRaw, Net: netLabel(NetMock, 50*time.Millisecond, 12.5e6), N: 10}}); err != nil {
@@ -97,6 +97,12 @@ func TestNetLabelAndBandwidth(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if !strings.HasSuffix(lines[0], ",net") || !strings.HasSuffix(lines[1], ",loopback") || !strings.HasSuffix(lines[2], ",mock 50ms 12.5MB/s") {
 		t.Fatalf("csv:\n%s", buf.String())
+	}
+	if got := netLabel(NetSim, 50*time.Millisecond, defaultSimBandwidth); got != "sim 50ms 12.5MB/s" {
+		t.Errorf("netLabel(sim) = %q", got)
+	}
+	if got := netLabel(NetLoopback, 50*time.Millisecond, 1); got != NetLoopback {
+		t.Errorf("netLabel(loopback) = %q", got)
 	}
 	for _, tc := range []struct {
 		in   string

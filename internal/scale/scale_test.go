@@ -28,9 +28,9 @@ var (
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
 	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
 	procs   = flag.Bool("scale.procs", false, "run each agent in a process of its own: -scale.kinds mesh and raw become mesh-procs and raw-procs")
-	netw    = flag.String("scale.net", NetLoopback, "network of in-process agents: loopback (TCP on 127.0.0.1) or mock (go-libp2p's in-memory mocknet, no sockets)")
-	latency = flag.Duration("scale.latency", 0, "mock: one-way latency of every link (e.g. 50ms, a WAN)")
-	bw      = flag.String("scale.bw", "", "mock: bandwidth of every link in bytes/s, with an optional k, M or G (e.g. 12.5M, 100 Mbit/s); empty: unlimited")
+	netw    = flag.String("scale.net", NetLoopback, "network of in-process agents: loopback (TCP on 127.0.0.1), mock (go-libp2p's in-memory mocknet, no sockets) or sim (go-libp2p's simulated packet network: QUIC over per-agent links, no sockets)")
+	latency = flag.Duration("scale.latency", 0, "mock, sim: one-way latency of every link or packet (e.g. 50ms, a WAN)")
+	bw      = flag.String("scale.bw", "", "mock: bandwidth of every link, sim: of every agent's uplink and downlink, in bytes/s, with an optional k, M or G (e.g. 12.5M, 100 Mbit/s); empty: unlimited on mock, 12.5M on sim")
 )
 
 // TestScale is the harness's entry: for each size it measures each kind
@@ -46,14 +46,17 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("-scale.bw: %v", err)
 	}
-	mock := *netw == NetMock
+	mock := *netw == NetMock || *netw == NetSim
 	switch {
 	case *netw != NetLoopback && !mock:
-		t.Fatalf("-scale.net: %q is neither %s nor %s", *netw, NetLoopback, NetMock)
+		t.Fatalf("-scale.net: %q is none of %s, %s and %s", *netw, NetLoopback, NetMock, NetSim)
 	case mock && *procs:
-		t.Fatal("-scale.net mock holds every agent in the test process: it does not go with -scale.procs")
+		t.Fatalf("-scale.net %s holds every agent in the test process: it does not go with -scale.procs", *netw)
 	case !mock && (*latency != 0 || bandwidth != 0):
-		t.Fatal("-scale.latency and -scale.bw shape mocknet's links: they need -scale.net mock")
+		t.Fatal("-scale.latency and -scale.bw shape an in-memory network's links: they need -scale.net mock or sim")
+	}
+	if *netw == NetSim && bandwidth == 0 {
+		bandwidth = defaultSimBandwidth // named in the label: simnet always paces
 	}
 	label := netLabel(*netw, *latency, bandwidth)
 	var measured []string
@@ -89,9 +92,12 @@ func TestScale(t *testing.T) {
 					// every kind.
 					rng := rand.New(rand.NewPCG(*seed+uint64(run), uint64(n)))
 					var c cluster
-					var mn *mockNet
-					if mock {
+					var mn memNet
+					switch *netw {
+					case NetMock:
 						mn = newMockNet(t, *latency, bandwidth)
+					case NetSim:
+						mn = newSimNet(t, *latency, bandwidth)
 					}
 					switch kind {
 					case KindMesh:
