@@ -37,13 +37,18 @@ func register(ctx context.Context, url, id string, caps []protocol.Capability) (
 	}
 	ms, err := c.ask(ctx, lobby.DefaultID, lobby.TypeRegister, "", lobby.RegisterPayload{Capabilities: append([]protocol.Capability{}, caps...)})
 	var ack lobby.RegisterAckPayload
-	if err == nil && ms[0].MessageType == lobby.TypeRegisterAck {
-		err = json.Unmarshal(ms[0].Payload, &ack)
-	} else if err == nil {
+	if err == nil && ms[0].MessageType != lobby.TypeRegisterAck {
 		err = fmt.Errorf("%s: REGISTER answered %s %s", id, ms[0].MessageType, ms[0].Payload)
 	}
+	if err == nil {
+		err = json.Unmarshal(ms[0].Payload, &ack)
+	}
+	if err != nil {
+		_ = c.ws.CloseNow()
+		return nil, err
+	}
 	c.token = ack.AuthToken
-	return c, err
+	return c, nil
 }
 
 // send writes a message to the agent to.

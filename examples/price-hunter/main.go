@@ -110,8 +110,9 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	go func() { _ = http.Serve(l, lb) }() // ends when l closes
+	served := make(chan struct{})
+	go func() { defer close(served); _ = http.Serve(l, lb) }()
+	defer func() { _ = l.Close(); <-served }()
 	url := "ws://" + l.Addr().String() + "/lobby"
 	fmt.Fprintf(out, "relay: lobby at %s, node %s\n", url, relay.AgentID())
 
