@@ -99,8 +99,12 @@ func run(ctx context.Context, out io.Writer) error {
 	// The librarian's operator learns of escalations from its node's task events.
 	toReview := make(chan string, 1)
 	stop, err := libNode.SubscribeTaskEvents(func(c protocol.TaskChange) {
-		if c.Event == protocol.EventRequestEscalated {
-			toReview <- c.TaskID // one escalation in this example
+		if c.Event != protocol.EventRequestEscalated {
+			return
+		}
+		select {
+		case toReview <- c.TaskID: // fn must not block: one escalation in this example
+		default:
 		}
 	})
 	if err != nil {
@@ -134,7 +138,10 @@ func run(ctx context.Context, out io.Writer) error {
 				_ = json.Unmarshal(p.Result, &pr)
 				fmt.Fprintf(out, "  progress: %s %s\n", pr.State, pr.Note)
 				if pr.State == string(protocol.TaskEscalated) {
-					escalated <- struct{}{}
+					select {
+					case escalated <- struct{}{}: // Progress must not block
+					default:
+					}
 				}
 			}})
 		var resp Response
