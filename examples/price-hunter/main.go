@@ -177,22 +177,18 @@ func run(ctx context.Context, out io.Writer) error {
 	// §5.2: every provider of find_cheapest_item_price_v2, the mesh
 	// agent's once the mesh directory has its record.
 	var found []lobby.ServiceFound
-	for !slices.ContainsFunc(found, func(f lobby.ServiceFound) bool { return f.AgentID == mesh.AgentID() }) {
+	err = poll(ctx, "the mesh agent in SERVICES_AVAILABLE", func() (bool, error) {
 		ms, err := shopper.ask(ctx, lobby.DefaultID, lobby.TypeDiscoverServices, "disc", lobby.DiscoverServicesPayload{CapabilityName: capCheapest})
 		if err != nil {
-			return err
+			return false, err
 		}
 		var sa lobby.ServicesAvailablePayload
-		if err := json.Unmarshal(ms[0].Payload, &sa); err != nil {
-			return err
-		}
-		if found = sa.ServicesFound; len(found) < 3 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("the mesh agent was never discovered: %w", ctx.Err())
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+		err = json.Unmarshal(ms[0].Payload, &sa)
+		found = sa.ServicesFound
+		return slices.ContainsFunc(found, func(f lobby.ServiceFound) bool { return f.AgentID == mesh.AgentID() }), err
+	})
+	if err != nil {
+		return err
 	}
 	// §5.3: ask each, a mesh agent through the lobby like the others.
 	var best quote
@@ -233,24 +229,21 @@ func run(ctx context.Context, out io.Writer) error {
 
 	// The mesh side: the relay offers the lobby agents' capabilities as its
 	// own; the mesh node finds one in the directory and calls it.
-	for {
+	err = poll(ctx, "the relay offering "+capSearch+" in the mesh directory", func() (bool, error) {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		infos, err := mesh.Discover(dctx, capSearch, false)
 		if err != nil {
-			cancel()
-			return err
+			return false, err
 		}
-		ok := false
+		found := false
 		for pi := range infos {
-			ok = ok || pi.AgentID == relay.AgentID()
+			found = found || pi.AgentID == relay.AgentID()
 		}
-		cancel()
-		if ok {
-			break
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("the relay never offered %s in the mesh: %w", capSearch, ctx.Err())
-		}
+		return found, nil
+	})
+	if err != nil {
+		return err
 	}
 	res, err := mesh.Call(ctx, protocol.CallRequest{To: relay.AgentID(), Action: capSearch,
 		Params: json.RawMessage(`{"item_to_find":"` + item + `","target_website":"bestbuy.com"}`)})
@@ -261,6 +254,21 @@ func run(ctx context.Context, out io.Writer) error {
 	_, err = mesh.Call(ctx, protocol.CallRequest{To: relay.AgentID(), Action: capCheapest, Params: json.RawMessage(`{"item_name":"` + item + `"}`)})
 	fmt.Fprintf(out, "mesh_hunter: %s through the relay: %v\n", capCheapest, err)
 	return nil
+}
+
+// poll calls try every 100 ms until it reports done or fails, or ctx ends:
+// directory records take a moment to spread.
+func poll(ctx context.Context, what string, try func() (bool, error)) error {
+	for {
+		if done, err := try(); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // quote is a find_cheapest_item_price_v2 result.
