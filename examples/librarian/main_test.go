@@ -40,10 +40,8 @@ func TestRun(t *testing.T) {
 			"  - references: no specification req-999\n" +
 			"  task status: REJECTED (history VALIDATING > APPROVED > VALIDATING > REJECTED)\n",
 		"  approved design-102: compliant with every rule\n",
-		// 3. escalation, seen by the requester while it waits, decided by the operator
+		// 3. escalation, decided by the operator
 		"  progress: ESCALATED deviations need human review: ed25519-only-auth: browsers cannot hold agent keys\n" +
-			"  task status: ESCALATED (history VALIDATING > APPROVED > VALIDATING > ESCALATED)\n" +
-			"  human reviewer approves: bearer tokens limited to the web console\n" +
 			"  progress: APPROVED architecture-103\n" +
 			"  approved architecture-103: approved by a human reviewer: bearer tokens limited to the web console\n" +
 			"  task status: COMPLETED (history VALIDATING > APPROVED > VALIDATING > ESCALATED > APPROVED > COMPLETED)\n",
