@@ -116,6 +116,8 @@ func review(_ context.Context, c *node.Call) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"rating": rating, "suggestions": suggestions, "files": files})
 }
 
+// run starts the two agents, plays the flow, printing each step to out, and
+// writes the transcript to transcriptDir.
 func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	loopback := ma.StringCast("/ip4/127.0.0.1/tcp/0")

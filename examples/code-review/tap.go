@@ -25,6 +25,7 @@ type wireTap struct {
 	frames [][]byte // frame bodies: signature ‖ canonical envelope
 }
 
+// newWireTap wraps h.
 func newWireTap(h host.Host) *wireTap { return &wireTap{Host: h} }
 
 // tapped reports whether frames of protocol pid are recorded.

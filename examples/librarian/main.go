@@ -62,12 +62,15 @@ func main() {
 	}
 }
 
+// newNode starts a quiet node on loopback, without mDNS or the DHT.
 func newNode(name string, k crypto.PrivKey, opts ...node.Option) (*node.Node, error) {
 	return node.New(append([]node.Option{node.WithIdentity(k), node.WithName(name),
 		node.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), node.WithMDNS(false), node.WithDHT(false),
 		node.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 }
 
+// run starts the librarian and its requesters and walks through the steps,
+// printing each to out.
 func run(ctx context.Context, out io.Writer) error {
 	policy, err := node.ParsePolicy(policyJSON)
 	if err != nil {

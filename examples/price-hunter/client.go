@@ -20,6 +20,7 @@ type client struct {
 	ws        *websocket.Conn
 }
 
+// dial connects to the lobby at url as agent id, without registering.
 func dial(ctx context.Context, url, id string) (*client, error) {
 	ws, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {

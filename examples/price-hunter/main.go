@@ -64,6 +64,7 @@ func main() {
 	}
 }
 
+// newNode starts a quiet node with a fresh key on loopback, without mDNS.
 func newNode(name string, opts ...node.Option) (*node.Node, error) {
 	key, err := sign.GenerateKey()
 	if err != nil {
@@ -73,6 +74,8 @@ func newNode(name string, opts ...node.Option) (*node.Node, error) {
 		node.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), node.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 }
 
+// run starts the relay, the mesh agent and the lobby agents and runs the
+// flow, printing each step to out.
 func run(ctx context.Context, out io.Writer) error {
 	// The relay: a node (its directory, the DHT, is how the mesh and the
 	// lobby find each other's capabilities), a store and the lobby.

@@ -68,6 +68,7 @@ type testResult struct {
 	} `json:"failures"`
 }
 
+// String is how the engineer reports a run.
 func (r testResult) String() string {
 	s := fmt.Sprintf("%d run, %d passed, %d failed", r.TestsRun, r.TestsPassed, r.TestsFailed)
 	for _, f := range r.Failures {
@@ -122,6 +123,8 @@ func newAgent(role, persona string, bootstrap []ma.Multiaddr, services ...node.S
 		node.WithPubSubOptions(pubsub.WithMinPeers(2)))
 }
 
+// run starts the three agents and plays the seven steps, printing each to
+// out.
 func run(ctx context.Context, out io.Writer) error {
 	var testsPassed, commentsAnswered atomic.Bool // what QA's and the reviewer's votes depend on
 	qa, err := newAgent("qa", "qa-engineer", nil,
