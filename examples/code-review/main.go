@@ -38,28 +38,15 @@ import (
 // custom capability URI).
 const ReviewCapability = "reviewer:code-review"
 
-// reviewInput is the input schema of ReviewCapability.
-const reviewInput = `{
-  "type": "object",
-  "required": ["diff", "language"],
-  "properties": {
-    "diff": {"type": "string", "minLength": 1, "maxLength": 65536},
-    "language": {"type": "string", "enum": ["go", "javascript", "python"]}
-  },
-  "additionalProperties": false
-}`
-
-// reviewOutput is the output schema of ReviewCapability (seed 002's
-// response result: a rating and suggestions).
-const reviewOutput = `{
-  "type": "object",
-  "required": ["rating", "suggestions", "files"],
-  "properties": {
-    "rating": {"type": "string", "enum": ["good", "needs-work"]},
-    "suggestions": {"type": "array", "items": {"type": "string"}},
-    "files": {"type": "array", "items": {"type": "string"}}
-  }
-}`
+// reviewInput and reviewOutput are the input and output schemas of
+// ReviewCapability (seed 002's response result: a rating and suggestions).
+const (
+	reviewInput = `{"type":"object","required":["diff","language"],"additionalProperties":false,"properties":{
+ "diff":{"type":"string","minLength":1,"maxLength":65536},"language":{"enum":["go","javascript","python"]}}}`
+	reviewOutput = `{"type":"object","required":["rating","suggestions","files"],"properties":{
+ "rating":{"enum":["good","needs-work"]},"suggestions":{"type":"array","items":{"type":"string"}},
+ "files":{"type":"array","items":{"type":"string"}}}}`
+)
 
 // sampleDiff is the change the requester asks to have reviewed.
 const sampleDiff = `--- a/src/auth.go
@@ -82,59 +69,40 @@ func main() {
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var err error
 	if *dir == "" {
-		d, err := os.MkdirTemp("", "code-review-transcript-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "code-review:", err)
-			os.Exit(1)
-		}
-		*dir = d
+		*dir, err = os.MkdirTemp("", "code-review-transcript-")
 	}
-	if err := run(ctx, os.Stdout, *dir); err != nil {
+	if err == nil {
+		err = run(ctx, os.Stdout, *dir)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "code-review:", err)
 		os.Exit(1)
 	}
 }
 
 // review is the reviewer's handler: a small, deterministic reviewer of
-// unified diffs.
+// the lines a unified diff adds.
 func review(_ context.Context, c *node.Call) (json.RawMessage, error) {
 	var p struct {
 		Diff     string `json:"diff"`
 		Language string `json:"language"`
 	}
-	if err := json.Unmarshal(c.Request.Params, &p); err != nil {
-		return nil, fmt.Errorf("decode params: %w", err)
+	if err := protocol.DecodeStrict(c.Request.Params, &p); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "params: %v", err)
 	}
-	files := []string{}
-	var suggestions []string
-	tests := false
-	line := 0
+	files, suggestions, tests := []string{}, []string{}, false
 	for l := range strings.SplitSeq(p.Diff, "\n") {
+		added, isAdded := strings.CutPrefix(l, "+")
 		switch {
 		case strings.HasPrefix(l, "+++ "):
-			f := strings.TrimPrefix(strings.TrimPrefix(l, "+++ "), "b/")
-			files = append(files, f)
-			tests = tests || strings.HasSuffix(f, "_test.go") || strings.Contains(f, ".test.")
-		case strings.HasPrefix(l, "--- "):
-		case strings.HasPrefix(l, "@@"):
-			// @@ -a,b +c,d @@: new-file lines start at c.
-			if _, after, ok := strings.Cut(l, "+"); ok {
-				_, _ = fmt.Sscanf(after, "%d", &line)
-				line--
-			}
-		case strings.HasPrefix(l, "+"):
-			line++
-			added := strings.TrimSpace(l[1:])
-			if strings.Contains(added, "TODO") {
-				suggestions = append(suggestions, fmt.Sprintf("line %d: resolve the TODO before merging (%s)", line, added))
-			}
-			if p.Language == "go" && strings.Contains(added, "fmt.Println") {
-				suggestions = append(suggestions, fmt.Sprintf("line %d: log with log/slog, not fmt.Println, and do not log user names", line))
-			}
-		case strings.HasPrefix(l, "-"):
-		default:
-			line++
+			f := strings.TrimPrefix(l, "+++ b/")
+			files, tests = append(files, f), tests || strings.Contains(f, "_test.")
+		case isAdded && strings.Contains(added, "TODO"):
+			suggestions = append(suggestions, "resolve the TODO before merging: "+strings.TrimSpace(added))
+		case isAdded && p.Language == "go" && strings.Contains(added, "fmt.Println"):
+			suggestions = append(suggestions, "log with log/slog, not fmt.Println, and do not log user names")
 		}
 	}
 	_ = c.Progress(json.RawMessage(fmt.Sprintf(`{"stage":"diff read","files":%d}`, len(files))))
@@ -148,6 +116,8 @@ func review(_ context.Context, c *node.Call) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"rating": rating, "suggestions": suggestions, "files": files})
 }
 
+// run starts the two agents, plays the flow, printing each step to out, and
+// writes the transcript to transcriptDir.
 func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	loopback := ma.StringCast("/ip4/127.0.0.1/tcp/0")
@@ -182,8 +152,8 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	}
 	defer reviewer.Close()
 
-	// The requester's host is wrapped in a tap that records every frame
-	// of the hello and request streams as it is written or read.
+	// The requester's host is wrapped in a tap that records every frame of
+	// the hello and request streams it opens, both ways, as it crosses.
 	h, err := libp2p.New(libp2p.Identity(requesterKey), libp2p.ListenAddrs(loopback))
 	if err != nil {
 		return fmt.Errorf("requester host: %w", err)
@@ -223,9 +193,8 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 		return fmt.Errorf("review: %w", err)
 	}
 	var result struct {
-		Rating      string   `json:"rating"`
-		Suggestions []string `json:"suggestions"`
-		Files       []string `json:"files"`
+		Rating             string
+		Suggestions, Files []string
 	}
 	if err := json.Unmarshal(resp.Result, &result); err != nil {
 		return fmt.Errorf("decode review: %w", err)
@@ -244,71 +213,34 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	}
 	fmt.Fprintf(out, "schema-violating request: %s\n", protocol.CodeOf(err))
 
-	// The transcript: every signed envelope of the exchange, as sent.
-	envelopes := tap.Envelopes()
-	if err := writeTranscript(transcriptDir, envelopes); err != nil {
+	// The transcript: every signed envelope of the exchange as it crossed
+	// the wire, one file each in seed 002's file-exchange naming
+	// ({from}-{to}-{timestamp}-{id}.json, colons dropped) and all of them in
+	// wire order in transcript.jsonl.
+	if err := os.MkdirAll(transcriptDir, 0o755); err != nil {
 		return err
 	}
+	envelopes := tap.Envelopes()
 	fmt.Fprintf(out, "transcript: %d signed envelopes in %s\n", len(envelopes), transcriptDir)
+	var all []byte
 	for _, doc := range envelopes {
 		e, _, err := protocol.OpenJSON(doc)
 		if err != nil {
 			return fmt.Errorf("an envelope of the transcript does not verify: %w", err)
 		}
-		fmt.Fprintf(out, "  %-8s %-9s -> %-9s verified %s\n", e.Type, names[e.From.AgentID], names[recipient(e)], summary(e))
-	}
-	return nil
-}
-
-func recipient(e *protocol.Envelope) string {
-	if e.To == nil {
-		return ""
-	}
-	return e.To.AgentID
-}
-
-// summary describes an envelope's payload in a few words.
-func summary(e *protocol.Envelope) string {
-	var p struct {
-		Action        string `json:"action"`
-		CorrelationID string `json:"correlationId"`
-		Status        string `json:"status"`
-		Code          string `json:"code"`
-	}
-	_ = json.Unmarshal(e.Payload, &p)
-	switch e.Type {
-	case protocol.TypeRequest:
-		return "action " + p.Action
-	case protocol.TypeResponse:
-		return "status " + p.Status
-	case protocol.TypeError:
-		return "code " + p.Code
-	}
-	return ""
-}
-
-// writeTranscript writes each envelope to dir in seed 002's file-exchange
-// naming, {from-agent-id}-{to-agent-id}-{timestamp}-{id}.json (colons
-// dropped from the timestamp), and all of them, one per line in wire
-// order, to transcript.jsonl.
-func writeTranscript(dir string, envelopes []json.RawMessage) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("transcript directory: %w", err)
-	}
-	var all []byte
-	for _, doc := range envelopes {
-		var e protocol.Envelope
-		if err := json.Unmarshal(doc, &e); err != nil {
-			return fmt.Errorf("transcript: %w", err)
+		to := "" // every envelope of a direct stream names its recipient
+		if e.To != nil {
+			to = e.To.AgentID
 		}
-		name := fmt.Sprintf("%s-%s-%s-%s.json", e.From.AgentID, recipient(&e), strings.ReplaceAll(e.Timestamp, ":", ""), e.ID)
-		if err := os.WriteFile(filepath.Join(dir, name), append(doc, '\n'), 0o644); err != nil {
-			return fmt.Errorf("transcript: %w", err)
+		name := fmt.Sprintf("%s-%s-%s-%s.json", e.From.AgentID, to, strings.ReplaceAll(e.Timestamp, ":", ""), e.ID)
+		if err := os.WriteFile(filepath.Join(transcriptDir, name), append(doc, '\n'), 0o644); err != nil {
+			return err
 		}
 		all = append(append(all, doc...), '\n')
+		var p struct{ Action, Status, Code string }
+		_ = json.Unmarshal(e.Payload, &p)
+		line := fmt.Sprintf("  %-8s %-9s -> %-9s verified %s", e.Type, names[e.From.AgentID], names[to], p.Action+p.Status+p.Code)
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "transcript.jsonl"), all, 0o644); err != nil {
-		return fmt.Errorf("transcript: %w", err)
-	}
-	return nil
+	return os.WriteFile(filepath.Join(transcriptDir, "transcript.jsonl"), all, 0o644)
 }

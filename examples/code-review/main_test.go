@@ -70,10 +70,11 @@ func TestRun(t *testing.T) {
 		"hello: reviewer offers reviewer:code-review (reviews a unified diff: a rating and suggestions)",
 		`progress: {"files":1,"stage":"diff read"}`,
 		"response: success, rating needs-work, 3 suggestions on src/auth.go",
-		"line 14: log with log/slog, not fmt.Println",
+		"  - resolve the TODO before merging: // TODO: rate-limit failed logins",
+		"  - log with log/slog, not fmt.Println",
 		"add tests: the diff touches no test file",
 		"schema-violating request: INVALID_MESSAGE",
-		"error    reviewer  -> requester verified code INVALID_MESSAGE",
+		"error    reviewer  -> requester verified INVALID_MESSAGE",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

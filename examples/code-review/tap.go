@@ -15,8 +15,8 @@ import (
 )
 
 // wireTap is a libp2p host that records every frame written to or read
-// from meshagent's direct streams (hello and request/response), in the
-// order they cross it. A frame is uvarint(length) ‖ signature ‖ canonical
+// from the direct meshagent streams it opens (a hello and the answering
+// hello; a request and its responses), in the order they cross it. A frame is uvarint(length) ‖ signature ‖ canonical
 // envelope, so what it records is exactly what was signed and sent.
 type wireTap struct {
 	host.Host
@@ -25,6 +25,7 @@ type wireTap struct {
 	frames [][]byte // frame bodies: signature ‖ canonical envelope
 }
 
+// newWireTap wraps h.
 func newWireTap(h host.Host) *wireTap { return &wireTap{Host: h} }
 
 // tapped reports whether frames of protocol pid are recorded.
@@ -39,16 +40,6 @@ func (t *wireTap) NewStream(ctx context.Context, p peer.ID, pids ...libp2pprotoc
 		return s, err
 	}
 	return &tappedStream{Stream: s, tap: t}, nil
-}
-
-// SetStreamHandler installs h, tapping the streams it is handed for the
-// direct meshagent protocols.
-func (t *wireTap) SetStreamHandler(pid libp2pprotocol.ID, h network.StreamHandler) {
-	if !tapped(pid) {
-		t.Host.SetStreamHandler(pid, h)
-		return
-	}
-	t.Host.SetStreamHandler(pid, func(s network.Stream) { h(&tappedStream{Stream: s, tap: t}) })
 }
 
 // record keeps one frame body.

@@ -1,10 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -13,163 +14,160 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// submission is an APPROVAL request as the librarian tracks it through
-// seed 003's governance states.
-type submission struct {
-	id       string
-	from     peer.ID
-	req      AgentRequest
-	state    protocol.TaskState
-	history  []protocol.TaskState
-	assigned string
-	decision chan reviewDecision // an ESCALATED submission waits on it
-	reviewed bool                // a human decided it
-}
-
-type reviewDecision struct {
-	approve bool
-	note    string
-}
-
-// catalogueNode is an item of the librarian's knowledge graph.
-type catalogueNode struct {
-	NodeSummary
-	content string
-}
-
-// Librarian governs what agents may change: it checks their requests
-// against its registry and catalogue, and tracks each submission from
-// PENDING to COMPLETED.
-type Librarian struct {
-	log      *slog.Logger
-	registry map[peer.ID]RegistryEntry
-
-	mu          sync.Mutex
-	catalogue   map[string]*catalogueNode
-	byPath      map[string]string // target path -> catalogue id
-	submissions map[string]*submission
-	seq         map[string]int // per target type, for assigned ids
-	escalated   chan string    // ids of escalated submissions, for the human reviewer
-}
-
-// NewLibrarian returns a librarian with a registry and a catalogue holding
-// the specifications agents may reference.
-func NewLibrarian(log *slog.Logger, registry map[peer.ID]RegistryEntry) *Librarian {
-	l := &Librarian{
-		log: log, registry: registry,
-		catalogue: map[string]*catalogueNode{}, byPath: map[string]string{},
-		submissions: map[string]*submission{}, seq: map[string]int{},
-		escalated: make(chan string, 16),
-	}
-	l.add("arch-001", "architecture", "docs/architecture.md", "Main architecture",
-		"# Main architecture\nAgents talk to the librarian over a signed peer-to-peer mesh; authentication is by Ed25519 agent identity.")
-	l.add("req-045", "docs", "docs/requirements/authentication.md", "Authentication requirements",
-		"# Authentication requirements\nEvery agent authenticates with its Ed25519 key; tokens expire after 24 hours; refresh requires re-authentication.")
-	l.add("code-007", "code", "src/auth/session.go", "Session handling",
-		"// Package auth: session handling and token refresh.")
-	return l
-}
-
-func (l *Librarian) add(id, typ, path, title, content string) {
-	l.catalogue[id] = &catalogueNode{NodeSummary: NodeSummary{ID: id, Type: typ, Path: path, Title: title, Status: "approved"}, content: content}
-	l.byPath[path] = id
-}
-
-// Escalations delivers the id of each submission escalated to a human.
-func (l *Librarian) Escalations() <-chan string { return l.escalated }
-
-// Review is the human decision on an escalated submission.
-func (l *Librarian) Review(id string, approve bool, note string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.submissions[id]
-	switch {
-	case s == nil || s.decision == nil:
-		return fmt.Errorf("librarian: no escalated submission %s", id)
-	case s.reviewed:
-		return fmt.Errorf("librarian: submission %s was already reviewed", id)
-	}
-	s.reviewed = true
-	s.decision <- reviewDecision{approve: approve, note: note} // buffered for one
-	return nil
-}
-
-// State returns a submission's governance state and its history.
-func (l *Librarian) State(id string) (protocol.TaskState, []protocol.TaskState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.submissions[id]
-	if s == nil {
-		return "", nil
-	}
-	return s.state, slices.Clone(s.history)
-}
-
-func (l *Librarian) setState(s *submission, st protocol.TaskState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s.state = st
-	s.history = append(s.history, st)
-}
-
-// Input schemas: shapes only; missing content is a rule violation with
-// feedback, not a malformed message.
+// Capabilities of the librarian, one per seed 003 request type it serves.
 const (
-	requestSchema = `{
-  "type": "object",
-  "required": ["agent_id"],
-  "properties": {
-    "agent_id": {"type": "string", "minLength": 1},
-    "session_id": {"type": "string"},
-    "timestamp": {"type": "string"},
-    "action": {"enum": ["create", "modify", "delete", "read"]},
-    "target_type": {"enum": ["architecture", "design", "code", "test", "docs"]},
-    "target_path": {"type": "string"},
-    "target_id": {"type": "string"},
-    "content": {"type": "string"},
-    "rationale": {"type": "string"},
-    "references": {"type": "array", "items": {"type": "string"}},
-    "context_used": {"type": "array", "items": {"type": "string"}},
-    "deviations": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "string"}}},
-    "risk_assessment": {"type": "string"}
-  },
-  "additionalProperties": false
-}`
-	reportSchema = `{
-  "type": "object",
-  "required": ["agent_id", "request_id", "completed", "changes_made"],
-  "properties": {
-    "agent_id": {"type": "string", "minLength": 1},
-    "request_id": {"type": "string", "minLength": 1},
-    "completed": {"type": "boolean"},
-    "changes_made": {"type": "array", "items": {"type": "string"}},
-    "issues": {"type": "array", "items": {"type": "string"}}
-  },
-  "additionalProperties": false
-}`
+	CapApproval = "librarian:approval" // APPROVAL: permission to make a change
+	CapQuery    = "librarian:query"    // QUERY: what the catalogue holds
 )
+
+// Request is seed 003's AgentRequest, less the fields no rule reads. The
+// requester's identity is the verified peer; agent_id must be its name.
+type Request struct {
+	AgentID    string   `json:"agent_id"`
+	TargetType string   `json:"target_type,omitempty"`
+	TargetPath string   `json:"target_path,omitempty"`
+	Content    string   `json:"content"`
+	Rationale  string   `json:"rationale,omitempty"`
+	References []string `json:"references,omitempty"`
+	Deviations []string `json:"deviations,omitempty"` // each needs a human's review
+}
+
+// requestSchema checks a Request before the librarian sees it: the node
+// answers a malformed one INVALID_MESSAGE, naming what is wrong.
+const requestSchema = `{"type":"object","required":["agent_id","content"],"additionalProperties":false,
+ "properties":{"agent_id":{"type":"string"},"target_type":{"enum":["architecture","design","code","docs"]},
+ "target_path":{"type":"string"},"content":{"type":"string","minLength":1,"maxLength":65536},
+ "rationale":{"type":"string"},"references":{"type":"array","maxItems":20,"items":{"type":"string"}},
+ "deviations":{"type":"array","maxItems":5,"items":{"type":"string"}}}}`
+
+// Response is seed 003's LibrarianResponse, less what the example does not
+// use. A rejected APPROVAL is an INVALID_MESSAGE error whose details are
+// its Response.
+type Response struct {
+	Status        string   `json:"status"` // approved, rejected or answered
+	Feedback      string   `json:"feedback"`
+	Violations    []string `json:"violations,omitempty"` // "rule: what is wrong"
+	AssignedID    string   `json:"assigned_id,omitempty"`
+	RelevantNodes []string `json:"relevant_nodes,omitempty"` // "id path (title)"
+}
+
+// entry is an item of the catalogue: a specification agents may reference.
+type entry struct{ id, path, title string }
+
+// Librarian checks agents' requests against seed 003's rules, its agent
+// registry and its catalogue. The node in front of it has checked the
+// signature, the policy (rate limits, sizes, request types) and the schema.
+type Librarian struct {
+	names   map[peer.ID]string  // registered agents' names
+	targets map[string][]string // name -> target types it may change
+
+	mu        sync.Mutex
+	catalogue []entry
+	approved  int // for assigned ids
+}
 
 // Services returns the librarian's capabilities, for node.WithServices.
 func (l *Librarian) Services() []node.Service {
+	svc := func(name, desc string, h node.HandlerFunc) node.Service {
+		return node.Service{Capability: protocol.Capability{Name: name, Description: desc,
+			InputSchema: json.RawMessage(requestSchema)}, Handler: h}
+	}
 	return []node.Service{
-		{Capability: protocol.Capability{Name: CapApproval, Description: "seed 003 APPROVAL: request permission to make a change",
-			Keywords: []string{"librarian", "governance", "approval"}, InputSchema: json.RawMessage(requestSchema)},
-			Handler: node.HandlerFunc(l.approval)},
-		{Capability: protocol.Capability{Name: CapQuery, Description: "seed 003 QUERY: ask the catalogue",
-			Keywords: []string{"librarian", "catalogue", "query"}, InputSchema: json.RawMessage(requestSchema)},
-			Handler: node.HandlerFunc(l.query)},
-		{Capability: protocol.Capability{Name: CapValidate, Description: "seed 003 VALIDATE: check whether a proposed change would be compliant",
-			Keywords: []string{"librarian", "governance", "validate"}, InputSchema: json.RawMessage(requestSchema)},
-			Handler: node.HandlerFunc(l.validate)},
-		{Capability: protocol.Capability{Name: CapReport, Description: "seed 003 REPORT: completion status of an approved change",
-			Keywords: []string{"librarian", "governance", "report"}, InputSchema: json.RawMessage(reportSchema)},
-			Handler: node.HandlerFunc(l.report)},
+		svc(CapApproval, "seed 003 APPROVAL: request permission to make a change", l.approval),
+		svc(CapQuery, "seed 003 QUERY: ask the catalogue", l.query),
 	}
 }
 
-// requiredFields are seed 003's ProtocolValidator.REQUIRED_FIELDS.
-var requiredFields = map[string][]string{
-	CapApproval: {"content", "rationale", "target_type"},
-	CapQuery:    {"content"},
-	CapValidate: {"content", "target_type"},
+// violations runs all of seed 003's rules on r, so that one rejection
+// lists everything to fix.
+func (l *Librarian) violations(from peer.ID, r Request) []string {
+	var v []string
+	if r.Rationale == "" {
+		v = append(v, "required_fields: rationale is required")
+	}
+	name, targets := l.names[from], l.targets[l.names[from]]
+	if r.AgentID != name {
+		v = append(v, fmt.Sprintf("agent_authorization: agent_id %q is not this agent's registered name %q", r.AgentID, name))
+	} else if !slices.Contains(targets, r.TargetType) {
+		v = append(v, fmt.Sprintf("agent_authorization: %s may not change %s (allowed_targets: %s)", name, r.TargetType, strings.Join(targets, ", ")))
+	}
+	if r.TargetType != "code" && !strings.HasPrefix(r.Content, "# ") {
+		v = append(v, fmt.Sprintf("content_format: a %s document must start with a \"# \" title", r.TargetType))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ref := range r.References {
+		if !slices.ContainsFunc(l.catalogue, func(e entry) bool { return e.id == ref }) {
+			v = append(v, "references: no specification "+ref)
+		}
+	}
+	return v
+}
+
+// approval handles APPROVAL. Its task, which the requester can poll, is
+// VALIDATING while the rules run, then REJECTED, or ESCALATED to the
+// librarian's operator when the request has deviations (node.Call.Escalate,
+// decided with node.Node.TaskResolve), or APPROVED; it ends COMPLETED with
+// the answer. Each change is also sent to the requester as progress.
+func (l *Librarian) approval(ctx context.Context, c *node.Call) (json.RawMessage, error) {
+	var r Request
+	if err := protocol.DecodeStrict(c.Request.Params, &r); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "APPROVAL: %v", err)
+	}
+	progress := func(state protocol.TaskState, note string) {
+		b, _ := json.Marshal(map[string]string{"state": string(state), "note": note})
+		_ = c.Progress(b) // a requester that went away does not stop the decision
+	}
+	c.SetState(protocol.TaskValidating, "checking compliance")
+	progress(protocol.TaskValidating, "checking "+r.TargetPath)
+	resp := Response{Status: "approved", Feedback: "compliant with every rule"}
+	if vs := l.violations(c.From, r); len(vs) > 0 {
+		resp = Response{Status: "rejected", Violations: vs, Feedback: fmt.Sprintf("%d violation(s); fix them and resubmit", len(vs))}
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%s", resp.Feedback).WithDetails(resp)
+	}
+	if len(r.Deviations) > 0 {
+		why := "deviations need human review: " + strings.Join(r.Deviations, "; ")
+		if err := c.Escalate(why); err != nil {
+			return nil, err
+		}
+		progress(protocol.TaskEscalated, why)
+		d, err := c.Decision(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !d.Approved {
+			resp = Response{Status: "rejected", Feedback: "human reviewer: " + d.Reason}
+			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%s", resp.Feedback).WithDetails(resp)
+		}
+		resp.Feedback = "approved by a human reviewer: " + d.Reason
+	}
+	l.mu.Lock()
+	l.approved++
+	resp.AssignedID = fmt.Sprintf("%s-%d", r.TargetType, 100+l.approved)
+	title, _, _ := strings.Cut(strings.TrimPrefix(r.Content, "# "), "\n")
+	l.catalogue = append(l.catalogue, entry{resp.AssignedID, r.TargetPath, title})
+	l.mu.Unlock()
+	progress(protocol.TaskApproved, resp.AssignedID)
+	return json.Marshal(resp)
+}
+
+// query handles QUERY: the catalogue entries whose title shares a word of
+// five letters or more with the question.
+func (l *Librarian) query(_ context.Context, c *node.Call) (json.RawMessage, error) {
+	var r Request
+	if err := protocol.DecodeStrict(c.Request.Params, &r); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "QUERY: %v", err)
+	}
+	resp := Response{Status: "answered"}
+	l.mu.Lock()
+	for _, e := range l.catalogue {
+		if slices.ContainsFunc(strings.Fields(strings.ToLower(r.Content)), func(w string) bool {
+			return len(w) >= 5 && strings.Contains(strings.ToLower(e.title), strings.Trim(w, "?.,"))
+		}) {
+			resp.RelevantNodes = append(resp.RelevantNodes, fmt.Sprintf("%s %s (%s)", e.id, e.path, e.title))
+		}
+	}
+	l.mu.Unlock()
+	resp.Feedback = fmt.Sprintf("%d relevant item(s)", len(resp.RelevantNodes))
+	return json.Marshal(resp)
 }

@@ -4,206 +4,121 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// lobbyClient is one seed 000 agent: a WebSocket connection to the lobby,
-// one JSON message per text message (§3).
-type lobbyClient struct {
-	id    string
-	token string // from REGISTER_ACK
-	ws    *websocket.Conn
+// client is a seed 000 agent: a WebSocket connection to the lobby, one
+// JSON message per text message (§3).
+type client struct {
+	id, token string
+	ws        *websocket.Conn
 }
 
-// dialLobby connects to the lobby at url as agent id. It does not
-// register: see register.
-func dialLobby(ctx context.Context, url, id string) (*lobbyClient, error) {
+// dial connects to the lobby at url as agent id, without registering.
+func dial(ctx context.Context, url, id string) (*client, error) {
 	ws, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: dial the lobby: %w", id, err)
+		return nil, fmt.Errorf("%s: %w", id, err)
 	}
-	ws.SetReadLimit(1 << 20)
-	return &lobbyClient{id: id, ws: ws}, nil
+	return &client{id: id, ws: ws}, nil
 }
 
-// close ends the connection with a normal closure.
-func (c *lobbyClient) close() {
-	_ = c.ws.Close(websocket.StatusNormalClosure, "done")
-}
-
-// send writes m, filling sender_id and, unless m names one, the client's
-// auth_token.
-func (c *lobbyClient) send(ctx context.Context, m lobby.Message) error {
-	if m.SenderID == "" {
-		m.SenderID = c.id
-	}
-	if m.AuthToken == "" {
-		m.AuthToken = c.token
-	}
-	b, err := json.Marshal(m)
+// register connects as id and registers caps (§4.1), keeping the token
+// of the REGISTER_ACK (§4.2) for every later message (§6).
+func register(ctx context.Context, url, id string, caps []protocol.Capability) (*client, error) {
+	c, err := dial(ctx, url, id)
 	if err != nil {
-		return fmt.Errorf("%s: encode %s: %w", c.id, m.MessageType, err)
+		return nil, err
 	}
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
-		return fmt.Errorf("%s: send %s: %w", c.id, m.MessageType, err)
-	}
-	return nil
-}
-
-// recv reads the next message.
-func (c *lobbyClient) recv(ctx context.Context) (*lobby.Message, error) {
-	_, b, err := c.ws.Read(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read: %w", c.id, err)
-	}
-	m, err := lobby.ParseMessage(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: parse %s: %w", c.id, b, err)
-	}
-	return m, nil
-}
-
-// register sends REGISTER with caps (§4.1, §5.1) and keeps the token of
-// the REGISTER_ACK (§4.2).
-func (c *lobbyClient) register(ctx context.Context, caps []protocol.Capability) error {
-	if caps == nil {
-		caps = []protocol.Capability{}
-	}
-	payload, err := json.Marshal(lobby.RegisterPayload{Capabilities: caps})
-	if err != nil {
-		return fmt.Errorf("%s: encode REGISTER: %w", c.id, err)
-	}
-	if err := c.send(ctx, lobby.Message{ReceiverID: lobby.DefaultID, MessageType: lobby.TypeRegister, Payload: payload}); err != nil {
-		return err
-	}
-	m, err := c.recv(ctx)
-	if err != nil {
-		return err
-	}
-	if m.MessageType != lobby.TypeRegisterAck {
-		return fmt.Errorf("%s: REGISTER answered with %s: %s", c.id, m.MessageType, m.Payload)
-	}
+	ms, err := c.ask(ctx, lobby.DefaultID, lobby.TypeRegister, "", lobby.RegisterPayload{Capabilities: append([]protocol.Capability{}, caps...)})
 	var ack lobby.RegisterAckPayload
-	if err := json.Unmarshal(m.Payload, &ack); err != nil {
-		return fmt.Errorf("%s: REGISTER_ACK payload: %w", c.id, err)
+	if err == nil && ms[0].MessageType != lobby.TypeRegisterAck {
+		err = fmt.Errorf("%s: REGISTER answered %s %s", id, ms[0].MessageType, ms[0].Payload)
 	}
-	if ack.Status != lobby.RegisterStatus || ack.AuthToken == "" {
-		return fmt.Errorf("%s: REGISTER_ACK without a token: %s", c.id, m.Payload)
+	if err == nil {
+		err = json.Unmarshal(ms[0].Payload, &ack)
+	}
+	if err != nil {
+		_ = c.ws.CloseNow()
+		return nil, err
 	}
 	c.token = ack.AuthToken
-	return nil
+	return c, nil
 }
 
-// discover sends DISCOVER_SERVICES for capability (§4.3, §5.2) and
-// returns the SERVICES_AVAILABLE payload, or the ERROR payload as an
-// error.
-func (c *lobbyClient) discover(ctx context.Context, capability, conv string) (*lobby.ServicesAvailablePayload, error) {
-	payload, err := json.Marshal(lobby.DiscoverServicesPayload{CapabilityName: capability})
+// send writes a message to the agent to.
+func (c *client) send(ctx context.Context, to, typ, conv string, payload any) error {
+	p, err := json.Marshal(payload)
 	if err != nil {
-		return nil, fmt.Errorf("%s: encode DISCOVER_SERVICES: %w", c.id, err)
+		return err
 	}
-	if err := c.send(ctx, lobby.Message{ReceiverID: lobby.DefaultID, MessageType: lobby.TypeDiscoverServices,
-		Payload: payload, ConversationID: conv}); err != nil {
+	return wsjson.Write(ctx, c.ws, lobby.Message{SenderID: c.id, ReceiverID: to, MessageType: typ,
+		Payload: p, ConversationID: conv, AuthToken: c.token})
+}
+
+// recv reads the next message, decoded strictly.
+func (c *client) recv(ctx context.Context) (*lobby.Message, error) {
+	_, b, err := c.ws.Read(ctx)
+	if err != nil {
 		return nil, err
 	}
-	m, err := c.next(ctx, conv)
-	if err != nil {
+	return lobby.ParseMessage(b)
+}
+
+// ask sends a message and returns the answers of its conversation: the
+// RESPONSEs in progress, then the last one (or an ERROR, which names no
+// conversation when the message had none).
+func (c *client) ask(ctx context.Context, to, typ, conv string, payload any) ([]*lobby.Message, error) {
+	if err := c.send(ctx, to, typ, conv, payload); err != nil {
 		return nil, err
 	}
-	switch m.MessageType {
-	case lobby.TypeServicesAvailable:
-		var sa lobby.ServicesAvailablePayload
-		if err := json.Unmarshal(m.Payload, &sa); err != nil {
-			return nil, fmt.Errorf("%s: SERVICES_AVAILABLE payload: %w", c.id, err)
-		}
-		return &sa, nil
-	case lobby.TypeError:
-		return nil, lobbyError(m)
-	default:
-		return nil, fmt.Errorf("%s: DISCOVER_SERVICES answered with %s", c.id, m.MessageType)
-	}
-}
-
-// response is a RESPONSE (§4.6) as the requester receives it.
-type response struct {
-	from    string          // sender_id: the provider, or the lobby when it refused
-	status  string          // "success", "error", …
-	payload json.RawMessage // the whole payload
-}
-
-// request sends REQUEST for capability to the agent to, with params'
-// members after capability_name (§4.5, §5.3), and waits for the final
-// RESPONSE of conversation conv; each in_progress RESPONSE goes to
-// progress (may be nil). An ERROR is returned as an error.
-func (c *lobbyClient) request(ctx context.Context, to, capability, conv string, params map[string]any, progress func(json.RawMessage)) (*response, error) {
-	p := map[string]any{"capability_name": capability}
-	for k, v := range params {
-		p[k] = v
-	}
-	payload, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("%s: encode REQUEST: %w", c.id, err)
-	}
-	if err := c.send(ctx, lobby.Message{ReceiverID: to, MessageType: lobby.TypeRequest, Payload: payload, ConversationID: conv}); err != nil {
-		return nil, err
-	}
-	for {
-		m, err := c.next(ctx, conv)
-		if err != nil {
-			return nil, err
-		}
-		if m.MessageType == lobby.TypeError {
-			return nil, lobbyError(m)
-		}
-		if m.MessageType != lobby.TypeResponse {
-			return nil, fmt.Errorf("%s: REQUEST answered with %s", c.id, m.MessageType)
-		}
-		var st struct {
-			Status string `json:"status"`
-		}
-		if err := json.Unmarshal(m.Payload, &st); err != nil {
-			return nil, fmt.Errorf("%s: RESPONSE payload: %w", c.id, err)
-		}
-		if st.Status == string(protocol.StatusInProgress) {
-			if progress != nil {
-				progress(m.Payload)
-			}
-			continue
-		}
-		return &response{from: m.SenderID, status: st.Status, payload: m.Payload}, nil
-	}
-}
-
-// next reads until the message of conversation conv (an ERROR for a
-// message without conversation_id echoes none, so an ERROR is always
-// taken).
-func (c *lobbyClient) next(ctx context.Context, conv string) (*lobby.Message, error) {
+	var ms []*lobby.Message
 	for {
 		m, err := c.recv(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if m.ConversationID == conv || m.MessageType == lobby.TypeError {
-			return m, nil
+		if m.ConversationID != conv && m.MessageType != lobby.TypeError {
+			continue
+		}
+		ms = append(ms, m)
+		var st struct{ Status string }
+		if json.Unmarshal(m.Payload, &st) != nil || st.Status != string(protocol.StatusInProgress) {
+			return ms, nil
 		}
 	}
 }
 
-// lobbyErr is an ERROR message (§4.7) received by a client.
-type lobbyErr struct{ lobby.ErrorPayload }
-
-func (e *lobbyErr) Error() string {
-	return fmt.Sprintf("ERROR %s: %s", e.Code, e.ErrorPayload.Error)
-}
-
-func lobbyError(m *lobby.Message) error {
-	var p lobby.ErrorPayload
-	if err := json.Unmarshal(m.Payload, &p); err != nil {
-		return fmt.Errorf("ERROR with a bad payload %s: %w", m.Payload, err)
+// serve answers the REQUESTs the hunter c receives until its connection
+// ends, printing each: the search with a RESPONSE in progress before the
+// final one (§4.6), the price with q.
+func (c *client) serve(ctx context.Context, out io.Writer, q quote) {
+	for {
+		m, err := c.recv(ctx)
+		if err != nil {
+			return // closed at the end of the flow
+		}
+		var p struct {
+			Capability string `json:"capability_name"`
+			Site       string `json:"target_website"`
+		}
+		if m.MessageType != lobby.TypeRequest || json.Unmarshal(m.Payload, &p) != nil {
+			continue
+		}
+		fmt.Fprintf(out, "%s: REQUEST %s from %s: %s\n", c.id, m.ConversationID, m.SenderID, p.Capability)
+		answer := func(v any) { _ = c.send(ctx, m.SenderID, lobby.TypeResponse, m.ConversationID, v) }
+		if p.Capability == capSearch {
+			answer(map[string]any{"status": "in_progress", "message": "searching " + p.Site})
+			answer(map[string]any{"status": "success", "item_found_on_site": map[string]any{"regular_price": 128, "source_website": p.Site},
+				"cheapest_price_globally": q, "message": "Search complete."})
+		} else {
+			answer(map[string]any{"status": "success", "cheapest_price": q.Price, "source": q.Source})
+		}
 	}
-	return &lobbyErr{p}
 }

@@ -1,164 +1,281 @@
-// Command price-hunter runs seed 000's price-hunter flow on a relay's lobby,
-// every agent a real WebSocket client, and bridges it to the mesh.
+// Command price-hunter runs seed 000's price-hunter flow on a relay's
+// lobby, every agent a real WebSocket client, and bridges it to the mesh.
 //
-// By default it starts a relay in this process (a node, seed 000's lobby
-// served at /lobby on a free loopback port, registrations in a store in a
-// temporary directory) and a plain mesh node connected to it. Then:
-//
-//   - two price hunters register in the lobby (§5.1), each offering
-//     find_cheapest_item_price_v2 restricted to the shopper, the first also
-//     initiate_item_search_v2 (public);
-//   - the mesh node offers find_cheapest_item_price_v2 in the mesh;
-//   - the shopper registers, discovers both capabilities (§5.2: the lobby's
-//     agents and the mesh directory's) and requests them (§5.3), getting
-//     in_progress and final RESPONSEs, and picks the cheapest price, the
-//     mesh agent's included (a lobby client calling a mesh agent);
-//   - rogue_007 requests the restricted capability and is refused by the
-//     lobby (§5.3), which the hunter never hears of; an impostor with a
-//     forged token gets ERROR (§4.7, §6);
-//   - the mesh node finds initiate_item_search_v2 in the mesh directory
-//     (the relay offers its lobby agents' capabilities as its own) and calls
-//     it, and is refused the restricted one.
-//
-// With -lobby (and -relay for the mesh side) it runs the same agents
-// against a running `meshagent relay`.
+// It starts a relay in this process, reduced to the lobby as `meshagent
+// relay` runs it: a node on loopback, seed 000's lobby served at /lobby,
+// registrations in a store in a temporary directory, and the lobby agents'
+// capabilities offered in the mesh as the node's own (Lobby.Bridge). Then
+// two price hunters register in the lobby (§5.1); a plain mesh node offers
+// the same capability in the mesh; the shopper discovers every provider,
+// the lobby's and the mesh's (§5.2), asks each (§5.3) and takes the
+// cheapest; the lobby refuses rogue_007 and an impostor (§5.3, §4.7); and
+// the mesh node finds a lobby agent's capability in the mesh directory
+// and calls it through the relay.
 package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
-	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/lobby"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/sign"
+	"github.com/meshagent/meshagent/store"
 )
 
+// Capabilities of the flow (seed 000 §4.5, §4.6), and the item hunted.
+const (
+	capSearch   = "initiate_item_search_v2"
+	capCheapest = "find_cheapest_item_price_v2"
+	item        = "Bose QuietComfort headphones"
+)
+
+// cheapest is the capability object of find_cheapest_item_price_v2 (§7),
+// which only the agents named in allow may call.
+func cheapest(allow ...string) protocol.Capability {
+	return protocol.Capability{Name: capCheapest, Description: "Finds the cheapest price of an item",
+		InputSchema:            json.RawMessage(`{"type":"object","required":["item_name"],"properties":{"item_name":{"type":"string"}}}`),
+		AuthorizedRequesterIDs: allow}
+}
+
+// search is the capability object of initiate_item_search_v2, public.
+var search = protocol.Capability{Name: capSearch, Description: "Searches a website for an item",
+	InputSchema: json.RawMessage(`{"type":"object","required":["item_to_find","target_website"]}`)}
+
 func main() {
-	lobbyURL := flag.String("lobby", "", "`URL` of a running relay's lobby, e.g. ws://127.0.0.1:7892/lobby (default: start a relay in this process)")
-	relayAddr := flag.String("relay", "", "`MULTIADDR` of that relay's node, with /p2p/<agent id>, for the mesh side (only with -lobby)")
-	timeout := flag.Duration("timeout", time.Minute, "give up after `D`")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var err error
-	if *lobbyURL == "" {
-		if *relayAddr != "" {
-			fmt.Fprintln(os.Stderr, "price-hunter: -relay needs -lobby")
-			os.Exit(2)
-		}
-		err = run(ctx, os.Stdout)
-	} else {
-		err = runExternal(ctx, os.Stdout, *lobbyURL, *relayAddr)
-	}
-	if err != nil {
+	if err := run(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "price-hunter:", err)
 		os.Exit(1)
 	}
 }
 
-// run starts a relay in this process and runs the flow on it.
-func run(ctx context.Context, out io.Writer) (err error) {
-	quiet := slog.New(slog.DiscardHandler)
-	r, err := startRelay(quiet)
+// newNode starts a quiet node with a fresh key on loopback, without mDNS.
+func newNode(name string, opts ...node.Option) (*node.Node, error) {
+	key, err := sign.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	return node.New(append([]node.Option{node.WithIdentity(key), node.WithName(name), node.WithMDNS(false),
+		node.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), node.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+}
+
+// run starts the relay, the mesh agent and the lobby agents and runs the
+// flow, printing each step to out.
+func run(ctx context.Context, out io.Writer) error {
+	// The relay: a node (its directory, the DHT, is how the mesh and the
+	// lobby find each other's capabilities), a store and the lobby.
+	dir, err := os.MkdirTemp("", "price-hunter-")
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, r.close()) }()
-	fmt.Fprintf(out, "relay: lobby at %s, node %s\n", r.url, r.node.AgentID())
-	return runOn(ctx, out, setup{
-		lobbyURL:   r.url,
-		relayID:    r.node.ID(),
-		relayAddrs: r.node.Addrs(),
-		log:        quiet,
-	})
-}
-
-// runExternal runs the flow against a running relay: its lobby at
-// lobbyURL and, if relayAddr is not empty, its node for the mesh side.
-// Agent ids get a random suffix, since the relay keeps registrations and
-// refuses to register an agent id twice without its token.
-func runExternal(ctx context.Context, out io.Writer, lobbyURL, relayAddr string) error {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	s := setup{lobbyURL: lobbyURL, suffix: "_" + hex.EncodeToString(b[:]), log: slog.New(slog.DiscardHandler)}
-	if relayAddr != "" {
-		a, err := ma.NewMultiaddr(relayAddr)
-		if err != nil {
-			return fmt.Errorf("-relay: %w", err)
-		}
-		info, err := peer.AddrInfoFromP2pAddr(a)
-		if err != nil {
-			return fmt.Errorf("-relay must end with /p2p/<agent id>: %w", err)
-		}
-		s.relayID, s.relayAddrs = info.ID, []ma.Multiaddr{a}
+	defer os.RemoveAll(dir)
+	st, err := store.Open(filepath.Join(dir, "relay.db"))
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "relay: lobby at %s\n", lobbyURL)
-	return runOn(ctx, out, s)
+	defer st.Close()
+	relay, err := newNode("relay")
+	if err != nil {
+		return err
+	}
+	defer relay.Close()
+	lb, err := lobby.New(relay, st, lobby.WithDiscoverTimeout(2*time.Second), lobby.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return err
+	}
+	defer lb.Close()
+	lb.Bridge(lobby.OffererFunc(func(ss []lobby.Service) error {
+		var ns []node.Service
+		for _, s := range ss {
+			ns = append(ns, node.Service{Capability: s.Capability, Handler: node.HandlerFunc(
+				func(ctx context.Context, c *node.Call) (json.RawMessage, error) {
+					return s.Serve(ctx, c.Requester(), c.Request.Params)
+				})})
+		}
+		return relay.SetServices(ns)
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = http.Serve(l, lb) }()
+	defer func() { _ = l.Close(); <-served }()
+	url := "ws://" + l.Addr().String() + "/lobby"
+	fmt.Fprintf(out, "relay: lobby at %s, node %s\n", url, relay.AgentID())
+
+	// A mesh agent offering find_cheapest_item_price_v2 to anyone.
+	mesh, err := newNode("mesh_hunter", node.WithBootstrap(relay.Addrs()...), node.WithServices(node.Service{
+		Capability: cheapest(), Handler: node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
+			fmt.Fprintf(out, "mesh_hunter: signed request from %s\n", c.From)
+			return json.Marshal(quote{99.9, "MeshMart (mock)"})
+		})}))
+	if err != nil {
+		return err
+	}
+	defer mesh.Close()
+	fmt.Fprintf(out, "mesh_hunter: mesh node %s offers %s\n", mesh.AgentID(), capCheapest)
+
+	// Lobby agents: two hunters, the shopper they serve, and a rogue.
+	var clients []*client
+	var hunters sync.WaitGroup
+	defer func() {
+		for _, c := range clients {
+			_ = c.ws.CloseNow()
+		}
+		hunters.Wait()
+	}()
+	join := func(id string, caps ...protocol.Capability) (*client, error) {
+		c, err := register(ctx, url, id, caps)
+		if err == nil {
+			clients = append(clients, c)
+			fmt.Fprintf(out, "%s: REGISTER_ACK with a token\n", id)
+		}
+		return c, err
+	}
+	hunterA, err := join("price_hunter_A2_v2", search, cheapest("shopper_B1"))
+	if err != nil {
+		return err
+	}
+	hunterC, err := join("price_hunter_C3_v1", cheapest("shopper_B1"))
+	if err != nil {
+		return err
+	}
+	hunters.Go(func() { hunterA.serve(ctx, out, quote{108.8, "DiscountDealz.com (mock)"}) })
+	hunters.Go(func() { hunterC.serve(ctx, out, quote{112.5, "BargainBin.com (mock)"}) })
+	shopper, err := join("shopper_B1")
+	if err != nil {
+		return err
+	}
+	rogue, err := join("rogue_007")
+	if err != nil {
+		return err
+	}
+
+	// §5.3 with progress: the seed's search request.
+	ms, err := shopper.ask(ctx, hunterA.id, lobby.TypeRequest, "conv-1", map[string]any{
+		"capability_name": capSearch, "item_to_find": item, "target_website": "amazon.com"})
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		fmt.Fprintf(out, "shopper_B1: %s %s from %s: %s\n", m.MessageType, m.ConversationID, m.SenderID, m.Payload)
+	}
+
+	// §5.2: every provider of find_cheapest_item_price_v2, the mesh
+	// agent's once the mesh directory has its record.
+	var found []lobby.ServiceFound
+	err = poll(ctx, "the mesh agent in SERVICES_AVAILABLE", func() (bool, error) {
+		ms, err := shopper.ask(ctx, lobby.DefaultID, lobby.TypeDiscoverServices, "disc", lobby.DiscoverServicesPayload{CapabilityName: capCheapest})
+		if err != nil {
+			return false, err
+		}
+		var sa lobby.ServicesAvailablePayload
+		err = json.Unmarshal(ms[0].Payload, &sa)
+		found = sa.ServicesFound
+		return slices.ContainsFunc(found, func(f lobby.ServiceFound) bool { return f.AgentID == mesh.AgentID() }), err
+	})
+	if err != nil {
+		return err
+	}
+	// §5.3: ask each, a mesh agent through the lobby like the others.
+	var best quote
+	for i, f := range found {
+		ms, err := shopper.ask(ctx, f.AgentID, lobby.TypeRequest, fmt.Sprint("conv-", i+2), map[string]any{"capability_name": capCheapest, "item_name": item})
+		if err != nil {
+			return err
+		}
+		var q quote
+		if err := json.Unmarshal(ms[0].Payload, &q); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "shopper_B1: %v at %s from %s\n", q.Price, q.Source, f.AgentID)
+		if best.Source == "" || q.Price < best.Price {
+			best = q
+		}
+	}
+	fmt.Fprintf(out, "shopper_B1: cheapest: %v at %s\n", best.Price, best.Source)
+
+	// §5.3's authorization check, and §4.7's bad token: the lobby answers
+	// itself and the hunter never hears of it.
+	ms, err = rogue.ask(ctx, hunterA.id, lobby.TypeRequest, "conv-r1", map[string]any{"capability_name": capCheapest, "item_name": item})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "rogue_007: %s from %s: %s\n", ms[0].MessageType, ms[0].SenderID, ms[0].Payload)
+	impostor, err := dial(ctx, url, "shopper_B1")
+	if err != nil {
+		return err
+	}
+	clients = append(clients, impostor)
+	impostor.token = "forged-token"
+	ms, err = impostor.ask(ctx, hunterA.id, lobby.TypeRequest, "conv-x1", map[string]any{"capability_name": capCheapest, "item_name": item})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "impostor as shopper_B1: %s: %s\n", ms[0].MessageType, ms[0].Payload)
+
+	// The mesh side: the relay offers the lobby agents' capabilities as its
+	// own; the mesh node finds one in the directory and calls it.
+	err = poll(ctx, "the relay offering "+capSearch+" in the mesh directory", func() (bool, error) {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		infos, err := mesh.Discover(dctx, capSearch, false)
+		if err != nil {
+			return false, err
+		}
+		found := false
+		for pi := range infos {
+			found = found || pi.AgentID == relay.AgentID()
+		}
+		return found, nil
+	})
+	if err != nil {
+		return err
+	}
+	res, err := mesh.Call(ctx, protocol.CallRequest{To: relay.AgentID(), Action: capSearch,
+		Params: json.RawMessage(`{"item_to_find":"` + item + `","target_website":"bestbuy.com"}`)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "mesh_hunter: %s through the relay: %s\n", capSearch, res.Result)
+	_, err = mesh.Call(ctx, protocol.CallRequest{To: relay.AgentID(), Action: capCheapest, Params: json.RawMessage(`{"item_name":"` + item + `"}`)})
+	fmt.Fprintf(out, "mesh_hunter: %s through the relay: %v\n", capCheapest, err)
+	return nil
 }
 
-// setup says where the flow runs.
-type setup struct {
-	lobbyURL   string
-	relayID    peer.ID        // empty: no mesh side
-	relayAddrs []ma.Multiaddr // to reach the relay's node (with or without /p2p)
-	suffix     string         // appended to every lobby agent id
-	log        *slog.Logger
+// poll calls try every 100 ms until it reports done or fails, or ctx ends:
+// directory records take a moment to spread.
+func poll(ctx context.Context, what string, try func() (bool, error)) error {
+	for {
+		if done, err := try(); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
-
-// Capabilities of the flow (seed 000 §4.5, §4.6).
-const (
-	capSearch   = "initiate_item_search_v2"
-	capCheapest = "find_cheapest_item_price_v2"
-)
-
-// item is what the shopper hunts for.
-const item = "Bose QuietComfort headphones"
-
-// searchInput is the input schema of initiate_item_search_v2.
-const searchInput = `{"type":"object","required":["item_to_find","target_website"],"properties":{"item_to_find":{"type":"string"},"target_website":{"type":"string"}}}`
-
-// cheapestInput is the input schema of find_cheapest_item_price_v2.
-const cheapestInput = `{"type":"object","required":["item_name"],"properties":{"item_name":{"type":"string","minLength":1}}}`
-
-// cheapestOutput is the output schema of find_cheapest_item_price_v2.
-const cheapestOutput = `{"type":"object","required":["cheapest_price","source"],"properties":{"item_name":{"type":"string"},"cheapest_price":{"type":"number"},"source":{"type":"string"},"url":{"type":"string"}}}`
 
 // quote is a find_cheapest_item_price_v2 result.
 type quote struct {
-	ItemName      string  `json:"item_name"`
-	CheapestPrice float64 `json:"cheapest_price"`
-	Source        string  `json:"source"`
-	URL           string  `json:"url,omitempty"`
-}
-
-// searchResult is an initiate_item_search_v2 result (seed 000 §4.6's
-// example).
-type searchResult struct {
-	ItemFoundOnSite struct {
-		Name          string  `json:"name"`
-		RegularPrice  float64 `json:"regular_price"`
-		SourceWebsite string  `json:"source_website"`
-		URL           string  `json:"url"`
-	} `json:"item_found_on_site"`
-	CheapestPriceGlobally quote  `json:"cheapest_price_globally"`
-	Message               string `json:"message"`
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	Price  float64 `json:"cheapest_price"`
+	Source string  `json:"source"`
 }
