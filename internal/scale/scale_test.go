@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,7 @@ var (
 	procs   = flag.Bool("scale.procs", false, "run each agent in a process of its own: -scale.kinds mesh and raw become mesh-procs and raw-procs")
 	netw    = flag.String("scale.net", NetLoopback, "network of in-process agents: loopback (TCP on 127.0.0.1), mock (go-libp2p's in-memory mocknet, no sockets) or sim (go-libp2p's simulated packet network: QUIC over per-agent links, no sockets)")
 	latency = flag.Duration("scale.latency", 0, "mock, sim: one-way latency of every link or packet (e.g. 50ms, a WAN)")
+	virtual = flag.Bool("scale.synctest", false, "sim: run each cluster in a testing/synctest bubble, on virtual time, so that latencies do not depend on the machine's load")
 	bw      = flag.String("scale.bw", "", "mock: bandwidth of every link, sim: of every agent's uplink and downlink, in bytes/s, with an optional k, M or G (e.g. 12.5M, 100 Mbit/s); empty: unlimited on mock, 12.5M on sim")
 )
 
@@ -87,7 +89,7 @@ func TestScale(t *testing.T) {
 		for _, kind := range measured {
 			var done []Row
 			for run := range max(*runs, 1) {
-				t.Run(fmt.Sprintf("N=%d/%s/%d", n, kind, run+1), func(t *testing.T) {
+				t.Run(fmt.Sprintf("N=%d/%s/%d", n, kind, run+1), bubbled(*virtual, func(t *testing.T) {
 					// Each run its own topology and samples, the same for
 					// every kind.
 					rng := rand.New(rand.NewPCG(*seed+uint64(run), uint64(n)))
@@ -117,7 +119,7 @@ func TestScale(t *testing.T) {
 					}
 					t.Logf("%s N=%d in %s: %+v", c.kind(), n, time.Since(start).Round(time.Second), r)
 					done = append(done, r)
-				})
+				}))
 			}
 			if len(done) > 0 {
 				rows = append(rows, Median(done))
@@ -138,6 +140,17 @@ func TestScale(t *testing.T) {
 	if err := Plot(*out, rows); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// bubbled runs f in a synctest bubble when virtual: time inside is the
+// bubble's, which moves only when every goroutine of the cluster waits,
+// so a latency measured there is the network's and the protocols', never
+// the CPU's queue.
+func bubbled(virtual bool, f func(t *testing.T)) func(t *testing.T) {
+	if !virtual {
+		return f
+	}
+	return func(t *testing.T) { synctest.Test(t, f) }
 }
 
 // enoughDescriptors refuses a size the limits cannot carry, before it
