@@ -72,6 +72,15 @@
 // security is QUIC's TLS, as on a real network; gossip is counted by the
 // kind tracer, as on mocknet.
 //
+// With -scale.synctest as well (make scale SCALESYNCTEST=1) each cluster
+// runs in a testing/synctest bubble: time there is virtual and moves only
+// when every goroutine of the cluster waits, so discovery and delivery
+// times are the network's and the protocols' alone, the same on a loaded
+// 2-core machine as on an idle one, and a run takes only the CPU it
+// needs. The price: CPU never delays anything, so the figures are those
+// of agents each with a fast CPU of its own, and idle CPU is per virtual
+// second. Rows say "virtual" in their network.
+//
 // DHT hops are not exposed by kad-dht: a lookup queries up to alpha peers
 // at a time and stops when the closest peers have answered, so the path
 // length is not defined for one lookup. The harness counts instead the

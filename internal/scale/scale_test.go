@@ -61,6 +61,14 @@ func TestScale(t *testing.T) {
 		bandwidth = defaultSimBandwidth // named in the label: simnet always paces
 	}
 	label := netLabel(*netw, *latency, bandwidth)
+	switch {
+	case *virtual && *netw != NetSim:
+		t.Fatal("-scale.synctest needs -scale.net sim: only the simulated network runs inside a bubble")
+	case *virtual:
+		// Times are virtual, and idle CPU is per virtual second: the
+		// label says so wherever a figure goes.
+		label += " virtual"
+	}
 	var measured []string
 	inProcess, inProcs := false, false
 	for _, kind := range strings.Split(*kinds, ",") {
