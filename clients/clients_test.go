@@ -83,7 +83,7 @@ func checkScript(t *testing.T, out string) {
 	t.Logf("script:\n%s", out)
 	for _, want := range []string{"ok: call echo", "ok: task status COMPLETED", "ok: discover echo finds node A",
 		"ok: unknown capability is MeshError CAPABILITY_NOT_SUPPORTED (-32013)", "ok: subscribe on A gets B's publish",
-		"ok: bus round trip", "merged on B", "e2e: ok"} {
+		"ok: bus round trip", "merged on B", "ok: a non-member's patch is MeshError UNAUTHORIZED", "e2e: ok"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the script did not print %q", want)
 		}

@@ -67,8 +67,8 @@ func (n *Node) ContextGet(ctx context.Context, beadID string) (*protocol.BeadCon
 
 // ContextSet replaces bead's shared context with doc, a JSON object, and
 // publishes the change to the bead's other members (see ContextPatch).
-func (n *Node) ContextSet(ctx context.Context, beadID string, doc json.RawMessage) (*protocol.BeadContext, error) {
-	return n.changeBead(ctx, beadID, beadctx.OpSet, doc)
+func (n *Node) ContextSet(ctx context.Context, beadID string, doc json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return n.changeBead(ctx, beadID, beadctx.OpSet, doc, members)
 }
 
 // ContextPatch applies the RFC 7396 merge patch patch (a JSON object) to
@@ -78,24 +78,33 @@ func (n *Node) ContextSet(ctx context.Context, beadID string, doc json.RawMessag
 // same document (see package beadctx). It answers the context with the
 // patch applied. A patch whose result would exceed beadctx.MaxDocBytes
 // is refused with INVALID_MESSAGE.
-func (n *Node) ContextPatch(ctx context.Context, beadID string, patch json.RawMessage) (*protocol.BeadContext, error) {
-	return n.changeBead(ctx, beadID, beadctx.OpPatch, patch)
+//
+// Only a bead's members change it (see package beadctx, Members): the
+// first change makes this agent a member with the agents members lists;
+// a member's change replaces the members when members is not nil. When
+// this agent is not a member of the bead as this node holds it, the
+// change is refused with UNAUTHORIZED and nothing is published.
+func (n *Node) ContextPatch(ctx context.Context, beadID string, patch json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return n.changeBead(ctx, beadID, beadctx.OpPatch, patch, members)
 }
 
-func (n *Node) changeBead(ctx context.Context, beadID string, op beadctx.Op, value json.RawMessage) (*protocol.BeadContext, error) {
+func (n *Node) changeBead(ctx context.Context, beadID string, op beadctx.Op, value json.RawMessage, members []string) (*protocol.BeadContext, error) {
 	b, err := n.followBead(ctx, beadID)
 	if err != nil {
 		return nil, err
 	}
-	p, err := beadctx.Patch{At: n.contexts.clock.Now(), Agent: n.idStr, Op: op, Value: value}.Check()
+	p, err := beadctx.Patch{At: n.contexts.clock.Now(), Agent: n.idStr, Op: op, Value: value, Members: members}.Check()
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
 	n.contexts.mu.Lock()
-	fits := b.doc.Fits(p)
+	err = b.doc.Admit(p)
 	n.contexts.mu.Unlock()
-	if !fits {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "bead %s: the context would exceed %d bytes", beadID, beadctx.MaxDocBytes)
+	switch {
+	case errors.Is(err, beadctx.ErrNotMember):
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "bead %s: this agent is not one of its members (only members change a bead; a member adds others with members)", beadID)
+	case err != nil:
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "bead %s: %v", beadID, err)
 	}
 	payload, err := beadctx.EncodePayload(beadID, p)
 	if err != nil {
@@ -109,6 +118,10 @@ func (n *Node) changeBead(ctx context.Context, beadID string, op beadctx.Op, val
 	n.contexts.mu.Lock()
 	_, err = b.doc.Add(p)
 	n.contexts.mu.Unlock()
+	if errors.Is(err, beadctx.ErrNotMember) {
+		// A member list that arrived since Admit left this agent out.
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "bead %s: this agent is not one of its members", beadID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +278,12 @@ func (n *Node) takeBeadPatch(b *bead, m protocol.TopicMessage) {
 	n.contexts.mu.Lock()
 	_, err = b.doc.Add(p)
 	n.contexts.mu.Unlock()
-	if err != nil {
+	switch {
+	case errors.Is(err, beadctx.ErrNotMember):
+		// Kept (a member list arriving late may admit it) but not
+		// applied, and counted in the context's refused.
+		n.log.Info("bead context patch refused: its author is not a member", "bead", b.id, "from", m.From, "hlc", p.At.String())
+	case err != nil:
 		n.log.Debug("bead context patch dropped", "bead", b.id, "from", m.From, "err", err)
 	}
 }
@@ -274,6 +292,6 @@ func (n *Node) beadContext(b *bead) *protocol.BeadContext {
 	n.contexts.mu.Lock()
 	defer n.contexts.mu.Unlock()
 	at, agent := b.doc.Version()
-	return &protocol.BeadContext{BeadID: b.id, CollaboratingAgents: b.doc.Agents(), SharedContext: json.RawMessage(b.doc.JSON()),
-		Version: protocol.BeadVersion{Wall: at.Wall, Counter: at.Counter, Agent: agent}, Patches: b.doc.Patches()}
+	return &protocol.BeadContext{BeadID: b.id, CollaboratingAgents: b.doc.Members(), SharedContext: json.RawMessage(b.doc.JSON()),
+		Version: protocol.BeadVersion{Wall: at.Wall, Counter: at.Counter, Agent: agent}, Patches: b.doc.Patches(), Refused: b.doc.Refused()}
 }

@@ -9,8 +9,10 @@ import "encoding/json"
 type BeadContext struct {
 	// BeadID is the bead.
 	BeadID string `json:"bead_id"`
-	// CollaboratingAgents are the authors of the patches this member
-	// holds, sorted (at most 256).
+	// CollaboratingAgents are the bead's members, sorted: the agents
+	// whose changes take effect (the first change's author and those it
+	// named, then as members changed them; at most 65). Empty before the
+	// first change.
 	CollaboratingAgents []string `json:"collaborating_agents"`
 	// SharedContext is the document, a JSON object.
 	SharedContext json.RawMessage `json:"shared_context"`
@@ -18,6 +20,9 @@ type BeadContext struct {
 	Version BeadVersion `json:"version"`
 	// Patches is how many patches the member keeps in order.
 	Patches int `json:"patches"`
+	// Refused is how many patches had no effect because their author
+	// was not a member, among those held and folded.
+	Refused int `json:"refused"`
 }
 
 // BeadVersion is a patch's place in a bead context's order: its hybrid

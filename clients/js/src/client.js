@@ -126,17 +126,28 @@ export class Client extends Server {
 
   /**
    * Replaces a bead's shared context with doc (an object) and publishes the
-   * change to the bead's other members; resolves the context after it.
+   * change to the bead's other members; resolves the context after it. Only
+   * members change a bead: the first change makes this agent a member with
+   * the agent ids members lists; a member's members replaces them; a
+   * non-member gets MeshError UNAUTHORIZED.
    */
-  contextSet(beadId, doc) { return this.rpc.call('mesh.contextSet', { beadId, context: doc }); }
+  contextSet(beadId, doc, { members } = {}) {
+    const params = { beadId, context: doc };
+    if (members !== undefined) params.members = members;
+    return this.rpc.call('mesh.contextSet', params);
+  }
 
   /**
    * Applies an RFC 7396 merge patch (an object; a member set to null is
    * removed) to a bead's shared context and publishes it; resolves the
    * context after it. Every member applies the patches in (hybrid logical
-   * clock, agent id) order, so all converge.
+   * clock, agent id) order, so all converge. members as for contextSet.
    */
-  contextPatch(beadId, patch) { return this.rpc.call('mesh.contextPatch', { beadId, patch }); }
+  contextPatch(beadId, patch, { members } = {}) {
+    const params = { beadId, patch };
+    if (members !== undefined) params.members = members;
+    return this.rpc.call('mesh.contextPatch', params);
+  }
 
   /**
    * This agent's audit log (a node started with --audit), newest first: an

@@ -111,6 +111,7 @@ describe('client', () => {
       [() => client.contextGet('bd-1'), 'mesh.contextGet', { beadId: 'bd-1' }],
       [() => client.contextSet('bd-1', { a: 1 }), 'mesh.contextSet', { beadId: 'bd-1', context: { a: 1 } }],
       [() => client.contextPatch('bd-1', { a: null }), 'mesh.contextPatch', { beadId: 'bd-1', patch: { a: null } }],
+      [() => client.contextPatch('bd-1', {}, { members: ['ag-2'] }), 'mesh.contextPatch', { beadId: 'bd-1', patch: {}, members: ['ag-2'] }],
     ]) {
       const p = call();
       const req = await node.next(method);

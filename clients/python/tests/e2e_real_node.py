@@ -69,6 +69,11 @@ async def main(url_a, url_b, agent_a):
             return got["shared_context"] == merged and got["version"] == mine["version"]
         await retry("node B reads the merged context", b_reads_merged)
         check(True, "context patched on A is merged on B")
+        try:
+            await b.context_patch("bd-ctx-py", {"review_status": "hijacked"})
+            check(False, "a non-member's patch refused")
+        except mc.MeshError as exc:
+            check(exc.code == "UNAUTHORIZED", f"a non-member's patch is MeshError {exc.code}")
 
         # A built-in capability, with a progress callback and a task id.
         task = "py-" + uuid.uuid4().hex[:12]

@@ -111,7 +111,9 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
         for call, method, params in (
                 (self.client.context_get("bd-1"), "mesh.contextGet", {"beadId": "bd-1"}),
                 (self.client.context_set("bd-1", {"a": 1}), "mesh.contextSet", {"beadId": "bd-1", "context": {"a": 1}}),
-                (self.client.context_patch("bd-1", {"a": None}), "mesh.contextPatch", {"beadId": "bd-1", "patch": {"a": None}})):
+                (self.client.context_patch("bd-1", {"a": None}), "mesh.contextPatch", {"beadId": "bd-1", "patch": {"a": None}}),
+                (self.client.context_set("bd-1", {}, members=["ag-2"]), "mesh.contextSet",
+                 {"beadId": "bd-1", "context": {}, "members": ["ag-2"]})):
             fut = self.go(call)
             req = await self.node.next(method)
             self.assertEqual(req["params"], params)

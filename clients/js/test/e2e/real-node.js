@@ -59,6 +59,12 @@ await retry('node B reads the merged context', async () => {
   return JSON.stringify(got.shared_context) === merged && JSON.stringify(got.version) === JSON.stringify(mine.version);
 });
 check(true, 'context patched on A is merged on B');
+try {
+  await b.contextPatch('bd-ctx-js', { review_status: 'hijacked' });
+  check(false, "a non-member's patch refused");
+} catch (err) {
+  check(err instanceof MeshError && err.code === 'UNAUTHORIZED', `a non-member's patch is MeshError ${err.code}`);
+}
 
 // A built-in capability, with a progress callback and a task id.
 const taskId = `js-${randomUUID().slice(0, 12)}`;
