@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshagent/meshagent/beadctx"
@@ -12,8 +13,12 @@ import (
 	"github.com/meshagent/meshagent/pubsub"
 )
 
+// DefaultBeadResync is how often, by default, every followed bead
+// catches up again from history keepers (Config.BeadResync).
+const DefaultBeadResync = 10 * time.Second
+
 // Catch-ups of bead contexts: every followed bead catches up again from
-// history keepers every beadResync (anti-entropy: a patch lost live, to
+// history keepers every Config.BeadResync (anti-entropy: a patch lost live, to
 // a full subscription queue, a partition, or a publish sent before the
 // publisher knew of the other members, arrives then); a catch-up waits
 // at most beadCatchUpWait (for a keeper to answer, or to appear when
@@ -21,7 +26,6 @@ import (
 // published since beadOverlap before the previous one began, so a bead's
 // whole history is fetched once, not every round.
 const (
-	beadResync      = 10 * time.Second
 	beadCatchUpWait = 3 * time.Second
 	beadOverlap     = 2 * time.Minute
 )
@@ -30,7 +34,11 @@ const (
 // for each, the document folded from the patches on the bead's topic
 // (beadctx.Topic), at most beadctx.MaxBeads of them.
 type beadContexts struct {
-	clock *beadctx.Clock
+	clock  *beadctx.Clock
+	resync time.Duration
+	// dropLive makes the node ignore live patches (tests: only catch-ups
+	// bring them).
+	dropLive atomic.Bool
 
 	mu      sync.Mutex // guards beads, each bead's doc and synced, and started
 	beads   map[string]*bead
@@ -45,18 +53,22 @@ type bead struct {
 	synced time.Time // when the last catch-up that found a keeper began
 }
 
-func newBeadContexts(now func() time.Time) *beadContexts {
-	return &beadContexts{clock: beadctx.NewClock(now), beads: map[string]*bead{}}
+func newBeadContexts(now func() time.Time, resync time.Duration) *beadContexts {
+	if resync <= 0 {
+		resync = DefaultBeadResync
+	}
+	return &beadContexts{clock: beadctx.NewClock(now), resync: resync, beads: map[string]*bead{}}
 }
 
 // ContextGet returns the shared context of bead (seed 004). The first
 // access to a bead makes this node follow it: it subscribes to the bead's
 // topic and catches up from history keepers (other members started
 // WithKeepHistory("beadctx:*"), relays), within ctx and at most 3 s;
-// then it catches up again every 10 s, on a goroutine of the node's,
-// until the node closes. A bead id is 1 to 128 ASCII letters, digits,
-// '.', '_' or '-' (INVALID_MESSAGE otherwise); past beadctx.MaxBeads
-// beads followed, a new one is refused with RATE_LIMITED.
+// then it catches up again every Config.BeadResync (10 s by default), on
+// a goroutine of the node's, until the node closes. A bead id is 1 to 128
+// ASCII letters, digits, '.', '_' or '-' (INVALID_MESSAGE otherwise);
+// past beadctx.MaxBeads beads followed, a new one is refused with
+// RATE_LIMITED.
 func (n *Node) ContextGet(ctx context.Context, beadID string) (*protocol.BeadContext, error) {
 	b, err := n.followBead(ctx, beadID)
 	if err != nil {
@@ -175,7 +187,7 @@ func (n *Node) joinBead(ctx context.Context, b *bead) {
 	topic := beadctx.Topic(b.id)
 	// The subscription lasts as long as the node (Close ends it).
 	_, err := n.topics.Subscribe(topic, func(m pubsub.Message) {
-		if m.Topic != topic { // a bead id ending in '-', '.' or '_' is a prefix pattern
+		if m.Topic != topic || n.contexts.dropLive.Load() { // a bead id ending in '-', '.' or '_' is a prefix pattern
 			return
 		}
 		n.takeBeadPatch(b, topicMessage(m))
@@ -222,10 +234,10 @@ func (n *Node) catchUpBead(ctx context.Context, b *bead) bool {
 	return true
 }
 
-// resyncBeads catches every followed bead up every beadResync, one bead
-// at a time, until the node closes.
+// resyncBeads catches every followed bead up every Config.BeadResync,
+// one bead at a time, until the node closes.
 func (n *Node) resyncBeads() {
-	t := time.NewTicker(beadResync)
+	t := time.NewTicker(n.contexts.resync)
 	defer t.Stop()
 	for {
 		select {

@@ -304,3 +304,50 @@ func sortedIDs(nodes ...*node.Node) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestBeadContextCatchUpBringsAMissedPatch: the periodic catch-up on its
+// own. c and d follow a bead but drop every patch they get live (a test
+// hook), so only catch-ups from the keeper a bring them; c catches up
+// every 200 ms, d only every hour (its catch-up, in effect, disabled).
+// After a's change, c holds it within a few intervals; d, which caught up
+// only when it joined, before the change, still does not.
+func TestBeadContextCatchUpBringsAMissedPatch(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := beadMember(t, 277, filepath.Join(dir, "a.db"))
+	c := meshtest.Node(t, 278, node.WithBeadResync(200*time.Millisecond))
+	d := meshtest.Node(t, 279, node.WithBeadResync(time.Hour))
+	meshtest.Connect(t, a, c)
+	meshtest.Connect(t, a, d)
+	meshtest.Connect(t, c, d)
+	ctx := meshtest.Context(t, 60*time.Second)
+	const bead = "bead-missed"
+	for _, n := range []*node.Node{a, c, d} {
+		node.DropLiveBeadPatches(n, n != a)
+		if _, err := n.ContextGet(ctx, bead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent, err := a.ContextSet(ctx, bead, json.RawMessage(`{"review_status":"new"}`), []string{c.AgentID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wait.For(t, 30*time.Second, func() error {
+		got, err := c.ContextGet(ctx, bead)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got.SharedContext, sent.SharedContext) || got.Version != sent.Version {
+			return fmt.Errorf("c holds %s (version %+v), want %s", got.SharedContext, got.Version, sent.SharedContext)
+		}
+		return nil
+	})
+	t.Logf("c caught up %v after the change (interval 200 ms)", time.Since(start).Round(time.Millisecond))
+	got, err := d.ContextGet(ctx, bead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.SharedContext) != `{}` || got.Patches != 0 {
+		t.Fatalf("d, which drops live patches and does not catch up again, holds %s: the patch came another way", got.SharedContext)
+	}
+}
