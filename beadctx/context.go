@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 
@@ -186,13 +187,14 @@ func isMember(members []string, agent string) bool {
 // Doc is one bead's document and its ordered patch log. It is not safe
 // for concurrent use.
 type Doc struct {
-	base        state   // the state after the folded patches
-	baseRefused int     // folded patches refused as not by a member
-	folded      *Patch  // the newest folded patch; nil when none
-	log         []Patch // the kept patches, in order, all after folded
-	cur         state   // base with log applied
-	refused     int     // patches refused as not by a member, folded or not
-	curJSON     []byte  // cur.doc encoded; nil until asked for after a change
+	base        state     // the state after the folded patches
+	baseRefused int       // folded patches refused as not by a member
+	folded      *Patch    // the newest folded patch; nil when none
+	log         []Patch   // the kept patches, in order, all after folded
+	outs        []outcome // what each patch of log did, at its place
+	cur         state     // base with log applied
+	refused     int       // patches refused as not by a member, folded or not
+	curJSON     []byte    // cur.doc encoded; nil until asked for after a change
 }
 
 // NewDoc returns the empty document {}, with no members yet.
@@ -235,8 +237,10 @@ func (d *Doc) Add(p Patch) (bool, error) {
 		out = d.recompute(i)
 	default:
 		d.log = slices.Insert(d.log, i, p)
+		d.outs = slices.Insert(d.outs, i, applied)
 		if i == len(d.log)-1 {
 			d.cur, out = apply(d.cur, p)
+			d.outs[i] = out
 			if out == notMember {
 				d.refused++
 			}
@@ -265,6 +269,7 @@ func (d *Doc) fold(n int) {
 	last := d.log[n-1]
 	d.folded = &last
 	d.log = slices.Delete(d.log, 0, n)
+	d.outs = slices.Delete(d.outs, 0, n)
 }
 
 // recompute replays the log on the base and returns the outcome of the
@@ -274,6 +279,7 @@ func (d *Doc) recompute(i int) outcome {
 	for j, p := range d.log {
 		var out outcome
 		st, out = apply(st, p)
+		d.outs[j] = out
 		if out == notMember {
 			refused++
 		}
@@ -317,3 +323,50 @@ func (d *Doc) Members() []string { return slices.Clone(d.cur.members) }
 // Refused returns how many patches held or folded had no effect because
 // their author was not a member.
 func (d *Doc) Refused() int { return d.refused }
+
+// MaxHistory bounds the changes History lists.
+const MaxHistory = 20
+
+// maxChangeKeys bounds the member names a Change lists.
+const maxChangeKeys = 8
+
+// Change is a patch that took effect, as History lists it.
+type Change struct {
+	// At and Agent are the patch's place in the order and its author.
+	At    HLC
+	Agent string
+	Op    Op
+	// Keys are the top-level member names the patch sets (or, for
+	// OpPatch, removes), sorted: at most 8 of them.
+	Keys []string
+	// MoreKeys is how many names Keys leaves out.
+	MoreKeys int
+	// Members is the members list the patch set; nil when it left them.
+	Members []string
+}
+
+// History returns the newest n (at most MaxHistory) patches held that
+// took effect, oldest first. Patches folded into the base are not
+// listed.
+func (d *Doc) History(n int) []Change {
+	n = min(n, MaxHistory)
+	var out []Change
+	for j := len(d.log) - 1; j >= 0 && len(out) < n; j-- {
+		if d.outs[j] != applied {
+			continue
+		}
+		p := d.log[j]
+		c := Change{At: p.At, Agent: p.Agent, Op: p.Op, Members: slices.Clone(p.Members)}
+		if o, ok := p.tree.(*object); ok {
+			keys := slices.Sorted(maps.Keys(o.members))
+			if len(keys) > maxChangeKeys {
+				c.MoreKeys = len(keys) - maxChangeKeys
+				keys = keys[:maxChangeKeys]
+			}
+			c.Keys = keys
+		}
+		out = append(out, c)
+	}
+	slices.Reverse(out)
+	return out
+}

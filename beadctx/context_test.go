@@ -298,3 +298,40 @@ func TestMembersCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryListsChangesThatTookEffect: History lists the newest patches
+// that took effect, oldest first, the same whatever the order of arrival,
+// without refused ones, at most MaxHistory, with at most 8 names each.
+func TestHistoryListsChangesThatTookEffect(t *testing.T) {
+	patches := []Patch{
+		withMembers(mustPatch(t, 10, 0, "creator", OpSet, `{"review_status":"new"}`), "qa"),
+		mustPatch(t, 11, 0, "mallory", OpPatch, `{"owner":"mallory"}`),
+		mustPatch(t, 12, 0, "qa", OpPatch, `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":null}`),
+	}
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+		d := NewDoc()
+		for _, i := range order {
+			_, _ = d.Add(patches[i])
+		}
+		h := d.History(MaxHistory)
+		if len(h) != 2 || h[0].Agent != "creator" || h[1].Agent != "qa" {
+			t.Fatalf("order %v: history %+v, want creator's then qa's", order, h)
+		}
+		if fmt.Sprintf("%v %v %v", h[0].Keys, h[0].Members, h[0].Op) != "[review_status] [qa] set" {
+			t.Fatalf("order %v: first change %+v", order, h[0])
+		}
+		if fmt.Sprintf("%v %v %v", h[1].Keys, h[1].MoreKeys, h[1].Members == nil) != "[a b c d e f g h] 2 true" {
+			t.Fatalf("order %v: second change %+v", order, h[1])
+		}
+	}
+	d := NewDoc()
+	for i := range MaxHistory + 5 {
+		if _, err := d.Add(mustPatch(t, int64(100+i), 0, "a", OpPatch, fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := d.History(1000)
+	if len(h) != MaxHistory || h[0].At.Wall != 105 || h[len(h)-1].At.Wall != int64(100+MaxHistory+4) {
+		t.Fatalf("%d changes from %s to %s, want the newest %d", len(h), h[0].At, h[len(h)-1].At, MaxHistory)
+	}
+}

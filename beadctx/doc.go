@@ -45,7 +45,8 @@
 //
 // A document holds at most MaxDocBytes (64 KiB) of JSON, a patch value at
 // most MaxPatchBytes (64 KiB). A members list names at most MaxMembers
-// (64) agents, so a bead has at most 65 members. A bead keeps its MaxPatches (1024) newest
+// (64) agents, so a bead has at most 65 members. History lists at most
+// MaxHistory (20) changes. A bead keeps its MaxPatches (1024) newest
 // patches; older ones are folded into a base document and forgotten, and
 // a patch older than the newest folded one is refused (ErrTooLate): such
 // a patch would have to be applied before the base, which is gone.

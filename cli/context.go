@@ -29,7 +29,7 @@ func (r *runState) contextCommand() *ucli.Command {
 			"first change makes its author a member, with the agents --members lists; a member's --members replaces " +
 			"the members; everyone else's changes are refused (UNAUTHORIZED here, ignored by every member). " +
 			"Prints the document; --json prints " +
-			"{\"bead_id\",\"collaborating_agents\" (the members),\"shared_context\",\"version\",\"patches\",\"refused\"}.",
+			"{\"bead_id\",\"collaborating_agents\" (the members),\"shared_context\",\"version\",\"patches\",\"refused\",\"message_history\" (the newest 20 changes)}.",
 		Flags: []ucli.Flag{
 			apiFlag(),
 			jsonFlag("print the bead's context as JSON, with its version and members"),

@@ -38,7 +38,7 @@ func OwnsBeadContext(path string) bool { return strings.HasPrefix(path, BeadsPat
 //
 // Each answers 200 with the context as this node holds it after the
 // change: {"bead_id","collaborating_agents","shared_context","version",
-// "patches"} (protocol.BeadContext). A body must be JSON
+// "patches","refused","message_history"} (protocol.BeadContext). A body must be JSON
 // (application/json, or application/merge-patch+json for PATCH; no
 // Content-Type is taken as JSON), at most 256 KiB, one object without
 // repeated members; other query parameters are refused. Errors are

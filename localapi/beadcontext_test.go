@@ -87,7 +87,7 @@ func TestBeadContextREST(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
 		t.Fatalf("GET: %d %s", code, body)
 	}
-	for _, k := range []string{"bead_id", "collaborating_agents", "shared_context", "version", "patches"} {
+	for _, k := range []string{"bead_id", "collaborating_agents", "shared_context", "version", "patches", "refused", "message_history"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("GET answer lacks %q: %s", k, body)
 		}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meshagent/meshagent/beadctx"
 	"github.com/meshagent/meshagent/protocol"
@@ -304,6 +307,52 @@ func (n *Node) beadContext(b *bead) *protocol.BeadContext {
 	n.contexts.mu.Lock()
 	defer n.contexts.mu.Unlock()
 	at, agent := b.doc.Version()
+	history := b.doc.History(beadctx.MaxHistory)
+	changes := make([]protocol.BeadChange, 0, len(history))
+	for _, c := range history {
+		changes = append(changes, protocol.BeadChange{From: c.Agent, To: beadctx.Topic(b.id), Subject: changeSubject(c),
+			Timestamp: time.UnixMilli(c.At.Wall).UTC().Format("2006-01-02T15:04:05.000Z07:00")})
+	}
 	return &protocol.BeadContext{BeadID: b.id, CollaboratingAgents: b.doc.Members(), SharedContext: json.RawMessage(b.doc.JSON()),
-		Version: protocol.BeadVersion{Wall: at.Wall, Counter: at.Counter, Agent: agent}, Patches: b.doc.Patches(), Refused: b.doc.Refused()}
+		Version: protocol.BeadVersion{Wall: at.Wall, Counter: at.Counter, Agent: agent}, Patches: b.doc.Patches(), Refused: b.doc.Refused(),
+		MessageHistory: changes}
+}
+
+// Bounds of a change's subject in message_history.
+const (
+	maxSubjectKey   = 64
+	maxSubjectBytes = 256
+)
+
+// changeSubject says what a change did: "patch review_status,
+// test_results (+2 more); members: 3".
+func changeSubject(c beadctx.Change) string {
+	var b strings.Builder
+	b.WriteString(string(c.Op))
+	for i, k := range c.Keys {
+		if i == 0 {
+			b.WriteByte(' ')
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(truncateUTF8(k, maxSubjectKey))
+	}
+	if c.MoreKeys > 0 {
+		fmt.Fprintf(&b, " (+%d more)", c.MoreKeys)
+	}
+	if c.Members != nil {
+		fmt.Fprintf(&b, "; members: %d", len(c.Members))
+	}
+	return truncateUTF8(b.String(), maxSubjectBytes)
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

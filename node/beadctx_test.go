@@ -265,6 +265,15 @@ func TestBeadContextRefusesNonMembers(t *testing.T) {
 		if string(got.SharedContext) != `{"review_status":"new"}` || got.Patches != 2 || fmt.Sprint(got.CollaboratingAgents) != fmt.Sprint(sortedIDs(a, c)) {
 			t.Fatalf("member %d holds %s with %d patches and members %v: the non-member's patch took effect", i, got.SharedContext, got.Patches, got.CollaboratingAgents)
 		}
+		// The message history lists c's change only, in seed 004's names.
+		if h := got.MessageHistory; len(h) != 1 || h[0].From != c.AgentID() || h[0].To != "beadctx:"+bead ||
+			h[0].Subject != "set review_status; members: 1" || !strings.HasSuffix(h[0].Timestamp, "Z") {
+			t.Fatalf("member %d: message_history %+v", i, h)
+		}
+		raw, _ := json.Marshal(got)
+		if !bytes.Contains(raw, []byte(`"message_history":[{"from":"`)) {
+			t.Fatalf("member %d answers %s", i, raw)
+		}
 	}
 
 	// A member adds b; then b's changes take effect everywhere.

@@ -23,6 +23,26 @@ type BeadContext struct {
 	// Refused is how many patches had no effect because their author
 	// was not a member, among those held and folded.
 	Refused int `json:"refused"`
+	// MessageHistory lists the newest changes that took effect (at most
+	// 20, oldest first), in seed 004's member names.
+	MessageHistory []BeadChange `json:"message_history"`
+}
+
+// BeadChange is one change to a bead context as its message_history
+// lists it (seed 004's {"from","to","subject","timestamp"}).
+type BeadChange struct {
+	// From is the author's agent id.
+	From string `json:"from"`
+	// To is the bead's topic, beadctx:<bead_id>: a change goes to all
+	// its members.
+	To string `json:"to"`
+	// Subject says what changed: "set" or "patch" and the top-level
+	// members it wrote (at most 8 names of at most 64 bytes), and
+	// "members: N" when it set the members; at most 256 bytes.
+	Subject string `json:"subject"`
+	// Timestamp is the change's hybrid logical clock wall time, RFC 3339
+	// in UTC with milliseconds.
+	Timestamp string `json:"timestamp"`
 }
 
 // BeadVersion is a patch's place in a bead context's order: its hybrid

@@ -66,8 +66,9 @@ async def main(url_a, url_b, agent_a):
 
         async def b_reads_merged():
             got = await b.context_get("bd-ctx-py")
-            return got["shared_context"] == merged and got["version"] == mine["version"]
-        await retry("node B reads the merged context", b_reads_merged)
+            return got["shared_context"] == merged and got["version"] == mine["version"] and \
+                [h["from"] for h in got["message_history"]] == [agent_a, agent_a]
+        await retry("node B reads the merged context and its message history", b_reads_merged)
         check(True, "context patched on A is merged on B")
         try:
             await b.context_patch("bd-ctx-py", {"review_status": "hijacked"})

@@ -56,7 +56,8 @@ const merged = JSON.stringify({ files_modified: ['src/auth.go'], review_status: 
 check(JSON.stringify(mine.shared_context) === merged && mine.patches === 2, 'contextPatch answers the merged document');
 await retry('node B reads the merged context', async () => {
   const got = await b.contextGet('bd-ctx-js');
-  return JSON.stringify(got.shared_context) === merged && JSON.stringify(got.version) === JSON.stringify(mine.version);
+  return JSON.stringify(got.shared_context) === merged && JSON.stringify(got.version) === JSON.stringify(mine.version)
+    && got.message_history.length === 2 && got.message_history.every((h) => h.from === agentA);
 });
 check(true, 'context patched on A is merged on B');
 try {
