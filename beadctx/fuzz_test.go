@@ -2,6 +2,7 @@ package beadctx
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -40,6 +41,9 @@ func FuzzPatches(f *testing.F) {
 		}
 		if !bytes.Equal(d1.JSON(), d2.JSON()) {
 			t.Fatalf("orders disagree: %s vs %s", d1.JSON(), d2.JSON())
+		}
+		if h1, h2 := fmt.Sprint(d1.Members(), d1.Refused(), d1.History(MaxHistory)), fmt.Sprint(d2.Members(), d2.Refused(), d2.History(MaxHistory)); h1 != h2 {
+			t.Fatalf("orders disagree on members, refusals or history: %s vs %s", h1, h2)
 		}
 	})
 }
