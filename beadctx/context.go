@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 
@@ -23,6 +24,10 @@ const (
 	MaxBeads = 64
 	// MaxBeadID bounds a bead id, in bytes.
 	MaxBeadID = 128
+	// MaxMembers bounds a bead's members, and the list a patch sets.
+	MaxMembers = 64
+	// MaxAgentID bounds a member's agent id, in bytes.
+	MaxAgentID = 256
 )
 
 // Op is what a patch does.
@@ -57,7 +62,12 @@ type Patch struct {
 	// Value is a JSON object: the merge patch (OpPatch) or the new
 	// document (OpSet).
 	Value []byte
-	tree  any // Value parsed, set by Check
+	// Members, when not nil, replaces the bead's members (see the
+	// package doc, Members): 1 to MaxMembers agent ids, kept sorted
+	// without repeats by Check. The first patch of a bead makes its
+	// author a member in any case.
+	Members []string
+	tree    any // Value parsed, set by Check
 }
 
 // Check validates p and returns it with its value in RFC 8785 canonical
@@ -72,6 +82,17 @@ func (p Patch) Check() (Patch, error) {
 		return p, fmt.Errorf("%w: op %q (want %q or %q)", ErrInvalid, p.Op, OpPatch, OpSet)
 	case len(p.Value) > MaxPatchBytes:
 		return p, fmt.Errorf("%w: patch value of %d bytes (at most %d)", ErrTooLarge, len(p.Value), MaxPatchBytes)
+	}
+	if p.Members != nil {
+		if len(p.Members) == 0 || len(p.Members) > MaxMembers {
+			return p, fmt.Errorf("%w: a members list names 1 to %d agents, not %d", ErrInvalid, MaxMembers, len(p.Members))
+		}
+		for _, m := range p.Members {
+			if m == "" || len(m) > MaxAgentID {
+				return p, fmt.Errorf("%w: member %q: an agent id of 1 to %d bytes", ErrInvalid, m, MaxAgentID)
+			}
+		}
+		p.Members = slices.Compact(slices.Sorted(slices.Values(p.Members)))
 	}
 	v := bytes.TrimSpace(p.Value)
 	if len(v) == 0 || v[0] != '{' {
@@ -101,113 +122,186 @@ func tieBreak(a, b Patch) int {
 	if c := cmp.Compare(a.Op, b.Op); c != 0 {
 		return c
 	}
-	return bytes.Compare(a.Value, b.Value)
+	if c := bytes.Compare(a.Value, b.Value); c != 0 {
+		return c
+	}
+	// A list sorts before none; lists compare member by member.
+	if an, bn := a.Members == nil, b.Members == nil; an != bn {
+		if an {
+			return 1
+		}
+		return -1
+	}
+	return slices.Compare(a.Members, b.Members)
 }
 
-// apply returns doc with p (Check'ed) applied, and true; or doc as it
-// is, and false, when the result would be larger than MaxDocBytes.
-func apply(doc any, p Patch) (any, bool) {
-	next := p.tree
-	if next == nil { // not Check'ed: has no effect
-		return doc, false
+// state is what the patches fold to: the document and the members. A
+// nil members means no patch was applied yet.
+type state struct {
+	doc     any
+	members []string // sorted
+}
+
+// outcome is what applying a patch did.
+type outcome int
+
+const (
+	applied   outcome = iota
+	tooLarge          // the document would exceed MaxDocBytes: no effect
+	notMember         // the author is not a member: no effect
+)
+
+// apply returns st with p (Check'ed) applied, or st as it is when p has
+// no effect: its author is not a member (when the bead has members), or
+// the document would be larger than MaxDocBytes. The first patch applied
+// makes its author a member, with the members it lists; a later one by a
+// member replaces the members when it lists them.
+func apply(st state, p Patch) (state, outcome) {
+	if p.tree == nil { // not Check'ed: has no effect
+		return st, tooLarge
 	}
+	members := st.members
+	switch {
+	case members == nil:
+		members = slices.Compact(slices.Sorted(slices.Values(append([]string{p.Agent}, p.Members...))))
+	case !isMember(members, p.Agent):
+		return st, notMember
+	case p.Members != nil:
+		members = p.Members
+	}
+	next := p.tree
 	if p.Op == OpPatch {
-		next = merge(doc, p.tree)
+		next = merge(st.doc, p.tree)
 	}
 	if sizeOf(next) > MaxDocBytes {
-		return doc, false
+		return st, tooLarge
 	}
-	return next, true
+	return state{doc: next, members: members}, applied
+}
+
+func isMember(members []string, agent string) bool {
+	_, ok := slices.BinarySearch(members, agent)
+	return ok
 }
 
 // Doc is one bead's document and its ordered patch log. It is not safe
 // for concurrent use.
 type Doc struct {
-	base    any     // the document after the folded patches
-	folded  *Patch  // the newest folded patch; nil when none
-	log     []Patch // the kept patches, in order, all after folded
-	cur     any     // base with log applied
-	curJSON []byte  // cur encoded; nil until asked for after a change
-	agents  map[string]struct{}
+	base        state     // the state after the folded patches
+	baseRefused int       // folded patches refused as not by a member
+	folded      *Patch    // the newest folded patch; nil when none
+	log         []Patch   // the kept patches, in order, all after folded
+	outs        []outcome // what each patch of log did, at its place
+	cur         state     // base with log applied
+	refused     int       // patches refused as not by a member, folded or not
+	curJSON     []byte    // cur.doc encoded; nil until asked for after a change
 }
 
-// NewDoc returns the empty document {}.
+// NewDoc returns the empty document {}, with no members yet.
 func NewDoc() *Doc {
-	empty := newObject(map[string]member{})
-	return &Doc{base: empty, cur: empty, agents: map[string]struct{}{}}
+	empty := state{doc: newObject(map[string]member{})}
+	return &Doc{base: empty, cur: empty}
 }
 
-// Fits reports whether p (Check'ed) applied to the document now would
-// keep it within MaxDocBytes.
-func (d *Doc) Fits(p Patch) bool {
-	_, ok := apply(d.cur, p)
-	return ok
+// Admit reports whether p (Check'ed) applied to the document now would
+// take effect: ErrNotMember when its author is not a member of a bead
+// that has members, ErrTooLarge when the document would exceed
+// MaxDocBytes.
+func (d *Doc) Admit(p Patch) error {
+	switch _, out := apply(d.cur, p); out {
+	case notMember:
+		return fmt.Errorf("%w: %s is not one of the bead's %d members", ErrNotMember, p.Agent, len(d.cur.members))
+	case tooLarge:
+		return fmt.Errorf("%w: the context would exceed %d bytes", ErrTooLarge, MaxDocBytes)
+	}
+	return nil
 }
 
 // Add puts p in its place and updates the document, and reports whether
 // the patch was new. A patch already held is not new; one older than the
-// history kept is refused with ErrTooLate. p must have passed Check.
+// history kept is refused with ErrTooLate. A new patch whose author is
+// not a member where it falls in the order is kept (a member list that
+// arrives late may still admit it) but has no effect: Add reports it new
+// with ErrNotMember. p must have passed Check.
 func (d *Doc) Add(p Patch) (bool, error) {
 	if d.folded != nil && compare(p, *d.folded) <= 0 {
 		return false, fmt.Errorf("%w: %s by %s", ErrTooLate, p.At, p.Agent)
 	}
 	i, found := slices.BinarySearchFunc(d.log, p, compare)
-	if found {
-		if tieBreak(p, d.log[i]) >= 0 {
-			return false, nil
-		}
+	var out outcome
+	switch {
+	case found && tieBreak(p, d.log[i]) >= 0:
+		return false, nil
+	case found:
 		d.log[i] = p
-		d.recompute()
-		return true, nil
-	}
-	d.log = slices.Insert(d.log, i, p)
-	if len(d.agents) < maxAgents {
-		d.agents[p.Agent] = struct{}{}
-	}
-	if i == len(d.log)-1 {
-		d.cur, _ = apply(d.cur, p)
-		d.curJSON = nil
-	} else {
-		d.recompute()
+		out = d.recompute(i)
+	default:
+		d.log = slices.Insert(d.log, i, p)
+		d.outs = slices.Insert(d.outs, i, applied)
+		if i == len(d.log)-1 {
+			d.cur, out = apply(d.cur, p)
+			d.outs[i] = out
+			if out == notMember {
+				d.refused++
+			}
+			d.curJSON = nil
+		} else {
+			out = d.recompute(i)
+		}
 	}
 	if len(d.log) > MaxPatches {
 		d.fold(len(d.log) - MaxPatches)
 	}
+	if out == notMember {
+		return true, fmt.Errorf("%w: %s by %s", ErrNotMember, p.At, p.Agent)
+	}
 	return true, nil
 }
-
-// maxAgents bounds the authors a document lists.
-const maxAgents = 256
 
 // fold folds the n oldest patches into the base.
 func (d *Doc) fold(n int) {
 	for _, p := range d.log[:n] {
-		d.base, _ = apply(d.base, p)
+		var out outcome
+		if d.base, out = apply(d.base, p); out == notMember {
+			d.baseRefused++
+		}
 	}
 	last := d.log[n-1]
 	d.folded = &last
 	d.log = slices.Delete(d.log, 0, n)
+	d.outs = slices.Delete(d.outs, 0, n)
 }
 
-func (d *Doc) recompute() {
-	doc := d.base
-	for _, p := range d.log {
-		doc, _ = apply(doc, p)
+// recompute replays the log on the base and returns the outcome of the
+// patch at index i.
+func (d *Doc) recompute(i int) outcome {
+	st, refused, at := d.base, d.baseRefused, applied
+	for j, p := range d.log {
+		var out outcome
+		st, out = apply(st, p)
+		d.outs[j] = out
+		if out == notMember {
+			refused++
+		}
+		if j == i {
+			at = out
+		}
 	}
-	d.cur, d.curJSON = doc, nil
+	d.cur, d.refused, d.curJSON = st, refused, nil
+	return at
 }
 
 // JSON returns the document: objects with their members sorted by name,
 // no insignificant whitespace. The caller must not modify it.
 func (d *Doc) JSON() []byte {
 	if d.curJSON == nil {
-		d.curJSON = encodeTree(d.cur)
+		d.curJSON = encodeTree(d.cur.doc)
 	}
 	return d.curJSON
 }
 
-// Version returns the (HLC, agent) of the newest patch applied, zero
-// when there is none.
+// Version returns the (HLC, agent) of the newest patch held, zero when
+// there is none.
 func (d *Doc) Version() (HLC, string) {
 	switch {
 	case len(d.log) > 0:
@@ -222,13 +316,57 @@ func (d *Doc) Version() (HLC, string) {
 // Patches returns how many patches the document keeps in its log.
 func (d *Doc) Patches() int { return len(d.log) }
 
-// Agents returns the authors of the document's patches, sorted (at most
-// 256 are listed).
-func (d *Doc) Agents() []string {
-	out := make([]string, 0, len(d.agents))
-	for a := range d.agents {
-		out = append(out, a)
+// Members returns the bead's members, sorted: the agents whose patches
+// take effect (at most MaxMembers). It is empty before the first patch.
+func (d *Doc) Members() []string { return slices.Clone(d.cur.members) }
+
+// Refused returns how many patches held or folded had no effect because
+// their author was not a member.
+func (d *Doc) Refused() int { return d.refused }
+
+// MaxHistory bounds the changes History lists.
+const MaxHistory = 20
+
+// maxChangeKeys bounds the member names a Change lists.
+const maxChangeKeys = 8
+
+// Change is a patch that took effect, as History lists it.
+type Change struct {
+	// At and Agent are the patch's place in the order and its author.
+	At    HLC
+	Agent string
+	Op    Op
+	// Keys are the top-level member names the patch sets (or, for
+	// OpPatch, removes), sorted: at most 8 of them.
+	Keys []string
+	// MoreKeys is how many names Keys leaves out.
+	MoreKeys int
+	// Members is the members list the patch set; nil when it left them.
+	Members []string
+}
+
+// History returns the newest n (at most MaxHistory) patches held that
+// took effect, oldest first. Patches folded into the base are not
+// listed.
+func (d *Doc) History(n int) []Change {
+	n = min(n, MaxHistory)
+	var out []Change
+	for j := len(d.log) - 1; j >= 0 && len(out) < n; j-- {
+		if d.outs[j] != applied {
+			continue
+		}
+		p := d.log[j]
+		c := Change{At: p.At, Agent: p.Agent, Op: p.Op, Members: slices.Clone(p.Members)}
+		if o, ok := p.tree.(*object); ok {
+			keys := slices.Sorted(maps.Keys(o.members))
+			if len(keys) > maxChangeKeys {
+				c.MoreKeys = len(keys) - maxChangeKeys
+				keys = keys[:maxChangeKeys]
+			}
+			c.Keys = keys
+		}
+		out = append(out, c)
 	}
-	slices.Sort(out)
+	slices.Reverse(out)
 	return out
 }

@@ -18,6 +18,15 @@ func mustPatch(t testing.TB, wall int64, counter uint32, agent string, op Op, va
 	return p
 }
 
+func withMembers(p Patch, members ...string) Patch {
+	p.Members = members
+	p, err := p.Check()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 // TestConcurrentPatchesConvergeInAnyOrder: members that receive the same
 // patches in different orders hold the same document, byte for byte, and
 // it is the fold of the patches in (HLC, agent) order.
@@ -27,7 +36,7 @@ func TestConcurrentPatchesConvergeInAnyOrder(t *testing.T) {
 		mustPatch(t, 100, 0, "agent-b", OpPatch, `{"review_status":"blocked","tests":{"passed":3}}`),
 		mustPatch(t, 101, 0, "agent-a", OpPatch, `{"tests":{"failed":1}}`),
 		mustPatch(t, 101, 1, "agent-b", OpPatch, `{"files":null,"decision_needed":false}`),
-		mustPatch(t, 99, 5, "agent-c", OpSet, `{"seed":true,"review_status":"new"}`),
+		withMembers(mustPatch(t, 99, 5, "agent-c", OpSet, `{"seed":true,"review_status":"new"}`), "agent-b", "agent-a"),
 		mustPatch(t, 102, 0, "agent-c", OpPatch, `{"tests":{"passed":14}}`),
 	}
 	want := `{"decision_needed":false,"review_status":"blocked","seed":true,"tests":{"failed":1,"passed":14}}`
@@ -36,7 +45,8 @@ func TestConcurrentPatchesConvergeInAnyOrder(t *testing.T) {
 		order := rng.Perm(len(patches))
 		d := NewDoc()
 		for _, i := range order {
-			if _, err := d.Add(patches[i]); err != nil {
+			// A patch may fall before the creator's has arrived.
+			if _, err := d.Add(patches[i]); err != nil && !errors.Is(err, ErrNotMember) {
 				t.Fatal(err)
 			}
 		}
@@ -91,7 +101,7 @@ func TestFoldingBoundsTheLog(t *testing.T) {
 		t.Fatalf("late patch: %v, want ErrTooLate", err)
 	}
 	// A late patch within the kept log is re-sorted.
-	if _, err := d.Add(mustPatch(t, 1500, 1, "b", OpPatch, `{"mid":1}`)); err != nil {
+	if _, err := d.Add(mustPatch(t, 1500, 1, "a", OpPatch, `{"mid":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(d.JSON()), `"mid":1`) {
@@ -209,5 +219,119 @@ func TestDecodePayloadIsStrict(t *testing.T) {
 	}
 	if _, q, err := DecodePayload(raw, "agent", sent); err != nil || q.At != p.At || string(q.Value) != string(p.Value) || q.Op != p.Op {
 		t.Fatalf("round trip: %v %+v", err, q)
+	}
+}
+
+// TestOnlyMembersChangeABead: the first patch makes its author and the
+// agents it lists the members; a non-member's patches have no effect
+// (counted as refused), a member changes the members, and a patch
+// refused where it first fell is admitted when a member list that
+// arrives later, earlier in the order, names its author. Every order of
+// arrival gives the same document, members and count.
+func TestOnlyMembersChangeABead(t *testing.T) {
+	patches := []Patch{
+		withMembers(mustPatch(t, 10, 0, "creator", OpSet, `{"owner":"creator"}`), "qa"),
+		mustPatch(t, 11, 0, "mallory", OpPatch, `{"owner":"mallory"}`),
+		mustPatch(t, 12, 0, "qa", OpPatch, `{"tests":"ok"}`),
+		mustPatch(t, 13, 0, "reviewer", OpPatch, `{"review":"early"}`), // before it is a member
+		withMembers(mustPatch(t, 14, 0, "qa", OpPatch, `{}`), "creator", "qa", "reviewer"),
+		mustPatch(t, 15, 0, "reviewer", OpPatch, `{"review":"done"}`),
+		withMembers(mustPatch(t, 16, 0, "mallory", OpPatch, `{}`), "mallory"), // a non-member cannot join
+		mustPatch(t, 17, 0, "mallory", OpSet, `{}`),
+	}
+	want := `{"owner":"creator","review":"done","tests":"ok"}`
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 50 {
+		order := rng.Perm(len(patches))
+		d := NewDoc()
+		for _, i := range order {
+			if _, err := d.Add(patches[i]); err != nil && !errors.Is(err, ErrNotMember) {
+				t.Fatal(err)
+			}
+		}
+		if got := string(d.JSON()); got != want {
+			t.Fatalf("round %d (order %v): %s, want %s", round, order, got, want)
+		}
+		if got := fmt.Sprint(d.Members()); got != "[creator qa reviewer]" || d.Refused() != 4 {
+			t.Fatalf("round %d: members %s, %d refused; want [creator qa reviewer], 4", round, got, d.Refused())
+		}
+	}
+	// Add reports a refused patch, Admit one before it is sent.
+	d := NewDoc()
+	if _, err := d.Add(patches[0]); err != nil {
+		t.Fatal(err)
+	}
+	if added, err := d.Add(patches[1]); !added || !errors.Is(err, ErrNotMember) {
+		t.Fatalf("non-member patch: added %v, %v", added, err)
+	}
+	if err := d.Admit(patches[6]); !errors.Is(err, ErrNotMember) {
+		t.Fatalf("Admit(non-member): %v", err)
+	}
+	if err := d.Admit(patches[2]); err != nil {
+		t.Fatalf("Admit(member): %v", err)
+	}
+}
+
+// TestMembersCheck: a members list names 1 to MaxMembers non-empty ids
+// and is kept sorted without repeats.
+func TestMembersCheck(t *testing.T) {
+	base := Patch{At: HLC{Wall: 1}, Agent: "a", Op: OpPatch, Value: []byte(`{}`)}
+	for name, tc := range map[string]struct {
+		members []string
+		want    string // the members kept, or "" for ErrInvalid
+	}{
+		"sorted":    {[]string{"c", "a", "b", "a"}, "[a b c]"},
+		"empty":     {[]string{}, ""},
+		"empty id":  {[]string{"a", ""}, ""},
+		"long id":   {[]string{strings.Repeat("x", MaxAgentID+1)}, ""},
+		"too many":  {make([]string, MaxMembers+1), ""},
+		"most kept": {[]string{strings.Repeat("x", MaxAgentID)}, "[" + strings.Repeat("x", MaxAgentID) + "]"},
+	} {
+		p := base
+		p.Members = tc.members
+		got, err := p.Check()
+		switch {
+		case tc.want == "" && !errors.Is(err, ErrInvalid):
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		case tc.want != "" && (err != nil || fmt.Sprint(got.Members) != tc.want):
+			t.Errorf("%s: %v %v, want %s", name, err, got.Members, tc.want)
+		}
+	}
+}
+
+// TestHistoryListsChangesThatTookEffect: History lists the newest patches
+// that took effect, oldest first, the same whatever the order of arrival,
+// without refused ones, at most MaxHistory, with at most 8 names each.
+func TestHistoryListsChangesThatTookEffect(t *testing.T) {
+	patches := []Patch{
+		withMembers(mustPatch(t, 10, 0, "creator", OpSet, `{"review_status":"new"}`), "qa"),
+		mustPatch(t, 11, 0, "mallory", OpPatch, `{"owner":"mallory"}`),
+		mustPatch(t, 12, 0, "qa", OpPatch, `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":null}`),
+	}
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+		d := NewDoc()
+		for _, i := range order {
+			_, _ = d.Add(patches[i])
+		}
+		h := d.History(MaxHistory)
+		if len(h) != 2 || h[0].Agent != "creator" || h[1].Agent != "qa" {
+			t.Fatalf("order %v: history %+v, want creator's then qa's", order, h)
+		}
+		if fmt.Sprintf("%v %v %v", h[0].Keys, h[0].Members, h[0].Op) != "[review_status] [qa] set" {
+			t.Fatalf("order %v: first change %+v", order, h[0])
+		}
+		if fmt.Sprintf("%v %v %v", h[1].Keys, h[1].MoreKeys, h[1].Members == nil) != "[a b c d e f g h] 2 true" {
+			t.Fatalf("order %v: second change %+v", order, h[1])
+		}
+	}
+	d := NewDoc()
+	for i := range MaxHistory + 5 {
+		if _, err := d.Add(mustPatch(t, int64(100+i), 0, "a", OpPatch, fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := d.History(1000)
+	if len(h) != MaxHistory || h[0].At.Wall != 105 || h[len(h)-1].At.Wall != int64(100+MaxHistory+4) {
+		t.Fatalf("%d changes from %s to %s, want the newest %d", len(h), h[0].At, h[len(h)-1].At, MaxHistory)
 	}
 }

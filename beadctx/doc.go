@@ -24,15 +24,34 @@
 // document before it and the patch). Two patches with the same (HLC,
 // agent id) are one patch: the one whose (op, value) sorts first is kept.
 //
+// # Members
+//
+// Only a bead's members change it. The first patch in (HLC, agent id)
+// order creates the bead: its author and the agents its Members lists
+// become the members. A later patch takes effect only if its author is a
+// member at its place in the order; if it carries Members, they replace
+// the members (so a member adds, removes, or leaves). A patch by anyone
+// else is kept in the log (a member list that arrives late, earlier in
+// the order, may still admit it) but has no effect and is counted
+// (Refused). Membership is part of the state the patches fold to, so
+// every member, applying the same patches in the same order, admits and
+// refuses the same ones. Reading is not restricted: the topic is public
+// to the mesh, and patches are signed, not encrypted. A bead is claimed
+// by whoever's patch sorts first; a backdated patch (its HLC may lie up
+// to MaxSkew before its signed envelope time) can claim a bead created
+// less than that long ago.
+//
 // # Bounds
 //
 // A document holds at most MaxDocBytes (64 KiB) of JSON, a patch value at
-// most MaxPatchBytes (64 KiB). A bead keeps its MaxPatches (1024) newest
+// most MaxPatchBytes (64 KiB). A members list names at most MaxMembers
+// (64) agents, so a bead has at most 65 members. History lists at most
+// MaxHistory (20) changes. A bead keeps its MaxPatches (1024) newest
 // patches; older ones are folded into a base document and forgotten, and
 // a patch older than the newest folded one is refused (ErrTooLate): such
 // a patch would have to be applied before the base, which is gone.
 // Members converge as long as none receives a patch later than
-// MaxPatches newer ones. A document is an immutable tree (a merge copies
+// MaxPatches newer ones. Refused patches occupy the log like others. A document is an immutable tree (a merge copies
 // only the objects on the paths it changes), so a late patch costs one
 // replay of the log kept (BenchmarkLatePatch: 38 ms for a 60 KiB
 // document and 1,024 patches on a 2-core machine), an in-order one a

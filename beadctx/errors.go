@@ -11,4 +11,7 @@ var (
 	// ErrTooLate marks a patch older than the oldest state a document
 	// keeps (see the package doc, Bounds).
 	ErrTooLate = errors.New("beadctx: patch older than the history kept")
+	// ErrNotMember marks a patch by an agent that is not a member of the
+	// bead (see the package doc, Members).
+	ErrNotMember = errors.New("beadctx: not a member of the bead")
 )

@@ -2,6 +2,7 @@ package beadctx
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -13,6 +14,8 @@ func FuzzPatches(f *testing.F) {
 	f.Add([]byte(`{"bead":"b1","op":"patch","hlc":{"wall":1700000000000,"counter":2},"value":{"a":{"b":null}}}`), []byte(`{"a":1,"c":[1,null]}`))
 	f.Add([]byte(`{"bead":"b1","op":"set","hlc":{"wall":1700000000000,"counter":0},"value":{}}`), []byte(`{"a":null}`))
 	f.Add([]byte(`{"bead":"b1","op":"patch","hlc":{"wall":1,"counter":0},"value":{"a":1,"a":2}}`), []byte(`"x"`))
+	f.Add([]byte(`{"bead":"b1","op":"set","hlc":{"wall":1700000000000,"counter":0},"value":{},"members":["a0","a1"]}`), []byte(`{"b":2}`))
+	f.Add([]byte(`{"bead":"b1","op":"set","hlc":{"wall":1700000000000,"counter":0},"value":{},"members":[1]}`), []byte(`{}`))
 	sent := time.UnixMilli(1_700_000_000_000)
 	f.Fuzz(func(t *testing.T, payload, patch []byte) {
 		if out, err := MergePatch([]byte(`{"a":{"x":1},"b":2}`), patch); err == nil && len(bytes.TrimSpace(patch)) > 0 && !bytesValid(out) {
@@ -33,11 +36,14 @@ func FuzzPatches(f *testing.F) {
 		for _, x := range []Patch{q, p} {
 			_, _ = d2.Add(x)
 		}
-		if len(d1.JSON()) != sizeOf(d1.cur) {
-			t.Fatalf("size %d, encoded %d: %s", sizeOf(d1.cur), len(d1.JSON()), d1.JSON())
+		if len(d1.JSON()) != sizeOf(d1.cur.doc) {
+			t.Fatalf("size %d, encoded %d: %s", sizeOf(d1.cur.doc), len(d1.JSON()), d1.JSON())
 		}
 		if !bytes.Equal(d1.JSON(), d2.JSON()) {
 			t.Fatalf("orders disagree: %s vs %s", d1.JSON(), d2.JSON())
+		}
+		if h1, h2 := fmt.Sprint(d1.Members(), d1.Refused(), d1.History(MaxHistory)), fmt.Sprint(d2.Members(), d2.Refused(), d2.History(MaxHistory)); h1 != h2 {
+			t.Fatalf("orders disagree on members, refusals or history: %s vs %s", h1, h2)
 		}
 	})
 }

@@ -23,11 +23,13 @@ type payload struct {
 	Op    Op              `json:"op,required"`
 	HLC   *HLC            `json:"hlc,required"`
 	Value json.RawMessage `json:"value,required"`
+	// Members is Patch.Members; absent when the patch leaves them.
+	Members []string `json:"members,omitempty"`
 }
 
 // EncodePayload returns the payload that publishes p (Check'ed) for bead.
 func EncodePayload(bead string, p Patch) ([]byte, error) {
-	b, err := json.Marshal(payload{Bead: bead, Op: p.Op, HLC: &p.At, Value: p.Value})
+	b, err := json.Marshal(payload{Bead: bead, Op: p.Op, HLC: &p.At, Value: p.Value, Members: p.Members})
 	if err != nil {
 		return nil, fmt.Errorf("beadctx: encode patch: %w", err)
 	}
@@ -49,6 +51,9 @@ func DecodePayload(data []byte, agent string, sent time.Time) (string, Patch, er
 	if err := CheckStamp(*w.HLC, sent); err != nil {
 		return "", Patch{}, err
 	}
-	p, err := Patch{At: *w.HLC, Agent: agent, Op: w.Op, Value: w.Value}.Check()
+	if w.Members != nil && len(w.Members) == 0 {
+		return "", Patch{}, fmt.Errorf("%w: patch: an empty members list", ErrInvalid)
+	}
+	p, err := Patch{At: *w.HLC, Agent: agent, Op: w.Op, Value: w.Value, Members: w.Members}.Check()
 	return w.Bead, p, err
 }

@@ -25,15 +25,22 @@ func (r *runState) contextCommand() *ucli.Command {
 			"an RFC 7396 merge patch (a member set to null is removed). JSON is an object inline, @FILE or - " +
 			"to read stdin. Every member applies the changes in the order of their hybrid logical clock and " +
 			"author, so all converge to the same document; a member that was away catches up from the others' " +
-			"history (nodes run with --keep-history 'beadctx:*', or a relay). Prints the document; --json prints " +
-			"{\"bead_id\",\"collaborating_agents\",\"shared_context\",\"version\",\"patches\"}.",
+			"history (nodes run with --keep-history 'beadctx:*', or a relay). Only a bead's members change it: the " +
+			"first change makes its author a member, with the agents --members lists; a member's --members replaces " +
+			"the members; everyone else's changes are refused (UNAUTHORIZED here, ignored by every member). " +
+			"Prints the document; --json prints " +
+			"{\"bead_id\",\"collaborating_agents\" (the members),\"shared_context\",\"version\",\"patches\",\"refused\",\"message_history\" (the newest 20 changes)}.",
 		Flags: []ucli.Flag{
 			apiFlag(),
-			jsonFlag("print the bead's context as JSON, with its version and authors"),
+			jsonFlag("print the bead's context as JSON, with its version and members"),
+			&ucli.StringFlag{Name: flagMembers, Usage: "with set or patch: the bead's members after the change, agent ids separated by commas (the author is a member of a bead it creates in any case)"},
 		},
 		Action: r.runContext,
 	}
 }
+
+// flagMembers names the --members of context set and patch.
+const flagMembers = "members"
 
 func (r *runState) runContext(c *ucli.Context) error {
 	args := r.positional
@@ -50,6 +57,18 @@ func (r *runState) runContext(c *ucli.Context) error {
 	bead := args[1]
 	if strings.TrimSpace(bead) == "" {
 		return usageErrorf("context %s: the bead id is empty", op)
+	}
+	var members []string
+	if c.IsSet(flagMembers) {
+		if op == "get" {
+			return usageErrorf("context get: --members is for set and patch")
+		}
+		for id := range strings.SplitSeq(c.String(flagMembers), ",") {
+			if id = strings.TrimSpace(id); id == "" {
+				return usageErrorf("context %s: --members has an empty agent id (give ID,ID...)", op)
+			}
+			members = append(members, id)
+		}
 	}
 	var value json.RawMessage
 	if op != "get" {
@@ -73,12 +92,16 @@ func (r *runState) runContext(c *ucli.Context) error {
 	case "get":
 		res, err = cl.ContextGet(ctx, bead)
 	case "set":
-		res, err = cl.ContextSet(ctx, bead, value)
+		res, err = cl.ContextSet(ctx, bead, value, members)
 	default:
-		res, err = cl.ContextPatch(ctx, bead, value)
+		res, err = cl.ContextPatch(ctx, bead, value, members)
 	}
 	if err != nil {
 		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeUnauthorized {
+			// Not the capability's message: the node says which bead.
+			return &ExitError{Code: ExitCodeFor(pe.Code), Err: &codedError{text: fmt.Sprintf("context %s: %s: %s", op, pe.Code, pe.Message), pe: pe}}
+		}
 		if errors.As(err, &pe) {
 			return protocolExit("context "+op, pe)
 		}

@@ -78,6 +78,8 @@ func TestContextCommand(t *testing.T) {
 		{"context", "patch", "b1", `nope`},
 		{"context", "patch", "b1", `{"a":1,"a":2}`},
 		{"context", "get", "b1", "extra"},
+		{"context", "get", "b1", "--members", "x"},
+		{"context", "set", "b1", `{}`, "--members", "x,,y"},
 	} {
 		res := runCLI(t, "", append(args, "--api", api.addr)...)
 		res.wantCode(t, ExitUsage)
@@ -90,5 +92,24 @@ func TestContextCommand(t *testing.T) {
 	res.wantCode(t, 0)
 	if !strings.Contains(res.stdout, `"decision_needed": false`) {
 		t.Fatalf("after the REST PATCH: %s", res.stdout)
+	}
+
+	// --members: the creator names another member, then leaves; its next
+	// change is refused, with the node's reason.
+	other := meshtest.ID(t, 999).String()
+	res = runCLI(t, "", "context", "set", "bead-members", `{"a":1}`, "--members", other, "--json", "--api", api.addr)
+	res.wantCode(t, 0)
+	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil || len(got.CollaboratingAgents) != 2 {
+		t.Fatalf("set --members: %v %s", err, res.stdout)
+	}
+	res = runCLI(t, "", "context", "patch", "bead-members", `{"b":2}`, "--members", other, "--json", "--api", api.addr)
+	res.wantCode(t, 0)
+	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil || len(got.CollaboratingAgents) != 1 || got.CollaboratingAgents[0] != other {
+		t.Fatalf("patch --members: %v %s", err, res.stdout)
+	}
+	res = runCLI(t, "", "context", "patch", "bead-members", `{"c":3}`, "--api", api.addr)
+	res.wantCode(t, ExitCodeFor(protocol.CodeUnauthorized))
+	if !strings.Contains(res.stderr, "not one of its members") {
+		t.Fatalf("a non-member's patch: %s", res.stderr)
 	}
 }

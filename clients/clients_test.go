@@ -51,7 +51,8 @@ func TestJSUnit(t *testing.T) {
 // built-in echo and B bootstrapped to A, and runs each package's
 // end-to-end script against their local APIs: a call with progress and
 // its task status, discovery, a typed error, a topic message from B to
-// A, and a seed 001 bus round trip.
+// A, a shared bead context patched on A and read merged on B, and a seed
+// 001 bus round trip.
 func TestRealNodes(t *testing.T) {
 	bin := meshagent(t)
 	dir := t.TempDir()
@@ -59,8 +60,10 @@ func TestRealNodes(t *testing.T) {
 	if err := os.WriteFile(caps, []byte(`[{"name": "echo", "description": "says it back", "handler": "echo"}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := startNode(t, bin, "a", "--data", filepath.Join(dir, "a"), "--capabilities", caps)
-	b := startNode(t, bin, "b", "--data", filepath.Join(dir, "b"), "--bootstrap", a.Addrs[0])
+	// Both keep the history of bead contexts, so a member that missed a
+	// live patch catches up from the other.
+	a := startNode(t, bin, "a", "--data", filepath.Join(dir, "a"), "--capabilities", caps, "--keep-history", "beadctx:*")
+	b := startNode(t, bin, "b", "--data", filepath.Join(dir, "b"), "--bootstrap", a.Addrs[0], "--keep-history", "beadctx:*")
 	urlA, urlB := "ws://"+a.API+"/", "ws://"+b.API+"/"
 
 	t.Run("python", func(t *testing.T) {
@@ -80,7 +83,7 @@ func checkScript(t *testing.T, out string) {
 	t.Logf("script:\n%s", out)
 	for _, want := range []string{"ok: call echo", "ok: task status COMPLETED", "ok: discover echo finds node A",
 		"ok: unknown capability is MeshError CAPABILITY_NOT_SUPPORTED (-32013)", "ok: subscribe on A gets B's publish",
-		"ok: bus round trip", "e2e: ok"} {
+		"ok: bus round trip", "merged on B", "ok: a non-member's patch is MeshError UNAUTHORIZED", "e2e: ok"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the script did not print %q", want)
 		}

@@ -3,6 +3,7 @@ package localapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,14 +18,19 @@ import (
 // fakeContexts answers with what it was given and records it.
 type fakeContexts struct {
 	mu   sync.Mutex
-	last string // "op bead value"
+	last string // "op bead value [members]"
 }
 
-func (f *fakeContexts) answer(op, bead string, v json.RawMessage) (*protocol.BeadContext, error) {
+func (f *fakeContexts) answer(op, bead string, v json.RawMessage, members ...[]string) (*protocol.BeadContext, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last = op + " " + bead + " " + string(v)
+	if len(members) > 0 && members[0] != nil {
+		f.last += fmt.Sprint(" ", members[0])
+	}
 	switch bead {
+	case "private":
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "bead %s: this agent is not one of its members", bead)
 	case "bad":
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "bead id %q refused", bead)
 	case "many":
@@ -41,12 +47,12 @@ func (f *fakeContexts) ContextGet(_ context.Context, bead string) (*protocol.Bea
 	return f.answer("get", bead, nil)
 }
 
-func (f *fakeContexts) ContextSet(_ context.Context, bead string, doc json.RawMessage) (*protocol.BeadContext, error) {
-	return f.answer("set", bead, doc)
+func (f *fakeContexts) ContextSet(_ context.Context, bead string, doc json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return f.answer("set", bead, doc, members)
 }
 
-func (f *fakeContexts) ContextPatch(_ context.Context, bead string, patch json.RawMessage) (*protocol.BeadContext, error) {
-	return f.answer("patch", bead, patch)
+func (f *fakeContexts) ContextPatch(_ context.Context, bead string, patch json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return f.answer("patch", bead, patch, members)
 }
 
 // TestBeadContextREST: seed 004's GET/POST/PATCH
@@ -81,7 +87,7 @@ func TestBeadContextREST(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
 		t.Fatalf("GET: %d %s", code, body)
 	}
-	for _, k := range []string{"bead_id", "collaborating_agents", "shared_context", "version", "patches"} {
+	for _, k := range []string{"bead_id", "collaborating_agents", "shared_context", "version", "patches", "refused", "message_history"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("GET answer lacks %q: %s", k, body)
 		}
@@ -91,6 +97,9 @@ func TestBeadContextREST(t *testing.T) {
 	}
 	if code, body := do("POST", "/api/v1/beads/b1/context", "application/json; charset=utf-8", `{"a":1}`); code != 200 || f.last != `set b1 {"a":1}` {
 		t.Fatalf("POST: %d %s (node got %q)", code, body, f.last)
+	}
+	if code, body := do("POST", "/api/v1/beads/b1/context?members=agent-2,agent-3&members=agent-4", "", `{"a":1}`); code != 200 || f.last != `set b1 {"a":1} [agent-2 agent-3 agent-4]` {
+		t.Fatalf("POST with members: %d %s (node got %q)", code, body, f.last)
 	}
 	f.last = ""
 	for _, tc := range []struct {
@@ -105,6 +114,9 @@ func TestBeadContextREST(t *testing.T) {
 		{"PATCH", "/api/v1/beads/b1/context", "application/json", `{"a":"` + strings.Repeat("x", 300<<10) + `"}`, 413},
 		{"PATCH", "/api/v1/beads/b1/context?force=1", "application/json", `{}`, 400},
 		{"GET", "/api/v1/beads/b1/context?x=1", "", ``, 400},
+		{"GET", "/api/v1/beads/b1/context?members=a", "", ``, 400},
+		{"PATCH", "/api/v1/beads/b1/context?members=a,,b", "application/json", `{}`, 400},
+		{"PATCH", "/api/v1/beads/b1/context?members=" + strings.Repeat("a,", 64) + "a", "application/json", `{}`, 400},
 		{"PUT", "/api/v1/beads/b1/context", "application/json", `{}`, 405},
 		{"GET", "/api/v1/beads/b1", "", ``, 404},
 	} {
@@ -117,6 +129,9 @@ func TestBeadContextREST(t *testing.T) {
 	}
 	if code, _ := do("PATCH", "/api/v1/beads/bad/context", "", `{}`); code != 400 {
 		t.Errorf("node's INVALID_MESSAGE: %d, want 400", code)
+	}
+	if code, body := do("PATCH", "/api/v1/beads/private/context", "", `{}`); code != 403 || !strings.Contains(body, "not one of its members") {
+		t.Errorf("node's UNAUTHORIZED: %d %s, want 403", code, body)
 	}
 	if code, _ := do("GET", "/api/v1/beads/many/context", "", ``); code != 429 {
 		t.Errorf("node's RATE_LIMITED: %d, want 429", code)

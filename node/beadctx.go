@@ -4,16 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meshagent/meshagent/beadctx"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/pubsub"
 )
 
+// DefaultBeadResync is how often, by default, every followed bead
+// catches up again from history keepers (Config.BeadResync).
+const DefaultBeadResync = 10 * time.Second
+
 // Catch-ups of bead contexts: every followed bead catches up again from
-// history keepers every beadResync (anti-entropy: a patch lost live, to
+// history keepers every Config.BeadResync (anti-entropy: a patch lost live, to
 // a full subscription queue, a partition, or a publish sent before the
 // publisher knew of the other members, arrives then); a catch-up waits
 // at most beadCatchUpWait (for a keeper to answer, or to appear when
@@ -21,7 +29,6 @@ import (
 // published since beadOverlap before the previous one began, so a bead's
 // whole history is fetched once, not every round.
 const (
-	beadResync      = 10 * time.Second
 	beadCatchUpWait = 3 * time.Second
 	beadOverlap     = 2 * time.Minute
 )
@@ -30,7 +37,11 @@ const (
 // for each, the document folded from the patches on the bead's topic
 // (beadctx.Topic), at most beadctx.MaxBeads of them.
 type beadContexts struct {
-	clock *beadctx.Clock
+	clock  *beadctx.Clock
+	resync time.Duration
+	// dropLive makes the node ignore live patches (tests: only catch-ups
+	// bring them).
+	dropLive atomic.Bool
 
 	mu      sync.Mutex // guards beads, each bead's doc and synced, and started
 	beads   map[string]*bead
@@ -45,18 +56,22 @@ type bead struct {
 	synced time.Time // when the last catch-up that found a keeper began
 }
 
-func newBeadContexts(now func() time.Time) *beadContexts {
-	return &beadContexts{clock: beadctx.NewClock(now), beads: map[string]*bead{}}
+func newBeadContexts(now func() time.Time, resync time.Duration) *beadContexts {
+	if resync <= 0 {
+		resync = DefaultBeadResync
+	}
+	return &beadContexts{clock: beadctx.NewClock(now), resync: resync, beads: map[string]*bead{}}
 }
 
 // ContextGet returns the shared context of bead (seed 004). The first
 // access to a bead makes this node follow it: it subscribes to the bead's
 // topic and catches up from history keepers (other members started
 // WithKeepHistory("beadctx:*"), relays), within ctx and at most 3 s;
-// then it catches up again every 10 s, on a goroutine of the node's,
-// until the node closes. A bead id is 1 to 128 ASCII letters, digits,
-// '.', '_' or '-' (INVALID_MESSAGE otherwise); past beadctx.MaxBeads
-// beads followed, a new one is refused with RATE_LIMITED.
+// then it catches up again every Config.BeadResync (10 s by default), on
+// a goroutine of the node's, until the node closes. A bead id is 1 to 128
+// ASCII letters, digits, '.', '_' or '-' (INVALID_MESSAGE otherwise);
+// past beadctx.MaxBeads beads followed, a new one is refused with
+// RATE_LIMITED.
 func (n *Node) ContextGet(ctx context.Context, beadID string) (*protocol.BeadContext, error) {
 	b, err := n.followBead(ctx, beadID)
 	if err != nil {
@@ -67,8 +82,8 @@ func (n *Node) ContextGet(ctx context.Context, beadID string) (*protocol.BeadCon
 
 // ContextSet replaces bead's shared context with doc, a JSON object, and
 // publishes the change to the bead's other members (see ContextPatch).
-func (n *Node) ContextSet(ctx context.Context, beadID string, doc json.RawMessage) (*protocol.BeadContext, error) {
-	return n.changeBead(ctx, beadID, beadctx.OpSet, doc)
+func (n *Node) ContextSet(ctx context.Context, beadID string, doc json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return n.changeBead(ctx, beadID, beadctx.OpSet, doc, members)
 }
 
 // ContextPatch applies the RFC 7396 merge patch patch (a JSON object) to
@@ -78,24 +93,33 @@ func (n *Node) ContextSet(ctx context.Context, beadID string, doc json.RawMessag
 // same document (see package beadctx). It answers the context with the
 // patch applied. A patch whose result would exceed beadctx.MaxDocBytes
 // is refused with INVALID_MESSAGE.
-func (n *Node) ContextPatch(ctx context.Context, beadID string, patch json.RawMessage) (*protocol.BeadContext, error) {
-	return n.changeBead(ctx, beadID, beadctx.OpPatch, patch)
+//
+// Only a bead's members change it (see package beadctx, Members): the
+// first change makes this agent a member with the agents members lists;
+// a member's change replaces the members when members is not nil. When
+// this agent is not a member of the bead as this node holds it, the
+// change is refused with UNAUTHORIZED and nothing is published.
+func (n *Node) ContextPatch(ctx context.Context, beadID string, patch json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return n.changeBead(ctx, beadID, beadctx.OpPatch, patch, members)
 }
 
-func (n *Node) changeBead(ctx context.Context, beadID string, op beadctx.Op, value json.RawMessage) (*protocol.BeadContext, error) {
+func (n *Node) changeBead(ctx context.Context, beadID string, op beadctx.Op, value json.RawMessage, members []string) (*protocol.BeadContext, error) {
 	b, err := n.followBead(ctx, beadID)
 	if err != nil {
 		return nil, err
 	}
-	p, err := beadctx.Patch{At: n.contexts.clock.Now(), Agent: n.idStr, Op: op, Value: value}.Check()
+	p, err := beadctx.Patch{At: n.contexts.clock.Now(), Agent: n.idStr, Op: op, Value: value, Members: members}.Check()
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%v", err)
 	}
 	n.contexts.mu.Lock()
-	fits := b.doc.Fits(p)
+	err = b.doc.Admit(p)
 	n.contexts.mu.Unlock()
-	if !fits {
-		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "bead %s: the context would exceed %d bytes", beadID, beadctx.MaxDocBytes)
+	switch {
+	case errors.Is(err, beadctx.ErrNotMember):
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "bead %s: this agent is not one of its members (only members change a bead; a member adds others with members)", beadID)
+	case err != nil:
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "bead %s: %v", beadID, err)
 	}
 	payload, err := beadctx.EncodePayload(beadID, p)
 	if err != nil {
@@ -109,6 +133,10 @@ func (n *Node) changeBead(ctx context.Context, beadID string, op beadctx.Op, val
 	n.contexts.mu.Lock()
 	_, err = b.doc.Add(p)
 	n.contexts.mu.Unlock()
+	if errors.Is(err, beadctx.ErrNotMember) {
+		// A member list that arrived since Admit left this agent out.
+		return nil, protocol.Errorf(protocol.CodeUnauthorized, "bead %s: this agent is not one of its members", beadID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +190,7 @@ func (n *Node) joinBead(ctx context.Context, b *bead) {
 	topic := beadctx.Topic(b.id)
 	// The subscription lasts as long as the node (Close ends it).
 	_, err := n.topics.Subscribe(topic, func(m pubsub.Message) {
-		if m.Topic != topic { // a bead id ending in '-', '.' or '_' is a prefix pattern
+		if m.Topic != topic || n.contexts.dropLive.Load() { // a bead id ending in '-', '.' or '_' is a prefix pattern
 			return
 		}
 		n.takeBeadPatch(b, topicMessage(m))
@@ -209,10 +237,10 @@ func (n *Node) catchUpBead(ctx context.Context, b *bead) bool {
 	return true
 }
 
-// resyncBeads catches every followed bead up every beadResync, one bead
-// at a time, until the node closes.
+// resyncBeads catches every followed bead up every Config.BeadResync,
+// one bead at a time, until the node closes.
 func (n *Node) resyncBeads() {
-	t := time.NewTicker(beadResync)
+	t := time.NewTicker(n.contexts.resync)
 	defer t.Stop()
 	for {
 		select {
@@ -265,7 +293,12 @@ func (n *Node) takeBeadPatch(b *bead, m protocol.TopicMessage) {
 	n.contexts.mu.Lock()
 	_, err = b.doc.Add(p)
 	n.contexts.mu.Unlock()
-	if err != nil {
+	switch {
+	case errors.Is(err, beadctx.ErrNotMember):
+		// Kept (a member list arriving late may admit it) but not
+		// applied, and counted in the context's refused.
+		n.log.Info("bead context patch refused: its author is not a member", "bead", b.id, "from", m.From, "hlc", p.At.String())
+	case err != nil:
 		n.log.Debug("bead context patch dropped", "bead", b.id, "from", m.From, "err", err)
 	}
 }
@@ -274,6 +307,52 @@ func (n *Node) beadContext(b *bead) *protocol.BeadContext {
 	n.contexts.mu.Lock()
 	defer n.contexts.mu.Unlock()
 	at, agent := b.doc.Version()
-	return &protocol.BeadContext{BeadID: b.id, CollaboratingAgents: b.doc.Agents(), SharedContext: json.RawMessage(b.doc.JSON()),
-		Version: protocol.BeadVersion{Wall: at.Wall, Counter: at.Counter, Agent: agent}, Patches: b.doc.Patches()}
+	history := b.doc.History(beadctx.MaxHistory)
+	changes := make([]protocol.BeadChange, 0, len(history))
+	for _, c := range history {
+		changes = append(changes, protocol.BeadChange{From: c.Agent, To: beadctx.Topic(b.id), Subject: changeSubject(c),
+			Timestamp: time.UnixMilli(c.At.Wall).UTC().Format("2006-01-02T15:04:05.000Z07:00")})
+	}
+	return &protocol.BeadContext{BeadID: b.id, CollaboratingAgents: b.doc.Members(), SharedContext: json.RawMessage(b.doc.JSON()),
+		Version: protocol.BeadVersion{Wall: at.Wall, Counter: at.Counter, Agent: agent}, Patches: b.doc.Patches(), Refused: b.doc.Refused(),
+		MessageHistory: changes}
+}
+
+// Bounds of a change's subject in message_history.
+const (
+	maxSubjectKey   = 64
+	maxSubjectBytes = 256
+)
+
+// changeSubject says what a change did: "patch review_status,
+// test_results (+2 more); members: 3".
+func changeSubject(c beadctx.Change) string {
+	var b strings.Builder
+	b.WriteString(string(c.Op))
+	for i, k := range c.Keys {
+		if i == 0 {
+			b.WriteByte(' ')
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(truncateUTF8(k, maxSubjectKey))
+	}
+	if c.MoreKeys > 0 {
+		fmt.Fprintf(&b, " (+%d more)", c.MoreKeys)
+	}
+	if c.Members != nil {
+		fmt.Fprintf(&b, "; members: %d", len(c.Members))
+	}
+	return truncateUTF8(b.String(), maxSubjectBytes)
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

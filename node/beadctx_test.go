@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/beadctx"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
@@ -71,7 +73,8 @@ func TestBeadContextConvergesAfterAMemberWasAway(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.ContextSet(ctx, "bead-abc-123", json.RawMessage(`{"owner":"c","review_status":"new"}`)); err != nil {
+	members := []string{a.AgentID(), b.AgentID()}
+	if _, err := c.ContextSet(ctx, "bead-abc-123", json.RawMessage(`{"owner":"c","review_status":"new"}`), members); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, 30*time.Second, sameContext(a, b, c))
@@ -93,7 +96,7 @@ func TestBeadContextConvergesAfterAMemberWasAway(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				patch := fmt.Sprintf(`{"review_status":"%s-%d","by_%s":{"n":%d,"seen":[%d]},"owner":null}`, w.name, i, w.name, i, i)
-				if _, err := w.n.ContextPatch(ctx, "bead-abc-123", json.RawMessage(patch)); err != nil {
+				if _, err := w.n.ContextPatch(ctx, "bead-abc-123", json.RawMessage(patch), nil); err != nil {
 					errs <- err
 				}
 			}
@@ -148,7 +151,7 @@ func TestBeadContextConvergesAfterAMemberWasAway(t *testing.T) {
 	meshtest.Connect(t, c2, b)
 	wait.For(t, 30*time.Second, sameContext(a, b, c2))
 	// And its own patches reach the others.
-	if _, err := c2.ContextPatch(ctx, "bead-abc-123", json.RawMessage(`{"decision_needed":false}`)); err != nil {
+	if _, err := c2.ContextPatch(ctx, "bead-abc-123", json.RawMessage(`{"decision_needed":false}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, 30*time.Second, func() error {
@@ -171,16 +174,17 @@ func TestBeadContextRefusesBadInput(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"bead id with a slash": func() error { _, err := n.ContextGet(ctx, "a/b"); return err },
 		"empty bead id":        func() error { _, err := n.ContextGet(ctx, ""); return err },
-		"bead id pattern":      func() error { _, err := n.ContextPatch(ctx, "a*", json.RawMessage(`{}`)); return err },
-		"array patch":          func() error { _, err := n.ContextPatch(ctx, "b1", json.RawMessage(`[1]`)); return err },
-		"string set":           func() error { _, err := n.ContextSet(ctx, "b1", json.RawMessage(`"x"`)); return err },
-		"duplicate member":     func() error { _, err := n.ContextPatch(ctx, "b1", json.RawMessage(`{"a":1,"a":2}`)); return err },
+		"bead id pattern":      func() error { _, err := n.ContextPatch(ctx, "a*", json.RawMessage(`{}`), nil); return err },
+		"array patch":          func() error { _, err := n.ContextPatch(ctx, "b1", json.RawMessage(`[1]`), nil); return err },
+		"string set":           func() error { _, err := n.ContextSet(ctx, "b1", json.RawMessage(`"x"`), nil); return err },
+		"empty members":        func() error { _, err := n.ContextSet(ctx, "b1", json.RawMessage(`{}`), []string{}); return err },
+		"duplicate member":     func() error { _, err := n.ContextPatch(ctx, "b1", json.RawMessage(`{"a":1,"a":2}`), nil); return err },
 		"oversize": func() error {
 			big := fmt.Sprintf(`{"a":"%s"}`, bytes.Repeat([]byte("x"), 40<<10))
-			if _, err := n.ContextPatch(ctx, "b1", json.RawMessage(big)); err != nil {
+			if _, err := n.ContextPatch(ctx, "b1", json.RawMessage(big), nil); err != nil {
 				return fmt.Errorf("first half: %w", err)
 			}
-			_, err := n.ContextPatch(ctx, "b1", json.RawMessage(strings.Replace(big, `"a"`, `"b"`, 1)))
+			_, err := n.ContextPatch(ctx, "b1", json.RawMessage(strings.Replace(big, `"a"`, `"b"`, 1)), nil)
 			return err
 		},
 	} {
@@ -190,8 +194,169 @@ func TestBeadContextRefusesBadInput(t *testing.T) {
 		}
 	}
 	// A lone member's changes apply at once.
-	got, err := n.ContextPatch(ctx, "b2", json.RawMessage(`{"x":{"y":1}}`))
+	got, err := n.ContextPatch(ctx, "b2", json.RawMessage(`{"x":{"y":1}}`), nil)
 	if err != nil || string(got.SharedContext) != `{"x":{"y":1}}` {
 		t.Fatalf("%v %s", err, got.SharedContext)
+	}
+}
+
+// TestBeadContextRefusesNonMembers: c creates a bead with a as the other
+// member; b, not a member, is refused by its own node (UNAUTHORIZED, nothing
+// published), and a patch b publishes on the bead's topic anyway (signed
+// by b, as a modified node would) is applied by no member: a, b and c all
+// count it refused and hold the document without it. Then a adds b, and
+// b's change reaches every member.
+func TestBeadContextRefusesNonMembers(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := beadMember(t, 274, filepath.Join(dir, "a.db"))
+	b, _ := beadMember(t, 275, filepath.Join(dir, "b.db"))
+	c, _ := beadMember(t, 276, filepath.Join(dir, "c.db"))
+	meshtest.Connect(t, a, b)
+	meshtest.Connect(t, a, c)
+	meshtest.Connect(t, b, c)
+	ctx := meshtest.Context(t, 90*time.Second)
+	const bead = "bead-abc-123"
+	for _, n := range []*node.Node{a, b, c} {
+		if _, err := n.ContextGet(ctx, bead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created, err := c.ContextSet(ctx, bead, json.RawMessage(`{"review_status":"new"}`), []string{a.AgentID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sortedIDs(a, c); fmt.Sprint(created.CollaboratingAgents) != fmt.Sprint(want) {
+		t.Fatalf("members %v, want %v", created.CollaboratingAgents, want)
+	}
+	wait.For(t, 30*time.Second, sameContext(a, b, c))
+
+	// b's own node refuses.
+	_, err = b.ContextPatch(ctx, bead, json.RawMessage(`{"review_status":"hijacked"}`), nil)
+	if pe := protocol.AsError(err); err == nil || pe.Code != protocol.CodeUnauthorized {
+		t.Fatalf("non-member patch through its node: %v, want UNAUTHORIZED", err)
+	}
+	// A patch b publishes itself is refused by every member.
+	p, err := beadctx.Patch{At: beadctx.HLC{Wall: time.Now().UnixMilli()}, Agent: b.AgentID(), Op: beadctx.OpPatch,
+		Value: []byte(`{"review_status":"hijacked"}`), Members: []string{b.AgentID()}}.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := beadctx.EncodePayload(bead, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, beadctx.Topic(bead), payload, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 60*time.Second, func() error {
+		for i, n := range []*node.Node{a, b, c} {
+			got, err := n.ContextGet(ctx, bead)
+			if err != nil {
+				return err
+			}
+			if got.Refused != 1 {
+				return fmt.Errorf("member %d has refused %d patches, want 1 (%s)", i, got.Refused, got.SharedContext)
+			}
+		}
+		return nil
+	})
+	for i, n := range []*node.Node{a, b, c} {
+		got, _ := n.ContextGet(ctx, bead)
+		if string(got.SharedContext) != `{"review_status":"new"}` || got.Patches != 2 || fmt.Sprint(got.CollaboratingAgents) != fmt.Sprint(sortedIDs(a, c)) {
+			t.Fatalf("member %d holds %s with %d patches and members %v: the non-member's patch took effect", i, got.SharedContext, got.Patches, got.CollaboratingAgents)
+		}
+		// The message history lists c's change only, in seed 004's names.
+		if h := got.MessageHistory; len(h) != 1 || h[0].From != c.AgentID() || h[0].To != "beadctx:"+bead ||
+			h[0].Subject != "set review_status; members: 1" || !strings.HasSuffix(h[0].Timestamp, "Z") {
+			t.Fatalf("member %d: message_history %+v", i, h)
+		}
+		raw, _ := json.Marshal(got)
+		if !bytes.Contains(raw, []byte(`"message_history":[{"from":"`)) {
+			t.Fatalf("member %d answers %s", i, raw)
+		}
+	}
+
+	// A member adds b; then b's changes take effect everywhere.
+	if _, err := a.ContextPatch(ctx, bead, json.RawMessage(`{}`), []string{a.AgentID(), b.AgentID(), c.AgentID()}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, func() error {
+		got, err := b.ContextGet(ctx, bead)
+		if err != nil {
+			return err
+		}
+		if len(got.CollaboratingAgents) != 3 {
+			return fmt.Errorf("b sees members %v", got.CollaboratingAgents)
+		}
+		return nil
+	})
+	if _, err := b.ContextPatch(ctx, bead, json.RawMessage(`{"review_status":"in_progress"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, func() error {
+		if err := sameContext(a, b, c)(); err != nil {
+			return err
+		}
+		got, _ := c.ContextGet(ctx, bead)
+		if string(got.SharedContext) != `{"review_status":"in_progress"}` {
+			return fmt.Errorf("c holds %s", got.SharedContext)
+		}
+		return nil
+	})
+}
+
+func sortedIDs(nodes ...*node.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.AgentID())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestBeadContextCatchUpBringsAMissedPatch: the periodic catch-up on its
+// own. c and d follow a bead but drop every patch they get live (a test
+// hook), so only catch-ups from the keeper a bring them; c catches up
+// every 200 ms, d only every hour (its catch-up, in effect, disabled).
+// After a's change, c holds it within a few intervals; d, which caught up
+// only when it joined, before the change, still does not.
+func TestBeadContextCatchUpBringsAMissedPatch(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := beadMember(t, 277, filepath.Join(dir, "a.db"))
+	c := meshtest.Node(t, 278, node.WithBeadResync(200*time.Millisecond))
+	d := meshtest.Node(t, 279, node.WithBeadResync(time.Hour))
+	meshtest.Connect(t, a, c)
+	meshtest.Connect(t, a, d)
+	meshtest.Connect(t, c, d)
+	ctx := meshtest.Context(t, 60*time.Second)
+	const bead = "bead-missed"
+	for _, n := range []*node.Node{a, c, d} {
+		node.DropLiveBeadPatches(n, n != a)
+		if _, err := n.ContextGet(ctx, bead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent, err := a.ContextSet(ctx, bead, json.RawMessage(`{"review_status":"new"}`), []string{c.AgentID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wait.For(t, 30*time.Second, func() error {
+		got, err := c.ContextGet(ctx, bead)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got.SharedContext, sent.SharedContext) || got.Version != sent.Version {
+			return fmt.Errorf("c holds %s (version %+v), want %s", got.SharedContext, got.Version, sent.SharedContext)
+		}
+		return nil
+	})
+	t.Logf("c caught up %v after the change (interval 200 ms)", time.Since(start).Round(time.Millisecond))
+	got, err := d.ContextGet(ctx, bead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.SharedContext) != `{}` || got.Patches != 0 {
+		t.Fatalf("d, which drops live patches and does not catch up again, holds %s: the patch came another way", got.SharedContext)
 	}
 }

@@ -46,3 +46,7 @@ func HoldsMailFor(r *Node, agent peer.ID) bool {
 	_, ok, err := r.cfg.Store.Marked(context.Background(), mailbox.AgentsScope, agent.String(), time.Now())
 	return err == nil && ok
 }
+
+// DropLiveBeadPatches makes n ignore the bead context patches it gets
+// live, so that only its catch-ups from history keepers bring them.
+func DropLiveBeadPatches(n *Node, drop bool) { n.contexts.dropLive.Store(drop) }

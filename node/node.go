@@ -125,7 +125,7 @@ func New(opts ...Option) (n *Node, err error) {
 		tasks:        newTaskTable(signer.ID().String(), cfg.Now),
 		presence:     newPresence(),
 		anyState:     newAnyProviders(cfg.Now),
-		contexts:     newBeadContexts(cfg.Now),
+		contexts:     newBeadContexts(cfg.Now, cfg.BeadResync),
 	}
 	n.services = newRegistry(n.builtins()...)
 	n.tasks.log = n.log

@@ -176,6 +176,9 @@ type Config struct {
 	// MessageBackoff is SendMessage's first wait between attempts; it
 	// doubles. Default 500 ms.
 	MessageBackoff time.Duration
+	// BeadResync is how often every followed bead context catches up
+	// again from history keepers (anti-entropy). Default 10 s.
+	BeadResync time.Duration
 	// Mailboxes are this agent's mailbox relays (ending in /p2p/<relay
 	// id>), at most protocol.MaxMailboxes: announced in hello, so that a
 	// sender that cannot reach the agent deposits its messages there, and
@@ -244,6 +247,7 @@ func DefaultConfig() Config {
 		Topics:         true,
 		Presence:       DefaultPresence(),
 		MessageBackoff: 500 * time.Millisecond,
+		BeadResync:     DefaultBeadResync,
 		MessageTTL:     DefaultMessageTTL,
 		OutboxBounds:   store.Bounds{PerRecipient: DefaultOutboxPerRecipient, Bytes: DefaultOutboxBytes},
 		OutboxRetry:    DefaultOutboxRetry,
@@ -447,6 +451,18 @@ func WithStore(st *store.Store) Option {
 // patterns (see Config.KeepHistory). It needs WithStore.
 func WithKeepHistory(patterns ...string) Option {
 	return func(c *Config) error { c.KeepHistory = append(c.KeepHistory, patterns...); return nil }
+}
+
+// WithBeadResync sets how often followed bead contexts catch up again
+// from history keepers (Config.BeadResync).
+func WithBeadResync(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return errors.New("bead context resync interval must be positive")
+		}
+		c.BeadResync = d
+		return nil
+	}
 }
 
 // WithMessageBackoff sets SendMessage's first wait between attempts.

@@ -12,8 +12,8 @@ import (
 // answers mesh.context* with -32601.
 type BeadContexts interface {
 	ContextGet(ctx context.Context, beadID string) (*protocol.BeadContext, error)
-	ContextSet(ctx context.Context, beadID string, doc json.RawMessage) (*protocol.BeadContext, error)
-	ContextPatch(ctx context.Context, beadID string, patch json.RawMessage) (*protocol.BeadContext, error)
+	ContextSet(ctx context.Context, beadID string, doc json.RawMessage, members []string) (*protocol.BeadContext, error)
+	ContextPatch(ctx context.Context, beadID string, patch json.RawMessage, members []string) (*protocol.BeadContext, error)
 }
 
 // The shared bead context methods (seed 004). Each answers the bead's
@@ -22,10 +22,13 @@ const (
 	// MethodMeshContextGet reads a bead's shared context:
 	// {"beadId"}.
 	MethodMeshContextGet = "mesh.contextGet"
-	// MethodMeshContextSet replaces it: {"beadId","context":{...}}.
+	// MethodMeshContextSet replaces it: {"beadId","context":{...},
+	// "members"?:[agent ids]}. Only a bead's members change it: the
+	// first change makes its author a member with those it lists, and a
+	// member's members replaces them (UNAUTHORIZED for a non-member).
 	MethodMeshContextSet = "mesh.contextSet"
 	// MethodMeshContextPatch applies an RFC 7396 merge patch to it:
-	// {"beadId","patch":{...}}.
+	// {"beadId","patch":{...},"members"?:[agent ids]}.
 	MethodMeshContextPatch = "mesh.contextPatch"
 )
 
@@ -38,12 +41,16 @@ type ContextGetParams struct {
 type ContextSetParams struct {
 	BeadID  string          `json:"beadId"`
 	Context json.RawMessage `json:"context"`
+	// Members, when set, are the bead's members after the change.
+	Members []string `json:"members,omitempty"`
 }
 
 // ContextPatchParams are the params of mesh.contextPatch.
 type ContextPatchParams struct {
 	BeadID string          `json:"beadId"`
 	Patch  json.RawMessage `json:"patch"`
+	// Members, when set, are the bead's members after the change.
+	Members []string `json:"members,omitempty"`
 }
 
 func (s *Server) registerContextMethods() {
@@ -58,6 +65,7 @@ func (s *Server) meshContext(ctx context.Context, r *Request) (any, error) {
 	var (
 		bead, member string
 		raw          json.RawMessage
+		members      []string
 		get          ContextGetParams
 		set          ContextSetParams
 		patch        ContextPatchParams
@@ -68,9 +76,9 @@ func (s *Server) meshContext(ctx context.Context, r *Request) (any, error) {
 	case MethodMeshContextGet:
 		target, usage = &get, `{"beadId"}`
 	case MethodMeshContextSet:
-		target, usage, member = &set, `{"beadId", "context": {...}}`, "context"
+		target, usage, member = &set, `{"beadId", "context": {...}, "members"?: [...]}`, "context"
 	default:
-		target, usage, member = &patch, `{"beadId", "patch": {...}}`, "patch"
+		target, usage, member = &patch, `{"beadId", "patch": {...}, "members"?: [...]}`, "patch"
 	}
 	if len(r.Params) == 0 || r.Params[0] != '{' {
 		return nil, Errorf(CodeInvalidParams, "invalid params: %s takes %s", r.Method, usage)
@@ -82,9 +90,9 @@ func (s *Server) meshContext(ctx context.Context, r *Request) (any, error) {
 	case MethodMeshContextGet:
 		bead = get.BeadID
 	case MethodMeshContextSet:
-		bead, raw = set.BeadID, set.Context
+		bead, raw, members = set.BeadID, set.Context, set.Members
 	default:
-		bead, raw = patch.BeadID, patch.Patch
+		bead, raw, members = patch.BeadID, patch.Patch, patch.Members
 	}
 	if bead == "" {
 		return nil, Errorf(CodeInvalidParams, `invalid params: %s: "beadId" is required (it takes %s)`, r.Method, usage)
@@ -104,9 +112,9 @@ func (s *Server) meshContext(ctx context.Context, r *Request) (any, error) {
 	case MethodMeshContextGet:
 		res, err = c.ContextGet(ctx, bead)
 	case MethodMeshContextSet:
-		res, err = c.ContextSet(ctx, bead, raw)
+		res, err = c.ContextSet(ctx, bead, raw, members)
 	default:
-		res, err = c.ContextPatch(ctx, bead, raw)
+		res, err = c.ContextPatch(ctx, bead, raw, members)
 	}
 	if err != nil {
 		return nil, protocol.AsError(err)
@@ -119,14 +127,16 @@ func (c *Client) ContextGet(ctx context.Context, beadID string) (*protocol.BeadC
 	return c.contextCall(ctx, MethodMeshContextGet, ContextGetParams{BeadID: beadID})
 }
 
-// ContextSet runs mesh.contextSet.
-func (c *Client) ContextSet(ctx context.Context, beadID string, doc json.RawMessage) (*protocol.BeadContext, error) {
-	return c.contextCall(ctx, MethodMeshContextSet, ContextSetParams{BeadID: beadID, Context: doc})
+// ContextSet runs mesh.contextSet; members, when not nil, are the
+// bead's members after the change.
+func (c *Client) ContextSet(ctx context.Context, beadID string, doc json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return c.contextCall(ctx, MethodMeshContextSet, ContextSetParams{BeadID: beadID, Context: doc, Members: members})
 }
 
-// ContextPatch runs mesh.contextPatch.
-func (c *Client) ContextPatch(ctx context.Context, beadID string, patch json.RawMessage) (*protocol.BeadContext, error) {
-	return c.contextCall(ctx, MethodMeshContextPatch, ContextPatchParams{BeadID: beadID, Patch: patch})
+// ContextPatch runs mesh.contextPatch; members, when not nil, are the
+// bead's members after the change.
+func (c *Client) ContextPatch(ctx context.Context, beadID string, patch json.RawMessage, members []string) (*protocol.BeadContext, error) {
+	return c.contextCall(ctx, MethodMeshContextPatch, ContextPatchParams{BeadID: beadID, Patch: patch, Members: members})
 }
 
 func (c *Client) contextCall(ctx context.Context, method string, params any) (*protocol.BeadContext, error) {

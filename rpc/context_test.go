@@ -37,11 +37,11 @@ func (m *contextMesh) ContextGet(_ context.Context, bead string) (*protocol.Bead
 	return m.answer("get", bead, nil)
 }
 
-func (m *contextMesh) ContextSet(_ context.Context, bead string, doc json.RawMessage) (*protocol.BeadContext, error) {
+func (m *contextMesh) ContextSet(_ context.Context, bead string, doc json.RawMessage, _ []string) (*protocol.BeadContext, error) {
 	return m.answer("set", bead, doc)
 }
 
-func (m *contextMesh) ContextPatch(_ context.Context, bead string, patch json.RawMessage) (*protocol.BeadContext, error) {
+func (m *contextMesh) ContextPatch(_ context.Context, bead string, patch json.RawMessage, _ []string) (*protocol.BeadContext, error) {
 	return m.answer("patch", bead, patch)
 }
 
@@ -73,6 +73,8 @@ func TestMeshContextParamsAreStrict(t *testing.T) {
 		{MethodMeshContextPatch, `{"beadId":["b1"],"patch":{}}`, `"beadId" must be a string`},
 		{MethodMeshContextPatch, `{"BeadId":"b1","patch":{}}`, `unknown field "BeadId"`},
 		{MethodMeshContextPatch, `{"beadId":"b1","patch":{"a":1,"a":2}}`, `duplicate member`},
+		{MethodMeshContextPatch, `{"beadId":"b1","patch":{},"members":"a"}`, `"members"`},
+		{MethodMeshContextSet, `{"beadId":"b1","context":{},"members":[1]}`, `"members`},
 	} {
 		var re *Error
 		err := c.Call(ctx, tc.method, jsonRaw(tc.params), nil)
@@ -100,14 +102,14 @@ func TestMeshContextClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	got, err := c.ContextPatch(ctx, "bead-1", json.RawMessage(`{"a":{"b":null}}`))
+	got, err := c.ContextPatch(ctx, "bead-1", json.RawMessage(`{"a":{"b":null}}`), nil)
 	if err != nil || got.BeadID != "bead-1" || string(got.SharedContext) != `{"a":{"b":null}}` {
 		t.Fatalf("%v %+v", err, got)
 	}
 	if mesh.last[0] != "patch" || mesh.last[2] != `{"a":{"b":null}}` {
 		t.Fatalf("mesh got %v", mesh.last)
 	}
-	if _, err := c.ContextSet(ctx, "bead-1", json.RawMessage(`{"x":1}`)); err != nil || mesh.last[0] != "set" {
+	if _, err := c.ContextSet(ctx, "bead-1", json.RawMessage(`{"x":1}`), nil); err != nil || mesh.last[0] != "set" {
 		t.Fatalf("%v %v", err, mesh.last)
 	}
 	if got, err := c.ContextGet(ctx, "bead-1"); err != nil || mesh.last[0] != "get" || got.Patches != 1 {

@@ -118,6 +118,38 @@ export class Client extends Server {
   }
 
   /**
+   * A bead's shared context (seed 004) as this node holds it: {bead_id,
+   * collaborating_agents, shared_context, version, patches}. The first access
+   * makes the node follow the bead.
+   */
+  contextGet(beadId) { return this.rpc.call('mesh.contextGet', { beadId }); }
+
+  /**
+   * Replaces a bead's shared context with doc (an object) and publishes the
+   * change to the bead's other members; resolves the context after it. Only
+   * members change a bead: the first change makes this agent a member with
+   * the agent ids members lists; a member's members replaces them; a
+   * non-member gets MeshError UNAUTHORIZED.
+   */
+  contextSet(beadId, doc, { members } = {}) {
+    const params = { beadId, context: doc };
+    if (members !== undefined) params.members = members;
+    return this.rpc.call('mesh.contextSet', params);
+  }
+
+  /**
+   * Applies an RFC 7396 merge patch (an object; a member set to null is
+   * removed) to a bead's shared context and publishes it; resolves the
+   * context after it. Every member applies the patches in (hybrid logical
+   * clock, agent id) order, so all converge. members as for contextSet.
+   */
+  contextPatch(beadId, patch, { members } = {}) {
+    const params = { beadId, patch };
+    if (members !== undefined) params.members = members;
+    return this.rpc.call('mesh.contextPatch', params);
+  }
+
+  /**
    * This agent's audit log (a node started with --audit), newest first: an
    * array of {id, at, direction, from, to, capability, size, outcome,
    * duration_ms, params?}. since and until are RFC 3339 strings.

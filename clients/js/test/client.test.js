@@ -106,6 +106,21 @@ describe('client', () => {
     assert.deepEqual(await p, [{ taskId: '01t' }]);
   });
 
+  it('reads, sets and patches a bead context', async () => {
+    for (const [call, method, params] of [
+      [() => client.contextGet('bd-1'), 'mesh.contextGet', { beadId: 'bd-1' }],
+      [() => client.contextSet('bd-1', { a: 1 }), 'mesh.contextSet', { beadId: 'bd-1', context: { a: 1 } }],
+      [() => client.contextPatch('bd-1', { a: null }), 'mesh.contextPatch', { beadId: 'bd-1', patch: { a: null } }],
+      [() => client.contextPatch('bd-1', {}, { members: ['ag-2'] }), 'mesh.contextPatch', { beadId: 'bd-1', patch: {}, members: ['ag-2'] }],
+    ]) {
+      const p = call();
+      const req = await node.next(method);
+      assert.deepEqual(req.params, params);
+      node.reply(req, { bead_id: 'bd-1', shared_context: {} });
+      assert.equal((await p).bead_id, 'bd-1');
+    }
+  });
+
   it('streams discovered agents', async () => {
     const found = [];
     const p = client.discover('echo', { timeoutMs: 200, onFound: (a) => found.push(a) });

@@ -122,6 +122,27 @@ class Client(Server):
                                     ("limit", limit), ("before", before)) if v is not None}
         return (await self.rpc.call("mesh.audit", params))["entries"]
 
+    async def context_get(self, bead_id):
+        """A bead's shared context (seed 004) as this node holds it: ``{"bead_id",
+        "collaborating_agents", "shared_context", "version", "patches"}``. The first
+        access makes the node follow the bead."""
+        return await self.rpc.call("mesh.contextGet", {"beadId": bead_id})
+
+    async def context_set(self, bead_id, doc, *, members=None):
+        """Replace a bead's shared context with doc (a dict) and publish the change to
+        the bead's other members; returns the context after it. Only members change a
+        bead: the first change makes this agent a member with the agent ids members
+        lists; a member's members replaces them; a non-member gets MeshError
+        UNAUTHORIZED."""
+        return await self.rpc.call("mesh.contextSet", _put({"beadId": bead_id, "context": doc}, "members", members))
+
+    async def context_patch(self, bead_id, patch, *, members=None):
+        """Apply an RFC 7396 merge patch (a dict; a member set to None is removed) to a
+        bead's shared context and publish it; returns the context after it. Every member
+        applies the patches in (hybrid logical clock, agent id) order, so all converge.
+        members as for context_set."""
+        return await self.rpc.call("mesh.contextPatch", _put({"beadId": bead_id, "patch": patch}, "members", members))
+
     async def call(self, capability, params=None, *, agent_id=None, timeout_ms=None, on_progress=None,
                    receipt=None, task_id=None):
         """Call a capability; return the final response ``{"correlationId", "status", "result", ...}``.

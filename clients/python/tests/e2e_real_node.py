@@ -54,6 +54,28 @@ async def main(url_a, url_b, agent_a):
         await retry("node B sees node A's declared status", b_sees_a_busy)
         await a.set_status("available")
 
+        # A shared bead context: B follows the bead, A sets and patches it, and B
+        # reads the merged document (live, or from A's history within a catch-up).
+        await b.context_get("bd-ctx-py")
+        await a.context_set("bd-ctx-py", {"files_modified": ["src/auth.go"], "review_status": "new", "owner": "a"})
+        mine = await a.context_patch("bd-ctx-py", {"review_status": "in_progress", "owner": None,
+                                                   "test_results": {"passed": 14, "failed": 1}})
+        merged = {"files_modified": ["src/auth.go"], "review_status": "in_progress",
+                  "test_results": {"passed": 14, "failed": 1}}
+        check(mine["shared_context"] == merged and mine["patches"] == 2, "context_patch answers the merged document")
+
+        async def b_reads_merged():
+            got = await b.context_get("bd-ctx-py")
+            return got["shared_context"] == merged and got["version"] == mine["version"] and \
+                [h["from"] for h in got["message_history"]] == [agent_a, agent_a]
+        await retry("node B reads the merged context and its message history", b_reads_merged)
+        check(True, "context patched on A is merged on B")
+        try:
+            await b.context_patch("bd-ctx-py", {"review_status": "hijacked"})
+            check(False, "a non-member's patch refused")
+        except mc.MeshError as exc:
+            check(exc.code == "UNAUTHORIZED", f"a non-member's patch is MeshError {exc.code}")
+
         # A built-in capability, with a progress callback and a task id.
         task = "py-" + uuid.uuid4().hex[:12]
         progress = []

@@ -107,6 +107,19 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
         await self.node.reply(req, {"tasks": [{"taskId": "01t"}]})
         self.assertEqual(await fut, [{"taskId": "01t"}])
 
+    async def test_context_methods(self):
+        for call, method, params in (
+                (self.client.context_get("bd-1"), "mesh.contextGet", {"beadId": "bd-1"}),
+                (self.client.context_set("bd-1", {"a": 1}), "mesh.contextSet", {"beadId": "bd-1", "context": {"a": 1}}),
+                (self.client.context_patch("bd-1", {"a": None}), "mesh.contextPatch", {"beadId": "bd-1", "patch": {"a": None}}),
+                (self.client.context_set("bd-1", {}, members=["ag-2"]), "mesh.contextSet",
+                 {"beadId": "bd-1", "context": {}, "members": ["ag-2"]})):
+            fut = self.go(call)
+            req = await self.node.next(method)
+            self.assertEqual(req["params"], params)
+            await self.node.reply(req, {"bead_id": "bd-1", "shared_context": {}})
+            self.assertEqual((await fut)["bead_id"], "bd-1")
+
     async def test_discover_streams_agents(self):
         found = []
         fut = self.go(self.client.discover("echo", timeout_ms=200, on_found=found.append))

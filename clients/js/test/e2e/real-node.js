@@ -47,6 +47,26 @@ await retry("node B sees node A's declared status", async () =>
   (await b.peers()).some((p) => p.agentId === agentA && p.status === 'busy' && p.currentBead === 'bd-js'));
 await a.setStatus('available');
 
+// A shared bead context: B follows the bead, A sets and patches it, and B
+// reads the merged document (live, or from A's history within a catch-up).
+await b.contextGet('bd-ctx-js');
+await a.contextSet('bd-ctx-js', { files_modified: ['src/auth.go'], review_status: 'new', owner: 'a' });
+const mine = await a.contextPatch('bd-ctx-js', { review_status: 'in_progress', owner: null, test_results: { passed: 14, failed: 1 } });
+const merged = JSON.stringify({ files_modified: ['src/auth.go'], review_status: 'in_progress', test_results: { failed: 1, passed: 14 } });
+check(JSON.stringify(mine.shared_context) === merged && mine.patches === 2, 'contextPatch answers the merged document');
+await retry('node B reads the merged context', async () => {
+  const got = await b.contextGet('bd-ctx-js');
+  return JSON.stringify(got.shared_context) === merged && JSON.stringify(got.version) === JSON.stringify(mine.version)
+    && got.message_history.length === 2 && got.message_history.every((h) => h.from === agentA);
+});
+check(true, 'context patched on A is merged on B');
+try {
+  await b.contextPatch('bd-ctx-js', { review_status: 'hijacked' });
+  check(false, "a non-member's patch refused");
+} catch (err) {
+  check(err instanceof MeshError && err.code === 'UNAUTHORIZED', `a non-member's patch is MeshError ${err.code}`);
+}
+
 // A built-in capability, with a progress callback and a task id.
 const taskId = `js-${randomUUID().slice(0, 12)}`;
 const progress = [];
