@@ -28,22 +28,27 @@ import (
 // cycle at most diskFullSends send-message commands of diskFullPayload
 // bytes are tried (so that the store's free pages run out within a few),
 // and diskFullProbes calls and publishes go each way between the agent on
-// the full disk and a live one. A cycle waits at most diskFullWait for the
-// refusals to start, and again for the sends to resume.
+// the full disk and a live one. A cycle waits at most diskFullWait for
+// the refusals to start, keeps the disk full until each producer was
+// refused diskFullRefusals more times (a few seconds: the store tries to
+// write its reserve again every second, and the bus what it holds), and
+// waits at most diskFullWait for the sends to resume.
 const (
-	diskFullSize    = "16m"
-	diskFullCycles  = 3
-	diskFullSmall   = 2 << 10
-	diskFullPace    = 25 * time.Millisecond
-	diskFullSends   = 40
-	diskFullPayload = 32 << 10
-	diskFullProbes  = 10
-	diskFullWait    = 30 * time.Second
+	diskFullSize     = "16m"
+	diskFullCycles   = 4
+	diskFullSmall    = 2 << 10
+	diskFullPace     = 25 * time.Millisecond
+	diskFullSends    = 40
+	diskFullPayload  = 32 << 10
+	diskFullProbes   = 10
+	diskFullWait     = 30 * time.Second
+	diskFullRefusals = 80
 )
 
 // TestChaosDiskFull (issue 23, disk full): a node's data directory and a
 // relay's, each on a small tmpfs (as root: mount -t tmpfs), are filled to
-// the last block and freed three times while producers keep sending. While
+// the last block and freed four times while producers keep sending, and
+// each is restarted once while its disk is full. While
 // full, a send that needs the store (send-message, sendMessage and
 // mesh.sendMessage to an agent that is away, through the node;
 // sendMessage to a topic on the relay's public bus) is refused with
@@ -156,6 +161,22 @@ func cycleDisk(t *testing.T, filler string, ps []*diskProducer, during func()) {
 	}
 	if during != nil {
 		during()
+	}
+	// The disk stays full until every producer was refused
+	// diskFullRefusals more times: across the store's attempts to write
+	// its reserve again and the bus's to write what it holds.
+	for i, p := range ps {
+		_, base[i] = p.counts()
+	}
+	if err := wait.Until(diskFullWait, func() error {
+		for i, p := range ps {
+			if _, r := p.counts(); r < base[i]+diskFullRefusals {
+				return fmt.Errorf("%s: %d sends refused since the disk was full a while", p.name, r-base[i])
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the full disk does not keep refusing sends: %v", err)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
