@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,13 +53,16 @@ const (
 // full, a send that needs the store (send-message, sendMessage and
 // mesh.sendMessage to an agent that is away, through the node;
 // sendMessage to a topic on the relay's public bus) is refused with
-// -32005 naming the cause before it is acknowledged, never success:true;
+// -32005 naming the cause before it is acknowledged, never success:true
+// (a deposit in the relay's mailbox is refused too, and its sender's
+// outbox keeps it);
 // calls (mesh.call) and topics (mesh.publish, mesh.subscribe) between the
 // agent on the full disk and a live one keep working both ways. Each time
 // space returns, sends are accepted again by themselves, and in the end
 // every message acknowledged (before, during, after) is delivered: to
-// the away agent once it is back; to the relay's subscriber, and into the
-// relay's bus history. Nothing acknowledged is lost.
+// the away agent once it is back (also the notes a node queued for an
+// agent whose mailbox is the relay); to the relay's subscriber, and into
+// the relay's bus history. Nothing acknowledged is lost.
 func TestChaosDiskFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("disk-full needs root: it mounts a small tmpfs for each data directory (mount -t tmpfs); CI runs make chaos as root")
@@ -85,6 +89,10 @@ func echoCaps(t *testing.T, dir, got string) string {
 type diskProducer struct {
 	name string
 	send func(ctx context.Context, i int) (id string, err error)
+	// elsewhere: its sends need no room on the disk that fills (a
+	// sender whose node hands them to the relay's mailbox): never
+	// refused, always acknowledged.
+	elsewhere bool
 
 	mu      sync.Mutex
 	acked   []string
@@ -151,7 +159,7 @@ func cycleDisk(t *testing.T, filler string, ps []*diskProducer, during func()) {
 	}
 	if err := wait.Until(diskFullWait, func() error {
 		for i, p := range ps {
-			if _, r := p.counts(); r < base[i]+3 {
+			if _, r := p.counts(); r < base[i]+3 && !p.elsewhere {
 				return fmt.Errorf("%s: %d sends refused since the disk filled", p.name, r-base[i])
 			}
 		}
@@ -170,7 +178,7 @@ func cycleDisk(t *testing.T, filler string, ps []*diskProducer, during func()) {
 	}
 	if err := wait.Until(diskFullWait, func() error {
 		for i, p := range ps {
-			if _, r := p.counts(); r < base[i]+diskFullRefusals {
+			if _, r := p.counts(); r < base[i]+diskFullRefusals && !p.elsewhere {
 				return fmt.Errorf("%s: %d sends refused since the disk was full a while", p.name, r-base[i])
 			}
 		}
@@ -513,8 +521,56 @@ func testDiskFullRelay(t *testing.T) {
 	}
 	p.warm(t)
 
+	// B names the relay as its mailbox and goes away; node S keeps
+	// sending it notes, each acknowledged once in S's outbox, which S
+	// hands over to the relay's mailbox when the relay takes them.
+	keyB := filepath.Join(dir, "b.key")
+	bArgs := []string{"--key", keyB, "--data", filepath.Join(dir, "b"), "--mailbox", rl.started.Addrs[0], "--capabilities", caps}
+	sNode := startNode(t, "s", "--data", filepath.Join(dir, "s"), "--bootstrap", rl.started.Addrs[0])
+	b := startNode(t, "b", append(bArgs, "--bootstrap", sNode.started.Addrs[0])...)
+	idB := b.started.AgentID
+	wait.For(t, 30*time.Second, func() error {
+		if !sNode.logged("msg=hello", "remote_peer="+idB) {
+			return errors.New("S has no hello from B")
+		}
+		if !rl.logged("msg=hello", "remote_peer="+idB) {
+			return errors.New("the relay has no hello from B")
+		}
+		return nil
+	})
+	b.signal(t, syscall.SIGKILL)
+	<-b.exited
+	sURL := "ws://" + sNode.started.API + "/"
+	wait.For(t, 30*time.Second, func() error {
+		// Until S sees B gone: a send while the dead connection lingers
+		// is not queued.
+		res := busCommand(t, sURL, "send-message", "--topic", "agent:"+idB, "--payload", `{"type":"note","seq":"mb-first."}`)
+		if res.code != 0 || !strings.Contains(res.stdout, `"queued":true`) {
+			return fmt.Errorf("send-message to B exit %d: %s %s", res.code, res.stdout, res.stderr)
+		}
+		return nil
+	})
+
 	small := strings.Repeat("y", diskFullSmall)
-	producers := make([]*diskProducer, 2)
+	producers := make([]*diskProducer, 2, 3)
+	mbSession := &busSession{url: sURL, id: "mailbox-producer"}
+	defer mbSession.drop()
+	mbProducer := &diskProducer{name: "sendMessage agent:<away> through a node to the relay's mailbox", elsewhere: true, send: func(ctx context.Context, i int) (string, error) {
+		cl, err := mbSession.client(ctx)
+		if err != nil {
+			return "", err
+		}
+		seq := fmt.Sprintf("mb-%d.", i)
+		var res bus.SendResult
+		if err := cl.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": "agent:" + idB,
+			"payload": map[string]any{"type": "note", "seq": seq, "text": small}}, &res); err != nil {
+			return "", err
+		}
+		if !res.Success || len(res.Acks) != 1 || !res.Acks[0].Queued {
+			return "", fmt.Errorf("answered %+v, want one queued ack", res)
+		}
+		return seq, nil
+	}}
 	for k := range producers {
 		s := &busSession{url: url, id: fmt.Sprintf("producer-%d", k)}
 		defer s.drop()
@@ -527,6 +583,7 @@ func testDiskFullRelay(t *testing.T) {
 			return "df:" + seq, sendOn(ctx, cl, seq, small)
 		}}
 	}
+	producers = append(producers, mbProducer)
 	halt := runProducers(t, producers)
 
 	filler := filepath.Join(full, "filler")
@@ -557,13 +614,15 @@ func testDiskFullRelay(t *testing.T) {
 		if c == 1 {
 			// The operator restarts the relay on the full disk: it stops
 			// cleanly and starts again on the same store, at the same
-			// addresses; its clients reconnect.
+			// addresses (B names its libp2p address as its mailbox); its
+			// clients reconnect.
 			during = func() {
 				for _, pr := range producers {
 					pr.restarting(true)
 				}
 				rl.stop(t, 30*time.Second)
-				rl = startCommand(t, "relay", "full-relay-again", "--data", filepath.Join(full, "r"), "--ws", rl.started.WS, "--api", rl.started.API, "--capabilities", caps)
+				listen := rl.started.Addrs[0][:strings.Index(rl.started.Addrs[0], "/p2p/")]
+				rl = startCommand(t, "relay", "full-relay-again", "--data", filepath.Join(full, "r"), "--ws", rl.started.WS, "--api", rl.started.API, "--listen", listen, "--capabilities", caps)
 				restarted++
 				subUp()
 				for _, pr := range producers {
@@ -650,6 +709,39 @@ func testDiskFullRelay(t *testing.T) {
 	for _, pr := range producers {
 		refused += pr.refused
 	}
+
+	// B comes back: every note S acknowledged reaches it, from the
+	// relay's mailbox or from S's outbox.
+	startNode(t, "b-again", append(bArgs, "--bootstrap", sNode.started.Addrs[0])...)
+	mbAcked := append([]string{"mb-first."}, mbProducer.acked...)
+	seqRE := regexp.MustCompile(`"seq":"(mb-[a-z0-9]+\.)`)
+	mbMissing := func() []string {
+		data, _ := os.ReadFile(filepath.Join(dir, "received.jsonl"))
+		in := map[string]bool{}
+		for _, m := range seqRE.FindAllStringSubmatch(string(data), -1) {
+			in[m[1]] = true
+		}
+		var out []string
+		for _, seq := range mbAcked {
+			if !in[seq] {
+				out = append(out, seq)
+			}
+		}
+		return out
+	}
+	if err := wait.Until(90*time.Second, func() error {
+		if m := mbMissing(); len(m) > 0 {
+			return fmt.Errorf("%d of %d notes S acknowledged have not reached B: %v", len(m), len(mbAcked), head(m, 20))
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	mbLost := len(mbMissing())
+	handed := strings.Count(sNode.stderr.String(), "message handed over to a mailbox")
+	kept := strings.Count(sNode.stderr.String(), "message kept in the outbox: no mailbox took it")
+	figures(t, scenario, "mailbox: %d notes acknowledged as queued by a sender, %d handed over to the relay's mailbox, %d hand-overs it did not take (kept in the sender's outbox), %d delivered, %d lost",
+		len(mbAcked), handed, kept, len(mbAcked)-mbLost, mbLost)
 	figures(t, scenario, "%d fill/free cycles, restarted %d time(s) while full; %d sends refused while full, %d acknowledged, %d delivered, %d in history, %d lost; calls ok %d/%d; topics ok %d/%d",
 		diskFullCycles, restarted, refused, len(acked), len(acked)-lost, len(acked)-len(missHist), max(lost, len(missHist)), calls.ok, calls.n, topics.ok, topics.n)
 	t.Logf("sendMessage on a full disk: %s", lastWhy)
