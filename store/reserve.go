@@ -16,7 +16,8 @@ import (
 var ErrSpaceLow = errors.New("store: no space left on device (the store's reserve is spent)")
 
 // reserveRetry is how often a store whose reserve is spent tries to write
-// it again (in the background, when SpaceLow is asked).
+// it again (in the background, when SpaceLow is asked), by the wall clock
+// (not WithClock's: the disk's space returns in real time).
 const reserveRetry = time.Second
 
 // reservePath is the file holding the reserve of the store at path.
@@ -74,7 +75,7 @@ func (s *Store) spendReserve(cause error) bool {
 		return false
 	}
 	s.spent.Store(true)
-	s.reserveTried = s.cfg.clock()
+	s.reserveTried = time.Now()
 	s.cfg.logger.Warn("store: the disk is full: its reserve is spent on what was already acknowledged, and new queue entries are refused until space returns",
 		"reserve_bytes", s.cfg.reserve, "err", cause)
 	return true
@@ -98,7 +99,7 @@ func (s *Store) SpaceLow() error {
 // unless one ran within reserveRetry or the store is closing.
 func (s *Store) retryReserve() {
 	s.reserveMu.Lock()
-	if s.reserveBusy || s.cfg.clock().Sub(s.reserveTried) < reserveRetry {
+	if s.reserveBusy || time.Since(s.reserveTried) < reserveRetry {
 		s.reserveMu.Unlock()
 		return
 	}
@@ -114,7 +115,7 @@ func (s *Store) retryReserve() {
 		err := s.writeReserve()
 		s.reserveMu.Lock()
 		defer s.reserveMu.Unlock()
-		s.reserveBusy, s.reserveTried = false, s.cfg.clock()
+		s.reserveBusy, s.reserveTried = false, time.Now()
 		if err != nil {
 			return
 		}

@@ -129,7 +129,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		if err := s.writeReserve(); err != nil {
 			// Opened on a full disk: spent until it can be written.
 			s.spent.Store(true)
-			s.reserveTried = cfg.clock()
+			s.reserveTried = time.Now()
 			cfg.logger.Warn("store: no room for its reserve: new queue entries are refused until there is", "reserve_bytes", cfg.reserve, "err", err)
 		}
 	}
