@@ -49,7 +49,7 @@ lint: ## gofmt and go vet (the import rules and the no-printing rule are tests: 
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./cmd/meshagent
 
-chaos: ## Fault and abuse scenarios (relay kills, relay restarts with reconnecting subscribers, power loss of a relay and of a node, a hostile mailbox and keeper, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
+chaos: ## Fault and abuse scenarios (relay kills, relay restarts with reconnecting subscribers, power loss of a relay and of a node, a hostile mailbox and keeper, a full disk on a node and a relay as root, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
 	@log=$$(mktemp); \
 	$(GO) test -tags chaos -count=1 -timeout=$(CHAOSTIMEOUT) -v -run '^TestChaos' ./cmd/meshagent >$$log 2>&1; rc=$$?; \
 	grep -E '^(chaos: |--- (FAIL|SKIP)|FAIL|ok )|pending fix' $$log; \

@@ -96,3 +96,83 @@ func TestDiskFullRefusesBeforeAck(t *testing.T) {
 	})
 	t.Logf("full disk: %d acknowledged (all in history once space returned), %d refused: %s", len(acked), refused, lastErr)
 }
+
+// TestDiskFullStopKeepsHistory (issue 23, disk full; found by make
+// chaos's disk-full scenario): a bus whose disk fills up and which is
+// stopped cleanly before space returns keeps every message it
+// acknowledged in history. History is written after the acknowledgement,
+// so the write that first meets the full disk holds messages already
+// acknowledged: the store's reserve (store.WithReserve) takes that write,
+// and from then on sendMessage is refused (-32005) until space returns.
+// Without a reserve those messages were dropped at the stop ("history not
+// recorded").
+func TestDiskFullStopKeepsHistory(t *testing.T) {
+	dir := smallfs.Mount(t, "8m")
+	path := filepath.Join(dir, "bus.db")
+	st, err := store.Open(path, store.WithPruneInterval(0), store.WithReserve(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	stack, url := busServer(t, fakemesh.New(), st)
+	sub := newPeer(t, url, "sub", nil)
+	sub.subscribe(t, map[string]any{"topic": "stop:*"})
+	sender := newPeer(t, url, "sender", nil)
+
+	filler := filepath.Join(dir, "filler")
+	smallfs.Fill(t, filler)
+	text := strings.Repeat("x", 16<<10)
+	var acked []string
+	refused, lastErr := 0, ""
+	for i := 0; i < 200 && refused < 5; i++ {
+		topic := fmt.Sprintf("stop:%d", i)
+		var res bus.SendResult
+		err := sender.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"type": "plaintext_message", "text": text}}, &res)
+		switch {
+		case err == nil && res.Success:
+			acked = append(acked, topic)
+		case rpcCode(err) == rpc.CodeServerBusy:
+			refused++
+			lastErr = err.Error()
+		default:
+			t.Fatalf("%s: %+v %v, want success or -32005", topic, res, err)
+		}
+	}
+	if refused == 0 || !strings.Contains(lastErr, "no space left on device") {
+		t.Fatalf("%d acknowledged, %d refused on a full disk (%s); want refusals naming the cause", len(acked), refused, lastErr)
+	}
+
+	// A clean stop while the disk is still full.
+	if err := stack.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.Open(path, store.WithPruneInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hist, err := st.History(ctxT(t), store.HistoryQuery{Topic: "stop:*", Limit: store.MaxHistoryLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]bool{}
+	for _, m := range hist {
+		in[m.Topic] = true
+	}
+	var missing []string
+	for _, topic := range acked {
+		if !in[topic] {
+			missing = append(missing, topic)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("%d of %d acknowledged messages not in history after a stop on a full disk: %v", len(missing), len(acked), missing)
+	}
+	t.Logf("full disk, then a clean stop: %d acknowledged, all in history; %d refused: %s", len(acked), refused, lastErr)
+}

@@ -52,3 +52,17 @@ func (g *storeGate) check(now time.Time) error {
 	}
 	return rpc.Errorf(rpc.CodeServerBusy, "server busy: the bus's store cannot write (%v); message not accepted, send it again later", g.err)
 }
+
+// spaceLow returns the error sendMessage answers while the store's disk
+// is full and its reserve is spent (store.WithReserve): history is
+// written after the acknowledgement, so a message accepted now might
+// find no room for it. Nil without a store or a reserve.
+func (b *Bus) spaceLow() error {
+	if b.store == nil {
+		return nil
+	}
+	if err := b.store.SpaceLow(); err != nil {
+		return rpc.Errorf(rpc.CodeServerBusy, "server busy: the bus's store cannot write (%v); message not accepted, send it again later", err)
+	}
+	return nil
+}

@@ -33,6 +33,12 @@ const defaultShutdownTimeout = 10 * time.Second
 // storeFileName is the message store under --data.
 const storeFileName = "store.db"
 
+// storeReserve is the disk the store keeps beside its file (store.db.reserve)
+// for a full disk: what was acknowledged and is written afterwards (the
+// bus's history) lands in its room, while new messages are refused with
+// -32005 until space returns (see store.WithReserve).
+const storeReserve = 4 << 20
+
 // nodeSettings is the validated configuration of `meshagent node`.
 type nodeSettings struct {
 	dataDir     string
@@ -343,7 +349,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 	// registrations, live next to the identity.
 	reg := metrics.New()
 	st, err := store.Open(filepath.Join(s.dataDir, storeFileName), store.WithLogger(log.With("component", "store")),
-		store.WithKeptRetention(s.keepAge), store.WithMaxKeptBytes(s.keepBytes), store.WithMetrics(reg.Registry))
+		store.WithKeptRetention(s.keepAge), store.WithMaxKeptBytes(s.keepBytes), store.WithMetrics(reg.Registry),
+		store.WithReserve(storeReserve))
 	if err != nil {
 		return exitErrorf(ExitFailure, "open the message store in %s: %v (is another node using --data %s?)", s.dataDir, err, s.dataDir)
 	}

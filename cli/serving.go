@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
 )
 
 // apiSource is the source under which the node offers the capabilities
@@ -73,13 +75,40 @@ func (p nodeProvider) OnMessage(h rpc.MessageHandler) {
 
 // SendMessage sends through the node's at-least-once delivery, each
 // attempt bounded by the node's request timeout; a message queued for an
-// agent that is away is rpc.ErrQueued.
+// agent that is away is rpc.ErrQueued, and one the outbox could not write
+// (store.ErrWrite: a full disk) is rpc.ErrNotAccepted.
 func (p nodeProvider) SendMessage(ctx context.Context, to string, m protocol.AgentMessage) (json.RawMessage, error) {
 	res, err := p.n.SendMessage(ctx, to, m, 0)
-	if errors.Is(err, node.ErrQueued) {
+	switch {
+	case errors.Is(err, node.ErrQueued):
 		return nil, fmt.Errorf("%w: %w", rpc.ErrQueued, err)
+	case errors.Is(err, store.ErrWrite):
+		return nil, notAccepted(err)
 	}
 	return res, err
+}
+
+// notAccepted is rpc.ErrNotAccepted for err, a failed send whose outbox
+// write failed: the write's error, then why the agent was away, on one
+// line (SendMessage joins the two; a dial error spans lines).
+func notAccepted(err error) error {
+	var write, why []string
+	parts := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		parts = j.Unwrap()
+	}
+	for _, e := range parts {
+		if errors.Is(e, store.ErrWrite) {
+			write = append(write, e.Error())
+		} else {
+			why = append(why, e.Error())
+		}
+	}
+	msg := strings.Join(write, "; ")
+	if len(why) > 0 {
+		msg += " (the agent is away: " + strings.Join(why, "; ") + ")"
+	}
+	return fmt.Errorf("%w: %s", rpc.ErrNotAccepted, strings.Join(strings.Fields(msg), " "))
 }
 
 // holdMessages refuses a direct message as CAPABILITY_NOT_SUPPORTED, the

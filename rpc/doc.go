@@ -175,9 +175,11 @@
 // mesh.message already names the topic messages of mesh.subscribe. The node processes each (sender, message id) once, so a
 // duplicate gets the first answer without reaching the client again.
 // mesh.sendMessage uses the node's at-least-once delivery (retries, then
-// the dead-letter queue); "queued": true is reserved for store and
-// forward, when a message to an unreachable agent waits in the node's
-// outbox: this server never says it.
+// the dead-letter queue); "queued": true says a message to an agent that
+// is away waits in the node's outbox, on disk. When the outbox cannot
+// write it (a full disk: ErrNotAccepted) the answer is -32005 naming the
+// cause, and nothing is queued or acknowledged; the same send may succeed
+// once the store writes again.
 //
 // A public listener's clients are refused these methods: what they
 // served would be offered as the relay's own, which is the lobby's job.

@@ -22,7 +22,7 @@ import (
 //	-32002  CodeInvalidClientInfo           seed 001: bad clientInfo in initialize
 //	-32003  CodeAlreadySubscribed           seed 001: subscribe to a pattern twice
 //	-32004  CodeSubscriptionNotFound        seed 001: unsubscribe from an unknown pattern
-//	-32005  CodeServerBusy                  Limits.MaxConcurrentCalls requests already running on this connection
+//	-32005  CodeServerBusy                  Limits.MaxConcurrentCalls requests already running on this connection; or a send the node's store cannot write (a full disk: sendMessage, mesh.sendMessage), nothing accepted
 //	-32006  CodeNotInitialized              a bus method before initialize (seed 001 names no code)
 //	-32007  CodeNoPeers                     mesh.publish: no agent subscribes to the topic (nothing was sent)
 //	-32021  CodeEscalated                   a serving client's answer to mesh.handle: it escalated the task (the message is the reason) and leaves the answer to its operator's decision

@@ -137,11 +137,22 @@ func (s *Server) meshSendMessage(ctx context.Context, r *Request) (any, error) {
 		return SendMessageResult{MessageID: m.MessageID, Queued: true}, nil
 	}
 	if err != nil {
-		return nil, protocol.AsError(err)
+		return nil, sendError(m.MessageID, id.String(), err)
 	}
 	out := SendMessageResult{MessageID: m.MessageID}
 	if len(res) > 0 && !isNull(res) {
 		out.Response = res
 	}
 	return out, nil
+}
+
+// sendError is the error mesh.sendMessage answers for a Provider's
+// SendMessage error that is not ErrQueued: -32005 when the message was
+// not accepted because the node's store cannot write (ErrNotAccepted),
+// else the AgentProtocol error it carries.
+func sendError(messageID, to string, err error) error {
+	if errors.Is(err, ErrNotAccepted) {
+		return Errorf(CodeServerBusy, "server busy: %v; message %s for agent %s not accepted, send it again later", err, messageID, to)
+	}
+	return protocol.AsError(err)
 }

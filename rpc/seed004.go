@@ -192,7 +192,7 @@ func (s *Server) seedDirect(ctx context.Context, params json.RawMessage) (any, e
 		out.Status = "queued"
 		return out, nil
 	case err != nil:
-		return nil, protocol.AsError(err)
+		return nil, sendError(m.MessageID, out.ToAgentID, err)
 	}
 	out.Status, out.DeliveredAt = "delivered", time.Now().UTC().Format(time.RFC3339Nano)
 	if len(res) > 0 && !isNull(res) {

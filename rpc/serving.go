@@ -32,6 +32,9 @@ type Provider interface {
 	// and returns the receiver's response (null unless it requires one).
 	// When the agent is away and the message waits in the node's outbox,
 	// on disk, to go out when it is back, the error matches ErrQueued.
+	// When the agent is away and the node's store cannot write the
+	// message (a full disk), nothing is queued and the error matches
+	// ErrNotAccepted.
 	SendMessage(ctx context.Context, to string, m protocol.AgentMessage) (json.RawMessage, error)
 }
 
@@ -175,6 +178,14 @@ type SendMessageParams struct {
 // the agent is away and the message was queued in the node's outbox:
 // mesh.sendMessage answers {"queued": true} then, not an error.
 var ErrQueued = errors.New("rpc: message queued for an agent that is away")
+
+// ErrNotAccepted is matched by the error a Provider's SendMessage returns
+// when the agent is away and the node's store could not write the message
+// (no space left on device, an I/O error): nothing is queued, and the same
+// message may be accepted once the store writes again. mesh.sendMessage
+// answers -32005 (CodeServerBusy) then, the code the bus's sendMessage
+// answers for a store that cannot write, never a result.
+var ErrNotAccepted = errors.New("the node's store cannot write")
 
 // SendMessageResult is the result of mesh.sendMessage. Queued is false
 // when the message was delivered (Response is the receiver's answer when

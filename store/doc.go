@@ -29,6 +29,19 @@
 // by default) even when no other write is coming; BenchmarkEnqueue
 // compares the two (figures in the README's Performance section).
 //
+// # A full disk
+//
+// A write the store could not commit (no space left on device, an I/O
+// error) matches ErrWrite; nothing of it is kept. With WithReserve the
+// store keeps that many bytes on disk beside its file (<file>.reserve):
+// the first commit that fails for want of space deletes the reserve and
+// is tried again in its room, so that a write of something already
+// acknowledged (the bus's history, written after its answer) still lands.
+// While the reserve is spent, new queue entries are refused (ErrSpaceLow,
+// matching ErrWrite) and SpaceLow says so, so that callers refuse new
+// messages before acknowledging them; the store writes the reserve again,
+// at most once a second, once there is room, and accepts them again.
+//
 // # Outbox
 //
 // Enqueue assigns each message a sequence number (Pending returns messages

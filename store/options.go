@@ -39,6 +39,7 @@ type config struct {
 	logger        *slog.Logger
 	openTimeout   time.Duration
 	reg           prometheus.Registerer // nil: no metrics
+	reserve       int64                 // bytes kept beside the file for a full disk; 0: none
 }
 
 func defaultConfig() config {
@@ -95,6 +96,8 @@ func (c *config) validate() error {
 		bad = "nil clock"
 	case c.logger == nil:
 		bad = "nil logger"
+	case c.reserve < 0 || c.reserve > 1<<30:
+		bad = fmt.Sprintf("reserve %d bytes is not within 0 to 1 GiB", c.reserve)
 	default:
 		return nil
 	}
@@ -221,4 +224,20 @@ func WithOpenTimeout(d time.Duration) Option {
 // registry.
 func WithMetrics(reg prometheus.Registerer) Option {
 	return func(c *config) error { c.reg = reg; return nil }
+}
+
+// WithReserve keeps n bytes of disk beside the store's file (in
+// <file>.reserve) for a full disk: when a commit fails with no space left
+// on device, the store deletes the reserve and tries the commit once more
+// in its room, so that a write of what was already acknowledged (the
+// bus's history, an outbox entry's next attempt, a dead letter) still
+// lands. From then on new queue entries (Enqueue*) are refused with an
+// error matching ErrSpaceLow and ErrWrite, and SpaceLow reports it, until
+// the reserve could be written again (tried at most once a second). 0,
+// the default, keeps none; at most 1 GiB.
+func WithReserve(n int64) Option {
+	return func(c *config) error {
+		c.reserve = n
+		return nil
+	}
 }

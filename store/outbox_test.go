@@ -49,6 +49,8 @@ func TestOpenOptionErrors(t *testing.T) {
 		"clock":       WithClock(nil),
 		"logger":      WithLogger(nil),
 		"batch delay": WithBatchDelay(-1),
+		"reserve":     WithReserve(-1),
+		"reserve big": WithReserve(2 << 30),
 		"timeout":     WithOpenTimeout(0),
 		"history cap": WithMaxHistoryBytes(0),
 	} {

@@ -70,6 +70,9 @@ func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds, leftBefo
 	if err := s.prepare(&m); err != nil {
 		return "", nil, err
 	}
+	if err := s.SpaceLow(); err != nil {
+		return "", nil, err
+	}
 	if m.NextAttempt.IsZero() {
 		m.NextAttempt = s.cfg.clock()
 	}

@@ -83,6 +83,15 @@ type Store struct {
 	signals queueSignals
 
 	met *storeMetrics // nil: none
+
+	// The reserve (WithReserve): spent while the disk is full; reserveMu
+	// guards the attempts to write it again.
+	spent         atomic.Bool
+	reserveMu     sync.Mutex
+	reserveBusy   bool
+	reserveClosed bool // Close began: no new attempt
+	reserveTried  time.Time
+	path          string
 }
 
 // Open opens, or creates, the store at path. A new file gets mode 0600 and
@@ -115,7 +124,15 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
 	}
-	s := &Store{db: db, cfg: cfg}
+	s := &Store{db: db, cfg: cfg, path: path}
+	if cfg.reserve > 0 {
+		if err := s.writeReserve(); err != nil {
+			// Opened on a full disk: spent until it can be written.
+			s.spent.Store(true)
+			s.reserveTried = time.Now()
+			cfg.logger.Warn("store: no room for its reserve: new queue entries are refused until there is", "reserve_bytes", cfg.reserve, "err", err)
+		}
+	}
 	if cfg.reg != nil {
 		if s.met, err = newStoreMetrics(cfg.reg, s); err != nil {
 			_ = db.Close()
@@ -163,6 +180,9 @@ func initBuckets(tx *bolt.Tx) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
+		s.reserveMu.Lock()
+		s.reserveClosed = true
+		s.reserveMu.Unlock()
 		s.wg.Wait()
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -210,6 +230,17 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	}
 	defer leave()
 	defer s.met.observeCommit(time.Now())
+	err = s.commit(fn)
+	if errors.Is(err, ErrWrite) && s.spendReserve(err) {
+		// The reserve's room takes this write.
+		err = s.commit(fn)
+	}
+	return err
+}
+
+// commit runs fn in one write transaction (update's body): see update.
+func (s *Store) commit(fn func(*bolt.Tx) error) error {
+	var err error
 	// fnFailed tells fn's own refusal (full, exists, invalid) from a
 	// commit that could not be written. It is set on every run of fn (the
 	// last run decides) and read after the commit's result came back,
