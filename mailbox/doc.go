@@ -67,9 +67,24 @@
 // mailbox (ReservedItems, ReservedBytes) is kept for known senders:
 // senders the agent never took anything from, however many identities
 // they use, deposit only while the mailbox holds less than the other
-// half. A flood of fresh identities therefore closes a mailbox to new
-// senders only (they keep their messages in their outboxes), never to
-// the senders its agent already deals with.
+// half. The relay as a whole keeps the same reserve: the deposits of all
+// senders unknown to their recipients hold at most UnknownTotalBytes
+// together (half of TotalBytes; store pool UnknownPool, counted as each
+// is deposited), so that throwaway senders filling throwaway recipients
+// that registered for the purpose stop there, and the other half takes
+// only deposits of senders known to their recipient. A flood of fresh
+// identities therefore closes a mailbox, or the relay, to new senders
+// only (they keep their messages in their outboxes), never to the
+// senders an agent already deals with.
+//
+// What this does not stop: an attacker controlling both ends makes its
+// own senders known by fetching and acknowledging their items with its
+// own recipients, and then fills the known half as well, each of its
+// recipients within its mailbox's bounds and each sender within its
+// share of the relay (SenderTotalBytes). The relay cannot tell such a
+// pair from an honest one; the bounds per agent and per sender make it
+// cost at least TotalBytes/2 / PerAgentBytes recipients and as many
+// senders (8 each by default), each of which must have taken an item.
 //
 // # Storage
 //

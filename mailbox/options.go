@@ -26,6 +26,12 @@ const (
 	// for all agents: a sixteenth of it, so that one sender spreading its
 	// deposits over many agents cannot fill the relay.
 	DefaultSenderTotalBytes = DefaultTotalBytes / 16
+	// DefaultUnknownTotalBytes bounds what senders unknown to their
+	// recipients hold on the relay, all together: half of it, so that a
+	// flood of fresh identities (throwaway senders to throwaway
+	// recipients) leaves the other half to the senders agents already
+	// took mail from.
+	DefaultUnknownTotalBytes = DefaultTotalBytes / 2
 	// DefaultReservedItems and DefaultReservedBytes are the part of each
 	// agent's mailbox that only its known senders (those it took an item
 	// from on this relay) may fill: half of it. Senders it never took
@@ -64,6 +70,11 @@ type Config struct {
 	// SenderTotalBytes bounds what one sender holds on the relay, for all
 	// agents. A deposit past it is "full".
 	SenderTotalBytes int64
+	// UnknownTotalBytes bounds what all deposits from senders unknown to
+	// their recipients (see ReservedItems) hold on the relay together; the
+	// rest of TotalBytes is kept for known senders' deposits. A deposit
+	// from an unknown sender past it is "full".
+	UnknownTotalBytes int64
 	// ReservedItems and ReservedBytes are the part of each agent's
 	// mailbox kept for its known senders: a sender the agent never took
 	// an item from may deposit only while the mailbox holds less than
@@ -92,21 +103,22 @@ type Config struct {
 // DefaultConfig returns every default in one place.
 func DefaultConfig() Config {
 	return Config{
-		TTL:              DefaultTTL,
-		PerAgent:         DefaultPerAgent,
-		PerAgentBytes:    DefaultPerAgentBytes,
-		TotalBytes:       DefaultTotalBytes,
-		PerSender:        DefaultPerSender,
-		PerSenderBytes:   DefaultPerSenderBytes,
-		SenderTotalBytes: DefaultSenderTotalBytes,
-		ReservedItems:    DefaultReservedItems,
-		ReservedBytes:    DefaultReservedBytes,
-		MaxAgents:        DefaultMaxAgents,
-		MaxKnown:         DefaultMaxKnown,
-		DisplaceAfter:    DefaultDisplaceAfter,
-		MaxSkew:          2 * time.Minute,
-		IOTimeout:        DefaultIOTimeout,
-		Now:              time.Now,
+		TTL:               DefaultTTL,
+		PerAgent:          DefaultPerAgent,
+		PerAgentBytes:     DefaultPerAgentBytes,
+		TotalBytes:        DefaultTotalBytes,
+		PerSender:         DefaultPerSender,
+		PerSenderBytes:    DefaultPerSenderBytes,
+		SenderTotalBytes:  DefaultSenderTotalBytes,
+		UnknownTotalBytes: DefaultUnknownTotalBytes,
+		ReservedItems:     DefaultReservedItems,
+		ReservedBytes:     DefaultReservedBytes,
+		MaxAgents:         DefaultMaxAgents,
+		MaxKnown:          DefaultMaxKnown,
+		DisplaceAfter:     DefaultDisplaceAfter,
+		MaxSkew:           2 * time.Minute,
+		IOTimeout:         DefaultIOTimeout,
+		Now:               time.Now,
 	}
 }
 
@@ -121,6 +133,8 @@ func (c *Config) Validate() error {
 	case c.PerAgent <= 0 || c.PerAgentBytes <= 0 || c.TotalBytes <= 0 || c.PerSender <= 0 || c.PerSenderBytes <= 0 ||
 		c.SenderTotalBytes <= 0 || c.MaxAgents <= 0 || c.MaxKnown <= 0:
 		return errors.New("mailbox: bounds must be positive")
+	case c.UnknownTotalBytes <= 0 || c.UnknownTotalBytes > c.TotalBytes:
+		return errors.New("mailbox: the unknown senders' part of the relay must be positive and at most its total")
 	case c.ReservedItems < 0 || c.ReservedItems >= c.PerAgent || c.ReservedBytes < 0 || c.ReservedBytes >= c.PerAgentBytes:
 		return errors.New("mailbox: the reserve for known senders must be less than an agent's mailbox")
 	case c.Now == nil:
@@ -136,15 +150,24 @@ func WithTTL(d time.Duration) Option {
 
 // WithBounds bounds one agent's mailbox (items and bytes) and the relay's
 // total bytes. The reserve for known senders becomes half of the
-// agent's bounds, and a sender's share of the relay a sixteenth of it,
-// unless WithReserve and WithSenderTotal (given after) say otherwise.
+// agent's bounds and half of the relay's, and a sender's share of the
+// relay a sixteenth of it, unless WithReserve, WithUnknownTotal and
+// WithSenderTotal (given after) say otherwise.
 func WithBounds(perAgent int, perAgentBytes, totalBytes int64) Option {
 	return func(c *Config) error {
 		c.PerAgent, c.PerAgentBytes, c.TotalBytes = perAgent, perAgentBytes, totalBytes
 		c.ReservedItems, c.ReservedBytes = perAgent/2, perAgentBytes/2
 		c.SenderTotalBytes = max(totalBytes/16, MaxEnvelopeBytes)
+		c.UnknownTotalBytes = totalBytes / 2
 		return nil
 	}
+}
+
+// WithUnknownTotal bounds, in bytes, what senders unknown to their
+// recipients hold on the relay together; the rest of its total is kept
+// for the senders agents took mail from.
+func WithUnknownTotal(bytes int64) Option {
+	return func(c *Config) error { c.UnknownTotalBytes = bytes; return nil }
 }
 
 // WithReserve sets the part of each agent's mailbox kept for the senders

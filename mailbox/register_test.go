@@ -123,3 +123,62 @@ func TestOneSenderCannotFillRelay(t *testing.T) {
 		t.Fatalf("another sender: %v", err)
 	}
 }
+
+// TestFreshIdentitiesCannotCloseRelayToKnownSenders: throwaway
+// recipients, each registered (its own fetch) and filled by a throwaway
+// sender until its mailbox refuses, fill only the relay's part open to
+// senders unknown to their recipients (half of it): then the relay
+// refuses the flood, and an agent's known sender (one it took mail from)
+// still deposits, and the agent fetches what it sent.
+func TestFreshIdentitiesCannotCloseRelayToKnownSenders(t *testing.T) {
+	const total = 2 << 20
+	r, _, st := relay(t, mailbox.WithBounds(1000, 512<<10, total))
+	a, ac := agent(t, r)
+	k, kc := agent(t, r)
+	if err := kc.Deposit(ctx(t), r.ID(), a.ID(), message(t, k, a.ID(), "before")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ac.Fetch(ctx(t), r.ID(), "", 0)
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("fetch %+v %v", p, err)
+	}
+	if err := ac.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+
+	params, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 60<<10)})
+	kept, closed := 0, false
+	for round := 0; !closed; round++ {
+		if round == 40 {
+			t.Fatalf("%d throwaway recipients and senders, %d deposits kept: the relay never refused the flood", round, kept)
+		}
+		b, _ := agent(t, r)
+		s, sc := stranger(t, r)
+		for i := 0; ; i++ {
+			err := sc.Deposit(ctx(t), r.ID(), b.ID(), call(t, s, b.ID(), "never-served", fmt.Sprint("flood-", round, "-", i), params))
+			if errors.Is(err, mailbox.ErrFull) {
+				closed = i == 0 // a fresh pair refused at once: the relay's part is full
+				break
+			}
+			if err != nil {
+				t.Fatalf("round %d deposit %d: %v", round, i, err)
+			}
+			kept++
+		}
+	}
+	u, err := st.QueueUsage(ctx(t), mailbox.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flood: %d deposits kept, %d bytes of %d, then refused", kept, u.Bytes, total)
+	if err := kc.Deposit(ctx(t), r.ID(), a.ID(), call(t, k, a.ID(), "summarize", "after", params)); err != nil {
+		t.Fatalf("the known sender's deposit after the flood: %v", err)
+	}
+	if u.Bytes > total/2 {
+		t.Fatalf("unknown senders hold %d bytes, their part is %d", u.Bytes, total/2)
+	}
+	p, err = ac.Fetch(ctx(t), r.ID(), "", 0)
+	if err != nil || len(p.Items) != 1 || !strings.Contains(p.Items[0].ID, k.ID().String()) {
+		t.Fatalf("the agent's fetch after the flood: %+v %v, want the known sender's item", p, err)
+	}
+}

@@ -182,6 +182,11 @@ const (
 	renewAfter = time.Hour
 )
 
+// UnknownPool is the store pool (store.Message.Pool) of deposits from
+// senders unknown to their recipient, bounded together by
+// Config.UnknownTotalBytes.
+const UnknownPool = "unknown"
+
 // Register records that agent names this relay as its mailbox (a hello
 // or heartbeat it signed lists the relay; a node calls it), for the TTL:
 // the relay holds mail only for agents registered so. An agent's fetch
@@ -257,14 +262,17 @@ func (s *Server) deposit(remote peer.ID, req *Request) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrFailed, err)
 	}
-	if !known {
-		// The reserve: a flood of fresh identities fills at most the rest.
-		bounds.PerRecipient -= s.cfg.ReservedItems
-		bounds.PerRecipientBytes -= s.cfg.ReservedBytes
-	}
 	m := store.Message{
 		ID: itemID(to, from, e.ID), Queue: Queue, Topic: "agent:" + to.String(), From: from.String(), To: to.String(),
 		Payload: req.Envelope, Time: now, NextAttempt: expires, Expires: expires,
+	}
+	if !known {
+		// The reserves: a flood of fresh identities fills at most the rest
+		// of the agent's mailbox, and UnknownPool's part of the relay.
+		bounds.PerRecipient -= s.cfg.ReservedItems
+		bounds.PerRecipientBytes -= s.cfg.ReservedBytes
+		bounds.PoolBytes = s.cfg.UnknownTotalBytes
+		m.Pool = UnknownPool
 	}
 	displaced, err := s.st.EnqueueDisplacing(s.ctx, m, bounds, now.Add(-s.cfg.DisplaceAfter))
 	for _, d := range displaced {
@@ -280,7 +288,7 @@ func (s *Server) deposit(remote peer.ID, req *Request) error {
 	case errors.Is(err, store.ErrFull):
 		s.log.Info("mailbox full", "agent", to, "from", from, "known", known, "err", err)
 		if !known {
-			return fmt.Errorf("%w: the mailbox of %s on this relay holds all it may from senders it has not taken mail from (%v)", ErrFull, to, err)
+			return fmt.Errorf("%w: the mailbox of %s on this relay, or the relay, holds all it may from senders their agents have not taken mail from (%v)", ErrFull, to, err)
 		}
 		return fmt.Errorf("%w: the mailbox of %s on this relay holds all it may (%v)", ErrFull, to, err)
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid):

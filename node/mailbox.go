@@ -293,6 +293,13 @@ func (n *Node) deposit(ctx context.Context, r peer.AddrInfo, to peer.ID, doc jso
 		return n.mailboxes.server.Deposit(n.id, to, doc)
 	}
 	n.host.Peerstore().AddAddrs(r.ID, r.Addrs, peerstore.TempAddrTTL)
+	if n.host.Network().Connectedness(r.ID) != network.Connected {
+		// A relay that restarted is back at once: libp2p's dial backoff
+		// (seconds, growing to minutes) from the dials that found it down
+		// would refuse every deposit meanwhile, and the outbox paces its
+		// own attempts.
+		clearBackoff(n.host, r.ID)
+	}
 	ctx, cancel := context.WithTimeout(ctx, depositTimeout)
 	defer cancel()
 	return n.mailboxes.client.Deposit(ctx, r.ID, to, doc)

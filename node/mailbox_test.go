@@ -313,3 +313,28 @@ func TestMailboxAfterSenderRestart(t *testing.T) {
 	agent()
 	wait.For(t, 20*time.Second, got("m-1", "m-2"))
 }
+
+// TestMailboxDepositRightAfterRelayRestart: a sender that found its
+// recipient's mailbox relay down (the message stays in its outbox)
+// deposits there again as soon as the relay is back at its address, not
+// after libp2p's dial backoff from the failed dials (seconds, growing to
+// minutes): a relay that restarts keeps taking mail.
+func TestMailboxDepositRightAfterRelayRestart(t *testing.T) {
+	r, rst := mailboxRelay(t)
+	addr := r.Host().Addrs()[0]
+	a := meshtest.Node(t, mbSender, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "sender.db"))))
+	b := agentWithMailboxGone(t, r, a)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := send(t, a, b, "while-down")
+	var qe *node.QueuedError
+	if !errors.As(err, &qe) || qe.Mailbox != "" {
+		t.Fatalf("send while the relay is down: %v, want queued in the outbox only", err)
+	}
+	r = meshtest.Node(t, mbRelay, node.WithStore(rst), node.WithMailboxService(), node.WithListenAddrs(addr))
+	err = send(t, a, b, "after-restart")
+	if !errors.As(err, &qe) || qe.Mailbox != r.ID() {
+		t.Fatalf("send once the relay is back: %v, want queued in the mailbox on %s", err, r.ID())
+	}
+}

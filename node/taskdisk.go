@@ -16,7 +16,8 @@ import (
 // submission) is recorded in the node's store once its checks pass, by
 // (requester, request id), and its record is updated with the final
 // answer. A node that restarts answers a repeat from the record and never
-// runs it again; a record still running when the node stopped ends FAILED,
+// runs it again, whether the repeat comes from a mailbox or directly (a
+// sender whose deposit's answer was lost delivers the message itself); a record still running when the node stopped ends FAILED,
 // interrupted by a restart, unless its capability is idempotent and it
 // was not re-offered before: then it runs once more (sweepTasks,
 // Node.reoffer). Records are kept for the

@@ -119,3 +119,55 @@ func TestMailboxRequestsPastTaskBoundsWait(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMailboxRequestNotRunAgainWhenSentDirectly: a request the agent ran
+// from its mailbox, sent to it again directly after it restarted (a
+// sender whose deposit's answer was lost keeps the message in its outbox
+// and delivers it itself once it sees the agent) is answered from the
+// agent's record, not run again. The mailbox power-loss chaos scenario
+// ran such a message twice.
+func TestMailboxRequestNotRunAgainWhenSentDirectly(t *testing.T) {
+	r, mst := mailboxRelay(t)
+	registerAgent(t, r, mst, mbAgent)
+	b := meshtest.ID(t, mbAgent)
+	sender := meshtest.Node(t, mbSender)
+	sender.Host().Peerstore().AddAddrs(r.ID(), r.Addrs(), time.Hour)
+	s, err := sign.NewSigner(meshtest.Key(t, mbSender))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &protocol.Request{Action: "summarize", CorrelationID: "once-2", Params: []byte(`{"text":"run me once"}`)}
+	c := &mailbox.Client{Host: sender.Host()}
+	if err := c.Deposit(meshtest.Context(t, 10*time.Second), r.ID(), b, sealRequest(t, s, b, req)); err != nil {
+		t.Fatal(err)
+	}
+	dbPath := filepath.Join(t.TempDir(), "agent.db")
+	var log runLog
+	st := openStore(t, dbPath)
+	agent := meshtest.Node(t, mbAgent, node.WithStore(st), node.WithMailboxes(r.Addrs()[0]), node.WithServices(log.service("summarize")))
+	wait.For(t, 20*time.Second, func() error {
+		if _, runs := log.got(); runs != "map[once-2:1]" {
+			return fmt.Errorf("runs %s", runs)
+		}
+		if n := heldFor(t, mst, b); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+	if err := agent.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	agent = meshtest.Node(t, mbAgent, node.WithStore(openStore(t, dbPath)), node.WithServices(log.service("summarize")))
+	meshtest.Connect(t, sender, agent)
+	resp, err := sender.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{To: b.String(), Action: req.Action, Params: req.Params, CorrelationID: req.CorrelationID})
+	if err != nil {
+		t.Fatalf("the direct repeat: %v, want the recorded answer", err)
+	}
+	if _, runs := log.got(); runs != "map[once-2:1]" {
+		t.Fatalf("runs %s: the request ran again when sent directly after the restart (answer %s)", runs, resp.Result)
+	}
+}

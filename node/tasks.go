@@ -270,22 +270,30 @@ func requestDigest(req *protocol.Request) [sha256.Size]byte {
 // run true. cancel cancels the context the request would run under: the
 // task's own cancel, for its requester's task.cancel, since the caller
 // makes that context for this request alone (one context rather than
-// its timeout's and another for the task). A durable request (one that
-// may come again after a restart) is also looked for in the store, and
-// its task is recorded there once its checks pass (taskdisk.go).
+// its timeout's and another for the task). Any request the table does
+// not hold is looked for in the store (a request taken from a mailbox
+// may come again directly after a restart, from a sender whose deposit's
+// answer was lost: it is answered from its record), and a durable
+// request's task (one that may come again after a restart) is recorded
+// there once its checks pass (taskdisk.go).
 func (tt *taskTable) admit(ctx context.Context, cancel context.CancelFunc, from requester, fromStr string, req *protocol.Request, durable bool) (_ *task, run bool, _ error) {
 	key := requestKey{from: from, id: req.CorrelationID}
 	digest := requestDigest(req)
 	durable = durable && tt.st != nil
 	var disk *task
-	if durable {
+	if tt.st != nil && req.CorrelationID != "" {
 		tt.mu.Lock()
 		_, inMemory := tt.m[key]
 		tt.mu.Unlock()
 		if !inMemory {
 			var err error
 			if disk, err = tt.fromDisk(ctx, key); err != nil {
-				return nil, false, err
+				if durable {
+					return nil, false, err
+				}
+				// A live request is not refused for a record that could
+				// not be read: it runs, as it did before records.
+				disk = nil
 			}
 		}
 	}

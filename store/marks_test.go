@@ -83,6 +83,53 @@ func TestSenderBytesBound(t *testing.T) {
 	}
 }
 
+// TestPoolBytesBound: the messages of one pool of a named queue are
+// bounded in bytes together, whoever sends them; a message in no pool
+// (or another) is not, and the pool's bytes are freed as its messages go,
+// dead-lettered ones included.
+func TestPoolBytesBound(t *testing.T) {
+	s, clock := open(t)
+	ctx := context.Background()
+	b := Bounds{PoolBytes: 30, Bytes: 50}
+	put := func(id, pool string) error {
+		return s.EnqueueWithin(ctx, Message{ID: id, Queue: "q", Topic: "t", From: id, To: "r" + id, Pool: pool, Payload: []byte(`"0123456789"`), Time: clock.Now()}, b)
+	}
+	for _, id := range []string{"u1", "u2"} {
+		if err := put(id, "unknown"); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if err := put("u3", "unknown"); !errors.Is(err, ErrFull) {
+		t.Fatalf("past the pool's bytes: %v, want ErrFull", err)
+	}
+	if err := put("k1", ""); err != nil {
+		t.Fatalf("a message in no pool: %v", err)
+	}
+	if err := put("o1", "other"); err != nil {
+		t.Fatalf("a message of another pool: %v", err)
+	}
+	if err := put("k2", ""); !errors.Is(err, ErrFull) {
+		t.Fatalf("past the queue's bytes: %v, want ErrFull", err)
+	}
+	if err := s.Delivered(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeadLetter(ctx, Message{ID: "u2", Queue: "q", Topic: "t", From: "u2", To: "ru2", Pool: "unknown", Payload: []byte(`"0123456789"`)}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delivered(ctx, "o1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"u3", "u4"} {
+		if err := put(id, "unknown"); err != nil {
+			t.Fatalf("%s after the pool's messages went: %v", id, err)
+		}
+	}
+	if err := s.EnqueueWithin(ctx, Message{ID: "x", Topic: "t", Pool: "p", Payload: []byte(`1`)}, Bounds{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a pool in the bus's outbox: %v, want ErrInvalid", err)
+	}
+}
+
 // TestPostponeFor: every message of a queue for one recipient moves to
 // one next attempt (never past its expiry) in one call; others stay.
 func TestPostponeFor(t *testing.T) {

@@ -39,6 +39,12 @@ type Bounds struct {
 	// whole queue. (Counted from the version that added it: what an
 	// older build enqueued is not in the count.)
 	SenderBytes int64
+	// PoolBytes bounds the queue's payload and metadata bytes of the
+	// messages in the enqueued message's Pool (Message.Pool), when it
+	// names one: a part of the queue that one kind of message may fill,
+	// keeping the rest for the others. (Counted from the version that
+	// added it, as SenderBytes.)
+	PoolBytes int64
 }
 
 // EnqueueWithin is Enqueue into m.Queue, refused with an error wrapping
@@ -116,6 +122,15 @@ func (s *Store) enqueueWithin(ctx context.Context, m Message, b Bounds, leftBefo
 			}
 			if used+size > b.SenderBytes {
 				return fmt.Errorf("%w: queue %s holds %d bytes from %s, a sender's limit in all is %d", ErrFull, m.Queue, used, m.From, b.SenderBytes)
+			}
+		}
+		if b.PoolBytes > 0 && m.Pool != "" {
+			used, err := metaCount(tx, metaPoolBytes(m.Queue, m.Pool))
+			if err != nil {
+				return err
+			}
+			if used+size > b.PoolBytes {
+				return fmt.Errorf("%w: queue %s holds %d bytes in pool %s, its limit is %d", ErrFull, m.Queue, used, m.Pool, b.PoolBytes)
 			}
 		}
 		if b.Bytes > 0 {
@@ -429,6 +444,16 @@ func addQueueBytes(tx *bolt.Tx, r msgRecord, sign int64) error {
 	if err := bucket(tx, bucketMeta).Put(metaQueueBytes(r.Queue), binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
 		return err
 	}
+	if r.Pool != "" {
+		key := metaPoolBytes(r.Queue, r.Pool)
+		pool, err := metaCount(tx, key)
+		if err != nil {
+			return err
+		}
+		if err := putMetaCount(tx, key, max(pool+sign*size, 0)); err != nil {
+			return err
+		}
+	}
 	if r.From == "" {
 		return nil
 	}
@@ -438,6 +463,12 @@ func addQueueBytes(tx *bolt.Tx, r msgRecord, sign int64) error {
 		return err
 	}
 	return putMetaCount(tx, key, from+sign*size)
+}
+
+// metaPoolBytes is the meta key of the bytes a pool of a named queue
+// holds (Bounds.PoolBytes).
+func metaPoolBytes(queue, pool string) []byte {
+	return concat([]byte("queue_pool_bytes"), []byte{0}, []byte(queue), []byte{0}, []byte(pool))
 }
 
 // metaSenderBytes is the meta key of the bytes one sender holds in a

@@ -61,6 +61,10 @@ type Message struct {
 	// message that finds its recipient's bound reached take the place of
 	// messages left long enough.
 	Left time.Time
+	// Pool names the part of its named queue the message is counted in,
+	// for Bounds.PoolBytes (a mailbox counts deposits from senders unknown
+	// to their recipient in one); empty: none.
+	Pool string
 }
 
 // DeadLetter is a message whose delivery was given up, with why and when.
@@ -132,6 +136,7 @@ type msgRecord struct {
 	Expires        int64  `json:"expires,omitempty"`
 	Queue          string `json:"queue,omitempty"`
 	Left           int64  `json:"left,omitempty"`
+	Pool           string `json:"pool,omitempty"`
 }
 
 type regRecord struct {
@@ -189,7 +194,7 @@ func (s *Store) prepare(m *Message) error {
 		return invalidf("empty topic")
 	}
 	for _, f := range []struct{ name, v string }{
-		{"id", m.ID}, {"topic", m.Topic}, {"from", m.From}, {"to", m.To}, {"conversation id", m.ConversationID}, {"queue", m.Queue},
+		{"id", m.ID}, {"topic", m.Topic}, {"from", m.From}, {"to", m.To}, {"conversation id", m.ConversationID}, {"queue", m.Queue}, {"pool", m.Pool},
 	} {
 		if err := checkKeyString(f.name, f.v); err != nil {
 			return err
@@ -204,6 +209,9 @@ func (s *Store) prepare(m *Message) error {
 	if m.Attempts < 0 {
 		return invalidf("negative attempts")
 	}
+	if m.Pool != "" && m.Queue == "" {
+		return invalidf("pools are parts of named queues only")
+	}
 	m.LastError = clip(m.LastError)
 	if !m.Expires.IsZero() {
 		if err := checkTime("expiry", m.Expires); err != nil {
@@ -217,7 +225,7 @@ func toRecord(m Message) msgRecord {
 	r := msgRecord{
 		ID: m.ID, Topic: m.Topic, From: m.From, To: m.To, ConversationID: m.ConversationID,
 		Payload: m.Payload, Metadata: m.Metadata, Time: m.Time.UnixNano(),
-		Attempts: m.Attempts, LastError: m.LastError, Queue: m.Queue,
+		Attempts: m.Attempts, LastError: m.LastError, Queue: m.Queue, Pool: m.Pool,
 	}
 	if !m.NextAttempt.IsZero() {
 		r.Next = m.NextAttempt.UnixNano()
@@ -235,7 +243,7 @@ func (r msgRecord) message() Message {
 	m := Message{
 		ID: r.ID, Topic: r.Topic, From: r.From, To: r.To, ConversationID: r.ConversationID,
 		Payload: r.Payload, Metadata: r.Metadata, Time: time.Unix(0, r.Time).UTC(),
-		Attempts: r.Attempts, LastError: r.LastError, Queue: r.Queue,
+		Attempts: r.Attempts, LastError: r.LastError, Queue: r.Queue, Pool: r.Pool,
 	}
 	if len(m.Metadata) == 0 {
 		m.Metadata = nil
