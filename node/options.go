@@ -162,8 +162,10 @@ type Config struct {
 	// TaskBounds bound the tasks recorded in Store (requests taken from a
 	// mailbox, detached submissions): per requester, in all, in bytes;
 	// zero fields take the store's defaults (store.DefaultTasksPerRequester,
-	// store.DefaultMaxTasks, store.DefaultMaxTaskBytes). A request past
-	// them is refused, RATE_LIMITED, before it runs.
+	// store.DefaultMaxTasks, store.DefaultMaxTaskBytes). A requester at
+	// its share has its oldest finished record forgotten to make room (see
+	// store.Store.AddTask); a request past the bounds otherwise is refused,
+	// RATE_LIMITED, before it runs.
 	TaskBounds store.TaskBounds
 	// OutboxRetry is the longest wait between two attempts at an agent
 	// that is away (a hello or heartbeat from it wakes the outbox at

@@ -132,9 +132,13 @@ func addMetaInt(tx *bolt.Tx, key []byte, d int64) error {
 
 // AddTask records a new task and returns once it is on disk. A task whose
 // id, or whose (requester, request id), is kept already fails with an
-// error wrapping ErrExists; one that would take the store past b (the
-// requester's share, the count or the bytes; expired tasks are forgotten
-// first) fails with an error wrapping ErrFull that says which bound.
+// error wrapping ErrExists. Expired tasks are forgotten first. A
+// requester at its share (b.PerRequester) makes room by forgetting its own
+// finished task that expires first: its newest work matters more than the
+// memory of its oldest, and a busy requester is never shut out for a TTL.
+// Only a requester whose kept tasks are all still running is refused. A
+// task that would take the store past the count or the bytes fails; each
+// refusal wraps ErrFull and says which bound.
 func (s *Store) AddTask(ctx context.Context, r TaskRecord, b TaskBounds) error {
 	if err := r.check(); err != nil {
 		return fmt.Errorf("store: add task: %w", err)
@@ -160,6 +164,9 @@ func (s *Store) AddTask(ctx context.Context, r TaskRecord, b TaskBounds) error {
 		if _, err := pruneTasks(tx, now, 1024); err != nil {
 			return err
 		}
+		if err := makeRequesterRoom(tx, r.Requester, b.PerRequester); err != nil {
+			return err
+		}
 		count, err := metaInt(tx, metaTaskCount)
 		if err != nil {
 			return err
@@ -173,14 +180,6 @@ func (s *Store) AddTask(ctx context.Context, r TaskRecord, b TaskBounds) error {
 		}
 		if add := taskSize(r.ID, val); size+add > b.Bytes {
 			return fmt.Errorf("%w: tasks keep %d bytes, and %d more would pass the limit of %d", ErrFull, size, add, b.Bytes)
-		}
-		prefix := concat([]byte(r.Requester), []byte{0})
-		mine := 0
-		c := reqs.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			if mine++; mine >= b.PerRequester {
-				return fmt.Errorf("%w: %d tasks of %s are kept, the limit per requester", ErrFull, mine, r.Requester)
-			}
 		}
 		if err := tasks.Put([]byte(r.ID), val); err != nil {
 			return err
@@ -200,6 +199,54 @@ func (s *Store) AddTask(ctx context.Context, r TaskRecord, b TaskBounds) error {
 		return fmt.Errorf("store: add task %s: %w", r.ID, err)
 	}
 	return nil
+}
+
+// makeRequesterRoom leaves requester fewer than share tasks, forgetting
+// its finished task that expires first when it has share already; a
+// requester with share tasks none of which is finished gets ErrFull.
+func makeRequesterRoom(tx *bolt.Tx, requester string, share int) error {
+	tasks, reqs := bucket(tx, bucketTasks), bucket(tx, bucketTaskReqs)
+	prefix := concat([]byte(requester), []byte{0})
+	mine := 0
+	c := reqs.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		mine++
+	}
+	if mine < share {
+		return nil
+	}
+	var (
+		oldest    TaskRecord
+		oldestVal []byte
+	)
+	for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, id = c.Next() {
+		v := tasks.Get(id)
+		if v == nil {
+			return &CorruptError{Bucket: bucketTaskReqs, Key: bytes.Clone(k), Err: fmt.Errorf("names task %s, which is not kept", id)}
+		}
+		r, err := decodeTask(string(id), v)
+		if err != nil {
+			return err
+		}
+		if r.Final && (oldestVal == nil || r.Expires.Before(oldest.Expires)) {
+			oldest, oldestVal = r, v
+		}
+	}
+	if oldestVal == nil {
+		return fmt.Errorf("%w: %d tasks of %s are kept and running, the limit per requester", ErrFull, mine, requester)
+	}
+	for _, del := range []struct {
+		b   string
+		key []byte
+	}{{bucketTasks, []byte(oldest.ID)}, {bucketTaskReqs, taskReqKey(oldest.Requester, oldest.RequestID)}, {bucketTaskExp, taskExpKey(oldest.Expires.UnixNano(), oldest.ID)}} {
+		if err := bucket(tx, del.b).Delete(del.key); err != nil {
+			return err
+		}
+	}
+	if err := addMetaInt(tx, metaTaskCount, -1); err != nil {
+		return err
+	}
+	return addMetaInt(tx, metaTaskBytes, -taskSize(oldest.ID, oldestVal))
 }
 
 // UpdateTask replaces the Final, Expires and Data of a task kept already

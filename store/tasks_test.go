@@ -116,3 +116,53 @@ func TestAddTaskForgetsExpiredFirst(t *testing.T) {
 		t.Fatalf("tasks %d %v", n, err)
 	}
 }
+
+// TestAddTaskPastShareForgetsOldestFinished: a requester at its share
+// makes room by forgetting its own finished task that expires first,
+// never a running one nor another requester's; with none finished it is
+// refused.
+func TestAddTaskPastShareForgetsOldestFinished(t *testing.T) {
+	s, _ := open(t)
+	b := TaskBounds{PerRequester: 3}
+	at := func(id, requester string, final bool, exp time.Duration) TaskRecord {
+		r := task(id, requester, "r"+id)
+		r.Final, r.Expires = final, t0.Add(exp)
+		return r
+	}
+	for _, r := range []TaskRecord{
+		at("1", "a", false, time.Hour), // running, oldest: kept
+		at("2", "a", true, 3*time.Hour),
+		at("3", "a", true, 2*time.Hour), // finished, expires first: forgotten
+		at("4", "b", true, time.Minute), // another requester's: kept
+		at("5", "a", false, 4*time.Hour),
+	} {
+		if err := s.AddTask(ctx, r, b); err != nil {
+			t.Fatalf("add %s: %v", r.ID, err)
+		}
+	}
+	kept := func() string {
+		var ids []string
+		if err := s.Tasks(ctx, func(r TaskRecord) bool { ids = append(ids, r.ID); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(ids)
+	}
+	if got := kept(); got != "[1 2 4 5]" {
+		t.Fatalf("kept %s, want [1 2 4 5]", got)
+	}
+	if _, err := s.TaskByRequest(ctx, "a", "r3"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the forgotten task's request: %v, want ErrNotFound", err)
+	}
+	if err := s.AddTask(ctx, at("6", "a", false, 5*time.Hour), b); err != nil {
+		t.Fatalf("add 6: %v", err)
+	}
+	if got := kept(); got != "[1 4 5 6]" {
+		t.Fatalf("kept %s, want [1 4 5 6]", got)
+	}
+	if err := s.AddTask(ctx, at("7", "a", true, 6*time.Hour), b); !errors.Is(err, ErrFull) {
+		t.Fatalf("a requester whose kept tasks all run: %v, want ErrFull", err)
+	}
+	if n, _, err := s.TaskUsage(ctx); err != nil || n != 4 {
+		t.Fatalf("usage %d %v, want 4", n, err)
+	}
+}
