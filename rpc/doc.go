@@ -218,7 +218,11 @@
 // and the subscription; a stuck client holds up only its own
 // subscription. The first message may arrive before the answer to
 // mesh.subscribe; the clients hold it until they know the subscription
-// id.
+// id. A name is held by one subscription at a time: the node frees it
+// when it sees the holder's connection end, which may come after the
+// holder's close returned, so a client that reconnects at once may be
+// refused (-32602, "is in use on this node") for that moment and tries
+// again.
 //
 // A node keeps positions for a bounded number of names (256 for a
 // node's store): mesh.subscribe under a new name past it is refused with
