@@ -25,7 +25,8 @@ type Client struct {
 
 // Deposit leaves envelope (a signed request to agent to, in its embedded
 // JSON form) in to's mailbox on relay. A full mailbox returns an error
-// matching ErrFull; one the relay will never take, ErrRefused.
+// matching ErrFull; one the relay will never take, ErrRefused; a deposit
+// sent but not answered, ErrUnanswered (it may be in the mailbox).
 func (c *Client) Deposit(ctx context.Context, relay, to peer.ID, envelope json.RawMessage) error {
 	_, err := c.do(ctx, relay, &Request{Op: OpDeposit, To: to.String(), Envelope: envelope})
 	return err
@@ -96,19 +97,21 @@ func (c *Client) do(ctx context.Context, relay peer.ID, req *Request) (*Response
 	if d, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(d)
 	}
+	// From the first byte written the relay may act on the request, so
+	// every failure after it is unanswered: the outcome is not known.
 	if _, err := s.Write(protocol.AppendFrame(nil, body)); err != nil {
 		_ = s.Reset()
-		return nil, fmt.Errorf("%w: write to %s: %v", ErrFailed, relay, err)
+		return nil, fmt.Errorf("%w: %w: write to %s: %v", ErrFailed, ErrUnanswered, relay, err)
 	}
 	_ = s.CloseWrite()
 	frame, err := protocol.NewFrameReader(s, maxResponseFrame).Next()
 	if err != nil {
 		_ = s.Reset()
-		return nil, fmt.Errorf("%w: read from %s: %v", ErrFailed, relay, err)
+		return nil, fmt.Errorf("%w: %w: read from %s: %v", ErrFailed, ErrUnanswered, relay, err)
 	}
 	r, err := parseResponse(frame)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrUnanswered, err)
 	}
 	return r, r.err()
 }

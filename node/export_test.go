@@ -2,13 +2,19 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/meshagent/meshagent/mailbox"
-	"github.com/meshagent/meshagent/protocol"
+	meshproto "github.com/meshagent/meshagent/protocol"
 )
 
 // HearAgents makes n hold the heartbeats of count made-up agents, as if
@@ -18,7 +24,7 @@ func HearAgents(n *Node, count int) {
 	for i := range count {
 		id := peer.ID(fmt.Sprintf("made-up agent %d", i))
 		n.presence.record(id, &presenceState{
-			hb:       protocol.Heartbeat{AgentID: id.String(), Status: protocol.StatusAvailable},
+			hb:       meshproto.Heartbeat{AgentID: id.String(), Status: meshproto.StatusAvailable},
 			at:       n.cfg.Now(),
 			interval: MaxHeartbeatInterval,
 		})
@@ -50,3 +56,33 @@ func HoldsMailFor(r *Node, agent peer.ID) bool {
 // DropLiveBeadPatches makes n ignore the bead context patches it gets
 // live, so that only its catch-ups from history keepers bring them.
 func DropLiveBeadPatches(n *Node, drop bool) { n.contexts.dropLive.Store(drop) }
+
+// LoseMailboxAnswers makes n lose the relay's answer to its next count
+// mailbox requests: each is sent whole and served, and its answer read
+// to the end and dropped, as when a relay dies or its connection breaks
+// right after doing what was asked. Call it before n sends anything.
+func LoseMailboxAnswers(n *Node, count int32) {
+	left := &atomic.Int32{}
+	left.Store(count)
+	n.mailboxes.client.Host = answerLosingHost{Host: n.host, left: left}
+}
+
+type answerLosingHost struct {
+	host.Host
+	left *atomic.Int32
+}
+
+func (h answerLosingHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil || h.left.Add(-1) < 0 {
+		return s, err
+	}
+	return answerLosingStream{s}, nil
+}
+
+type answerLosingStream struct{ network.Stream }
+
+func (s answerLosingStream) Read([]byte) (int, error) {
+	_, _ = io.Copy(io.Discard, s.Stream) // the relay has answered: it did the work
+	return 0, errors.New("connection lost before the answer (test)")
+}

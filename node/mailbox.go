@@ -260,9 +260,14 @@ func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 	if err != nil {
 		return "", err
 	}
+	n.depositing(m.ID, 1)
+	defer n.depositing(m.ID, -1)
 	var errs []error
 	for _, r := range relays {
 		err := n.deposit(ctx, r, to, doc)
+		if errors.Is(err, mailbox.ErrUnanswered) {
+			n.markDepositUnsure(m)
+		}
 		if err == nil {
 			if err := n.outbox.st.Delivered(context.WithoutCancel(ctx), m.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				n.log.Warn("outbox not updated", "id", m.ID, "err", err)
@@ -276,6 +281,67 @@ func (n *Node) handOver(ctx context.Context, m store.Message) (peer.ID, error) {
 	err = errors.Join(errs...)
 	n.log.Warn("message kept in the outbox: no mailbox took it", "remote_peer", to, "message_id", m.ID, "err", err)
 	return "", err
+}
+
+// Unsure deposits: a deposit sent without an answer (the relay died, or
+// the answer was lost) may be in the mailbox. Were the outbox then to
+// deliver the message directly, the agent could run it twice: it
+// remembers across a restart only what it ran from a mailbox (and
+// detached tasks), so after a restart it would run the mailbox copy
+// again. Such an entry is marked in the store, and from then on goes
+// only to mailboxes, where a second copy runs once; the mark lasts the
+// message TTL, and a node keeps at most maxUnsureDeposits of them (past
+// that an entry is delivered as any other, with the old risk).
+const (
+	unsureDepositScope = "outbox.unsure-deposit"
+	maxUnsureDeposits  = 1 << 16
+)
+
+// errDepositUnsure is why an entry whose deposit may be in a mailbox waits
+// for a mailbox rather than being delivered directly.
+var errDepositUnsure = errors.New("a deposit of this message may be in a mailbox: it goes only to mailboxes")
+
+// markDepositUnsure records that a deposit of outbox entry m may be in a
+// mailbox.
+func (n *Node) markDepositUnsure(m store.Message) {
+	until := m.Expires
+	if until.IsZero() {
+		until = n.cfg.Now().Add(n.cfg.MessageTTL)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.Limits.IOTimeout)
+	defer cancel()
+	if err := n.outbox.st.Mark(ctx, unsureDepositScope, m.ID, until, maxUnsureDeposits); err != nil {
+		n.log.Warn("outbox: a deposit that may be in a mailbox is not remembered; the message may run twice", "id", m.ID, "err", err)
+	}
+}
+
+// depositing counts a deposit of outbox entry id starting (+1) or done (-1).
+func (n *Node) depositing(id string, d int) {
+	ob := n.outbox
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	if ob.depositing[id] += d; ob.depositing[id] <= 0 {
+		delete(ob.depositing, id)
+	}
+}
+
+// depositUnsure reports whether a deposit of outbox entry m may be in a
+// mailbox, and whether one is in flight (a relay that hangs holds it up to
+// depositTimeout, past the outbox's first retry); otherwise, unsure means
+// one was sent without an answer (markDepositUnsure).
+func (n *Node) depositUnsure(m store.Message) (unsure, inFlight bool) {
+	ob := n.outbox
+	ob.mu.Lock()
+	inFlight = ob.depositing[m.ID] > 0
+	ob.mu.Unlock()
+	if inFlight {
+		return true, true
+	}
+	_, ok, err := n.outbox.st.Marked(n.ctx, unsureDepositScope, m.ID, n.cfg.Now())
+	if err != nil && n.ctx.Err() == nil {
+		n.log.Warn("outbox: unsure-deposit mark unreadable", "id", m.ID, "err", err)
+	}
+	return ok, false
 }
 
 // errNotAMailbox marks an agent that names this node as its mailbox when

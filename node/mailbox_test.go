@@ -338,3 +338,55 @@ func TestMailboxDepositRightAfterRelayRestart(t *testing.T) {
 		t.Fatalf("send once the relay is back: %v, want queued in the mailbox on %s", err, r.ID())
 	}
 }
+
+// TestMailboxUnansweredDepositNeverDeliveredDirectly (issue 23): a
+// deposit the relay took but whose answer was lost leaves the message in
+// the sender's outbox, unsure. Once the agent is back the sender must not
+// deliver it directly: the agent remembers across a restart only what it
+// ran from a mailbox, so the direct run and, after a restart, the mailbox
+// copy would both run. The sender deposits it again instead, and the
+// agent, reading both copies, runs it once. On the code that delivered
+// directly, the outbox made an attempt at the agent.
+func TestMailboxUnansweredDepositNeverDeliveredDirectly(t *testing.T) {
+	r, rst := mailboxRelay(t)
+	ast := openStore(t, filepath.Join(t.TempDir(), "sender.db"))
+	a := meshtest.Node(t, mbSender, node.WithStore(ast), node.WithOutboxRetry(200*time.Millisecond))
+	b := agentWithMailboxGone(t, r, a)
+	node.LoseMailboxAnswers(a, 1)
+
+	err := send(t, a, b, "m-1")
+	var qe *node.QueuedError
+	if !errors.As(err, &qe) || qe.Mailbox != "" || !errors.Is(qe.MailboxErr, mailbox.ErrUnanswered) {
+		t.Fatalf("send with the deposit's answer lost: %v, want queued, the mailbox unsure", err)
+	}
+	if n := heldFor(t, rst, b); n != 1 {
+		t.Fatalf("the mailbox holds %d, want the deposit whose answer was lost", n)
+	}
+
+	var log inboxLog
+	back := meshtest.Node(t, mbAgent, node.WithStore(openStore(t, filepath.Join(t.TempDir(), "agent.db"))),
+		node.WithMailboxes(r.Addrs()[0]), node.WithMessageHandler(log.handler), node.WithOutboxRetry(200*time.Millisecond))
+	meshtest.Connect(t, a, back)
+	want := fmt.Sprintf("[%s m-1 while you were away]", a.ID())
+	wait.For(t, 30*time.Second, func() error {
+		if got := fmt.Sprint(log.list()); got != want {
+			return fmt.Errorf("got %s, want %s", got, want)
+		}
+		if n := queuedFor(t, ast, b.String()); n != 0 {
+			return fmt.Errorf("the sender's outbox still holds %d", n)
+		}
+		if n := heldFor(t, rst, b); n != 0 {
+			return fmt.Errorf("the mailbox still holds %d", n)
+		}
+		return nil
+	})
+	if n := node.OutboxAttempts(a); n != 0 {
+		t.Fatalf("the sender made %d direct attempts at the agent, want none after an unanswered deposit", n)
+	}
+	wait.Holds(t, 500*time.Millisecond, func() error {
+		if got := fmt.Sprint(log.list()); got != want {
+			return fmt.Errorf("got %s, want %s once", got, want)
+		}
+		return nil
+	})
+}

@@ -78,12 +78,15 @@ type outbox struct {
 
 	mu      sync.Mutex
 	waiting map[peer.ID]bool
+	// depositing counts the deposits in flight per entry id: such an
+	// entry is not delivered directly meanwhile (see depositUnsure).
+	depositing map[string]int
 }
 
 // startOutbox loads the agents something waits for and starts the loop,
 // whose first pass delivers what a restart found due.
 func (n *Node) startOutbox() error {
-	ob := &outbox{st: n.cfg.Store, kick: make(chan struct{}, 1), waiting: map[peer.ID]bool{}}
+	ob := &outbox{st: n.cfg.Store, kick: make(chan struct{}, 1), waiting: map[peer.ID]bool{}, depositing: map[string]int{}}
 	u, err := ob.st.QueueUsage(n.ctx, outboxQueue)
 	if err != nil {
 		return fmt.Errorf("node: outbox: %w", err)
@@ -325,6 +328,12 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 		now := n.cfg.Now()
 		if !m.Expires.IsZero() && !now.Before(m.Expires) {
 			n.deadLetterOutbox(m, fmt.Sprintf("TTL expired: agent %s not reached since %s (%s)", to, m.Time.UTC().Format(time.RFC3339), m.LastError))
+			continue
+		}
+		if unsure, inFlight := n.depositUnsure(m); unsure {
+			if inFlight || !n.tryHandOver(m) {
+				n.postpone(m, now, errDepositUnsure)
+			}
 			continue
 		}
 		if away == nil {
