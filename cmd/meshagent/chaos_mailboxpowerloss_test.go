@@ -44,7 +44,8 @@ const (
 // queued reaches B (from M's mailbox, or from S's outbox when a deposit
 // did not complete), none runs twice (B remembers what it ran from a
 // mailbox on disk, so an item whose ack M lost is fetched again but not
-// run again), and most go through the mailbox.
+// run again; S never delivers directly a message whose deposit went
+// unanswered, as M may hold it), and most go through the mailbox.
 func TestChaosMailboxPowerLoss(t *testing.T) {
 	const scenario = "mailbox-power-loss"
 	dir := t.TempDir()
@@ -238,15 +239,6 @@ func TestChaosMailboxPowerLoss(t *testing.T) {
 		t.Errorf("only %d of %d acknowledged messages went through the mailbox", viaMailbox, len(acked))
 	}
 	if twice > 0 {
-		// Known order, not yet fixed (issue 23, defect 2): a deposit whose
-		// answer M lost stays in S's outbox, S delivers it directly (B
-		// remembers that run in memory only), B stops, and on its return
-		// fetches the mailbox copy. Seen in 2 of 1,142 in one CI run.
-		why := "a deposit whose answer was lost, delivered directly, then fetched from the mailbox after B restarted: direct runs are remembered in memory only"
-		if os.Getenv("MESHAGENT_CHAOS_PENDING") == "1" {
-			t.Errorf("%d messages ran twice (%s)", twice, why)
-		} else {
-			fmt.Printf("chaos: %s: pending fix (%s): %d messages ran twice; MESHAGENT_CHAOS_PENDING=1 fails on it\n", scenario, why, twice)
-		}
+		t.Errorf("%d messages ran twice", twice)
 	}
 }

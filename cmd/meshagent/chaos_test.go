@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -27,17 +26,6 @@ func figures(t *testing.T, scenario, format string, args ...any) {
 	line := fmt.Sprintf("chaos: %s: %s", scenario, fmt.Sprintf(format, args...))
 	fmt.Println(line)
 	t.Log(line)
-}
-
-// pending skips a scenario (or part of one) that fails because of a known
-// defect whose fix has not landed yet, unless MESHAGENT_CHAOS_PENDING=1
-// asks to run it anyway. why names the defect and its issue; the call is
-// removed once the fix lands.
-func pending(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("MESHAGENT_CHAOS_PENDING") != "1" {
-		t.Skipf("pending fix (%s); MESHAGENT_CHAOS_PENDING=1 runs it", why)
-	}
 }
 
 // busSession is a bus client that survives its server: when the
