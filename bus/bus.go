@@ -116,7 +116,7 @@ func New(srv Registrar, mesh Mesh, opts ...Option) (*Bus, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bus{srv: srv, mesh: mesh, cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "bus"), now: cfg.Now,
-		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), gate: storeGate{store: cfg.Store}, ctx: ctx, cancel: cancel}
 	if cfg.Metrics != nil {
 		var err error
 		if b.met, err = newBusMetrics(cfg.Metrics, &b.subs); err != nil {

@@ -284,9 +284,6 @@ func (b *Bus) sendMessage(ctx context.Context, r *rpc.Request) (any, error) {
 	if err := b.gate.check(b.now()); err != nil {
 		return nil, err
 	}
-	if err := b.spaceLow(); err != nil {
-		return nil, err
-	}
 	msg := store.Message{ID: newMessageID(), Topic: topic, From: clientID, Payload: payload, Time: b.now().UTC(), ConversationID: conversationOf(payload)}
 	res, err := b.dispatch(ctx, msg, true)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshagent/meshagent/rpc"
+	"github.com/meshagent/meshagent/store"
 )
 
 // storeGate refuses sendMessage while the bus's store cannot write (a
@@ -14,8 +15,13 @@ import (
 // a batch it could not write and tries it again every gateHold, keeps it
 // closed until that batch is written, and then opens it. A failure of the
 // outbox alone lets one sendMessage try again after gateHold, so the bus
-// resumes by itself once space returns.
+// resumes by itself once space returns. The gate also refuses while the
+// store's disk is full and its reserve is spent (store.WithReserve):
+// history is written after the acknowledgement, so a message accepted
+// then might find no room for it. check is the one place that decides.
 type storeGate struct {
+	store *store.Store // nil: no store, the gate never closes
+
 	mu    sync.Mutex
 	until time.Time // refuse until then
 	err   error     // the write that failed
@@ -42,27 +48,34 @@ func (g *storeGate) open() bool {
 	return was
 }
 
-// check returns the error sendMessage answers while the gate is closed,
-// or nil.
+// check returns the error sendMessage answers while the gate is closed
+// or the store's reserve is spent (store.Store.SpaceLow), or nil.
 func (g *storeGate) check(now time.Time) error {
+	if err := g.failed(now); err != nil {
+		return refuse(err)
+	}
+	if g.store == nil {
+		return nil
+	}
+	if err := g.store.SpaceLow(); err != nil {
+		return refuse(err)
+	}
+	return nil
+}
+
+// failed returns the write that closed the gate while it is closed, or
+// nil.
+func (g *storeGate) failed(now time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.err == nil || !now.Before(g.until) {
 		return nil
 	}
-	return rpc.Errorf(rpc.CodeServerBusy, "server busy: the bus's store cannot write (%v); message not accepted, send it again later", g.err)
+	return g.err
 }
 
-// spaceLow returns the error sendMessage answers while the store's disk
-// is full and its reserve is spent (store.WithReserve): history is
-// written after the acknowledgement, so a message accepted now might
-// find no room for it. Nil without a store or a reserve.
-func (b *Bus) spaceLow() error {
-	if b.store == nil {
-		return nil
-	}
-	if err := b.store.SpaceLow(); err != nil {
-		return rpc.Errorf(rpc.CodeServerBusy, "server busy: the bus's store cannot write (%v); message not accepted, send it again later", err)
-	}
-	return nil
+// refuse is sendMessage's answer while the store cannot write because of
+// err.
+func refuse(err error) error {
+	return rpc.Errorf(rpc.CodeServerBusy, "server busy: the bus's store cannot write (%v); message not accepted, send it again later", err)
 }

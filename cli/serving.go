@@ -88,25 +88,13 @@ func (p nodeProvider) SendMessage(ctx context.Context, to string, m protocol.Age
 	return res, err
 }
 
-// notAccepted is rpc.ErrNotAccepted for err, a failed send whose outbox
-// write failed: the write's error, then why the agent was away, on one
-// line (SendMessage joins the two; a dial error spans lines).
+// notAccepted is rpc.ErrNotAccepted for err, a failed send whose store
+// write failed, on one line (a dial error spans lines): the write's error,
+// then why the message had to be kept (node.NotKeptError).
 func notAccepted(err error) error {
-	var write, why []string
-	parts := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		parts = j.Unwrap()
-	}
-	for _, e := range parts {
-		if errors.Is(e, store.ErrWrite) {
-			write = append(write, e.Error())
-		} else {
-			why = append(why, e.Error())
-		}
-	}
-	msg := strings.Join(write, "; ")
-	if len(why) > 0 {
-		msg += " (the agent is away: " + strings.Join(why, "; ") + ")"
+	msg := err.Error()
+	if nk, ok := errors.AsType[*node.NotKeptError](err); ok {
+		msg = nk.Err.Error() + " (the agent is away: " + nk.Cause.Error() + ")"
 	}
 	return fmt.Errorf("%w: %s", rpc.ErrNotAccepted, strings.Join(strings.Fields(msg), " "))
 }

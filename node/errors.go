@@ -111,6 +111,26 @@ func (e *QueuedError) Is(target error) bool { return target == ErrQueued }
 // Unwrap returns the cause.
 func (e *QueuedError) Unwrap() error { return e.Cause }
 
+// NotKeptError is returned by SendMessage when the message had to be kept
+// and could not be: the recipient was away and the outbox did not take it
+// (Err matches ErrOutboxFull at the outbox's bounds, store.ErrWrite when
+// the store cannot write: a full disk), or every attempt failed and its
+// dead letter could not be stored. Nothing is queued. It matches what
+// Cause and Err match, and reads as errors.Join(Cause, Err).
+type NotKeptError struct {
+	// Cause is why the message had to be kept: the failed attempt's error
+	// (the recipient away), or ErrDeadLettered with the last attempt's.
+	Cause error
+	// Err is why it was not kept: the outbox's or the store's error.
+	Err error
+}
+
+// Error implements error: Cause, then Err on the next line.
+func (e *NotKeptError) Error() string { return e.Cause.Error() + "\n" + e.Err.Error() }
+
+// Unwrap returns Cause and Err.
+func (e *NotKeptError) Unwrap() []error { return []error{e.Cause, e.Err} }
+
 // ErrCapabilityTaken is returned by Offer when another source already
 // offers a capability of the same name.
 var ErrCapabilityTaken = errors.New("node: capability offered by another source")

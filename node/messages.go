@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -62,10 +61,12 @@ func (n *Node) OnMessage(h MessageHandler) {
 // before SendMessage returns, and the error is a *QueuedError matching
 // ErrQueued: the outbox delivers it when the agent is seen again, also
 // after a restart of this node, and dead-letters it past the TTL
-// (WithMessageTTL); its response is not kept. A full outbox returns an
-// error matching ErrOutboxFull, and nothing is queued. When every attempt
+// (WithMessageTTL); its response is not kept. When the outbox does not
+// take it (full: ErrOutboxFull; a store that cannot write: store.ErrWrite)
+// the error is a *NotKeptError, and nothing is queued. When every attempt
 // fails otherwise, the message goes to the dead-letter queue (topic
-// agent.messages.dlq in the store) and the error wraps ErrDeadLettered.
+// agent.messages.dlq in the store) and the error wraps ErrDeadLettered
+// (in a *NotKeptError when the dead letter could not be stored).
 func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessage, attemptTimeout time.Duration) (json.RawMessage, error) {
 	if m.MessageID == "" {
 		m.MessageID = protocol.NewID()
@@ -113,7 +114,7 @@ func (n *Node) SendMessage(ctx context.Context, to string, m protocol.AgentMessa
 	if n.cfg.Store != nil {
 		dl := store.Message{ID: m.MessageID, Topic: MessageDLQTopic, From: n.idStr, To: id.String(), Payload: params, Metadata: messageMeta, Attempts: MessageAttempts, LastError: last.Error(), Queue: outboxQueue}
 		if err := n.cfg.Store.DeadLetter(context.WithoutCancel(ctx), dl, fmt.Sprintf("gave up after %d attempts: %v", MessageAttempts, last)); err != nil {
-			return nil, errors.Join(fmt.Errorf("%w (%v)", ErrDeadLettered, last), fmt.Errorf("store the dead letter: %w", err))
+			return nil, &NotKeptError{Cause: fmt.Errorf("%w (%v)", ErrDeadLettered, last), Err: fmt.Errorf("store the dead letter: %w", err)}
 		}
 	}
 	return nil, fmt.Errorf("%w after %d attempts: %w", ErrDeadLettered, MessageAttempts, last)
@@ -150,11 +151,12 @@ func canonicalMessage(m protocol.AgentMessage) (json.RawMessage, error) {
 var messageMeta = json.RawMessage(`{"action":"` + protocol.MessageCapability + `"}`)
 
 // queueMessage puts a direct message whose attempt found its agent away in
-// the outbox, and returns the *QueuedError that says so.
+// the outbox, and returns the *QueuedError that says so, or a
+// *NotKeptError when the outbox did not take it.
 func (n *Node) queueMessage(ctx context.Context, to, id string, params json.RawMessage, cause error) error {
 	q, err := n.queue(ctx, store.Message{ID: id, Topic: "agent:" + to, To: to, Payload: params}, protocol.MessageCapability, cause.Error())
 	if err != nil {
-		return errors.Join(cause, err)
+		return &NotKeptError{Cause: cause, Err: err}
 	}
 	n.log.Info("message queued: agent away", "remote_peer", to, "message_id", id, "until", q.Expires, "err", cause)
 	return &QueuedError{MessageID: id, To: to, Expires: q.Expires, Cause: cause, Mailbox: q.Mailbox, MailboxErr: q.MailboxErr}

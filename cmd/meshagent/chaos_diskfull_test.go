@@ -204,6 +204,78 @@ func cycleDisk(t *testing.T, filler string, ps []*diskProducer, during func()) {
 	}
 }
 
+// diskCycles is what the fill/free cycles of a disk-full scenario need of
+// the server whose data directory is on the disk that fills.
+type diskCycles struct {
+	server  string              // "node" or "relay", for messages
+	command string              // the test's send command, for messages
+	send    func(string) string // one test send of seq: "" when acknowledged, else the refusal
+	seqEnd  string              // ends each seq send is given
+	proc    func() *nodeProc    // the server now (restart replaces it)
+	restart func()              // stops the server and starts it again on the same store
+}
+
+// diskCycled is what the cycles counted: the test's sends refused while
+// the disk was full (the last refusal's text), the restarts, and the
+// probes made while it was full.
+type diskCycled struct {
+	refused, restarted int
+	lastWhy            string
+	calls, topics      tally
+}
+
+// run fills and frees the disk through filler diskFullCycles times while
+// producers send (cycleDisk), and fails the test if the server exits. While
+// the disk is full in the first cycle it tries up to diskFullSends test
+// sends (stopping once diskFullSends/2 were refused), each refusal having
+// to name the full disk, at least one of them refused, and runs the probes
+// p; in the second it restarts the server, the producers told that a
+// failed connection is no failure meanwhile.
+func (d diskCycles) run(t *testing.T, filler string, producers []*diskProducer, p *dfProbes) (r diskCycled) {
+	t.Helper()
+	for c := range diskFullCycles {
+		var during func()
+		if c == 0 {
+			during = func() {
+				ackedFull := 0
+				for i := 0; i < diskFullSends && r.refused < diskFullSends/2; i++ {
+					why := d.send(fmt.Sprintf("full-%d", i) + d.seqEnd)
+					if why == "" {
+						ackedFull++
+						continue
+					}
+					r.refused++
+					r.lastWhy = why
+					if !strings.Contains(why, "no space left on device") || !strings.Contains(why, "not accepted") {
+						t.Fatalf("%s on a full disk refused without saying why: %s", d.command, why)
+					}
+				}
+				if r.refused == 0 {
+					t.Fatalf("all %d sends were acknowledged on a full disk", ackedFull)
+				}
+				r.calls, r.topics = p.run(t)
+			}
+		}
+		if c == 1 {
+			during = func() {
+				for _, pr := range producers {
+					pr.restarting(true)
+				}
+				d.restart()
+				r.restarted++
+				for _, pr := range producers {
+					pr.restarting(false)
+				}
+			}
+		}
+		cycleDisk(t, filler, producers, during)
+		if proc := d.proc(); !alive(proc) {
+			t.Fatalf("the %s on the full disk exited: %v\n%s", d.server, proc.waitErr, proc.stderr)
+		}
+	}
+	return r
+}
+
 // runProducers starts ps and returns the function that stops them and
 // waits for them, failing the test for any outcome other than an
 // acknowledgement or a refusal of the full disk.
@@ -321,51 +393,15 @@ func testDiskFullNode(t *testing.T) {
 	}
 	halt := runProducers(t, producers)
 
-	filler := filepath.Join(full, "filler")
-	refused, ackedFull, lastWhy, restarted := 0, 0, "", 0
-	var calls, topics tally
-	for c := range diskFullCycles {
-		var during func()
-		if c == 0 {
-			during = func() {
-				for i := 0; i < diskFullSends && refused < diskFullSends/2; i++ {
-					why := send(fmt.Sprintf("full-%d.", i))
-					if why == "" {
-						ackedFull++
-						continue
-					}
-					refused++
-					lastWhy = why
-					if !strings.Contains(why, "no space left on device") || !strings.Contains(why, "not accepted") {
-						t.Fatalf("send-message on a full disk refused without saying why: %s", why)
-					}
-				}
-				if refused == 0 {
-					t.Fatalf("all %d sends were acknowledged on a full disk", ackedFull)
-				}
-				calls, topics = p.run(t)
-			}
-		}
-		if c == 1 {
-			// The operator restarts the node on the full disk: it stops
-			// cleanly and starts again on the same store.
-			during = func() {
-				for _, pr := range producers {
-					pr.restarting(true)
-				}
-				n.stop(t, 30*time.Second)
-				n = startNode(t, "full-again", "--data", filepath.Join(full, "n"), "--capabilities", caps, "--api", n.started.API)
-				restarted++
-				for _, pr := range producers {
-					pr.restarting(false)
-				}
-			}
-		}
-		cycleDisk(t, filler, producers, during)
-		if !alive(n) {
-			t.Fatalf("the node on the full disk exited: %v\n%s", n.waitErr, n.stderr)
-		}
-	}
+	cy := diskCycles{server: "node", command: "send-message", send: send, seqEnd: ".",
+		proc: func() *nodeProc { return n },
+		// The operator restarts the node on the full disk: it stops
+		// cleanly and starts again on the same store.
+		restart: func() {
+			n.stop(t, 30*time.Second)
+			n = startNode(t, "full-again", "--data", filepath.Join(full, "n"), "--capabilities", caps, "--api", n.started.API)
+		},
+	}.run(t, filepath.Join(full, "filler"), producers, p)
 	halt()
 	for i := range 3 {
 		if why := send(fmt.Sprintf("after-%d.", i)); why != "" {
@@ -410,15 +446,15 @@ func testDiskFullNode(t *testing.T) {
 	}
 	lost := len(missing())
 	for _, pr := range producers {
-		refused += pr.refused
+		cy.refused += pr.refused
 	}
 	figures(t, scenario, "%d fill/free cycles, restarted %d time(s) while full; %d sends refused while full, %d acknowledged, %d delivered, %d lost; calls ok %d/%d; topics ok %d/%d",
-		diskFullCycles, restarted, refused, len(acked), len(acked)-lost, lost, calls.ok, calls.n, topics.ok, topics.n)
-	t.Logf("send-message on a full disk: %s", lastWhy)
+		diskFullCycles, cy.restarted, cy.refused, len(acked), len(acked)-lost, lost, cy.calls.ok, cy.calls.n, cy.topics.ok, cy.topics.n)
+	t.Logf("send-message on a full disk: %s", cy.lastWhy)
 	for _, pr := range producers {
 		t.Logf("%s on a full disk: %s", pr.name, pr.lastWhy)
 	}
-	p.check(t, calls, topics)
+	p.check(t, cy.calls, cy.topics)
 }
 
 func testDiskFullRelay(t *testing.T) {
@@ -586,55 +622,19 @@ func testDiskFullRelay(t *testing.T) {
 	producers = append(producers, mbProducer)
 	halt := runProducers(t, producers)
 
-	filler := filepath.Join(full, "filler")
-	refused, ackedFull, lastWhy, restarted := 0, 0, "", 0
-	var calls, topics tally
-	for c := range diskFullCycles {
-		var during func()
-		if c == 0 {
-			during = func() {
-				for i := 0; i < diskFullSends && refused < diskFullSends/2; i++ {
-					why := send(fmt.Sprintf("full-%d", i))
-					if why == "" {
-						ackedFull++
-						continue
-					}
-					refused++
-					lastWhy = why
-					if !strings.Contains(why, "no space left on device") || !strings.Contains(why, "not accepted") {
-						t.Fatalf("sendMessage on a full disk refused without saying why: %s", why)
-					}
-				}
-				if refused == 0 {
-					t.Fatalf("all %d sends were acknowledged on a full disk", ackedFull)
-				}
-				calls, topics = p.run(t)
-			}
-		}
-		if c == 1 {
-			// The operator restarts the relay on the full disk: it stops
-			// cleanly and starts again on the same store, at the same
-			// addresses (B names its libp2p address as its mailbox); its
-			// clients reconnect.
-			during = func() {
-				for _, pr := range producers {
-					pr.restarting(true)
-				}
-				rl.stop(t, 30*time.Second)
-				listen := rl.started.Addrs[0][:strings.Index(rl.started.Addrs[0], "/p2p/")]
-				rl = startCommand(t, "relay", "full-relay-again", "--data", filepath.Join(full, "r"), "--ws", rl.started.WS, "--api", rl.started.API, "--listen", listen, "--capabilities", caps)
-				restarted++
-				subUp()
-				for _, pr := range producers {
-					pr.restarting(false)
-				}
-			}
-		}
-		cycleDisk(t, filler, producers, during)
-		if !alive(rl) {
-			t.Fatalf("the relay on the full disk exited: %v\n%s", rl.waitErr, rl.stderr)
-		}
-	}
+	cy := diskCycles{server: "relay", command: "sendMessage", send: send,
+		proc: func() *nodeProc { return rl },
+		// The operator restarts the relay on the full disk: it stops
+		// cleanly and starts again on the same store, at the same
+		// addresses (B names its libp2p address as its mailbox); its
+		// clients reconnect.
+		restart: func() {
+			rl.stop(t, 30*time.Second)
+			listen := rl.started.Addrs[0][:strings.Index(rl.started.Addrs[0], "/p2p/")]
+			rl = startCommand(t, "relay", "full-relay-again", "--data", filepath.Join(full, "r"), "--ws", rl.started.WS, "--api", rl.started.API, "--listen", listen, "--capabilities", caps)
+			subUp()
+		},
+	}.run(t, filepath.Join(full, "filler"), producers, p)
 	halt()
 	for i := range 3 {
 		if why := send(fmt.Sprintf("after-%d", i)); why != "" {
@@ -707,7 +707,7 @@ func testDiskFullRelay(t *testing.T) {
 	}
 	lost := len(notDelivered())
 	for _, pr := range producers {
-		refused += pr.refused
+		cy.refused += pr.refused
 	}
 
 	// B comes back: every note S acknowledged reaches it, from the
@@ -743,9 +743,9 @@ func testDiskFullRelay(t *testing.T) {
 	figures(t, scenario, "mailbox: %d notes acknowledged as queued by a sender, %d handed over to the relay's mailbox, %d hand-overs it did not take (kept in the sender's outbox), %d delivered, %d lost",
 		len(mbAcked), handed, kept, len(mbAcked)-mbLost, mbLost)
 	figures(t, scenario, "%d fill/free cycles, restarted %d time(s) while full; %d sends refused while full, %d acknowledged, %d delivered, %d in history, %d lost; calls ok %d/%d; topics ok %d/%d",
-		diskFullCycles, restarted, refused, len(acked), len(acked)-lost, len(acked)-len(missHist), max(lost, len(missHist)), calls.ok, calls.n, topics.ok, topics.n)
-	t.Logf("sendMessage on a full disk: %s", lastWhy)
-	p.check(t, calls, topics)
+		diskFullCycles, cy.restarted, cy.refused, len(acked), len(acked)-lost, len(acked)-len(missHist), max(lost, len(missHist)), cy.calls.ok, cy.calls.n, cy.topics.ok, cy.topics.n)
+	t.Logf("sendMessage on a full disk: %s", cy.lastWhy)
+	p.check(t, cy.calls, cy.topics)
 }
 
 // alive reports whether p has not exited.
