@@ -232,9 +232,9 @@ func TestMeshSendMessageDiskFullRefused(t *testing.T) {
 		if strings.Contains(err.Error(), "\n") {
 			t.Fatalf("the refusal spans lines: %q", err)
 		}
-		// The outbox's write error first, then why the agent was away.
-		if w, a := strings.Index(err.Error(), "node: outbox: "), strings.Index(err.Error(), " (the agent is away: "); w < 0 || a < w {
-			t.Fatalf("the refusal does not name the outbox's write, then why the agent was away: %q", err)
+		// The outbox's write error first, then why the message was not delivered.
+		if w, a := strings.Index(err.Error(), "node: outbox: "), strings.Index(err.Error(), " (not delivered: "); w < 0 || a < w {
+			t.Fatalf("the refusal does not name the outbox's write, then why the message was not delivered: %q", err)
 		}
 	}
 	for i, r := range refused {

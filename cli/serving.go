@@ -94,7 +94,7 @@ func (p nodeProvider) SendMessage(ctx context.Context, to string, m protocol.Age
 func notAccepted(err error) error {
 	msg := err.Error()
 	if nk, ok := errors.AsType[*node.NotKeptError](err); ok {
-		msg = nk.Err.Error() + " (the agent is away: " + nk.Cause.Error() + ")"
+		msg = nk.Err.Error() + " (not delivered: " + nk.Cause.Error() + ")"
 	}
 	return fmt.Errorf("%w: %s", rpc.ErrNotAccepted, strings.Join(strings.Fields(msg), " "))
 }
