@@ -273,7 +273,7 @@ func register(ctx context.Context, url, id string, caps []protocol.Capability) (
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
 	c := &client{id: id, ws: ws}
-	ms, err := c.ask(ctx, lobby.DefaultID, lobby.TypeRegister, "", lobby.RegisterPayload{Capabilities: caps})
+	ms, err := c.ask(ctx, lobby.DefaultID, lobby.TypeRegister, "", lobby.RegisterPayload{Capabilities: append([]protocol.Capability{}, caps...)}) // [], not null
 	var ack lobby.RegisterAckPayload
 	if err == nil && ms[0].MessageType != lobby.TypeRegisterAck {
 		err = fmt.Errorf("%s: REGISTER answered %s %s", id, ms[0].MessageType, ms[0].Payload)
