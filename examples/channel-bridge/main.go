@@ -1,16 +1,8 @@
 // Command channel-bridge runs seed 001's channel-bridge flow on the
-// meshagent bus: a chat bridge publishes inbound chat messages on
-// tg:<chat_id>; when a chat's first message finds no subscriber, the bus
-// hands it to the default handler, which spawns a conversation agent for
-// that chat and asks the bus to retry; from then on each agent gets its
-// chat's messages, keeps the conversation's state and replies on
-// outbound:<chat_id>, which the bridge subscribes to and "sends to the
-// chat" (prints).
-//
-// Every participant is a separate WebSocket JSON-RPC client of the bus
-// (rpc.Client answering the bus's processMessage), as it would be in
-// separate processes. Without flags the bus is an in-process relay; with
-// -bus URL the same clients use a running relay (meshagent relay).
+// meshagent bus: a chat bridge, a default handler that spawns one agent per
+// chat, and the agents, each a separate rpc.Client of the bus. Without
+// flags the bus is an in-process relay; -bus URL uses a running one. See
+// README.md.
 package main
 
 import (
@@ -35,8 +27,7 @@ import (
 	"github.com/meshagent/meshagent/store"
 )
 
-// script interleaves two chats, so that each agent must keep its own
-// chat's state.
+// script interleaves two chats: each agent keeps its own chat's state.
 var script = []struct{ chat, text string }{
 	{"1001", "hi"}, {"2002", "hello there"}, {"1001", "how are you?"}, {"2002", "bye"}, {"1001", "thanks"},
 }
@@ -57,8 +48,7 @@ func main() {
 }
 
 // run starts a relay in this process (a node without mesh, a store in a
-// temporary directory, the bus on a free loopback port) and runs the flow
-// on it.
+// temporary directory, the bus on loopback) and runs the flow on it.
 func run(ctx context.Context, out io.Writer) error {
 	quiet := slog.New(slog.DiscardHandler)
 	dir, err := os.MkdirTemp("", "channel-bridge-")
@@ -99,12 +89,10 @@ func run(ctx context.Context, out io.Writer) error {
 	return runOn(ctx, out, srv.URL())
 }
 
-// handler answers the bus's processMessage for a client c.
-type handler func(ctx context.Context, c *rpc.Client, p bus.ProcessParams) bus.ProcessResult
-
 // connect connects to the bus as clientID, subscribes to topic (as its
 // default handler if dflt) and serves the bus's processMessage with handle.
-func connect(ctx context.Context, url, clientID, topic string, dflt bool, handle handler) (*rpc.Client, error) {
+func connect(ctx context.Context, url, clientID, topic string, dflt bool,
+	handle func(context.Context, *rpc.Client, bus.ProcessParams) bus.ProcessResult) (*rpc.Client, error) {
 	var c *rpc.Client
 	dialed := make(chan struct{})
 	c, err := rpc.Dial(ctx, url, rpc.WithClientID(clientID), rpc.WithRequestHandler(
@@ -141,9 +129,8 @@ func send(ctx context.Context, c *rpc.Client, topic string, payload any) (bus.Se
 	return res, err
 }
 
-// runOn runs the bridge, the default handler and the agents it spawns as
-// clients of the bus at url, feeds the script through the bridge, and
-// prints each step.
+// runOn runs the bridge, the default handler and its agents as clients of
+// the bus at url, and feeds the script through the bridge.
 func runOn(ctx context.Context, out io.Writer, url string) error {
 	// The bridge: a real one would call the Bot API with each reply.
 	replies := make(chan bus.ProcessParams, len(script))
@@ -158,9 +145,7 @@ func runOn(ctx context.Context, out io.Writer, url string) error {
 	fmt.Fprintln(out, "bridge: telegram-bridge subscribed to outbound:*")
 
 	// The default handler: on a chat no agent subscribes to, it spawns one
-	// and has the bus retry, which routes the message afresh, to the agent.
-	// Seed 001 configures an agent with BUB_AGENT_ID, BUB_DEFAULT_TOPIC and
-	// BUB_BUS_URL: here the arguments of connect.
+	// and has the bus retry, which routes the message to the agent.
 	var mu sync.Mutex
 	agents := map[string]*rpc.Client{}
 	counts := map[string]int{} // messages handled per chat: each agent's state

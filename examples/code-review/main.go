@@ -1,19 +1,12 @@
-// Command code-review runs seed 002's code-review flow between two agents
-// in one process on loopback: a reviewer that offers the capability
-// "reviewer:code-review" (input and output JSON Schemas, an ACL naming the
-// requester) and a requester that exchanges signed hellos with it, asks it
-// to review a diff, and then sends a request that violates the input
-// schema, which the reviewer refuses with INVALID_MESSAGE.
-//
-// Every envelope the requester sends or receives on its direct streams is
-// recorded as it crossed the wire, signature included, and written to the
-// transcript directory in seed 002's file-exchange naming
-// ({from}-{to}-{timestamp}-{id}.json), plus transcript.jsonl holding them
-// all in wire order. Each file verifies offline: meshagent verify < FILE.
+// Command code-review runs seed 002's code-review flow between a reviewer
+// and a requester on loopback, and writes every signed envelope that
+// crossed the wire to a transcript directory, each file verifiable
+// offline with meshagent verify. See README.md.
 package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,10 +16,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/node"
@@ -34,12 +31,10 @@ import (
 	"github.com/meshagent/meshagent/sign"
 )
 
-// ReviewCapability is the capability the reviewer offers (a seed 002
-// custom capability URI).
+// ReviewCapability is the reviewer's seed 002 custom capability.
 const ReviewCapability = "reviewer:code-review"
 
-// reviewInput and reviewOutput are the input and output schemas of
-// ReviewCapability (seed 002's response result: a rating and suggestions).
+// reviewInput and reviewOutput are ReviewCapability's schemas.
 const (
 	reviewInput = `{"type":"object","required":["diff","language"],"additionalProperties":false,"properties":{
  "diff":{"type":"string","minLength":1,"maxLength":65536},"language":{"enum":["go","javascript","python"]}}}`
@@ -116,20 +111,15 @@ func review(_ context.Context, c *node.Call) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"rating": rating, "suggestions": suggestions, "files": files})
 }
 
-// run starts the two agents, plays the flow, printing each step to out, and
-// writes the transcript to transcriptDir.
 func run(ctx context.Context, out io.Writer, transcriptDir string) error {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 	loopback := ma.StringCast("/ip4/127.0.0.1/tcp/0")
 
 	requesterKey, err := sign.GenerateKey()
 	if err != nil {
 		return err
 	}
-	requesterID, err := peer.IDFromPrivateKey(requesterKey)
-	if err != nil {
-		return fmt.Errorf("requester id: %w", err)
-	}
+	requesterID, _ := peer.IDFromPrivateKey(requesterKey)
 	reviewerKey, err := sign.GenerateKey()
 	if err != nil {
 		return err
@@ -158,7 +148,7 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	if err != nil {
 		return fmt.Errorf("requester host: %w", err)
 	}
-	tap := newWireTap(h)
+	tap := &wireTap{Host: h}
 	defer h.Close()
 	requester, err := node.New(node.WithIdentity(requesterKey), node.WithHost(tap), node.WithName("requester"),
 		node.WithMDNS(false), node.WithDHT(false), node.WithLogger(quiet), node.WithBootstrap(reviewer.Addrs()...))
@@ -180,10 +170,7 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	}
 
 	// request -> in_progress response(s) -> response.
-	params, err := json.Marshal(map[string]string{"diff": sampleDiff, "language": "go"})
-	if err != nil {
-		return fmt.Errorf("encode params: %w", err)
-	}
+	params, _ := json.Marshal(map[string]string{"diff": sampleDiff, "language": "go"})
 	fmt.Fprintf(out, "request: %s on a diff of src/auth.go\n", ReviewCapability)
 	resp, err := requester.Call(ctx, protocol.CallRequest{
 		To: reviewer.AgentID(), Action: ReviewCapability, Params: params, Timeout: 10 * time.Second,
@@ -213,10 +200,8 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	}
 	fmt.Fprintf(out, "schema-violating request: %s\n", protocol.CodeOf(err))
 
-	// The transcript: every signed envelope of the exchange as it crossed
-	// the wire, one file each in seed 002's file-exchange naming
-	// ({from}-{to}-{timestamp}-{id}.json, colons dropped) and all of them in
-	// wire order in transcript.jsonl.
+	// The transcript: one file per envelope in seed 002's file-exchange
+	// naming (colons dropped), and all in wire order in transcript.jsonl.
 	if err := os.MkdirAll(transcriptDir, 0o755); err != nil {
 		return err
 	}
@@ -243,4 +228,84 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 	}
 	return os.WriteFile(filepath.Join(transcriptDir, "transcript.jsonl"), all, 0o644)
+}
+
+// wireTap is a libp2p host that records every frame of the hello and
+// request streams it opens, both ways, in the order they cross it. A frame
+// is uvarint(length) ‖ signature ‖ canonical envelope: exactly what was
+// signed and sent.
+type wireTap struct {
+	host.Host
+
+	mu     sync.Mutex
+	frames [][]byte // frame bodies: signature ‖ canonical envelope
+}
+
+// NewStream opens a stream and taps it when it is a direct meshagent stream.
+func (t *wireTap) NewStream(ctx context.Context, p peer.ID, pids ...libp2pprotocol.ID) (network.Stream, error) {
+	s, err := t.Host.NewStream(ctx, p, pids...)
+	if err != nil || len(pids) != 1 || pids[0] != protocol.HelloProtocol && pids[0] != protocol.RequestProtocol {
+		return s, err
+	}
+	return &tappedStream{Stream: s, tap: t}, nil
+}
+
+// Envelopes returns the recorded envelopes in their signed JSON form, in
+// wire order.
+func (t *wireTap) Envelopes() []json.RawMessage {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []json.RawMessage
+	for _, body := range t.frames {
+		sig, env, err := protocol.SplitSigned(body)
+		if err == nil {
+			doc, err := protocol.SignedJSON(env, sig)
+			if err == nil {
+				out = append(out, doc)
+			}
+		}
+	}
+	return out
+}
+
+// tappedStream cuts the bytes going each way into frames.
+type tappedStream struct {
+	network.Stream
+	tap     *wireTap
+	in, out framer
+}
+
+func (s *tappedStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	s.in.feed(s.tap, p[:n])
+	return n, err
+}
+
+func (s *tappedStream) Write(p []byte) (int, error) {
+	n, err := s.Stream.Write(p)
+	s.out.feed(s.tap, p[:n])
+	return n, err
+}
+
+// framer holds the bytes of a frame not yet complete, one way.
+type framer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+// feed appends b and records each frame it completes in t.
+func (f *framer) feed(t *wireTap, b []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf = append(f.buf, b...)
+	for {
+		size, k := binary.Uvarint(f.buf)
+		if k <= 0 || uint64(len(f.buf)-k) < size {
+			return
+		}
+		t.mu.Lock()
+		t.frames = append(t.frames, append([]byte(nil), f.buf[k:k+int(size)]...))
+		t.mu.Unlock()
+		f.buf = f.buf[k+int(size):]
+	}
 }

@@ -1,10 +1,7 @@
 // Command librarian runs seed 003's librarian as a mesh agent and three
-// requester agents on loopback, printing each step: an APPROVAL observed
-// through its task states, one REJECTED with the violations to fix and
-// resubmitted, one ESCALATED to a human who decides it, a QUERY of the
-// catalogue, and the agent registry's limits (policy.json, applied by the
-// node before the librarian sees a request) answering UNAUTHORIZED and
-// RATE_LIMITED.
+// requester agents on loopback, printing each step (see README.md): task
+// states, a rejection and its resubmission, an escalation a human decides,
+// a QUERY, and the node policy (policy.json) refusing requests.
 package main
 
 import (
@@ -17,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +28,7 @@ import (
 	"github.com/meshagent/meshagent/sign"
 )
 
-// policyJSON is seed 003's agent registry limits as a node policy:
-// rate_limit, max_request_size and the request types each group may send.
+// policyJSON is seed 003's agent registry limits as a node policy.
 //
 //go:embed policy.json
 var policyJSON []byte
@@ -42,8 +39,7 @@ const (
 	stranger = "unregistered-bot"
 )
 
-// registry is the rest of seed 003's agent registry: the target types each
-// registered agent may change.
+// registry is the rest of seed 003's agent registry: allowed_targets.
 var registry = map[string][]string{claude: {"architecture", "design", "code"}, copilot: {"code"}}
 
 // agentKey returns the fixed, public example key of a named agent, so that
@@ -62,15 +58,12 @@ func main() {
 	}
 }
 
-// newNode starts a quiet node on loopback, without mDNS or the DHT.
 func newNode(name string, k crypto.PrivKey, opts ...node.Option) (*node.Node, error) {
 	return node.New(append([]node.Option{node.WithIdentity(k), node.WithName(name),
 		node.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), node.WithMDNS(false), node.WithDHT(false),
-		node.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
+		node.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 }
 
-// run starts the librarian and its requesters and walks through the steps,
-// printing each to out.
 func run(ctx context.Context, out io.Writer) error {
 	policy, err := node.ParsePolicy(policyJSON)
 	if err != nil {
@@ -128,8 +121,7 @@ func run(ctx context.Context, out io.Writer) error {
 		idToName = append(idToName, n.AgentID(), name)
 	}
 
-	// call sends r as name, with id as its correlation (and task) id, prints
-	// its progress and its answer or error.
+	// call sends r as name, id its task id, and prints what comes back.
 	call := func(name, capability, id string, r Request) {
 		params, _ := json.Marshal(r)
 		res, err := agents[name].Call(ctx, protocol.CallRequest{To: libNode.AgentID(), Action: capability, Params: params,
@@ -161,9 +153,9 @@ func run(ctx context.Context, out io.Writer) error {
 			fmt.Fprintf(out, "  task status: %v\n", err)
 			return
 		}
-		var h []string
-		for _, e := range t.History {
-			h = append(h, string(e.State))
+		h := make([]string, len(t.History))
+		for i, e := range t.History {
+			h[i] = string(e.State)
 		}
 		fmt.Fprintf(out, "  task status: %s (history %s)\n", t.State, strings.Join(h, " > "))
 	}
@@ -200,4 +192,156 @@ func run(ctx context.Context, out io.Writer) error {
 		call(stranger, CapQuery, "", Request{AgentID: stranger, Content: "architecture"})
 	}
 	return nil
+}
+
+// Capabilities of the librarian, one per seed 003 request type it serves.
+const (
+	CapApproval = "librarian:approval" // APPROVAL: permission to make a change
+	CapQuery    = "librarian:query"    // QUERY: what the catalogue holds
+)
+
+// Request is seed 003's AgentRequest, less the fields no rule reads. The
+// requester's identity is the verified peer; agent_id must be its name.
+type Request struct {
+	AgentID    string   `json:"agent_id"`
+	TargetType string   `json:"target_type,omitempty"`
+	TargetPath string   `json:"target_path,omitempty"`
+	Content    string   `json:"content"`
+	Rationale  string   `json:"rationale,omitempty"`
+	References []string `json:"references,omitempty"`
+	Deviations []string `json:"deviations,omitempty"` // each needs a human's review
+}
+
+// requestSchema is checked by the node before the librarian sees a Request.
+const requestSchema = `{"type":"object","required":["agent_id","content"],"additionalProperties":false,
+ "properties":{"agent_id":{"type":"string"},"target_type":{"enum":["architecture","design","code","docs"]},
+ "target_path":{"type":"string"},"content":{"type":"string","minLength":1,"maxLength":65536},
+ "rationale":{"type":"string"},"references":{"type":"array","maxItems":20,"items":{"type":"string"}},
+ "deviations":{"type":"array","maxItems":5,"items":{"type":"string"}}}}`
+
+// Response is seed 003's LibrarianResponse, trimmed. A rejected APPROVAL
+// is an INVALID_MESSAGE error whose details are its Response.
+type Response struct {
+	Status        string   `json:"status"` // approved, rejected or answered
+	Feedback      string   `json:"feedback"`
+	Violations    []string `json:"violations,omitempty"` // "rule: what is wrong"
+	AssignedID    string   `json:"assigned_id,omitempty"`
+	RelevantNodes []string `json:"relevant_nodes,omitempty"` // "id path (title)"
+}
+
+// entry is an item of the catalogue: a specification agents may reference.
+type entry struct{ id, path, title string }
+
+// Librarian checks requests against seed 003's rules, its registry and
+// its catalogue; its node has checked signature, policy and schema.
+type Librarian struct {
+	names   map[peer.ID]string  // registered agents' names
+	targets map[string][]string // name -> target types it may change
+
+	mu        sync.Mutex
+	catalogue []entry
+	approved  int // for assigned ids
+}
+
+// Services returns the librarian's capabilities, for node.WithServices.
+func (l *Librarian) Services() []node.Service {
+	svc := func(name, desc string, h node.HandlerFunc) node.Service {
+		return node.Service{Capability: protocol.Capability{Name: name, Description: desc,
+			InputSchema: json.RawMessage(requestSchema)}, Handler: h}
+	}
+	return []node.Service{
+		svc(CapApproval, "seed 003 APPROVAL: request permission to make a change", l.approval),
+		svc(CapQuery, "seed 003 QUERY: ask the catalogue", l.query),
+	}
+}
+
+// violations runs every rule on r: one rejection lists all to fix.
+func (l *Librarian) violations(from peer.ID, r Request) []string {
+	var v []string
+	if r.Rationale == "" {
+		v = append(v, "required_fields: rationale is required")
+	}
+	name, targets := l.names[from], l.targets[l.names[from]]
+	if r.AgentID != name {
+		v = append(v, fmt.Sprintf("agent_authorization: agent_id %q is not this agent's registered name %q", r.AgentID, name))
+	} else if !slices.Contains(targets, r.TargetType) {
+		v = append(v, fmt.Sprintf("agent_authorization: %s may not change %s (allowed_targets: %s)", name, r.TargetType, strings.Join(targets, ", ")))
+	}
+	if r.TargetType != "code" && !strings.HasPrefix(r.Content, "# ") {
+		v = append(v, fmt.Sprintf("content_format: a %s document must start with a \"# \" title", r.TargetType))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ref := range r.References {
+		if !slices.ContainsFunc(l.catalogue, func(e entry) bool { return e.id == ref }) {
+			v = append(v, "references: no specification "+ref)
+		}
+	}
+	return v
+}
+
+// approval handles APPROVAL. Its task is VALIDATING while the rules run,
+// then REJECTED, ESCALATED to the operator if the request has deviations,
+// or APPROVED; each change is also sent to the requester as progress.
+func (l *Librarian) approval(ctx context.Context, c *node.Call) (json.RawMessage, error) {
+	var r Request
+	if err := protocol.DecodeStrict(c.Request.Params, &r); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "APPROVAL: %v", err)
+	}
+	progress := func(state protocol.TaskState, note string) {
+		b, _ := json.Marshal(map[string]string{"state": string(state), "note": note})
+		_ = c.Progress(b) // a requester that went away does not stop the decision
+	}
+	c.SetState(protocol.TaskValidating, "checking compliance")
+	progress(protocol.TaskValidating, "checking "+r.TargetPath)
+	resp := Response{Status: "approved", Feedback: "compliant with every rule"}
+	if vs := l.violations(c.From, r); len(vs) > 0 {
+		resp = Response{Status: "rejected", Violations: vs, Feedback: fmt.Sprintf("%d violation(s); fix them and resubmit", len(vs))}
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%s", resp.Feedback).WithDetails(resp)
+	}
+	if len(r.Deviations) > 0 {
+		why := "deviations need human review: " + strings.Join(r.Deviations, "; ")
+		if err := c.Escalate(why); err != nil {
+			return nil, err
+		}
+		progress(protocol.TaskEscalated, why)
+		d, err := c.Decision(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !d.Approved {
+			resp = Response{Status: "rejected", Feedback: "human reviewer: " + d.Reason}
+			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "%s", resp.Feedback).WithDetails(resp)
+		}
+		resp.Feedback = "approved by a human reviewer: " + d.Reason
+	}
+	l.mu.Lock()
+	l.approved++
+	resp.AssignedID = fmt.Sprintf("%s-%d", r.TargetType, 100+l.approved)
+	title, _, _ := strings.Cut(strings.TrimPrefix(r.Content, "# "), "\n")
+	l.catalogue = append(l.catalogue, entry{resp.AssignedID, r.TargetPath, title})
+	l.mu.Unlock()
+	progress(protocol.TaskApproved, resp.AssignedID)
+	return json.Marshal(resp)
+}
+
+// query handles QUERY: the catalogue entries whose title shares a word of
+// five letters or more with the question.
+func (l *Librarian) query(_ context.Context, c *node.Call) (json.RawMessage, error) {
+	var r Request
+	if err := protocol.DecodeStrict(c.Request.Params, &r); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "QUERY: %v", err)
+	}
+	resp := Response{Status: "answered"}
+	l.mu.Lock()
+	for _, e := range l.catalogue {
+		if slices.ContainsFunc(strings.Fields(strings.ToLower(r.Content)), func(w string) bool {
+			return len(w) >= 5 && strings.Contains(strings.ToLower(e.title), strings.Trim(w, "?.,"))
+		}) {
+			resp.RelevantNodes = append(resp.RelevantNodes, fmt.Sprintf("%s %s (%s)", e.id, e.path, e.title))
+		}
+	}
+	l.mu.Unlock()
+	resp.Feedback = fmt.Sprintf("%d relevant item(s)", len(resp.RelevantNodes))
+	return json.Marshal(resp)
 }

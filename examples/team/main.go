@@ -1,12 +1,6 @@
-// Command team runs seed 004's team of agents as three nodes in one process
-// on loopback: an engineer, a QA engineer and a code reviewer working on
-// PR #456. It shows, printing each step, a notification broadcast on a
-// topic (pr_opened, later pr_approved with a persona filter), a synchronous
-// test_execution request with a timeout and an asynchronous one with a
-// callback, a request that outlives its timeout (TIMEOUT), a direct
-// agent_message that requires a response (sent twice with the same
-// message_id: processed once), and a consensus vote among the three on
-// merging, each signed vote checked offline with node.VerifyVote.
+// Command team runs seed 004's team (an engineer, a QA engineer and a code
+// reviewer on PR #456) as three nodes on loopback: notifications, sync and
+// async requests, a direct message and a consensus vote. See README.md.
 package main
 
 import (
@@ -31,9 +25,8 @@ import (
 	"github.com/meshagent/meshagent/sign"
 )
 
-// TestExecution is seed 004's request type for running tests, offered by QA
-// as a capability; its schemas are seed 004's request and response
-// payloads (plus the revision to test).
+// TestExecution is seed 004's request type for running tests, QA's
+// capability; its schemas are seed 004's payloads plus a revision.
 const (
 	TestExecution = "test_execution"
 	testInput     = `{"type":"object","required":["test_pattern","framework"],"properties":{
@@ -103,10 +96,15 @@ func runTests(passed *atomic.Bool) node.HandlerFunc {
 	}
 }
 
-// voter is a consensus.vote service that answers with decide's vote.
-func voter(decide func() protocol.VoteAnswer) node.Service {
+// voter is a consensus.vote service: it votes yes once ok holds, else no.
+func voter(ok *atomic.Bool, yes, no protocol.VoteAnswer) node.Service {
 	return node.Service{Capability: protocol.Capability{Name: protocol.ConsensusCapability, Description: "votes on team decisions"},
-		Handler: node.HandlerFunc(func(context.Context, *node.Call) (json.RawMessage, error) { return json.Marshal(decide()) })}
+		Handler: node.HandlerFunc(func(context.Context, *node.Call) (json.RawMessage, error) {
+			if ok.Load() {
+				return json.Marshal(yes)
+			}
+			return json.Marshal(no)
+		})}
 }
 
 // newAgent starts one agent of the team on loopback.
@@ -123,36 +121,26 @@ func newAgent(role, persona string, bootstrap []ma.Multiaddr, services ...node.S
 		node.WithPubSubOptions(pubsub.WithMinPeers(2)))
 }
 
-// run starts the three agents and plays the seven steps, printing each to
-// out.
 func run(ctx context.Context, out io.Writer) error {
 	var testsPassed, commentsAnswered atomic.Bool // what QA's and the reviewer's votes depend on
 	qa, err := newAgent("qa", "qa-engineer", nil,
 		node.Service{Capability: protocol.Capability{Name: TestExecution, Description: "runs a test suite",
 			InputSchema: json.RawMessage(testInput), OutputSchema: json.RawMessage(testOutput)}, Handler: runTests(&testsPassed)},
-		voter(func() protocol.VoteAnswer {
-			if testsPassed.Load() {
-				return protocol.VoteAnswer{Vote: "approve", Rationale: "all 15 auth tests pass", Confidence: 0.8}
-			}
-			return protocol.VoteAnswer{Vote: "reject", Rationale: "tests fail", Confidence: 0.8}
-		}))
+		voter(&testsPassed, protocol.VoteAnswer{Vote: "approve", Rationale: "all 15 auth tests pass", Confidence: 0.8},
+			protocol.VoteAnswer{Vote: "reject", Rationale: "tests fail", Confidence: 0.8}))
 	if err != nil {
 		return err
 	}
 	defer qa.Close()
-	reviewer, err := newAgent("reviewer", "code-reviewer", qa.Addrs(), voter(func() protocol.VoteAnswer {
-		if commentsAnswered.Load() {
-			return protocol.VoteAnswer{Vote: "approve", Rationale: "review comments addressed", Confidence: 0.85}
-		}
-		return protocol.VoteAnswer{Vote: "defer", Rationale: "review comments open", Confidence: 0.85}
-	}))
+	reviewer, err := newAgent("reviewer", "code-reviewer", qa.Addrs(), voter(&commentsAnswered,
+		protocol.VoteAnswer{Vote: "approve", Rationale: "review comments addressed", Confidence: 0.85},
+		protocol.VoteAnswer{Vote: "defer", Rationale: "review comments open", Confidence: 0.85}))
 	if err != nil {
 		return err
 	}
 	defer reviewer.Close()
-	engineer, err := newAgent("engineer", "engineer", append(qa.Addrs(), reviewer.Addrs()...), voter(func() protocol.VoteAnswer {
-		return protocol.VoteAnswer{Vote: "approve", Rationale: "the fix is in revision 2", Confidence: 0.9}
-	}))
+	fixed := protocol.VoteAnswer{Vote: "approve", Rationale: "the fix is in revision 2", Confidence: 0.9}
+	engineer, err := newAgent("engineer", "engineer", append(qa.Addrs(), reviewer.Addrs()...), voter(&testsPassed, fixed, fixed))
 	if err != nil {
 		return err
 	}
