@@ -331,7 +331,14 @@ func (n *Node) forwardTo(to string, ms []store.Message) {
 			continue
 		}
 		if unsure, inFlight := n.depositUnsure(m); unsure {
-			if inFlight || !n.tryHandOver(m) {
+			// Never delivered directly (see markDepositUnsure); deposited
+			// again unless a mailbox already failed this pass.
+			handed := false
+			if !inFlight && !mailboxless {
+				handed = n.tryHandOver(m)
+				mailboxless = !handed
+			}
+			if !handed {
 				n.postpone(m, now, errDepositUnsure)
 			}
 			continue
