@@ -134,7 +134,7 @@ func TestMesh(t *testing.T) {
 
 	t.Run("wildcard subscriber receives the first message of a new topic", func(t *testing.T) {
 		in := subscribe(t, nodes[0], "outbound:*")
-		ctx := meshtest.Context(t, 30*time.Second)
+		ctx := meshtest.Context(t, 60*time.Second)
 		// The publisher is at the far end of the line and has never used
 		// the topic; it finds the subscriber through the directory. The
 		// DHT has probably connected the two: disconnect them, so that
@@ -369,10 +369,10 @@ func rogue(t testing.TB, victim *node.Node, family string) *libp2ppubsub.Topic {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = topic.Close() })
-	if err := h.Connect(meshtest.Context(t, 10*time.Second), peer.AddrInfo{ID: victim.ID(), Addrs: victim.Host().Addrs()}); err != nil {
+	if err := h.Connect(meshtest.Context(t, 30*time.Second), peer.AddrInfo{ID: victim.ID(), Addrs: victim.Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 15*time.Second, func() error {
+	wait.For(t, 30*time.Second, func() error {
 		if len(topic.ListPeers()) == 0 {
 			return errors.New("the victim is not yet a topic peer of the rogue")
 		}
