@@ -106,6 +106,16 @@ func TestChaosNodePowerLoss(t *testing.T) {
 		subscribed   = 0
 		publishFails = 0
 	)
+	answer := func(m protocol.TopicMessage) error {
+		var p struct{ N int }
+		if err := json.Unmarshal(m.Payload, &p); err != nil {
+			return err
+		}
+		mu.Lock()
+		answered[p.N]++
+		mu.Unlock()
+		return nil
+	}
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			select {
@@ -116,16 +126,7 @@ func TestChaosNodePowerLoss(t *testing.T) {
 			dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
 			cl, err := rpc.Dial(dctx, url)
 			if err == nil {
-				_, err = cl.SubscribeDurable(dctx, "pl:*", "reader", func(m protocol.TopicMessage) error {
-					var p struct{ N int }
-					if err := json.Unmarshal(m.Payload, &p); err != nil {
-						return err
-					}
-					mu.Lock()
-					answered[p.N]++
-					mu.Unlock()
-					return nil
-				})
+				_, err = cl.SubscribeDurable(dctx, "pl:*", "reader", answer)
 			}
 			dcancel()
 			if err != nil {
@@ -201,16 +202,7 @@ func TestChaosNodePowerLoss(t *testing.T) {
 	}
 	var refused error // other than as in use: not tried again
 	if err := wait.Until(30*time.Second, func() error {
-		_, err := final.SubscribeDurable(ctx, "pl:*", "reader", func(m protocol.TopicMessage) error {
-			var p struct{ N int }
-			if err := json.Unmarshal(m.Payload, &p); err != nil {
-				return err
-			}
-			mu.Lock()
-			answered[p.N]++
-			mu.Unlock()
-			return nil
-		})
+		_, err := final.SubscribeDurable(ctx, "pl:*", "reader", answer)
 		if err != nil && !strings.Contains(err.Error(), "is in use on this node") {
 			refused = err
 			return nil
