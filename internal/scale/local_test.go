@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/node"
 )
 
 // localCluster is N agents of one kind in the test process, sharing one
@@ -32,6 +33,9 @@ type localCluster struct {
 // (mockNet) or the simulated packet network (simNet).
 type memNet interface {
 	host(k crypto.PrivKey, i int) (host.Host, error)
+	// meshOptions are the node options a mesh agent on the network
+	// takes besides its host (its connection limits).
+	meshOptions() []node.Option
 }
 
 // newLocalCluster returns an empty cluster; with mem its agents run on
@@ -70,8 +74,12 @@ func startMesh(t *testing.T, rng *rand.Rand, n int, mem memNet) *localCluster {
 	// is left to its own retries, and the later ones are not waited for:
 	// the figures then say what such a mesh does.
 	overloaded := false
+	var extra []node.Option
+	if mem != nil {
+		extra = mem.meshOptions()
+	}
 	for i, boot := range sparse(rng, n) {
-		a, err := newMeshAgent(t, i, c.memHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt)
+		a, err := newMeshAgent(t, i, c.memHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt, extra...)
 		if err != nil {
 			t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
 			overloaded = true
