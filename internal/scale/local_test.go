@@ -142,3 +142,25 @@ func (c *localCluster) idle(window time.Duration) (cpuPercent, memMiB, rssMiB fl
 	rssMiB = float64(int64(rssBytes())-int64(c.baseRSS)) / n / (1 << 20)
 	return cpuPercent, memMiB, rssMiB
 }
+
+// connsPerAgent returns the mean and the largest number of peers an
+// agent is connected to: what its memory grows with (each connection
+// with its transport's buffers), bounded by the connection manager.
+func (c *localCluster) connsPerAgent() (mean float64, most int) {
+	total := 0
+	for _, a := range c.agents {
+		var h host.Host
+		switch a := a.(type) {
+		case *meshAgent:
+			h = a.nd.Host()
+		case *rawAgent:
+			h = a.h
+		default:
+			continue
+		}
+		k := len(h.Network().Peers())
+		total += k
+		most = max(most, k)
+	}
+	return float64(total) / float64(max(len(c.agents), 1)), most
+}
