@@ -59,8 +59,10 @@ type meshAgent struct{ nd *node.Node }
 // that both kinds start from the same sparse graph) and returns the agent
 // with an error when it was not within joinBound. With h (a mocknet host
 // with the agent's key) the node runs on it; without, on loopback TCP.
-func newMeshAgent(t testing.TB, i int, h host.Host, boot []peer.AddrInfo, provider, join bool, rep *gossipReporter, kt *kindTracer) (*meshAgent, error) {
+// extra are further node options (the network's connection limits).
+func newMeshAgent(t testing.TB, i int, h host.Host, boot []peer.AddrInfo, provider, join bool, rep *gossipReporter, kt *kindTracer, extra ...node.Option) (*meshAgent, error) {
 	opts := []node.Option{node.WithDHT(true), node.WithPubSubOptions(pubsub.WithRawTracer(kt))}
+	opts = append(opts, extra...)
 	if h != nil {
 		opts = append(opts, node.WithHost(h))
 	} else {

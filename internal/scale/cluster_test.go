@@ -161,6 +161,10 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 	// Memory is taken idle, with the subscriptions and routing tables of
 	// a node that has discovered and published.
 	r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = c.idle(p.idle)
+	if lc, ok := c.(*localCluster); ok {
+		mean, most := lc.connsPerAgent()
+		t.Logf("%s N=%d: connected peers per agent when memory was taken: mean %.1f, most %d", c.kind(), c.size(), mean, most)
+	}
 	return r
 }
 

@@ -81,6 +81,19 @@
 // of agents each with a fast CPU of its own, and idle CPU is per virtual
 // second. Rows say "virtual" in their network.
 //
+// On the simulated network every agent of both kinds has the same
+// connection manager, with the watermarks of -scale.conns (make scale
+// SCALECONNS=LOW:HIGH; 32:64 when unset) and the node's grace period
+// (10 s) and trim interval (1 s); a mesh node is given the same limits
+// (node.WithConnLimits), so that its own trim at HighWater inbound agrees.
+// An agent then holds at most about HIGH connections, each with QUIC's
+// buffers, and memory per agent stops growing with N once N passes HIGH.
+// The node's own defaults (96:192) would bound nothing below N = 192.
+// -scale.conns libp2p gives every host go-libp2p's default manager
+// instead (160:192, one minute's grace), as the harness had before: below
+// N = 192 an agent then keeps every connection it makes. Rows on the
+// simulated network name their watermarks ("conns 32:64").
+//
 // DHT hops are not exposed by kad-dht: a lookup queries up to alpha peers
 // at a time and stops when the closest peers have answered, so the path
 // length is not defined for one lookup. The harness counts instead the

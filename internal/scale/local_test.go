@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/node"
 )
 
 // localCluster is N agents of one kind in the test process, sharing one
@@ -32,6 +33,9 @@ type localCluster struct {
 // (mockNet) or the simulated packet network (simNet).
 type memNet interface {
 	host(k crypto.PrivKey, i int) (host.Host, error)
+	// meshOptions are the node options a mesh agent on the network
+	// takes besides its host (its connection limits).
+	meshOptions() []node.Option
 }
 
 // newLocalCluster returns an empty cluster; with mem its agents run on
@@ -70,8 +74,12 @@ func startMesh(t *testing.T, rng *rand.Rand, n int, mem memNet) *localCluster {
 	// is left to its own retries, and the later ones are not waited for:
 	// the figures then say what such a mesh does.
 	overloaded := false
+	var extra []node.Option
+	if mem != nil {
+		extra = mem.meshOptions()
+	}
 	for i, boot := range sparse(rng, n) {
-		a, err := newMeshAgent(t, i, c.memHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt)
+		a, err := newMeshAgent(t, i, c.memHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt, extra...)
 		if err != nil {
 			t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
 			overloaded = true
@@ -133,4 +141,26 @@ func (c *localCluster) idle(window time.Duration) (cpuPercent, memMiB, rssMiB fl
 	memMiB = float64(int64(heapAndStacks())-int64(c.base)) / n / (1 << 20)
 	rssMiB = float64(int64(rssBytes())-int64(c.baseRSS)) / n / (1 << 20)
 	return cpuPercent, memMiB, rssMiB
+}
+
+// connsPerAgent returns the mean and the largest number of peers an
+// agent is connected to: what its memory grows with (each connection
+// with its transport's buffers), bounded by the connection manager.
+func (c *localCluster) connsPerAgent() (mean float64, most int) {
+	total := 0
+	for _, a := range c.agents {
+		var h host.Host
+		switch a := a.(type) {
+		case *meshAgent:
+			h = a.nd.Host()
+		case *rawAgent:
+			h = a.h
+		default:
+			continue
+		}
+		k := len(h.Network().Peers())
+		total += k
+		most = max(most, k)
+	}
+	return float64(total) / float64(max(len(c.agents), 1)), most
 }

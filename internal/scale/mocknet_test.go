@@ -12,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshagent/meshagent/node"
 )
 
 // mockNet is the in-memory network of one cluster. Every agent is
@@ -33,6 +35,10 @@ func newMockNet(t testing.TB, latency time.Duration, bandwidth float64) *mockNet
 	t.Cleanup(func() { _ = mn.Close() })
 	return &mockNet{mn: mn}
 }
+
+// meshOptions is empty: mocknet's hosts have no connection manager to
+// agree with.
+func (m *mockNet) meshOptions() []node.Option { return nil }
 
 // host adds agent i with key k, linked to every agent added before it.
 // The address is only a name in mocknet: 10.x.y.z from i.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/meshagent/meshagent/node"
 )
 
 var (
@@ -32,6 +34,7 @@ var (
 	netw    = flag.String("scale.net", NetLoopback, "network of in-process agents: loopback (TCP on 127.0.0.1), mock (go-libp2p's in-memory mocknet, no sockets) or sim (go-libp2p's simulated packet network: QUIC over per-agent links, no sockets)")
 	latency = flag.Duration("scale.latency", 0, "mock, sim: one-way latency of every link or packet (e.g. 50ms, a WAN)")
 	virtual = flag.Bool("scale.synctest", false, "sim: run each cluster in a testing/synctest bubble, on virtual time, so that latencies do not depend on the machine's load")
+	conns   = flag.String("scale.conns", defaultSimConns, "sim: LOW:HIGH watermarks of the connection manager every agent of both kinds has (the node's grace period and trim interval), or libp2p for go-libp2p's default (160:192, which below N = 192 never trims)")
 	bw      = flag.String("scale.bw", "", "mock: bandwidth of every link, sim: of every agent's uplink and downlink, in bytes/s, with an optional k, M or G (e.g. 12.5M, 100 Mbit/s); empty: unlimited on mock, 12.5M on sim")
 )
 
@@ -60,7 +63,17 @@ func TestScale(t *testing.T) {
 	if *netw == NetSim && bandwidth == 0 {
 		bandwidth = defaultSimBandwidth // named in the label: simnet always paces
 	}
+	bound, err := parseConns(*conns)
+	if err != nil {
+		t.Fatalf("-scale.conns: %v", err)
+	}
+	if *netw != NetSim && flagSet("scale.conns") {
+		t.Fatal("-scale.conns bounds the hosts of the simulated network: it needs -scale.net sim (on loopback the mesh's node has its own connection manager; mocknet's hosts have none)")
+	}
 	label := netLabel(*netw, *latency, bandwidth)
+	if *netw == NetSim && bound != nil {
+		label += fmt.Sprintf(" conns %d:%d", bound.LowWater, bound.HighWater)
+	}
 	switch {
 	case *virtual && *netw != NetSim:
 		t.Fatal("-scale.synctest needs -scale.net sim: only the simulated network runs inside a bubble")
@@ -107,7 +120,7 @@ func TestScale(t *testing.T) {
 					case NetMock:
 						mn = newMockNet(t, *latency, bandwidth)
 					case NetSim:
-						mn = newSimNet(t, *latency, bandwidth)
+						mn = newSimNet(t, *latency, bandwidth, bound)
 					}
 					switch kind {
 					case KindMesh:
@@ -148,6 +161,48 @@ func TestScale(t *testing.T) {
 	if err := Plot(*out, rows); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// defaultSimConns are the watermarks of the agents' connection manager
+// on the simulated network unless -scale.conns says otherwise. The node's
+// own (DefaultConnLimits: 96, 192) would bound nothing below N = 192, and
+// memory per agent grows with its connections (QUIC's buffers for each):
+// at 32 to 64 an agent keeps about three GossipSub meshes' worth of
+// peers and its DHT neighbours, and memory per agent stops growing with N
+// from N = 65 on.
+const defaultSimConns = "32:64"
+
+// parseConns reads -scale.conns: "libp2p" (nil: go-libp2p's default
+// connection manager) or LOW:HIGH with 0 < LOW < HIGH, the other limits
+// the node's defaults. HIGH must stay below the node's MaxInbound, where
+// the resource manager refuses peers before any trim.
+func parseConns(s string) (*node.ConnLimits, error) {
+	if s == "libp2p" {
+		return nil, nil
+	}
+	lo, hi, ok := strings.Cut(s, ":")
+	if !ok {
+		return nil, fmt.Errorf("%q is neither libp2p nor LOW:HIGH", s)
+	}
+	l := node.DefaultConnLimits()
+	var err error
+	if l.LowWater, err = strconv.Atoi(lo); err != nil {
+		return nil, fmt.Errorf("%q: low watermark: %w", s, err)
+	}
+	if l.HighWater, err = strconv.Atoi(hi); err != nil {
+		return nil, fmt.Errorf("%q: high watermark: %w", s, err)
+	}
+	if l.LowWater < 1 || l.HighWater <= l.LowWater || l.HighWater >= l.MaxInbound {
+		return nil, fmt.Errorf("%q: need 0 < LOW < HIGH < %d", s, l.MaxInbound)
+	}
+	return &l, nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // bubbled runs f in a synctest bubble when virtual: time inside is the
