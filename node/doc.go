@@ -181,7 +181,10 @@
 // (QueuedError.MailboxErr matches mailbox.ErrFull) or none reachable
 // leaves it in the outbox, whose passes try the mailboxes again (the
 // entry keeps the mailboxes known when it was queued, for a node that
-// restarts). The agent reads its mailboxes at start, on each connection
+// restarts). A deposit sent without an answer (MailboxErr matches
+// mailbox.ErrUnanswered) may be in the mailbox: that entry is never
+// delivered directly, only deposited again, so that it runs once (see
+// markDepositUnsure). The agent reads its mailboxes at start, on each connection
 // to one, when its services or message handler change, and every
 // WithOutboxRetry, verifies each envelope itself (signature, addressed to
 // it, within the TTL), runs it as a live request of its sender (ACL,

@@ -90,6 +90,8 @@ type QueuedError struct {
 	Mailbox peer.ID
 	// MailboxErr, when set, is why the agent's mailboxes did not take it
 	// (a full mailbox matches mailbox.ErrFull): it waits in the outbox.
+	// One matching mailbox.ErrUnanswered may be in a mailbox all the same;
+	// the outbox then only deposits it again.
 	MailboxErr error
 }
 
