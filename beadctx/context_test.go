@@ -43,13 +43,7 @@ func TestConcurrentPatchesConvergeInAnyOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 50 {
 		order := rng.Perm(len(patches))
-		d := NewDoc()
-		for _, i := range order {
-			// A patch may fall before the creator's has arrived.
-			if _, err := d.Add(patches[i]); err != nil && !errors.Is(err, ErrNotMember) {
-				t.Fatal(err)
-			}
-		}
+		d := foldInOrder(t, patches, order)
 		// Duplicates change nothing.
 		if added, _ := d.Add(patches[order[0]]); added {
 			t.Fatalf("round %d: a duplicate was added", round)
@@ -243,12 +237,7 @@ func TestOnlyMembersChangeABead(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for round := range 50 {
 		order := rng.Perm(len(patches))
-		d := NewDoc()
-		for _, i := range order {
-			if _, err := d.Add(patches[i]); err != nil && !errors.Is(err, ErrNotMember) {
-				t.Fatal(err)
-			}
-		}
+		d := foldInOrder(t, patches, order)
 		if got := string(d.JSON()); got != want {
 			t.Fatalf("round %d (order %v): %s, want %s", round, order, got, want)
 		}
@@ -334,4 +323,18 @@ func TestHistoryListsChangesThatTookEffect(t *testing.T) {
 	if len(h) != MaxHistory || h[0].At.Wall != 105 || h[len(h)-1].At.Wall != int64(100+MaxHistory+4) {
 		t.Fatalf("%d changes from %s to %s, want the newest %d", len(h), h[0].At, h[len(h)-1].At, MaxHistory)
 	}
+}
+
+// foldInOrder adds patches to a new document in the order given. A patch
+// may fall before the creator's has arrived, or come from a non-member:
+// ErrNotMember is expected, any other error fails the test.
+func foldInOrder(t *testing.T, patches []Patch, order []int) *Doc {
+	t.Helper()
+	d := NewDoc()
+	for _, i := range order {
+		if _, err := d.Add(patches[i]); err != nil && !errors.Is(err, ErrNotMember) {
+			t.Fatal(err)
+		}
+	}
+	return d
 }
