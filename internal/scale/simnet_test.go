@@ -158,7 +158,11 @@ func TestSimNetConnBound(t *testing.T) {
 				if got := len(hub.Network().Peers()); got != 5 {
 					t.Fatalf("%d peers connected, want 5", got)
 				}
-				// Virtual time: past the grace period and a few trims.
+				// Not a wait for the network: inside the synctest bubble this
+				// sleep takes no real time. It moves the bubble's clock past
+				// the grace period and five trim intervals, the time the
+				// bound is defined by; synctest.Wait then lets every trim
+				// due by then finish before the count is read.
 				time.Sleep(node.DefaultConnLimits().GracePeriod + 5*time.Second)
 				synctest.Wait()
 				if got := len(hub.Network().Peers()); got > tc.max || (tc.conns == "libp2p" && got != 5) {
