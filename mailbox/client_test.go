@@ -1,9 +1,13 @@
 package mailbox_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 
@@ -60,4 +64,50 @@ func TestDepositUnanswered(t *testing.T) {
 	if err := gc.Deposit(ctx(t), gone.ID(), gone.ID(), env); !errors.Is(err, mailbox.ErrFailed) || errors.Is(err, mailbox.ErrUnanswered) {
 		t.Errorf("a relay that is down: %v, want ErrFailed and not ErrUnanswered", err)
 	}
+}
+
+// FuzzDepositAnswer: whatever a relay answers a deposit with, the client
+// neither panics nor hangs, reports success only for an answer whose
+// status is "ok", and reports any failure as one of the errors a sender
+// branches on (ErrFull, ErrRefused, ErrFailed), ErrUnanswered only with
+// ErrFailed. The relay is a host on loopback that reads the deposit and
+// answers with the fuzzed bytes as its frame: the client's whole path.
+func FuzzDepositAnswer(f *testing.F) {
+	relay := p2ptest.Host(f)
+	var answer atomic.Pointer[[]byte]
+	relay.SetStreamHandler(protocol.MailboxProtocol, func(s network.Stream) {
+		defer s.Close()
+		_, _ = io.Copy(io.Discard, s)
+		_, _ = s.Write(protocol.AppendFrame(nil, *answer.Load()))
+	})
+	h := p2ptest.Host(f)
+	h.Peerstore().AddAddrs(relay.ID(), relay.Addrs(), time.Hour)
+	c := &mailbox.Client{Host: h, IOTimeout: 5 * time.Second}
+	env := message(f, h, relay.ID(), "m1")
+	for _, s := range []string{`{"status":"ok"}`, `{"status":"full","message":"no room"}`, `{"status":"refused","message":"no"}`,
+		`{"status":"error","message":"disk"}`, `{"status":7}`, `{"status":"ok","items":[{}]}`, `{"status":"ok","status":"full"}`, `[]`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		answer.Store(&data)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := c.Deposit(ctx, relay.ID(), relay.ID(), env)
+		var st struct {
+			Status string `json:"status"`
+		}
+		if err == nil {
+			if json.Unmarshal(data, &st) != nil || st.Status != mailbox.StatusOK {
+				t.Fatalf("answer %q taken as a deposit", data)
+			}
+			return
+		}
+		full, refused, failed := errors.Is(err, mailbox.ErrFull), errors.Is(err, mailbox.ErrRefused), errors.Is(err, mailbox.ErrFailed)
+		if !full && !refused && !failed {
+			t.Fatalf("answer %q: %v matches none of ErrFull, ErrRefused, ErrFailed", data, err)
+		}
+		if errors.Is(err, mailbox.ErrUnanswered) && !failed {
+			t.Fatalf("answer %q: %v is unanswered without ErrFailed", data, err)
+		}
+	})
 }
