@@ -118,7 +118,7 @@ func (r *runState) nodeCommand() *ucli.Command {
 			sliceFlag(flagRelay, "circuit relay `MULTIADDR` (ending in /p2p/<id>) to reserve a slot on, so that peers that cannot dial this node reach it through the relay; repeatable"),
 			stringFlag(flagPolicy, "", "requester policy `FILE` (JSON): per agent or group a rate_limit, max_request_size and allowed_capabilities"),
 			durationFlag(flagCapsPoll, defaultCapsPoll, "how often to check --capabilities and --policy for changes; 0 reloads only on SIGHUP"),
-			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats, stretched in proportion in a mesh of more than 50 agents; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
+			durationFlag(flagHeartbeat, node.DefaultPresence().Interval, "interval between status heartbeats, stretched in proportion in a mesh of more than 10 agents; 0 sends none (peers see this agent stale after 3 missed, gone after 10)"),
 			stringFlag(flagPersonaType, "", "persona `TYPE` announced in heartbeats and matched by broadcast filters (e.g. qa-engineer)"),
 			sliceFlag(flagMailbox, "mailbox relay `MULTIADDR` (ending in /p2p/<id>; a `meshagent relay`) that holds direct messages and agent:<id> bus messages for this agent while it is offline: announced to other agents, which leave messages there when they cannot reach it, and read when this node connects to it; repeatable, at most 4"),
 			boolFlag(flagAudit, "keep an audit log of every request and message this agent sends to or serves for another (who, to whom, when, capability, size, outcome, duration), 7 days in the store; read it with history --direct or GET /api/v1/messages"),

@@ -81,19 +81,25 @@
 // and at once when its status or capabilities change. A heartbeat reaches
 // every agent of the mesh, so what presence costs an agent is the rate of
 // the whole mesh, not its own: at a fixed interval it grows with the mesh.
-// A node that knows of more than 50 agents on the presence topic
-// therefore stretches its interval in proportion (at 10 s: 20 s at 100
-// agents, 200 s at 1,000, at most MaxHeartbeatInterval), so that a mesh of
-// any size sends about what 50 agents send at the interval given: 5
-// heartbeats a second at the default, a few tenths of a millisecond of
-// CPU and some 20 KB/s of forwarding for each agent. Each heartbeat announces the
-// interval until the next, and receivers judge staleness by it (stale
-// after StaleAfter intervals, dropped after DropAfter), so a stretched
-// interval needs nothing of them and older nodes read it too. What a
-// large mesh gives up is freshness: load figures (CallAny's tie-break)
-// and a stopped agent's staleness take a stretched interval to show; a
-// status change is still sent at once. In a mesh of up to 50 agents a
-// newcomer is answered with a heartbeat within a second, whatever the
+// A node that knows of more than 10 agents on the presence topic
+// therefore stretches its interval in proportion (at 10 s: 100 s at 100
+// agents, 600 s, MaxHeartbeatInterval, from 600), so that a mesh of any
+// size sends about what 10 agents send at the interval given: one
+// heartbeat a second at the default, some 50 µs of CPU and 5 KB/s of
+// forwarding for each agent. A node that hears more than 10 agents also
+// keeps at least the median interval they announce, so that a newcomer,
+// or every agent of a mesh started at once, sends at the mesh's pace from
+// the first heartbeats it hears rather than at the configured one until
+// it has heard every agent. Each heartbeat announces the interval until
+// the next, and receivers judge staleness by it (stale after StaleAfter
+// intervals, dropped after DropAfter), so a stretched interval needs
+// nothing of them and older nodes read it too. What a large mesh gives
+// up is freshness: load figures (CallAny's tie-break) and a stopped
+// agent's staleness take a stretched interval to show (a crashed agent
+// shows stale after 30 s in a mesh of 10, 5 minutes in one of 100); a
+// status change is still sent at once, and a neighbour's connection
+// closing shows at once as not connected. In a mesh of up to 50 agents
+// a newcomer is answered with a heartbeat within a second, whatever the
 // interval (presenceLoop). In a larger one it is not: each answer would
 // be a heartbeat to the whole mesh from each of the newcomer's
 // neighbours, a cost per agent that grows with the rate of joins and so
@@ -103,7 +109,7 @@
 // status and load from their next periodic heartbeat. Broadcast filters
 // are applied by each receiver to itself, so they need no presence of
 // others. What each agent pays for presence is thus bounded whatever N:
-// about 5 heartbeats a second to verify and forward, one heartbeat
+// about one heartbeat a second to verify and forward, one heartbeat
 // table entry per agent heard (at most the peer table's bound), and a
 // hello per connection.
 //

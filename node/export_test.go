@@ -18,18 +18,21 @@ import (
 )
 
 // HearAgents makes n hold the heartbeats of count made-up agents, as if
-// it had heard them through the mesh, each announcing the longest
-// interval so that none goes stale while a test runs.
-func HearAgents(n *Node, count int) {
+// it had heard them through the mesh, each announcing interval.
+func HearAgents(n *Node, count int, interval time.Duration) {
 	for i := range count {
 		id := peer.ID(fmt.Sprintf("made-up agent %d", i))
 		n.presence.record(id, &presenceState{
 			hb:       meshproto.Heartbeat{AgentID: id.String(), Status: meshproto.StatusAvailable},
 			at:       n.cfg.Now(),
-			interval: MaxHeartbeatInterval,
+			interval: interval,
 		})
 	}
 }
+
+// PresenceAgents is the size of mesh past which heartbeat intervals
+// stretch.
+const PresenceAgents = presenceAgents
 
 // SpareWorkers is how many of n's request streams keep a spare worker.
 func SpareWorkers(n *Node) int { return int(n.inbound.spares.Load()) }

@@ -212,7 +212,7 @@ type Config struct {
 // (announced) intervals and dropped from Peers after DropAfter of them, unless it is
 // still connected.
 type Presence struct {
-	// Interval between heartbeats, in a mesh of up to 50 agents; in a
+	// Interval between heartbeats, in a mesh of up to 10 agents; in a
 	// larger one the node stretches it in proportion (see Presence in
 	// the package doc). 0 turns heartbeats off (the node still tracks
 	// others').

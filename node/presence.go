@@ -87,6 +87,23 @@ func (pr *presence) sweep(now time.Time) []peer.ID {
 	return gone
 }
 
+// medianInterval returns the median of the intervals announced by the
+// heartbeats held, or 0 when no more than atLeast are held.
+func (pr *presence) medianInterval(atLeast int) time.Duration {
+	pr.mu.Lock()
+	if len(pr.m) <= atLeast {
+		pr.mu.Unlock()
+		return 0
+	}
+	intervals := make([]time.Duration, 0, len(pr.m))
+	for _, p := range pr.m {
+		intervals = append(intervals, p.interval)
+	}
+	pr.mu.Unlock()
+	slices.Sort(intervals)
+	return intervals[len(intervals)/2]
+}
+
 // count returns how many agents' heartbeats are held.
 func (pr *presence) count() int {
 	pr.mu.Lock()
@@ -257,6 +274,12 @@ func (n *Node) presenceLoop() {
 		case <-n.ctx.Done():
 			return
 		case <-joins.C:
+			if !n.answersNewcomers() {
+				// A large mesh answers none: nothing to look for, and
+				// no topic peers to list four times a second.
+				topicPeers, newcomer = nil, false
+				continue
+			}
 			now := map[peer.ID]bool{}
 			for _, p := range n.topics.Peers(topic) {
 				now[p] = true
@@ -269,9 +292,6 @@ func (n *Node) presenceLoop() {
 				continue
 			}
 			newcomer = false
-			if !n.answersNewcomers() {
-				continue
-			}
 			answered = time.Now()
 		case <-n.presence.heardNew:
 			newcomer = true // answered at the next check
@@ -296,23 +316,28 @@ const (
 // presenceAgents is the size of mesh up to which an agent keeps its
 // configured heartbeat interval; beyond it the interval grows with the
 // mesh, so that the agents of any mesh send between them what
-// presenceAgents agents send at that interval: 5 heartbeats a second at
+// presenceAgents agents send at that interval: one heartbeat a second at
 // the default 10 s. Every heartbeat reaches every agent, so what presence
 // costs each agent is this mesh-wide rate, not its own: each heartbeat is
 // verified once (~45 µs) and forwarded to the agent's D mesh peers (~0.7
 // KB each), and its id goes out in gossip. At a fixed interval that cost
 // grows with the mesh (N/10 heartbeats a second at 10 s: 100 at 1,000
-// agents); held at 5 a second it stays near a quarter of a millisecond of
-// CPU and some 20 KB/s of forwarding per agent (plus the ids in gossip)
-// whatever the mesh's size, small beside the topic traffic agents exist
-// for. Meshes of up to 50 agents (a team's agents on one network, the
-// common case) keep the interval they were given and the staleness it
-// gives, and an operator who sets a shorter interval has asked for a
-// larger budget and gets it.
-const presenceAgents = 50
+// agents); held at one a second it stays near 50 µs of CPU and 5 KB/s of
+// forwarding per agent (plus the ids in gossip) whatever the mesh's size,
+// small beside the topic traffic agents exist for. The budget was five a
+// second (50 agents) until the scale harness showed presence to be a
+// quarter of what each agent sent at 100 agents and 20 messages a second
+// (docs/scale.md). What a larger mesh gives up is freshness (see Presence
+// in the package doc); an operator who sets a shorter interval has asked
+// for a larger budget and gets it.
+const presenceAgents = 10
+
+// newcomerAgents is the size of mesh up to which an agent answers a
+// newcomer with a heartbeat (answersNewcomers).
+const newcomerAgents = 50
 
 // answersNewcomers says whether this node answers a newcomer with a
-// heartbeat: only in a mesh of up to presenceAgents agents (as this node
+// heartbeat: only in a mesh of up to newcomerAgents agents (as this node
 // counts them). An answer is a heartbeat to the whole mesh, sent by each
 // of the newcomer's neighbours, so in a larger mesh every join would cost
 // every agent a verification per neighbour of the newcomer, and a mesh
@@ -322,22 +347,33 @@ const presenceAgents = 50
 // features (Peers lists them, connected), and their next periodic
 // heartbeats their status and load.
 func (n *Node) answersNewcomers() bool {
-	return n.presence.count()+1 <= presenceAgents
+	return n.presence.count()+1 <= newcomerAgents
 }
 
 // heartbeatInterval is the interval this node announces and keeps: the
 // configured one, stretched in proportion when this node knows of more
-// than presenceAgents agents on the presence topic, within
-// MaxHeartbeatInterval (past which receivers would clamp it and see the
-// agent stale between heartbeats). Each agent counts what it has heard,
-// so the agents of one mesh agree on their intervals to within the
-// heartbeats still on their way. Receivers judge staleness by the
-// interval each heartbeat announces, so stretching needs nothing of them.
+// than presenceAgents agents on the presence topic, and at least the
+// median of the intervals the agents it hears announce once it hears more
+// than presenceAgents of them; within MaxHeartbeatInterval (past which
+// receivers would clamp it and see the agent stale between heartbeats).
+//
+// Each agent counts what it has heard, so the agents of a settled mesh
+// agree on their intervals to within the heartbeats still on their way.
+// A newcomer has heard few: by its count alone it would send at the
+// configured pace until it had heard every agent, a stretched interval
+// later, and when a whole mesh starts at once every agent would, N/10
+// heartbeats a second until the counts caught up. The median of what the
+// others announce is the mesh's pace as those who have heard it count
+// it, and one odd agent cannot move it; the price is that in a mesh where
+// most agents chose a longer interval, the others follow them. Receivers
+// judge staleness by the interval each heartbeat announces, so stretching
+// needs nothing of them.
 func (n *Node) heartbeatInterval() time.Duration {
 	every := n.cfg.Presence.Interval
 	if known := n.presence.count() + 1; known > presenceAgents { // and this agent
 		every = every * time.Duration(known) / presenceAgents
 	}
+	every = max(every, n.presence.medianInterval(presenceAgents))
 	return min(every, MaxHeartbeatInterval)
 }
 

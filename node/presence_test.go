@@ -147,58 +147,27 @@ func TestNoHeartbeatForKnownAgent(t *testing.T) {
 
 // TestHeartbeatIntervalGrowsWithTheMesh: an agent that knows of few
 // agents announces its configured interval; one that knows of many more
-// than 50 stretches it in proportion (so that a large mesh's heartbeats
-// stay near a fixed rate), and a receiver judges it by the interval
-// announced: fresh, neither stale nor dropped, between its stretched
-// heartbeats.
+// than PresenceAgents stretches it in proportion (so that a large mesh's
+// heartbeats stay near a fixed rate), and a receiver judges it by the
+// interval announced: fresh, neither stale nor dropped, between its
+// stretched heartbeats.
 func TestHeartbeatIntervalGrowsWithTheMesh(t *testing.T) {
 	const (
 		every = time.Second
 		known = 300 // made-up agents a hears, besides b
 		// a knows of known+2 agents with itself and b.
-		stretched = every * (known + 2) / 50
+		stretched = every * (known + 2) / node.PresenceAgents
 	)
 	var ahead atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}))
 	b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: every}), node.WithClock(clock))
-	announced := make(chan time.Duration, 64) // the intervals of a's heartbeats, as b hears them
-	cancel, err := b.Subscribe(protocol.PresenceTopic(a.AgentID()), func(m protocol.TopicMessage) {
-		var hb protocol.Heartbeat
-		if err := json.Unmarshal(m.Payload, &hb); err != nil {
-			t.Errorf("a's heartbeat: %v", err)
-			return
-		}
-		select {
-		case announced <- time.Duration(hb.IntervalMS) * time.Millisecond:
-		default:
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cancel)
-	meshtest.Connect(t, a, b)
-	heard := func(want time.Duration) {
-		t.Helper()
-		last := time.Duration(-1) // none yet
-		wait.For(t, 15*time.Second, func() error {
-			for {
-				select {
-				case got := <-announced:
-					if got == want {
-						return nil
-					}
-					last = got
-				default:
-					return fmt.Errorf("a's last heartbeat announced an interval of %v (-1ns: none heard), want %v", last, want)
-				}
-			}
-		})
-	}
+	heard := announcedBy(t, a, b)
 	heard(every)
 
-	node.HearAgents(a, known)
+	// The made-up agents announce the stretched interval too, as a
+	// settled mesh's agents do, so that their median agrees.
+	node.HearAgents(a, known, stretched)
 	a.SetBusy(true) // a heartbeat at once
 	heard(stretched)
 	// b's presence records the heartbeat on a goroutine of its own.
@@ -217,6 +186,77 @@ func TestHeartbeatIntervalGrowsWithTheMesh(t *testing.T) {
 	ahead.Store(int64(age))
 	if pi := peerInfo(b, a.AgentID()); pi.Status != protocol.StatusBusy {
 		t.Fatalf("b shows a %q %v after its last heartbeat, which announced %v; want busy", pi.Status, age, stretched)
+	}
+}
+
+// TestHeartbeatIntervalFollowsTheMesh: an agent that hears more than
+// PresenceAgents agents keeps at least the median interval they announce,
+// so that a newcomer to a large mesh (or each agent of a mesh started at
+// once) sends at the mesh's pace before it has heard every agent; one
+// that hears no more than PresenceAgents keeps its own count's interval.
+func TestHeartbeatIntervalFollowsTheMesh(t *testing.T) {
+	const (
+		every    = time.Second
+		meshPace = 5 * time.Minute // what the made-up agents announce
+		// a knows of PresenceAgents+1 agents with itself.
+		ownCount = every * (node.PresenceAgents + 1) / node.PresenceAgents
+	)
+	a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}))
+	// b sends no heartbeats, so a holds only the made-up agents'.
+	b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: 0}))
+	heard := announcedBy(t, a, b)
+	heard(every)
+
+	// a holds PresenceAgents heartbeats, no more: its own count sets its
+	// interval.
+	node.HearAgents(a, node.PresenceAgents, meshPace)
+	a.SetBusy(true)
+	heard(ownCount)
+
+	// One more: a holds PresenceAgents+1, all announcing the mesh's pace,
+	// which a then keeps though its count says about a second.
+	node.HearAgents(a, node.PresenceAgents+1, meshPace)
+	a.SetBusy(false)
+	heard(meshPace)
+}
+
+// announcedBy subscribes b to a's heartbeats and returns a function that
+// waits until one announcing want arrives.
+func announcedBy(t *testing.T, a, b *node.Node) func(want time.Duration) {
+	t.Helper()
+	announced := make(chan time.Duration, 64) // the intervals of a's heartbeats, as b hears them
+	cancel, err := b.Subscribe(protocol.PresenceTopic(a.AgentID()), func(m protocol.TopicMessage) {
+		var hb protocol.Heartbeat
+		if err := json.Unmarshal(m.Payload, &hb); err != nil {
+			t.Errorf("a's heartbeat: %v", err)
+			return
+		}
+		select {
+		case announced <- time.Duration(hb.IntervalMS) * time.Millisecond:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	meshtest.Connect(t, a, b)
+	return func(want time.Duration) {
+		t.Helper()
+		last := time.Duration(-1) // none yet
+		wait.For(t, 15*time.Second, func() error {
+			for {
+				select {
+				case got := <-announced:
+					if got == want {
+						return nil
+					}
+					last = got
+				default:
+					return fmt.Errorf("a's last heartbeat announced an interval of %v (-1ns: none heard), want %v", last, want)
+				}
+			}
+		})
 	}
 }
 
@@ -239,7 +279,7 @@ func TestNewcomerAnsweredOnlyInASmallMesh(t *testing.T) {
 			tr := newHeartbeatTracer()
 			a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}), node.WithPubSubOptions(pubsub.WithRawTracer(tr)),
 				node.WithServices(node.Service{Capability: protocol.Capability{Name: "probe"}, Handler: node.EchoHandler()}))
-			node.HearAgents(a, tc.known)
+			node.HearAgents(a, tc.known, node.MaxHeartbeatInterval)
 			b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: every}))
 			meshtest.Connect(t, a, b)
 			// b's first heartbeat reaches a, which then sees b as a
