@@ -57,6 +57,7 @@ type params struct {
 	rate      int           // publish rate, messages/s
 	published int           // messages published at rate
 	idle      time.Duration // idle window for CPU
+	settle    time.Duration // quiet window before the publish window
 	// discoveryOnly skips the topic, CPU and memory figures.
 	discoveryOnly bool
 }
@@ -156,6 +157,9 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 		r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio = nan, nan, nan
 		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = nan, nan, nan, nan, nan
 		return r
+	}
+	if p.settle > 0 {
+		<-time.After(p.settle) // a quiet window, not a wait for a condition
 	}
 	publishPhase(t, c, p, &r)
 	// Memory is taken idle, with the subscriptions and routing tables of
