@@ -89,3 +89,6 @@ func (s answerLosingStream) Read([]byte) (int, error) {
 	_, _ = io.Copy(io.Discard, s.Stream) // the relay has answered: it did the work
 	return 0, errors.New("connection lost before the answer (test)")
 }
+
+// NextHeartbeat is when the heartbeat after one announcing every is due.
+var NextHeartbeat = nextHeartbeat

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -220,10 +221,10 @@ func (n *Node) kickPresence() {
 }
 
 // presenceLoop sends heartbeats (when enabled) and forgets agents whose
-// heartbeats stopped long ago. Each heartbeat is due an interval after
-// the last one, whatever made that one go out, and the interval is the
-// one the last heartbeat announced (heartbeatInterval): receivers judge
-// staleness by it, so none waits longer than it was told.
+// heartbeats stopped long ago. Each heartbeat is due within the interval
+// the last one announced (heartbeatInterval), whatever made that one go
+// out, in its second half (nextHeartbeat): receivers judge staleness by
+// it, so none waits longer than it was told.
 //
 // It also sends one soon after a newcomer connects, so that the newcomer
 // sees this agent's status at once rather than an interval later. A
@@ -266,7 +267,7 @@ func (n *Node) presenceLoop() {
 			return
 		}
 		every = n.sendHeartbeat()
-		due.Reset(every)
+		due.Reset(nextHeartbeat(every))
 	}
 	send()
 	for {
@@ -304,6 +305,19 @@ func (n *Node) presenceLoop() {
 		}
 		send()
 	}
+}
+
+// nextHeartbeat returns when the heartbeat after one announcing every is
+// due: at a random point of the announced interval's second half. Agents
+// that start together, or stretch their intervals on hearing the same
+// heartbeats, would otherwise send theirs together, interval after
+// interval: a mesh of N agents sending N heartbeats within a second, each
+// time, rather than its budget spread over the interval. Earlier than
+// announced is safe, as receivers judge staleness by the announced
+// interval; the price is a mesh-wide rate a third above the budget
+// (presenceAgents) on average.
+func nextHeartbeat(every time.Duration) time.Duration {
+	return every/2 + rand.N(every/2+1)
 }
 
 // newcomerCheck is how often presence looks for new agents on its topic;

@@ -360,3 +360,23 @@ func TestSetStatusReachesPeers(t *testing.T) {
 		t.Fatalf("self info %+v", self)
 	}
 }
+
+// TestNextHeartbeatWithinAnnouncedSpread: a heartbeat is never due later
+// than the interval the last one announced (receivers would see the agent
+// stale), and the due times of agents with one interval spread over its
+// second half, so that agents started together do not stay in step.
+func TestNextHeartbeatWithinAnnouncedSpread(t *testing.T) {
+	for _, every := range []time.Duration{node.MinHeartbeatInterval, 10 * time.Second, node.MaxHeartbeatInterval} {
+		lo, hi := every, time.Duration(0)
+		for range 1000 {
+			d := node.NextHeartbeat(every)
+			if d < every/2 || d > every {
+				t.Fatalf("NextHeartbeat(%v) = %v, want within [%v, %v]", every, d, every/2, every)
+			}
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		if spread := hi - lo; spread < every*2/5 {
+			t.Errorf("1,000 heartbeats due after %v spread over %v, want at least %v", every, spread, every*2/5)
+		}
+	}
+}
