@@ -35,6 +35,8 @@ SCALECONNS ?=
 # SCALESETTLE=30s waits that long after discovery, both kinds alike, before the publish window: a mesh
 # started at once heartbeats at the configured pace until its agents have heard each other.
 SCALESETTLE ?= 0s
+# SCALEPAYLOAD=256 pads each published message's payload to that many bytes (0: some 10 bytes).
+SCALEPAYLOAD ?= 0
 # make chaos runs each scenario within 3 minutes and all of them within this.
 CHAOSTIMEOUT ?= 18m
 
@@ -78,7 +80,7 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=sim SCALELATENCY=50ms for a simulated WAN, SCALENET=mock for mocknet; SCALECONNS=LOW:HIGH the agents' connection watermarks on sim, 32:64 unset; SCALESETTLE=30s a quiet window before publishing, for a settled mesh), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
 	@log=$$(mktemp); \
 	ulimit -n 131072 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
-	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) -scale.net $(SCALENET) -scale.latency $(SCALELATENCY) -scale.bw '$(SCALEBW)' -scale.rate $(SCALERATE) $(if $(filter 1,$(SCALESYNCTEST)),-scale.synctest) $(if $(SCALECONNS),-scale.conns $(SCALECONNS)) -scale.settle $(SCALESETTLE) >$$log 2>&1; rc=$$?; \
+	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) -scale.net $(SCALENET) -scale.latency $(SCALELATENCY) -scale.bw '$(SCALEBW)' -scale.rate $(SCALERATE) $(if $(filter 1,$(SCALESYNCTEST)),-scale.synctest) $(if $(SCALECONNS),-scale.conns $(SCALECONNS)) -scale.settle $(SCALESETTLE) -scale.payload $(SCALEPAYLOAD) >$$log 2>&1; rc=$$?; \
 	grep -E '(scale|cluster|local|procs)_test\.go:|^(--- |FAIL|ok )' $$log; \
 	if [ $$rc -ne 0 ]; then echo "make scale failed; the end of its log:"; tail -n 100 $$log; fi; \
 	rm -f $$log; exit $$rc

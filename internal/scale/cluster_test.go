@@ -123,8 +123,14 @@ func quantile(ds []time.Duration, p int) float64 {
 }
 
 // payload is a published message's body: a JSON object, as topics
-// require, the same bytes for both kinds.
-func payload(m string) []byte { return []byte(`{"m":"` + m + `"}`) }
+// require, the same bytes for both kinds, padded to -scale.payload bytes.
+func payload(m string) []byte {
+	b := []byte(`{"m":"` + m + `"}`)
+	if pad := *size - len(b) - len(`,"pad":""`); pad > 0 {
+		b = append(b[:len(b)-1], `,"pad":"`+strings.Repeat("x", pad)+`"}`...)
+	}
+	return b
+}
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

@@ -25,6 +25,7 @@ var (
 	pubs    = flag.Int("scale.published", 100, "messages published at -scale.rate")
 	rate    = flag.Int("scale.rate", 20, "publish rate, messages/s (on mocknet with latency keep it below 1/latency: see the package doc)")
 	idle    = flag.Duration("scale.idle", 5*time.Second, "idle window for CPU")
+	size    = flag.Int("scale.payload", 0, "bytes of each published message's JSON payload, padded with a member the receivers ignore (0: the bare {\"m\":\"<seq>\"}, some 10 bytes), the same for both kinds")
 	settle  = flag.Duration("scale.settle", 0, "quiet window after discovery and before the publish window, the same for both kinds: a mesh started at once sends heartbeats at the configured pace until its agents have heard each other (two intervals, 20 s at the default), so the publish window measures a settled mesh only after it")
 	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
 	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each discovery and publish phase to this prefix + -<phase>-<kind>-<N>.pprof")
