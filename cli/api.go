@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
@@ -40,39 +40,12 @@ func dialAPI(ctx context.Context, addr string) (*rpc.Client, error) {
 	return rpc.Dial(ctx, addr, rpc.WithClientInfo(rpc.ClientInfo{Name: "meshagent", Version: "cli"}))
 }
 
-// busServer is the JSON-RPC server with the seed 001 bus on it: what the
-// local API and a relay's public listener serve.
-type busServer struct {
-	*rpc.Server
-	bus *bus.Bus
-}
-
-// newBusServer composes the JSON-RPC server for n and the bus on it. st
-// (may be nil) persists the bus's outbox, dead letters and history; reg
-// (may be nil) receives the bus's figures.
-func newBusServer(n *node.Node, log *slog.Logger, st *store.Store, reg prometheus.Registerer, opts ...rpc.Option) (*busServer, error) {
-	srv, err := rpc.New(n, append([]rpc.Option{rpc.WithLogger(log)}, opts...)...)
-	if err != nil {
-		return nil, err
-	}
-	b, err := bus.New(srv, n, bus.WithLogger(log), bus.WithStore(st), bus.WithMetrics(reg))
-	if err != nil {
-		_ = srv.Close()
-		return nil, err
-	}
-	return &busServer{Server: srv, bus: b}, nil
-}
-
-// Close closes the server and its clients, then the bus (its retry loop
-// and history writer), so that no request reaches a closed bus.
-func (s *busServer) Close() error { return errors.Join(s.Server.Close(), s.bus.Close()) }
-
 // apiServer is a node's local API: the bus server on a loopback address.
 // On a relay the public listener serves the same server (one bus, one
 // retry loop).
 type apiServer struct {
 	addr string // the address bound, with the real port
-	srv  *busServer
+	srv  *daemon.BusServer
 }
 
 // localTimeout bounds the commands that only ask the local node (peers,
@@ -84,7 +57,8 @@ const localTimeout = 10 * time.Second
 // (may be nil) receives the bus's figures. level is the process's log
 // level, which the API's mesh.logLevel changes.
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg prometheus.Registerer, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
-	srv, err := newBusServer(n, log.With("component", "api"), st, reg, append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...)...)
+	srv, err := daemon.NewBusServer(n, log.With("component", "api"), append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...),
+		bus.WithStore(st), bus.WithMetrics(reg))
 	if err != nil {
 		return nil, exitErrorf(ExitFailure, "local API: %v", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/localapi"
 	"github.com/meshagent/meshagent/node"
@@ -171,7 +173,7 @@ type frontDoors struct {
 // seed 003's REST surface.
 func startDoors(n *node.Node, api string, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, level *slog.LevelVar, ops http.Handler, reg prometheus.Registerer, seed003 *localapi.Seed003) (frontDoors, error) {
 	var d frontDoors
-	var srv *busServer
+	var srv *daemon.BusServer
 	lim := pub.limits()
 	if reg != nil {
 		// What the bus server admits, beside meshagent_bus_clients.
@@ -240,8 +242,8 @@ type publicListener struct {
 	addr  string
 	url   string // ws:// or wss://
 	pub   publicSettings
-	srv   *busServer // the bus server
-	own   *busServer // srv, when there is no local API to share it
+	srv   *daemon.BusServer // the bus server
+	own   *daemon.BusServer // srv, when there is no local API to share it
 	lobby *lobby.Lobby
 	hs    *http.Server
 	done  chan error
@@ -259,11 +261,11 @@ type publicListener struct {
 // capabilities in the mesh as the relay's own (next to base, the relay's
 // capabilities file), so mesh agents discover and call them. reg (may be
 // nil) receives the lobby's figures, and the bus's when it is its own.
-func startPublicListener(n *node.Node, srv *busServer, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, reg prometheus.Registerer) (*publicListener, error) {
-	var own *busServer
+func startPublicListener(n *node.Node, srv *daemon.BusServer, pub publicSettings, log *slog.Logger, st *store.Store, base []node.Service, reg prometheus.Registerer) (*publicListener, error) {
+	var own *daemon.BusServer
 	if srv == nil {
 		var err error
-		if own, err = newBusServer(n, log.With("component", "relay"), st, reg, rpc.WithLimits(pub.limits())); err != nil {
+		if own, err = daemon.NewBusServer(n, log.With("component", "relay"), []rpc.Option{rpc.WithLimits(pub.limits())}, bus.WithStore(st), bus.WithMetrics(reg)); err != nil {
 			return nil, exitErrorf(ExitFailure, "bus: %v", err)
 		}
 		srv = own

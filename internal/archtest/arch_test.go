@@ -52,8 +52,11 @@ var mayImport = map[string][]string{
 	"mcp": {"rpc", "protocol", "sign"},
 	"a2a": {"rpc", "protocol", "sign"},
 
+	// The assembly of a process, in one place for cli and the test
+	// helpers.
+	"daemon": {"rpc", "bus"},
 	// The commands and the assembly of a process.
-	"cli":           {"node", "localapi", "mcp", "a2a", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
+	"cli":           {"daemon", "node", "localapi", "mcp", "a2a", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
 	"cmd/meshagent": {"cli"},
 	// The Python and JS clients' folder: a Go package only for its doc.
 	"clients": {},
@@ -72,7 +75,7 @@ var mayImport = map[string][]string{
 	"internal/smallfs":    {},
 	"internal/fakemesh":   {"protocol", "sign"},
 	"internal/meshtest":   {"node", "sign", "internal/testlog"},
-	"internal/rpctest":    {"rpc", "bus", "internal/testlog", "internal/wstest"},
+	"internal/rpctest":    {"rpc", "bus", "daemon", "internal/testlog", "internal/wstest"},
 	"internal/clienttest": {"rpc", "bus", "internal/meshtest", "internal/rpctest"},
 }
 
