@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/smallfs"
 	"github.com/meshagent/meshagent/internal/wait"
@@ -34,7 +35,7 @@ import (
 // queued, before and after, reaches the agent when it is back.
 func TestSendMessageDiskFullRefused(t *testing.T) {
 	dir := smallfs.Mount(t, "8m")
-	st := openTestStore(t, filepath.Join(dir, storeFileName))
+	st := openTestStore(t, filepath.Join(dir, daemon.StoreFileName))
 	n := meshtest.Node(t, 72, node.WithStore(st))
 	api := serveStoreAPI(t, n, st)
 	var mu sync.Mutex
@@ -156,7 +157,7 @@ func TestSendMessageDiskFullRefused(t *testing.T) {
 // answered queued reaches the agent when it is back.
 func TestMeshSendMessageDiskFullRefused(t *testing.T) {
 	dir := smallfs.Mount(t, "8m")
-	st := openTestStore(t, filepath.Join(dir, storeFileName))
+	st := openTestStore(t, filepath.Join(dir, daemon.StoreFileName))
 	n := meshtest.Node(t, 74, node.WithStore(st))
 	api := serveAPI(t, n)
 	away := meshtest.Node(t, 75)

@@ -27,6 +27,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
@@ -301,16 +302,16 @@ func TestPublicWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		p    publicSettings
+		p    daemon.Public
 		want string
 	}{
-		{publicSettings{addr: "0.0.0.0:7892"}, "open to anyone"},
-		{publicSettings{addr: "192.0.2.1:7892", tokens: tk}, "tokens travel in clear text"},
-		{publicSettings{addr: "0.0.0.0:7892", tokens: tk, tls: &tls.Config{}}, ""},
-		{publicSettings{addr: "127.0.0.1:7892"}, ""},
+		{daemon.Public{Addr: "0.0.0.0:7892"}, "open to anyone"},
+		{daemon.Public{Addr: "192.0.2.1:7892", Tokens: tk}, "tokens travel in clear text"},
+		{daemon.Public{Addr: "0.0.0.0:7892", Tokens: tk, TLS: &tls.Config{}}, ""},
+		{daemon.Public{Addr: "127.0.0.1:7892"}, ""},
 	} {
 		var buf bytes.Buffer
-		tc.p.warnings(slog.New(slog.NewTextHandler(&buf, nil)))
+		publicWarnings(tc.p, slog.New(slog.NewTextHandler(&buf, nil)))
 		if tc.want == "" && buf.Len() != 0 || tc.want != "" && !strings.Contains(buf.String(), tc.want) {
 			t.Errorf("%+v logged %q, want %q", tc.p, buf.String(), tc.want)
 		}
