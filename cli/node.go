@@ -34,44 +34,33 @@ const defaultCapsPoll = 2 * time.Second
 
 // nodeSettings is the validated configuration of `meshagent node`.
 type nodeSettings struct {
-	dataDir     string
-	exchangeDir string // seed 002 file exchange (--exchange), "" for none
-	// agentTokens are seed 003's REST surface's agents (--agent-tokens;
-	// nil: the surface is off), agentRate their requests per minute.
-	agentTokensPath string
-	agentTokens     *rpc.Tokens
-	agentRate       int
-	keyPath         string
-	listen          []ma.Multiaddr
-	bootstrap       []ma.Multiaddr
-	name            string
-	capsPath        string
-	kinds           *handlerKinds // the "mcp" handler's servers; closed when the node stops
-	policyPath      string
-	policy          *node.Policy
-	services        []node.Service
-	api             string // "" when the API is off
-	metricsAddr     string // "" when there is no separate metrics listener
-	mdns            bool
-	holdMessages    bool // direct messages wait at their senders until a local API client takes them
-	audit           bool // keep an audit log
-	auditBodies     bool // with the params
-	presence        node.Presence
-	capsPoll        time.Duration // 0: reload only on SIGHUP
-	staticRelays    []ma.Multiaddr
-	mailboxes       []ma.Multiaddr // relays holding this agent's messages while it is away
-	outboxTTL       time.Duration  // how long a message waits in the outbox
+	// cfg is the process as daemon.Start takes it: the data directory,
+	// bootstrap peers, capabilities and policy (and their files), the
+	// listeners, tokens, exchange, reload poll and kept history bounds.
+	// runNode adds the logger and the node's options.
+	cfg         daemon.Config
+	keyPath     string
+	listen      []ma.Multiaddr
+	name        string
+	kinds       *handlerKinds // the "mcp" handler's servers; closed when the node stops
+	policy      *node.Policy
+	mdns        bool
+	audit       bool // keep an audit log
+	auditBodies bool // with the params
+	presence    node.Presence
+	// staticRelays are circuit relays; mailboxes hold this agent's
+	// messages while it is away; outboxTTL is how long a message waits.
+	staticRelays []ma.Multiaddr
+	mailboxes    []ma.Multiaddr
+	outboxTTL    time.Duration
 	// keepHistory are the topic patterns kept for durable subscribers,
-	// within keepAge and keepBytes.
+	// within cfg.KeepAge and cfg.KeepBytes.
 	keepHistory []string
-	keepAge     time.Duration
-	keepBytes   int64
 	// limits carry --requester-rate and --requester-burst.
 	limits node.Limits
 	// relay mode (meshagent relay): a public bus and lobby, and a circuit
 	// relay service.
 	relayMode       bool
-	public          daemon.Public
 	shutdownTimeout time.Duration
 	json            bool
 	log             logSettings
@@ -139,12 +128,13 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if err := r.noArgs(c); err != nil {
 		return nil, err
 	}
-	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), holdMessages: c.Bool(flagHoldMessages), audit: c.Bool(flagAudit) || c.Bool(flagAuditBodies), auditBodies: c.Bool(flagAuditBodies), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
+	s := &nodeSettings{cfg: daemon.DefaultConfig(), mdns: !c.Bool(flagNoMDNS), audit: c.Bool(flagAudit) || c.Bool(flagAuditBodies), auditBodies: c.Bool(flagAuditBodies), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
+	s.cfg.HoldMessages = c.Bool(flagHoldMessages)
 	var err error
 	if s.log, err = r.parseLogSettings(c); err != nil {
 		return nil, err
 	}
-	if s.dataDir, err = r.dataDir(c); err != nil {
+	if s.cfg.DataDir, err = r.dataDir(c); err != nil {
 		return nil, err
 	}
 	if s.keyPath, err = r.keyPath(c); err != nil {
@@ -153,10 +143,10 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if s.listen, err = r.multiaddrs(c, flagListen, "/ip4/0.0.0.0/tcp/4001"); err != nil {
 		return nil, err
 	}
-	if s.bootstrap, err = r.multiaddrs(c, flagBootstrap, "/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…"); err != nil {
+	if s.cfg.Bootstrap, err = r.multiaddrs(c, flagBootstrap, "/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…"); err != nil {
 		return nil, err
 	}
-	for i, m := range s.bootstrap {
+	for i, m := range s.cfg.Bootstrap {
 		if _, err := peer.AddrInfoFromP2pAddr(m); err != nil {
 			return nil, r.flagError(c, flagBootstrap, "%q does not end in /p2p/<agent id>; append the peer's agent id, e.g. %s/p2p/12D3KooW…", c.StringSlice(flagBootstrap)[i], m)
 		}
@@ -164,14 +154,14 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if len(s.name) > protocol.MaxNameLen {
 		return nil, r.flagError(c, flagName, "the name is %d bytes; the limit is %d", len(s.name), protocol.MaxNameLen)
 	}
-	if s.policyPath = expandHome(c.String(flagPolicy)); s.policyPath != "" {
-		if s.policy, err = node.LoadPolicy(s.policyPath); err != nil {
+	if s.cfg.PolicyFile = expandHome(c.String(flagPolicy)); s.cfg.PolicyFile != "" {
+		if s.policy, err = node.LoadPolicy(s.cfg.PolicyFile); err != nil {
 			return nil, r.flagError(c, flagPolicy, "%v", err)
 		}
 	}
-	if s.capsPath = expandHome(c.String(flagCapabilities)); s.capsPath != "" {
+	if s.cfg.CapabilitiesFile = expandHome(c.String(flagCapabilities)); s.cfg.CapabilitiesFile != "" {
 		s.kinds = newHandlerKinds(r.stderr)
-		if s.services, err = node.LoadServices(s.capsPath, s.kinds.options()...); err != nil {
+		if s.cfg.Services, err = node.LoadServices(s.cfg.CapabilitiesFile, s.kinds.options()...); err != nil {
 			_ = s.kinds.close()
 			return nil, r.flagError(c, flagCapabilities, "%v", err)
 		}
@@ -180,13 +170,13 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		if _, err := r.hostPort(c, flagMetrics, v); err != nil {
 			return s, err
 		}
-		s.metricsAddr = v
+		s.cfg.MetricsAddr = v
 	}
-	if s.api, err = r.apiListenAddr(c); err != nil {
+	if s.cfg.API, err = r.apiListenAddr(c); err != nil {
 		return nil, err
 	}
 	if s.relayMode {
-		if s.public, err = r.resolvePublic(c); err != nil {
+		if s.cfg.Public, err = r.resolvePublic(c); err != nil {
 			return nil, err
 		}
 	}
@@ -212,15 +202,15 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if len(s.mailboxes) > protocol.MaxMailboxes {
 		return nil, r.flagError(c, flagMailbox, "%d mailboxes given; the limit is %d", len(s.mailboxes), protocol.MaxMailboxes)
 	}
-	s.exchangeDir = expandHome(c.String(flagExchange))
+	s.cfg.ExchangeDir = expandHome(c.String(flagExchange))
 	if err := r.resolveAgentREST(c, s); err != nil {
 		return nil, err
 	}
 	if s.outboxTTL, err = r.positiveDuration(c, flagOutboxTTL); err != nil {
 		return nil, err
 	}
-	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
-		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
+	if s.cfg.Poll = c.Duration(flagCapsPoll); s.cfg.Poll < 0 {
+		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.cfg.Poll)
 	}
 	if err := r.resolveKeep(c, s); err != nil {
 		return nil, err
@@ -328,8 +318,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 		log.Warn("libp2p log levels", "err", err)
 	}
 
-	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
-		return r.flagError(c, flagData, "cannot create %s: %v", s.dataDir, err)
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return r.flagError(c, flagData, "cannot create %s: %v", s.cfg.DataDir, err)
 	}
 	key, created, err := loadOrCreateKey(s.keyPath)
 	if err != nil {
@@ -342,7 +332,7 @@ func (r *runState) runNode(c *ucli.Context) error {
 		s.listen = defaultListen("0.0.0.0", defaultP2PPort, log)
 	}
 	if s.relayMode {
-		publicWarnings(s.public, log)
+		publicWarnings(s.cfg.Public, log)
 	}
 	d, err := daemon.Start(c.Context, daemon.WithConfig(r.daemonConfig(s, key, log)))
 	if err != nil {
@@ -381,8 +371,11 @@ func (r *runState) runNode(c *ucli.Context) error {
 
 // daemonConfig is the process s describes, for daemon.Start.
 func (r *runState) daemonConfig(s *nodeSettings, key crypto.PrivKey, log *slog.Logger) daemon.Config {
-	cfg := daemon.DefaultConfig()
+	cfg := s.cfg
 	cfg.Logger, cfg.Level = log, s.log.levelVar
+	if s.kinds != nil {
+		cfg.ParseOptions = s.kinds.options()
+	}
 	cfg.NodeOptions = []node.Option{
 		node.WithIdentity(key),
 		node.WithListenAddrs(s.listen...),
@@ -405,12 +398,6 @@ func (r *runState) daemonConfig(s *nodeSettings, key crypto.PrivKey, log *slog.L
 	if s.audit {
 		cfg.NodeOptions = append(cfg.NodeOptions, node.WithAudit(s.auditBodies))
 	}
-	cfg.Bootstrap, cfg.Services, cfg.HoldMessages = s.bootstrap, s.services, s.holdMessages
-	cfg.CapabilitiesFile, cfg.ParseOptions, cfg.PolicyFile = s.capsPath, s.kinds.options(), s.policyPath
-	cfg.DataDir, cfg.KeepAge, cfg.KeepBytes = s.dataDir, s.keepAge, s.keepBytes
-	cfg.API, cfg.MetricsAddr, cfg.Public = s.api, s.metricsAddr, s.public
-	cfg.AgentTokens, cfg.AgentTokensFile, cfg.AgentRate = s.agentTokens, s.agentTokensPath, s.agentRate
-	cfg.ExchangeDir, cfg.Poll = s.exchangeDir, s.capsPoll
 	return cfg
 }
 
@@ -428,7 +415,7 @@ func (r *runState) startError(c *ucli.Context, s *nodeSettings, err error) error
 		}
 	}
 	if se, ok := errors.AsType[*daemon.StoreError](err); ok {
-		return exitErrorf(ExitFailure, "%v (is another node using --data %s?)", se, s.dataDir)
+		return exitErrorf(ExitFailure, "%v (is another node using --data %s?)", se, s.cfg.DataDir)
 	}
 	if errors.Is(err, daemon.ErrExchange) {
 		return r.flagError(c, flagExchange, "%v", err)
@@ -480,31 +467,31 @@ func (r *runState) resolveKeep(c *ucli.Context, s *nodeSettings) error {
 			s.keepHistory = append(s.keepHistory, p)
 		}
 	}
-	if s.keepAge = c.Duration(flagKeepAge); s.keepAge <= 0 {
-		return r.flagError(c, flagKeepAge, "%s is not positive", s.keepAge)
+	if s.cfg.KeepAge = c.Duration(flagKeepAge); s.cfg.KeepAge <= 0 {
+		return r.flagError(c, flagKeepAge, "%s is not positive", s.cfg.KeepAge)
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(c.String(flagKeepBytes)), 10, 64)
 	if err != nil || n <= 0 {
 		return r.flagError(c, flagKeepBytes, "%q is not a positive number of bytes", c.String(flagKeepBytes))
 	}
-	s.keepBytes = n
+	s.cfg.KeepBytes = n
 	return nil
 }
 
 // resolveAgentREST validates --agent-tokens and --agent-rate (seed 003's
 // REST surface, served on the local API).
 func (r *runState) resolveAgentREST(c *ucli.Context, s *nodeSettings) error {
-	if s.agentRate = c.Int(flagAgentRate); s.agentRate < 1 || s.agentRate > maxAgentRate {
-		return r.flagError(c, flagAgentRate, "%d is not a number of requests per minute from 1 to %d", s.agentRate, maxAgentRate)
+	if s.cfg.AgentRate = c.Int(flagAgentRate); s.cfg.AgentRate < 1 || s.cfg.AgentRate > maxAgentRate {
+		return r.flagError(c, flagAgentRate, "%d is not a number of requests per minute from 1 to %d", s.cfg.AgentRate, maxAgentRate)
 	}
-	if s.agentTokensPath = expandHome(c.String(flagAgentTokens)); s.agentTokensPath == "" {
+	if s.cfg.AgentTokensFile = expandHome(c.String(flagAgentTokens)); s.cfg.AgentTokensFile == "" {
 		return nil
 	}
-	if s.api == "" {
+	if s.cfg.API == "" {
 		return r.flagError(c, flagAgentTokens, "seed 003's REST surface is served on the local API, which is off; give --api too")
 	}
 	var err error
-	if s.agentTokens, err = rpc.LoadTokens(s.agentTokensPath); err != nil {
+	if s.cfg.AgentTokens, err = rpc.LoadTokens(s.cfg.AgentTokensFile); err != nil {
 		return r.flagError(c, flagAgentTokens, "%v", err)
 	}
 	return nil
