@@ -63,6 +63,7 @@ func readyChecks(n *node.Node, st *store.Store, bootstrap []ma.Multiaddr) map[st
 // only, so they can be scraped from elsewhere while the local API stays
 // on loopback.
 type opsServer struct {
+	addr string // the address bound
 	srv  *http.Server
 	done chan struct{} // closed when Serve has returned
 }
@@ -74,6 +75,7 @@ func startOps(ctx context.Context, addr string, h http.Handler, log *slog.Logger
 		return nil, &ListenError{Listener: ListenerMetrics, Addr: addr, Err: err}
 	}
 	o := &opsServer{
+		addr: ln.Addr().String(),
 		srv: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
