@@ -41,6 +41,10 @@ type Daemon struct {
 	files    []*watchedFile // the configured settings files
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // the watch and watchdog loops
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed when Close's stopping has finished
+	closeErr  error
 }
 
 // watchedFile is a settings file the daemon reloads when it changes.
@@ -320,13 +324,19 @@ func (d *Daemon) PublicAddr() string {
 // doors first), the node and the store (each only if the daemon built
 // it). It returns when all have stopped, or with ctx's error when ctx
 // ends first (the closing goes on).
+// Closing again waits for the first closing and returns its result.
 func (d *Daemon) Close(ctx context.Context) error {
-	d.svc.stopping()
-	done := make(chan error, 1)
-	go func() { done <- d.stop(ctx) }()
+	d.closeOnce.Do(func() {
+		d.svc.stopping()
+		d.closed = make(chan struct{})
+		go func() {
+			d.closeErr = d.stop(ctx)
+			close(d.closed)
+		}()
+	})
 	select {
-	case err := <-done:
-		return err
+	case <-d.closed:
+		return d.closeErr
 	case <-ctx.Done():
 		return fmt.Errorf("daemon: close: %w", ctx.Err())
 	}

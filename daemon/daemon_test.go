@@ -59,14 +59,17 @@ func capNames(n *node.Node) []string {
 }
 
 // TestCloseStopsWhatStartBuilt: a daemon that built its node and store
-// serves the local API and the metrics listener once Start returns, and
-// after Close neither listener answers and the store's file lock is
-// free (another process could open it).
+// serves the local API, a relay's public listener and the metrics
+// listener once Start returns, and
+// after Close (twice: the second waits for the first) no listener
+// answers and the store's file lock is free (another process could open
+// it).
 func TestCloseStopsWhatStartBuilt(t *testing.T) {
 	dir := t.TempDir()
 	caps := filepath.Join(dir, "caps.json")
 	writeCaps(t, caps, "echo")
-	d, err := Start(t.Context(), append(ownOptions(t, 301, dir, caps), WithAPI("127.0.0.1:0"), func(c *Config) error { c.MetricsAddr = "127.0.0.1:0"; return nil })...)
+	d, err := Start(t.Context(), append(ownOptions(t, 301, dir, caps), WithAPI("127.0.0.1:0"), WithPublic(Public{Addr: "127.0.0.1:0"}),
+		func(c *Config) error { c.MetricsAddr = "127.0.0.1:0"; return nil })...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +80,10 @@ func TestCloseStopsWhatStartBuilt(t *testing.T) {
 	defer cancel()
 	cl, err := rpc.Dial(ctx, d.APIAddr())
 	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cl.Close()
+	if cl, err = rpc.Dial(ctx, "ws://"+d.PublicAddr()+"/"); err != nil {
 		t.Fatal(err)
 	}
 	_ = cl.Close()
@@ -92,8 +99,14 @@ func TestCloseStopsWhatStartBuilt(t *testing.T) {
 	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
 	if _, err := rpc.Dial(ctx, d.APIAddr()); err == nil {
 		t.Error("the local API still answers after Close")
+	}
+	if _, err := rpc.Dial(ctx, "ws://"+d.PublicAddr()+"/"); err == nil {
+		t.Error("the public listener still answers after Close")
 	}
 	if resp, err := http.Get(readyz); err == nil {
 		_ = resp.Body.Close()
