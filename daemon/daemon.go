@@ -40,7 +40,7 @@ type Daemon struct {
 	reloadMu sync.Mutex     // one reload at a time, each file's digest with it
 	files    []*watchedFile // the configured settings files
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // the watch and watchdog loops
+	wg       sync.WaitGroup // loop
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed when Close's stopping has finished
@@ -153,8 +153,8 @@ func (d *Daemon) start(ctx context.Context) error {
 	return nil
 }
 
-// startLoops starts the settings files' watch and, under systemd, tells
-// it the node serves and answers its watchdog.
+// startLoops tells systemd (when it runs the process) that the node
+// serves, and starts loop for the settings files and the watchdog.
 func (d *Daemon) startLoops() {
 	cfg, log := d.cfg, d.cfg.Logger
 	for _, f := range []*watchedFile{
@@ -168,50 +168,61 @@ func (d *Daemon) startLoops() {
 			d.files = append(d.files, f)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
-	if cfg.Poll > 0 && len(d.files) > 0 {
-		d.wg.Go(func() { d.watch(ctx, cfg.Poll) })
-	}
-	// Under systemd (Type=notify) the node is ready now; the watchdog, if
-	// any, is answered from a loop of the daemon's.
+	// Under systemd (Type=notify) the node is ready now.
 	d.svc = newServiceNotifier(log)
 	d.svc.ready("serving as " + d.node.AgentID())
-	if every := d.svc.watchdogEvery(); every > 0 {
-		d.svc.alive()
-		d.wg.Go(func() { tick(ctx, every, d.svc.alive) })
+	poll, watchdog := cfg.Poll, d.svc.watchdogEvery()
+	if len(d.files) == 0 {
+		poll = 0
+	}
+	if poll > 0 || watchdog > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		d.cancel = cancel
+		d.wg.Go(func() { d.loop(ctx, poll, watchdog) })
 	}
 }
 
-// tick calls f every interval until ctx ends.
-func tick(ctx context.Context, every time.Duration, f func()) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+// loop checks the settings files every poll and answers systemd's
+// watchdog every watchdog (each 0: not at all) until ctx ends. One loop
+// does both, so a reload that wedges stops the watchdog's answers too
+// and systemd restarts the process.
+func (d *Daemon) loop(ctx context.Context, poll, watchdog time.Duration) {
+	var pollC, watchdogC <-chan time.Time
+	if poll > 0 {
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		pollC = t.C
+	}
+	if watchdog > 0 {
+		d.svc.alive()
+		t := time.NewTicker(watchdog)
+		defer t.Stop()
+		watchdogC = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			f()
+		case <-watchdogC:
+			d.svc.alive()
+		case <-pollC:
+			d.reloadChanged()
 		}
 	}
 }
 
-// watch reloads each settings file whose content changed, checking every
-// poll. A file being rewritten may be caught half-written; it then fails
-// to load, the current settings stay, and the next check sees the
-// finished file.
-func (d *Daemon) watch(ctx context.Context, poll time.Duration) {
-	tick(ctx, poll, func() {
-		d.reloadMu.Lock()
-		defer d.reloadMu.Unlock()
-		for _, f := range d.files {
-			if dg := fileDigest(f.path); dg != f.digest {
-				f.digest = dg
-				f.reload()
-			}
+// reloadChanged reloads each settings file whose content changed. A file
+// being rewritten may be caught half-written; it then fails to load, the
+// current settings stay, and the next check sees the finished file.
+func (d *Daemon) reloadChanged() {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	for _, f := range d.files {
+		if dg := fileDigest(f.path); dg != f.digest {
+			f.digest = dg
+			f.reload()
 		}
-	})
+	}
 }
 
 // Reload reads every configured settings file again (capabilities,
@@ -319,12 +330,12 @@ func (d *Daemon) PublicAddr() string {
 	return d.ws.addr
 }
 
-// Close tells systemd the process stops, then stops, in order, the loops,
+// Close tells systemd the process stops, then stops, in order, the loop,
 // the file exchange, the listeners (metrics, public, local API: front
 // doors first), the node and the store (each only if the daemon built
 // it). It returns when all have stopped, or with ctx's error when ctx
-// ends first (the closing goes on).
-// Closing again waits for the first closing and returns its result.
+// ends first (the closing goes on). Closing again waits for the first
+// closing and returns its result.
 func (d *Daemon) Close(ctx context.Context) error {
 	d.closeOnce.Do(func() {
 		d.svc.stopping()

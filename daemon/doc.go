@@ -16,12 +16,12 @@
 // Start opens the store (Config.DataDir; or uses Config.Store), builds
 // the node (or serves Config.Node), then the local API, the public
 // listener, the metrics listener and the file exchange, then tells
-// systemd READY=1 (when NOTIFY_SOCKET is set) and starts its two loops:
-// the settings files' watch (every Config.Poll) and the watchdog
-// (WATCHDOG=1 every half WatchdogSec). On an error it stops what it
-// started. Close sends STOPPING=1 and stops the loops, the exchange, the
-// listeners (front doors first), then the node and the store it built,
-// within its context.
+// systemd READY=1 (when NOTIFY_SOCKET is set) and starts one loop that
+// checks the settings files every Config.Poll and answers the watchdog
+// (WATCHDOG=1 every half WatchdogSec), so a wedged reload is restarted by
+// systemd. On an error it stops what it started. Close sends STOPPING=1
+// and stops the loop, the exchange, the listeners (front doors first),
+// then the node and the store it built, within its context.
 //
 // On a relay the local API and the public listener serve one BusServer:
 // one subscription table, one outbox and retry loop over the store. The
