@@ -334,7 +334,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if s.relayMode {
 		publicWarnings(s.cfg.Public, log)
 	}
-	d, err := daemon.Start(c.Context, daemon.WithConfig(r.daemonConfig(s, key, log)))
+	// A signal while the parts start stops them once they run (exit 0),
+	// rather than failing the binding of a listener.
+	d, err := daemon.Start(context.WithoutCancel(c.Context), daemon.WithConfig(r.daemonConfig(s, key, log)))
 	if err != nil {
 		return r.startError(c, s, err)
 	}
