@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/node"
@@ -37,18 +37,25 @@ func openTestStore(t *testing.T, path string) *store.Store {
 // its history and outbox in.
 func serveStoreAPI(t *testing.T, n *node.Node, st *store.Store) string {
 	t.Helper()
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, nil, new(slog.LevelVar))
+	return startDaemon(t, daemon.WithNode(n), daemon.WithStore(st)).APIAddr()
+}
+
+// startDaemon serves a local API on a free loopback port with opts (a
+// node among them) until the test ends.
+func startDaemon(t *testing.T, opts ...daemon.Option) *daemon.Daemon {
+	t.Helper()
+	d, err := daemon.Start(t.Context(), append([]daemon.Option{daemon.WithLogger(testlog.New(t)), daemon.WithAPI("127.0.0.1:0")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := api.close(ctx); err != nil {
+		if err := d.Close(ctx); err != nil {
 			t.Error(err)
 		}
 	})
-	return api.addr
+	return d
 }
 
 func handler(f func(ctx context.Context, call *node.Call) (json.RawMessage, error)) node.Handler {

@@ -166,7 +166,7 @@ func TestConfigPrecedence(t *testing.T) {
 				wantKey = filepath.Join(dir, wantKey)
 			}
 			// (a relative path in the file is relative to the file's directory)
-			got := want{api: s.api, listen: addrStrings(s), mdns: s.mdns, shutdown: s.shutdownTimeout, name: s.name, key: s.keyPath}
+			got := want{api: s.cfg.API, listen: addrStrings(s), mdns: s.mdns, shutdown: s.shutdownTimeout, name: s.name, key: s.keyPath}
 			tc.want.key = wantKey
 			if got.api != tc.want.api || !slices.Equal(got.listen, tc.want.listen) || got.mdns != tc.want.mdns ||
 				got.shutdown != tc.want.shutdown || got.name != tc.want.name || got.key != tc.want.key {
@@ -246,8 +246,8 @@ func TestFlagValidation(t *testing.T) {
 	t.Run("keep-history", func(t *testing.T) {
 		s, res := resolveNodeFlags(t, "--data", t.TempDir(), "--keep-history", "news:*", "--keep-history", "off", "--keep-history-age", "1h", "--keep-history-bytes", "1000")
 		res.wantCode(t, ExitOK)
-		if strings.Join(s.keepHistory, ",") != "news:*" || s.keepAge != time.Hour || s.keepBytes != 1000 {
-			t.Errorf("keep %v for %s within %d bytes", s.keepHistory, s.keepAge, s.keepBytes)
+		if strings.Join(s.keepHistory, ",") != "news:*" || s.cfg.KeepAge != time.Hour || s.cfg.KeepBytes != 1000 {
+			t.Errorf("keep %v for %s within %d bytes", s.keepHistory, s.cfg.KeepAge, s.cfg.KeepBytes)
 		}
 	})
 
@@ -283,29 +283,29 @@ func TestFlagValidation(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "config.json"), `{"agent-tokens": "agents.json", "agent-rate": 5}`)
 		s, res := resolveNodeFlags(t, "--data", dir)
 		res.wantCode(t, ExitOK)
-		if s.agentTokens == nil || s.agentTokens.Len() != 1 || s.agentRate != 5 || s.agentTokensPath != filepath.Join(dir, "agents.json") {
-			t.Errorf("tokens %v from %q, rate %d", s.agentTokens, s.agentTokensPath, s.agentRate)
+		if s.cfg.AgentTokens == nil || s.cfg.AgentTokens.Len() != 1 || s.cfg.AgentRate != 5 || s.cfg.AgentTokensFile != filepath.Join(dir, "agents.json") {
+			t.Errorf("tokens %v from %q, rate %d", s.cfg.AgentTokens, s.cfg.AgentTokensFile, s.cfg.AgentRate)
 		}
 		s, res = resolveNodeFlags(t, "--data", t.TempDir())
 		res.wantCode(t, ExitOK)
-		if s.agentTokens != nil || s.agentRate != 60 {
-			t.Errorf("defaults: tokens %v rate %d", s.agentTokens, s.agentRate)
+		if s.cfg.AgentTokens != nil || s.cfg.AgentRate != 60 {
+			t.Errorf("defaults: tokens %v rate %d", s.cfg.AgentTokens, s.cfg.AgentRate)
 		}
 	})
 
 	t.Run("public api allowed with --api-public", func(t *testing.T) {
 		s, res := resolveNodeFlags(t, "--data", t.TempDir(), "--api", "0.0.0.0:7892", "--api-public")
 		res.wantCode(t, ExitOK)
-		if s.api != "0.0.0.0:7892" {
-			t.Errorf("api = %q", s.api)
+		if s.cfg.API != "0.0.0.0:7892" {
+			t.Errorf("api = %q", s.cfg.API)
 		}
 	})
 	t.Run("api off", func(t *testing.T) {
 		for _, v := range []string{"off", "OFF", ""} {
 			s, res := resolveNodeFlags(t, "--data", t.TempDir(), "--api", v)
 			res.wantCode(t, ExitOK)
-			if s.api != "" {
-				t.Errorf("--api %q: api = %q, want off", v, s.api)
+			if s.cfg.API != "" {
+				t.Errorf("--api %q: api = %q, want off", v, s.cfg.API)
 			}
 		}
 	})

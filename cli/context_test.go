@@ -1,18 +1,13 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
-	"github.com/meshagent/meshagent/internal/testlog"
-	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -23,24 +18,15 @@ import (
 // refusals exit non-zero with its reason.
 func TestContextCommand(t *testing.T) {
 	n := meshtest.Node(t, 274)
-	reg := metrics.New()
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, reg.Registry, new(slog.LevelVar), statusPage(nil, n, testlog.New(t), nil)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = api.close(ctx)
-	})
-	res := runCLI(t, "", "context", "set", "bead-abc-123", `{"files_modified":["src/auth.go"],"review_status":"in_progress"}`, "--api", api.addr)
+	api := serveAPI(t, n)
+	res := runCLI(t, "", "context", "set", "bead-abc-123", `{"files_modified":["src/auth.go"],"review_status":"in_progress"}`, "--api", api)
 	res.wantCode(t, 0)
-	res = runCLI(t, `{"review_status":"done","files_modified":null,"test_results":{"passed":14}}`, "context", "patch", "bead-abc-123", "-", "--api", api.addr)
+	res = runCLI(t, `{"review_status":"done","files_modified":null,"test_results":{"passed":14}}`, "context", "patch", "bead-abc-123", "-", "--api", api)
 	res.wantCode(t, 0)
 	if !strings.Contains(res.stdout, `"review_status": "done"`) || strings.Contains(res.stdout, "files_modified") {
 		t.Fatalf("patch printed %s", res.stdout)
 	}
-	res = runCLI(t, "", "context", "get", "bead-abc-123", "--json", "--api", api.addr)
+	res = runCLI(t, "", "context", "get", "bead-abc-123", "--json", "--api", api)
 	res.wantCode(t, 0)
 	var got protocol.BeadContext
 	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
@@ -51,7 +37,7 @@ func TestContextCommand(t *testing.T) {
 		t.Fatalf("get --json: %+v", got)
 	}
 	// Seed 004's REST on the same listener.
-	resp, err := http.Get("http://" + api.addr + "/api/v1/beads/bead-abc-123/context")
+	resp, err := http.Get("http://" + api + "/api/v1/beads/bead-abc-123/context")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +47,7 @@ func TestContextCommand(t *testing.T) {
 	if err := json.Unmarshal(body, &rest); resp.StatusCode != 200 || err != nil || string(rest.SharedContext) != want {
 		t.Fatalf("GET /api/v1/beads/bead-abc-123/context: %d %s", resp.StatusCode, body)
 	}
-	req, _ := http.NewRequest(http.MethodPatch, "http://"+api.addr+"/api/v1/beads/bead-abc-123/context", strings.NewReader(`{"decision_needed":false}`))
+	req, _ := http.NewRequest(http.MethodPatch, "http://"+api+"/api/v1/beads/bead-abc-123/context", strings.NewReader(`{"decision_needed":false}`))
 	req.Header.Set("Content-Type", "application/merge-patch+json")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("PATCH: %v %v", resp, err)
@@ -81,14 +67,14 @@ func TestContextCommand(t *testing.T) {
 		{"context", "get", "b1", "--members", "x"},
 		{"context", "set", "b1", `{}`, "--members", "x,,y"},
 	} {
-		res := runCLI(t, "", append(args, "--api", api.addr)...)
+		res := runCLI(t, "", append(args, "--api", api)...)
 		res.wantCode(t, ExitUsage)
 	}
-	res = runCLI(t, "", "context", "get", "a/b", "--api", api.addr)
+	res = runCLI(t, "", "context", "get", "a/b", "--api", api)
 	if res.code == 0 || !strings.Contains(res.stderr, "bead id") {
 		t.Fatalf("bad bead id: %d %s", res.code, res.stderr)
 	}
-	res = runCLI(t, "", "context", "get", "bead-abc-123", "--api", api.addr)
+	res = runCLI(t, "", "context", "get", "bead-abc-123", "--api", api)
 	res.wantCode(t, 0)
 	if !strings.Contains(res.stdout, `"decision_needed": false`) {
 		t.Fatalf("after the REST PATCH: %s", res.stdout)
@@ -97,17 +83,17 @@ func TestContextCommand(t *testing.T) {
 	// --members: the creator names another member, then leaves; its next
 	// change is refused, with the node's reason.
 	other := meshtest.ID(t, 999).String()
-	res = runCLI(t, "", "context", "set", "bead-members", `{"a":1}`, "--members", other, "--json", "--api", api.addr)
+	res = runCLI(t, "", "context", "set", "bead-members", `{"a":1}`, "--members", other, "--json", "--api", api)
 	res.wantCode(t, 0)
 	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil || len(got.CollaboratingAgents) != 2 {
 		t.Fatalf("set --members: %v %s", err, res.stdout)
 	}
-	res = runCLI(t, "", "context", "patch", "bead-members", `{"b":2}`, "--members", other, "--json", "--api", api.addr)
+	res = runCLI(t, "", "context", "patch", "bead-members", `{"b":2}`, "--members", other, "--json", "--api", api)
 	res.wantCode(t, 0)
 	if err := json.Unmarshal([]byte(res.stdout), &got); err != nil || len(got.CollaboratingAgents) != 1 || got.CollaboratingAgents[0] != other {
 		t.Fatalf("patch --members: %v %s", err, res.stdout)
 	}
-	res = runCLI(t, "", "context", "patch", "bead-members", `{"c":3}`, "--api", api.addr)
+	res = runCLI(t, "", "context", "patch", "bead-members", `{"c":3}`, "--api", api)
 	res.wantCode(t, ExitCodeFor(protocol.CodeUnauthorized))
 	if !strings.Contains(res.stderr, "not one of its members") {
 		t.Fatalf("a non-member's patch: %s", res.stderr)

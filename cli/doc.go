@@ -2,7 +2,11 @@
 // environment variables and config file, output formatting, logging setup,
 // signal handling and exit statuses. It is the only package that prints to
 // stdout or chooses an exit status; cmd/meshagent is just
-// os.Exit(cli.Main(os.Args)).
+// os.Exit(cli.Main(os.Args)). The process `meshagent node` and
+// `meshagent relay` run is assembled by package daemon: this package
+// resolves the flags, environment and config file into a daemon.Config,
+// starts it, prints the start line, and maps SIGHUP to Daemon.Reload and
+// SIGINT or SIGTERM to Daemon.Close.
 //
 // # Commands
 //
@@ -62,8 +66,8 @@
 // TCP and UDP, is tried first). When stdout is a terminal and --json is
 // off, a few "Next steps" lines follow the start line, with the
 // --bootstrap command for another node. Under systemd (NOTIFY_SOCKET set)
-// the node sends READY=1 after the start line, WATCHDOG=1 every half
-// WatchdogSec from its main loop when WATCHDOG_USEC is set, and
+// the node sends READY=1 once its listeners serve (just before the start
+// line), WATCHDOG=1 every half WatchdogSec when WATCHDOG_USEC is set, and
 // STOPPING=1 when a shutdown begins. SIGINT or SIGTERM stops the node: the
 // local API closes first, then the node, within --shutdown-timeout (exit 0
 // when clean, 1 when it times out); a second signal ends the process at

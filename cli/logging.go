@@ -46,16 +46,6 @@ func (ls logSettings) leveler() slog.Leveler {
 	return ls.level
 }
 
-// levelName returns the flag value naming a level.
-func levelName(l slog.Level) string {
-	for name, v := range logLevels {
-		if v == l {
-			return name
-		}
-	}
-	return strings.ToLower(l.String())
-}
-
 // parseLogSettings validates the logging flags of a command.
 func (r *runState) parseLogSettings(c *ucli.Context) (logSettings, error) {
 	var ls logSettings

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,75 +9,58 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/meshagent/meshagent/localapi"
-	"github.com/meshagent/meshagent/metrics"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
-	"github.com/meshagent/meshagent/store"
 )
 
 const defaultShutdownTimeout = 10 * time.Second
 
-// storeFileName is the message store under --data.
-const storeFileName = "store.db"
-
-// storeReserve is the disk the store keeps beside its file (store.db.reserve)
-// for a full disk: what was acknowledged and is written afterwards (the
-// bus's history) lands in its room, while new messages are refused with
-// -32005 until space returns (see store.WithReserve).
-const storeReserve = 4 << 20
+// defaultCapsPoll is how often the node checks its settings files for
+// changes. Polling the content needs no platform file-event API, and the
+// files are small.
+const defaultCapsPoll = 2 * time.Second
 
 // nodeSettings is the validated configuration of `meshagent node`.
 type nodeSettings struct {
-	dataDir     string
-	exchangeDir string // seed 002 file exchange (--exchange), "" for none
-	// agentTokens are seed 003's REST surface's agents (--agent-tokens;
-	// nil: the surface is off), agentRate their requests per minute.
-	agentTokensPath string
-	agentTokens     *rpc.Tokens
-	agentRate       int
-	keyPath         string
-	listen          []ma.Multiaddr
-	bootstrap       []ma.Multiaddr
-	name            string
-	capsPath        string
-	kinds           *handlerKinds // the "mcp" handler's servers; closed when the node stops
-	policyPath      string
-	policy          *node.Policy
-	services        []node.Service
-	api             string // "" when the API is off
-	metricsAddr     string // "" when there is no separate metrics listener
-	mdns            bool
-	holdMessages    bool // direct messages wait at their senders until a local API client takes them
-	audit           bool // keep an audit log
-	auditBodies     bool // with the params
-	presence        node.Presence
-	capsPoll        time.Duration // 0: reload only on SIGHUP
-	staticRelays    []ma.Multiaddr
-	mailboxes       []ma.Multiaddr // relays holding this agent's messages while it is away
-	outboxTTL       time.Duration  // how long a message waits in the outbox
+	// cfg is the process as daemon.Start takes it: the data directory,
+	// bootstrap peers, capabilities and policy (and their files), the
+	// listeners, tokens, exchange, reload poll and kept history bounds.
+	// runNode adds the logger and the node's options.
+	cfg         daemon.Config
+	keyPath     string
+	listen      []ma.Multiaddr
+	name        string
+	kinds       *handlerKinds // the "mcp" handler's servers; closed when the node stops
+	policy      *node.Policy
+	mdns        bool
+	audit       bool // keep an audit log
+	auditBodies bool // with the params
+	presence    node.Presence
+	// staticRelays are circuit relays; mailboxes hold this agent's
+	// messages while it is away; outboxTTL is how long a message waits.
+	staticRelays []ma.Multiaddr
+	mailboxes    []ma.Multiaddr
+	outboxTTL    time.Duration
 	// keepHistory are the topic patterns kept for durable subscribers,
-	// within keepAge and keepBytes.
+	// within cfg.KeepAge and cfg.KeepBytes.
 	keepHistory []string
-	keepAge     time.Duration
-	keepBytes   int64
 	// limits carry --requester-rate and --requester-burst.
 	limits node.Limits
 	// relay mode (meshagent relay): a public bus and lobby, and a circuit
 	// relay service.
 	relayMode       bool
-	public          publicSettings
 	shutdownTimeout time.Duration
 	json            bool
 	log             logSettings
@@ -127,11 +109,11 @@ func (r *runState) nodeCommand() *ucli.Command {
 			boolFlag(flagHoldMessages, "refuse direct messages (CAPABILITY_NOT_SUPPORTED, which the sender's node queues and retries) until a local API client takes them with mesh.onMessage: for an agent that serves through the local API, so nothing sent while it is away is lost"),
 			durationFlag(flagShutdownTimeout, defaultShutdownTimeout, "how long a clean shutdown may take"),
 			sliceFlag(flagKeepHistory, "keep the messages of topics matching `PATTERN` for others' durable subscriptions (repeatable; * keeps every family a connected peer subscribes to; a relay keeps * unless given off)"),
-			durationFlag(flagKeepAge, store.DefaultKeptRetention, "how long kept topic messages are kept"),
-			stringFlag(flagKeepBytes, strconv.Itoa(store.DefaultMaxKeptBytes), "bound on the kept topic messages, in `BYTES` (the oldest go first)"),
+			durationFlag(flagKeepAge, daemon.DefaultConfig().KeepAge, "how long kept topic messages are kept"),
+			stringFlag(flagKeepBytes, strconv.FormatInt(daemon.DefaultConfig().KeepBytes, 10), "bound on the kept topic messages, in `BYTES` (the oldest go first)"),
 			stringFlag(flagExchange, "", "seed 002 file exchange `DIR`: signed envelopes written there as {from}-{to}-{timestamp}-{id}.json to this agent are handled as POST /agentprotocol is, each once, and answered in the same directory"),
 			stringFlag(flagAgentTokens, "", "seed 003 agents' tokens `FILE` (JSON, the format of a relay's --tokens; each token's name is an agent_id): turns on /agent/request, /agent/status/{id}, /agent/context and /agent/capabilities on the local API, each needing Authorization: Bearer <token>; reloaded on change and SIGHUP"),
-			&ucli.IntFlag{Name: flagAgentRate, Value: localapi.DefaultRequestsPerMinute, EnvVars: []string{envVar(flagAgentRate)},
+			&ucli.IntFlag{Name: flagAgentRate, Value: daemon.DefaultConfig().AgentRate, EnvVars: []string{envVar(flagAgentRate)},
 				Usage: "seed 003 rate limit: `N` POST /agent/request and /agent/context per minute per agent token (429 with Retry-After past it)"},
 			stringFlag(flagRequesterRate, strconv.Itoa(node.DefaultRequestsPerSecond), "requests (and direct messages) a `N` second each requesting agent may send this node before RATE_LIMITED; 0 turns the limit off"),
 			stringFlag(flagRequesterBurst, strconv.Itoa(node.DefaultRequestBurst), "size `M` of each requester's token bucket: how far above --requester-rate a burst may go"),
@@ -146,12 +128,13 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if err := r.noArgs(c); err != nil {
 		return nil, err
 	}
-	s := &nodeSettings{mdns: !c.Bool(flagNoMDNS), holdMessages: c.Bool(flagHoldMessages), audit: c.Bool(flagAudit) || c.Bool(flagAuditBodies), auditBodies: c.Bool(flagAuditBodies), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
+	s := &nodeSettings{cfg: daemon.DefaultConfig(), mdns: !c.Bool(flagNoMDNS), audit: c.Bool(flagAudit) || c.Bool(flagAuditBodies), auditBodies: c.Bool(flagAuditBodies), json: c.Bool(flagJSON), name: c.String(flagName), relayMode: r.relayMode}
+	s.cfg.HoldMessages = c.Bool(flagHoldMessages)
 	var err error
 	if s.log, err = r.parseLogSettings(c); err != nil {
 		return nil, err
 	}
-	if s.dataDir, err = r.dataDir(c); err != nil {
+	if s.cfg.DataDir, err = r.dataDir(c); err != nil {
 		return nil, err
 	}
 	if s.keyPath, err = r.keyPath(c); err != nil {
@@ -160,10 +143,10 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if s.listen, err = r.multiaddrs(c, flagListen, "/ip4/0.0.0.0/tcp/4001"); err != nil {
 		return nil, err
 	}
-	if s.bootstrap, err = r.multiaddrs(c, flagBootstrap, "/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…"); err != nil {
+	if s.cfg.Bootstrap, err = r.multiaddrs(c, flagBootstrap, "/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…"); err != nil {
 		return nil, err
 	}
-	for i, m := range s.bootstrap {
+	for i, m := range s.cfg.Bootstrap {
 		if _, err := peer.AddrInfoFromP2pAddr(m); err != nil {
 			return nil, r.flagError(c, flagBootstrap, "%q does not end in /p2p/<agent id>; append the peer's agent id, e.g. %s/p2p/12D3KooW…", c.StringSlice(flagBootstrap)[i], m)
 		}
@@ -171,14 +154,14 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if len(s.name) > protocol.MaxNameLen {
 		return nil, r.flagError(c, flagName, "the name is %d bytes; the limit is %d", len(s.name), protocol.MaxNameLen)
 	}
-	if s.policyPath = expandHome(c.String(flagPolicy)); s.policyPath != "" {
-		if s.policy, err = node.LoadPolicy(s.policyPath); err != nil {
+	if s.cfg.PolicyFile = expandHome(c.String(flagPolicy)); s.cfg.PolicyFile != "" {
+		if s.policy, err = node.LoadPolicy(s.cfg.PolicyFile); err != nil {
 			return nil, r.flagError(c, flagPolicy, "%v", err)
 		}
 	}
-	if s.capsPath = expandHome(c.String(flagCapabilities)); s.capsPath != "" {
+	if s.cfg.CapabilitiesFile = expandHome(c.String(flagCapabilities)); s.cfg.CapabilitiesFile != "" {
 		s.kinds = newHandlerKinds(r.stderr)
-		if s.services, err = node.LoadServices(s.capsPath, s.kinds.options()...); err != nil {
+		if s.cfg.Services, err = node.LoadServices(s.cfg.CapabilitiesFile, s.kinds.options()...); err != nil {
 			_ = s.kinds.close()
 			return nil, r.flagError(c, flagCapabilities, "%v", err)
 		}
@@ -187,13 +170,13 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		if _, err := r.hostPort(c, flagMetrics, v); err != nil {
 			return s, err
 		}
-		s.metricsAddr = v
+		s.cfg.MetricsAddr = v
 	}
-	if s.api, err = r.apiListenAddr(c); err != nil {
+	if s.cfg.API, err = r.apiListenAddr(c); err != nil {
 		return nil, err
 	}
 	if s.relayMode {
-		if s.public, err = r.resolvePublic(c); err != nil {
+		if s.cfg.Public, err = r.resolvePublic(c); err != nil {
 			return nil, err
 		}
 	}
@@ -219,15 +202,15 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 	if len(s.mailboxes) > protocol.MaxMailboxes {
 		return nil, r.flagError(c, flagMailbox, "%d mailboxes given; the limit is %d", len(s.mailboxes), protocol.MaxMailboxes)
 	}
-	s.exchangeDir = expandHome(c.String(flagExchange))
+	s.cfg.ExchangeDir = expandHome(c.String(flagExchange))
 	if err := r.resolveAgentREST(c, s); err != nil {
 		return nil, err
 	}
 	if s.outboxTTL, err = r.positiveDuration(c, flagOutboxTTL); err != nil {
 		return nil, err
 	}
-	if s.capsPoll = c.Duration(flagCapsPoll); s.capsPoll < 0 {
-		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.capsPoll)
+	if s.cfg.Poll = c.Duration(flagCapsPoll); s.cfg.Poll < 0 {
+		return nil, r.flagError(c, flagCapsPoll, "%s is negative; use 0 to reload only on SIGHUP", s.cfg.Poll)
 	}
 	if err := r.resolveKeep(c, s); err != nil {
 		return nil, err
@@ -319,9 +302,9 @@ func (r *runState) runNode(c *ucli.Context) error {
 		return err
 	}
 	defer func() { _ = s.kinds.close() }()
-	// SIGHUP reloads the capabilities. Catch it from the start, so that one
-	// sent while the node starts is served once it runs rather than killing
-	// the process.
+	// SIGHUP reloads the settings files. Catch it from the start, so that
+	// one sent while the node starts is served once it runs rather than
+	// killing the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -335,8 +318,8 @@ func (r *runState) runNode(c *ucli.Context) error {
 		log.Warn("libp2p log levels", "err", err)
 	}
 
-	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
-		return r.flagError(c, flagData, "cannot create %s: %v", s.dataDir, err)
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return r.flagError(c, flagData, "cannot create %s: %v", s.cfg.DataDir, err)
 	}
 	key, created, err := loadOrCreateKey(s.keyPath)
 	if err != nil {
@@ -345,213 +328,115 @@ func (r *runState) runNode(c *ucli.Context) error {
 	if created {
 		log.Info("created identity", "path", s.keyPath)
 	}
-	// The bus's outbox, dead letters and history, and the lobby's
-	// registrations, live next to the identity.
-	reg := metrics.New()
-	st, err := store.Open(filepath.Join(s.dataDir, storeFileName), store.WithLogger(log.With("component", "store")),
-		store.WithKeptRetention(s.keepAge), store.WithMaxKeptBytes(s.keepBytes), store.WithMetrics(reg.Registry),
-		store.WithReserve(storeReserve))
-	if err != nil {
-		return exitErrorf(ExitFailure, "open the message store in %s: %v (is another node using --data %s?)", s.dataDir, err, s.dataDir)
-	}
 	if len(s.listen) == 0 {
 		s.listen = defaultListen("0.0.0.0", defaultP2PPort, log)
 	}
-	opts := []node.Option{
-		node.WithMetrics(reg),
+	if s.relayMode {
+		publicWarnings(s.cfg.Public, log)
+	}
+	// A signal while the parts start stops them once they run (exit 0),
+	// rather than failing the binding of a listener.
+	d, err := daemon.Start(context.WithoutCancel(c.Context), daemon.WithConfig(r.daemonConfig(s, key, log)))
+	if err != nil {
+		return r.startError(c, s, err)
+	}
+	if err := r.printNodeStarted(d, s.json); err != nil {
+		log.Warn("cannot print the start line", "err", err)
+	}
+	if !s.json && r.terminal(r.stdout) {
+		if err := writeNextSteps(r.stdout, d.Node().Addrs(), d.APIAddr()); err != nil {
+			log.Warn("cannot print the next steps", "err", err)
+		}
+	}
+	for {
+		select {
+		case <-c.Context.Done():
+			log.Info("shutting down", "timeout", s.shutdownTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
+			err := d.Close(ctx)
+			cancel()
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				return exitErrorf(ExitFailure, "shutdown did not finish within %s (--shutdown-timeout)", s.shutdownTimeout)
+			case err != nil:
+				return exitErrorf(ExitFailure, "shutdown: %v", err)
+			}
+			log.Info("shutdown complete")
+			return nil
+		case <-hup:
+			if !d.Reload() {
+				log.Warn("SIGHUP ignored: there is no --capabilities, --policy, --tokens or --agent-tokens file to reload")
+			}
+		}
+	}
+}
+
+// daemonConfig is the process s describes, for daemon.Start.
+func (r *runState) daemonConfig(s *nodeSettings, key crypto.PrivKey, log *slog.Logger) daemon.Config {
+	cfg := s.cfg
+	cfg.Logger, cfg.Level = log, s.log.levelVar
+	if s.kinds != nil {
+		cfg.ParseOptions = s.kinds.options()
+	}
+	cfg.NodeOptions = []node.Option{
 		node.WithIdentity(key),
 		node.WithListenAddrs(s.listen...),
-		node.WithBootstrap(s.bootstrap...),
 		node.WithName(s.name),
 		node.WithAgentCard(a2aCard),
-		node.WithServices(s.services...),
 		node.WithMDNS(s.mdns),
 		node.WithPresence(s.presence),
 		node.WithStaticRelays(s.staticRelays...),
 		node.WithRelayService(s.relayMode),
 		node.WithPolicy(s.policy),
-		node.WithStore(st),
 		node.WithMailboxes(s.mailboxes...),
 		node.WithMessageTTL(s.outboxTTL),
 		node.WithKeepHistory(s.keepHistory...),
 		node.WithLimits(s.limits),
-		node.WithLogger(log),
 	}
 	if s.relayMode {
 		// A relay keeps messages for agents that name it as their mailbox.
-		opts = append(opts, node.WithMailboxService())
+		cfg.NodeOptions = append(cfg.NodeOptions, node.WithMailboxService())
 	}
 	if s.audit {
-		opts = append(opts, node.WithAudit(s.auditBodies))
+		cfg.NodeOptions = append(cfg.NodeOptions, node.WithAudit(s.auditBodies))
 	}
-	if s.holdMessages {
-		// From the start: messages fetched from a mailbox as the node
-		// starts wait for the agent too.
-		opts = append(opts, node.WithMessageHandler(holdMessages))
-	}
-	n, err := node.New(opts...)
-	if err != nil {
-		return errors.Join(exitErrorf(ExitFailure, "start node: %v", err), st.Close())
-	}
-	ops := metrics.Handler(reg, readyChecks(n, st, s.bootstrap))
-	seed003 := localapi.NewSeed003(n, localapi.WithTokens(s.agentTokens), localapi.WithRequestsPerMinute(s.agentRate),
-		localapi.WithSeed003Logger(log.With("component", "seed003")))
-	doors, err := startDoors(n, s.api, s.public, log, st, s.services, s.log.levelVar, ops, reg.Registry, seed003)
-	if err != nil {
-		return errors.Join(err, n.Close(), st.Close())
-	}
-	if doors.api != nil {
-		srv := doors.api.srv
-		if err := reg.Gauge("meshagent_bus_clients", "WebSocket clients connected to the local API and bus.", func() float64 {
-			return float64(srv.Clients())
-		}); err != nil {
-			return errors.Join(exitErrorf(ExitFailure, "metrics: %v", err), doors.close(context.Background()), n.Close(), st.Close())
-		}
-	}
-	if s.metricsAddr != "" {
-		if doors.metrics, err = startOps(s.metricsAddr, ops, log); err != nil {
-			return errors.Join(err, doors.close(context.Background()), n.Close(), st.Close())
-		}
-	}
-	var exchange *localapi.Exchange
-	if s.exchangeDir != "" {
-		if exchange, err = localapi.StartExchange(localapi.NewAgentProtocol(n, log.With("component", "exchange")), s.exchangeDir, n.AgentID(), n.PublicKeyBase64(), log.With("component", "exchange")); err != nil {
-			return errors.Join(r.flagError(c, flagExchange, "%v", err), doors.close(context.Background()), n.Close(), st.Close())
-		}
-		defer exchange.Close()
-	}
-	if err := r.printNodeStarted(n, doors, s.json); err != nil {
-		log.Warn("cannot print the start line", "err", err)
-	}
-	if !s.json && r.terminal(r.stdout) {
-		apiAddr := ""
-		if doors.api != nil {
-			apiAddr = doors.api.addr
-		}
-		if err := writeNextSteps(r.stdout, n.Addrs(), apiAddr); err != nil {
-			log.Warn("cannot print the next steps", "err", err)
-		}
-	}
-	// Under systemd (Type=notify) the node is ready now; the watchdog, if
-	// any, is answered from this loop, so a wedged loop gets restarted.
-	svc := newServiceNotifier(log)
-	svc.ready("serving as " + n.AgentID())
-	var watchdog <-chan time.Time
-	if d := svc.watchdogEvery(); d > 0 {
-		t := time.NewTicker(d)
-		defer t.Stop()
-		watchdog = t.C
-		svc.alive()
-	}
-	// The capabilities and policy files are re-read when their content
-	// changes (checked every --capabilities-poll) and on SIGHUP.
-	files := []*watchedFile{
-		{path: s.capsPath, reload: func() { reloadCapabilities(doors.setServices(n), s.capsPath, log, s.kinds.options()...) }},
-		{path: s.policyPath, reload: func() { reloadPolicy(n, s.policyPath, log) }},
-		{path: s.public.tokensPath, reload: func() { doors.reloadTokens(log) }},
-		{path: s.agentTokensPath, reload: func() { reloadAgentTokens(s.agentTokens, s.agentTokensPath, log) }},
-	}
-	var watch <-chan time.Time
-	for _, f := range files {
-		f.digest = fileDigest(f.path)
-		if f.path != "" && s.capsPoll > 0 && watch == nil {
-			t := time.NewTicker(s.capsPoll)
-			defer t.Stop()
-			watch = t.C
-		}
-	}
-	for {
-		select {
-		case <-watchdog:
-			svc.alive()
-		case <-c.Context.Done():
-			svc.stopping()
-			log.Info("shutting down", "timeout", s.shutdownTimeout)
-			if exchange != nil {
-				_ = exchange.Close() // no new requests from files while the node stops
-			}
-			return shutdown(n, doors, st, s.shutdownTimeout, log)
-		case <-hup:
-			if s.capsPath == "" && s.policyPath == "" && s.public.tokensPath == "" && s.agentTokensPath == "" {
-				log.Warn("SIGHUP ignored: there is no --capabilities, --policy, --tokens or --agent-tokens file to reload")
-			}
-			for _, f := range files {
-				if f.path != "" {
-					f.digest = fileDigest(f.path)
-					f.reload()
-				}
-			}
-		case <-watch:
-			// A file being rewritten may be caught half-written; it then
-			// fails to load, the current settings stay, and the next check
-			// sees the finished file.
-			for _, f := range files {
-				if d := fileDigest(f.path); f.path != "" && d != f.digest {
-					f.digest = d
-					f.reload()
-				}
-			}
-		}
-	}
+	return cfg
 }
 
-// watchedFile is a settings file the node reloads when it changes.
-type watchedFile struct {
-	path   string
-	digest string
-	reload func()
+// startError is daemon.Start's error as the command reports it: a
+// listener that cannot bind names its flag.
+func (r *runState) startError(c *ucli.Context, s *nodeSettings, err error) error {
+	if le, ok := errors.AsType[*daemon.ListenError](err); ok {
+		switch le.Listener {
+		case daemon.ListenerAPI:
+			return exitErrorf(ExitFailure, "%v; is another node using it? pass --api with another address (port 0 picks a free one), or --api off", le)
+		case daemon.ListenerPublic:
+			return exitErrorf(ExitFailure, "%v; pass --ws with another address", le)
+		case daemon.ListenerMetrics:
+			return exitErrorf(ExitFailure, "%v; pass --metrics with another address", le)
+		}
+	}
+	if se, ok := errors.AsType[*daemon.StoreError](err); ok {
+		return exitErrorf(ExitFailure, "%v (is another node using --data %s?)", se, s.cfg.DataDir)
+	}
+	if errors.Is(err, daemon.ErrExchange) {
+		return r.flagError(c, flagExchange, "%v", err)
+	}
+	return exitErrorf(ExitFailure, "%v", err)
 }
 
-// reloadPolicy replaces the node's requester policy with the file's. A
-// file that does not load leaves the current policy in place.
-func reloadPolicy(n *node.Node, path string, log *slog.Logger) {
-	p, err := node.LoadPolicy(path)
-	if err == nil {
-		err = n.SetPolicy(p)
-	}
-	if err != nil {
-		log.Error("policy not reloaded; keeping the current one", "path", path, "err", err)
-		return
-	}
-	log.Info("policy reloaded", "path", path)
-}
-
-// defaultCapsPoll is how often the node checks its capabilities file for
-// changes. Polling the content needs no platform file-event API, and the
-// file is small.
-const defaultCapsPoll = 2 * time.Second
-
-// fileDigest returns the SHA-256 of a file's content, or "" if it cannot
-// be read (a missing file is a change too once it comes back).
-func fileDigest(path string) string {
-	if path == "" {
-		return ""
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return string(sum[:])
-}
-
-func (r *runState) printNodeStarted(n *node.Node, doors frontDoors, asJSON bool) error {
+func (r *runState) printNodeStarted(d *daemon.Daemon, asJSON bool) error {
+	n := d.Node()
 	addrs := make([]string, 0, len(n.Addrs()))
 	for _, a := range n.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	apiAddr, wsAddr := "", ""
-	if doors.api != nil {
-		apiAddr = doors.api.addr
-	}
-	if doors.ws != nil {
-		wsAddr = doors.ws.addr
-	}
+	apiAddr, wsAddr := d.APIAddr(), d.PublicAddr()
 	if asJSON {
 		return writeJSONLine(r.stdout, nodeStarted{AgentID: n.AgentID(), PublicKey: n.PublicKeyBase64(), Addrs: addrs, API: apiAddr, WS: wsAddr})
 	}
 	line := fmt.Sprintf("node %s addrs %s api %s", n.AgentID(), strings.Join(addrs, ","), orOff(apiAddr))
-	if doors.ws != nil {
+	if wsAddr != "" {
 		line += " ws " + wsAddr
 	}
 	_, err := fmt.Fprintln(r.stdout, line)
@@ -563,42 +448,6 @@ func orOff(s string) string {
 		return "off"
 	}
 	return s
-}
-
-// reloadCapabilities replaces the node's capabilities with the file's. A
-// file that does not load leaves the current set in place.
-func reloadCapabilities(set func([]node.Service) error, path string, log *slog.Logger, opts ...node.ParseOption) {
-	services, err := node.LoadServices(path, opts...)
-	if err == nil {
-		err = set(services)
-	}
-	if err != nil {
-		log.Error("capabilities not reloaded; keeping the current set", "path", path, "err", err)
-		return
-	}
-	log.Info("capabilities reloaded", "path", path, "count", len(services))
-}
-
-// shutdown closes the local API, then the node, within timeout (front door
-// first, network last).
-func shutdown(n *node.Node, doors frontDoors, st *store.Store, timeout time.Duration, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		errs := []error{doors.close(ctx), n.Close(), st.Close()}
-		done <- errors.Join(errs...)
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			return exitErrorf(ExitFailure, "shutdown: %v", err)
-		}
-		log.Info("shutdown complete")
-		return nil
-	case <-ctx.Done():
-		return exitErrorf(ExitFailure, "shutdown did not finish within %s (--shutdown-timeout)", timeout)
-	}
 }
 
 // resolveKeep validates the history keeper's flags: a relay keeps every
@@ -620,41 +469,31 @@ func (r *runState) resolveKeep(c *ucli.Context, s *nodeSettings) error {
 			s.keepHistory = append(s.keepHistory, p)
 		}
 	}
-	if s.keepAge = c.Duration(flagKeepAge); s.keepAge <= 0 {
-		return r.flagError(c, flagKeepAge, "%s is not positive", s.keepAge)
+	if s.cfg.KeepAge = c.Duration(flagKeepAge); s.cfg.KeepAge <= 0 {
+		return r.flagError(c, flagKeepAge, "%s is not positive", s.cfg.KeepAge)
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(c.String(flagKeepBytes)), 10, 64)
 	if err != nil || n <= 0 {
 		return r.flagError(c, flagKeepBytes, "%q is not a positive number of bytes", c.String(flagKeepBytes))
 	}
-	s.keepBytes = n
+	s.cfg.KeepBytes = n
 	return nil
-}
-
-// reloadAgentTokens re-reads seed 003's tokens file; one that does not
-// load leaves the current tokens in place.
-func reloadAgentTokens(t *rpc.Tokens, path string, log *slog.Logger) {
-	if err := t.Reload(path); err != nil {
-		log.Error("agent tokens not reloaded; keeping the current ones", "path", path, "err", err)
-		return
-	}
-	log.Info("agent tokens reloaded", "path", path, "count", t.Len())
 }
 
 // resolveAgentREST validates --agent-tokens and --agent-rate (seed 003's
 // REST surface, served on the local API).
 func (r *runState) resolveAgentREST(c *ucli.Context, s *nodeSettings) error {
-	if s.agentRate = c.Int(flagAgentRate); s.agentRate < 1 || s.agentRate > maxAgentRate {
-		return r.flagError(c, flagAgentRate, "%d is not a number of requests per minute from 1 to %d", s.agentRate, maxAgentRate)
+	if s.cfg.AgentRate = c.Int(flagAgentRate); s.cfg.AgentRate < 1 || s.cfg.AgentRate > maxAgentRate {
+		return r.flagError(c, flagAgentRate, "%d is not a number of requests per minute from 1 to %d", s.cfg.AgentRate, maxAgentRate)
 	}
-	if s.agentTokensPath = expandHome(c.String(flagAgentTokens)); s.agentTokensPath == "" {
+	if s.cfg.AgentTokensFile = expandHome(c.String(flagAgentTokens)); s.cfg.AgentTokensFile == "" {
 		return nil
 	}
-	if s.api == "" {
+	if s.cfg.API == "" {
 		return r.flagError(c, flagAgentTokens, "seed 003's REST surface is served on the local API, which is off; give --api too")
 	}
 	var err error
-	if s.agentTokens, err = rpc.LoadTokens(s.agentTokensPath); err != nil {
+	if s.cfg.AgentTokens, err = rpc.LoadTokens(s.cfg.AgentTokensFile); err != nil {
 		return r.flagError(c, flagAgentTokens, "%v", err)
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -20,108 +19,18 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
 )
-
-// retryingSubscriber is a bus client that answers its first delivery
-// should_retry and the next ones processed.
-type retryingSubscriber struct {
-	*rpc.Client
-	mu         sync.Mutex
-	deliveries int
-}
-
-func dialRetryingSubscriber(t *testing.T, ctx context.Context, url, id, pattern string) *retryingSubscriber {
-	t.Helper()
-	s := &retryingSubscriber{}
-	cl, err := rpc.Dial(ctx, url, rpc.WithClientID(id), rpc.WithRequestHandler(func(context.Context, string, json.RawMessage) (any, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.deliveries++
-		if s.deliveries == 1 {
-			return bus.ProcessResult{ShouldRetry: true, RetrySeconds: 1, Message: "busy"}, nil
-		}
-		return bus.ProcessResult{Processed: true}, nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	s.Client = cl
-	if err := cl.Call(ctx, bus.MethodSubscribe, map[string]string{"topic": pattern}, nil); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func (s *retryingSubscriber) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.deliveries
-}
-
-// TestRelayOneBus runs `meshagent relay` with both its public --ws and a
-// loopback --api: they serve one bus, so a message sent on one listener
-// reaches a subscriber on the other, and its retry goes to that
-// subscriber instead of being dead-lettered while it is connected.
-func TestRelayOneBus(t *testing.T) {
-	rn := startCommand(t, "relay", "--ws", "127.0.0.1:0")
-	public, local := "ws://"+rn.started.WS+"/", "ws://"+rn.started.API+"/"
-	for _, tc := range []struct{ name, subURL, sendURL string }{
-		{"subscriber public, sender local", public, local},
-		{"subscriber local, sender public", local, public},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			topic := fmt.Sprintf("inbound:%d", time.Now().UnixNano())
-			sub := dialRetryingSubscriber(t, ctx, tc.subURL, "worker-"+topic, topic)
-			sender, err := rpc.Dial(ctx, tc.sendURL, rpc.WithClientID("sender-"+topic))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sender.Close()
-			var res bus.SendResult
-			if err := sender.Call(ctx, bus.MethodSendMessage, map[string]any{"topic": topic, "payload": map[string]string{"type": "plaintext_message", "text": "hi"}}, &res); err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Acks) != 1 || res.Acks[0].ClientID != "worker-"+topic || !res.Acks[0].Retrying {
-				t.Fatalf("sendMessage result %+v, want one ack from the subscriber, retrying", res)
-			}
-			wait.For(t, 15*time.Second, func() error {
-				if n := sub.count(); n < 2 {
-					return fmt.Errorf("%d deliveries, want the retry as well", n)
-				}
-				return nil
-			})
-			admin, err := rpc.Dial(ctx, local)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer admin.Close()
-			var dead []bus.StoredMessage
-			if err := admin.Call(ctx, bus.MethodBusDeadLetters, map[string]string{"topic": topic}, &dead); err != nil {
-				t.Fatal(err)
-			}
-			if len(dead) != 0 {
-				t.Errorf("dead letters %+v while the subscriber is connected", dead)
-			}
-			if n := sub.count(); n != 2 {
-				t.Errorf("%d deliveries, want 2 (one should_retry, one processed)", n)
-			}
-		})
-	}
-}
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key
 // (PEM) under dir and returns their paths and a pool trusting it.
@@ -301,16 +210,16 @@ func TestPublicWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		p    publicSettings
+		p    daemon.Public
 		want string
 	}{
-		{publicSettings{addr: "0.0.0.0:7892"}, "open to anyone"},
-		{publicSettings{addr: "192.0.2.1:7892", tokens: tk}, "tokens travel in clear text"},
-		{publicSettings{addr: "0.0.0.0:7892", tokens: tk, tls: &tls.Config{}}, ""},
-		{publicSettings{addr: "127.0.0.1:7892"}, ""},
+		{daemon.Public{Addr: "0.0.0.0:7892"}, "open to anyone"},
+		{daemon.Public{Addr: "192.0.2.1:7892", Tokens: tk}, "tokens travel in clear text"},
+		{daemon.Public{Addr: "0.0.0.0:7892", Tokens: tk, TLS: &tls.Config{}}, ""},
+		{daemon.Public{Addr: "127.0.0.1:7892"}, ""},
 	} {
 		var buf bytes.Buffer
-		tc.p.warnings(slog.New(slog.NewTextHandler(&buf, nil)))
+		publicWarnings(tc.p, slog.New(slog.NewTextHandler(&buf, nil)))
 		if tc.want == "" && buf.Len() != 0 || tc.want != "" && !strings.Contains(buf.String(), tc.want) {
 			t.Errorf("%+v logged %q, want %q", tc.p, buf.String(), tc.want)
 		}

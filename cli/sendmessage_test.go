@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
@@ -26,7 +27,7 @@ import (
 // (the ack says so, and a line on stderr), and the call reaches the agent
 // once it is back.
 func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
-	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
+	st := openTestStore(t, filepath.Join(t.TempDir(), daemon.StoreFileName))
 	n := meshtest.Node(t, 60, node.WithStore(st))
 	api := serveStoreAPI(t, n, st)
 	var calls atomic.Int64
@@ -65,7 +66,7 @@ func TestSendMessageToAnAgentThatIsAway(t *testing.T) {
 // down answers {"queued":true}, and the direct message reaches the agent
 // once it is back.
 func TestMeshSendMessageQueued(t *testing.T) {
-	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
+	st := openTestStore(t, filepath.Join(t.TempDir(), daemon.StoreFileName))
 	n := meshtest.Node(t, 62, node.WithStore(st))
 	api := serveAPI(t, n)
 	away := meshtest.Node(t, 63)
@@ -111,12 +112,12 @@ func TestMeshSendMessageQueued(t *testing.T) {
 // local API is refused, queued by the sender's node, and handed to the
 // agent once, after it calls mesh.onMessage.
 func TestHeldMessagesWaitForTheAgent(t *testing.T) {
-	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
+	st := openTestStore(t, filepath.Join(t.TempDir(), daemon.StoreFileName))
 	sender := meshtest.Node(t, 64, node.WithStore(st))
 	agentNode := meshtest.Node(t, 65)
-	agentNode.OnMessage(holdMessages)
+	agentAPI := startDaemon(t, daemon.WithNode(agentNode), func(c *daemon.Config) error { c.HoldMessages = true; return nil }).APIAddr()
 	meshtest.Connect(t, sender, agentNode)
-	senderAPI, agentAPI := serveAPI(t, sender), serveAPI(t, agentNode)
+	senderAPI := serveAPI(t, sender)
 
 	ctx := meshtest.Context(t, 30*time.Second)
 	cl, err := dialAPI(ctx, senderAPI)
@@ -160,7 +161,7 @@ func TestHeldMessagesWaitForTheAgent(t *testing.T) {
 // as a direct message, its from_agent_id checked against the sender, and
 // a claim of another sender is a usage error that delivers nothing.
 func TestSendMessageSeed004Direct(t *testing.T) {
-	st := openTestStore(t, filepath.Join(t.TempDir(), storeFileName))
+	st := openTestStore(t, filepath.Join(t.TempDir(), daemon.StoreFileName))
 	n := meshtest.Node(t, 64, node.WithStore(st))
 	api := serveStoreAPI(t, n, st)
 	got := make(chan protocol.AgentMessage, 4)

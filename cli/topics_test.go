@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wait"
@@ -141,19 +141,20 @@ func TestSubscribeEnds(t *testing.T) {
 		}
 	})
 	t.Run("api gone", func(t *testing.T) {
-		api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), nil, nil, new(slog.LevelVar))
+		d, err := daemon.Start(t.Context(), daemon.WithNode(n), daemon.WithAPI("127.0.0.1:0"), daemon.WithLogger(testlog.New(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub := startSubscribe(t, "news:*", "--api", api.addr)
+		api := d.APIAddr()
+		sub := startSubscribe(t, "news:*", "--api", api)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := api.close(ctx); err != nil {
+		if err := d.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		res := sub.wait(t)
 		res.wantCode(t, ExitFailure)
-		res.wantStderr(t, "subscribe: lost the local API at "+api.addr)
+		res.wantStderr(t, "subscribe: lost the local API at "+api)
 		if res.stdout != "" {
 			t.Errorf("stdout %q, want nothing", res.stdout)
 		}

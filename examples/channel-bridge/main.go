@@ -21,6 +21,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/sign"
@@ -71,17 +72,12 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer n.Close()
-	srv, err := rpc.New(n, rpc.WithLogger(quiet))
-	if err != nil {
-		return err
-	}
 	// A short retry backoff keeps each chat's first reply quick.
-	b, err := bus.New(srv, n, bus.WithLogger(quiet), bus.WithStore(st), bus.WithRetryBackoff(100*time.Millisecond, time.Minute))
+	srv, err := daemon.NewBusServer(n, quiet, nil, bus.WithStore(st), bus.WithRetryBackoff(100*time.Millisecond, time.Minute))
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	defer srv.Close() // first, so that no request reaches a closed bus
+	defer srv.Close()
 	if err := srv.Start("127.0.0.1:0"); err != nil {
 		return err
 	}

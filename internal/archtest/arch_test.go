@@ -52,8 +52,14 @@ var mayImport = map[string][]string{
 	"mcp": {"rpc", "protocol", "sign"},
 	"a2a": {"rpc", "protocol", "sign"},
 
-	// The commands and the assembly of a process.
-	"cli":           {"node", "localapi", "mcp", "a2a", "rpc", "bus", "lobby", "store", "metrics", "ui", "protocol", "sign"},
+	// The assembly of a process, in one place for cli and the test
+	// helpers; it checks at compile time that *node.Node satisfies what
+	// rpc, bus and lobby ask of a mesh.
+	"daemon": {"node", "localapi", "rpc", "bus", "lobby", "mailbox", "store", "ui", "metrics", "protocol", "sign"},
+	// The commands. node: the flags resolve into node options and the mcp
+	// and a2a handler kinds adapt to node.Handler; bus: the bus commands
+	// speak its wire types.
+	"cli":           {"daemon", "mcp", "a2a", "rpc", "node", "bus", "protocol", "sign"},
 	"cmd/meshagent": {"cli"},
 	// The Python and JS clients' folder: a Go package only for its doc.
 	"clients": {},
@@ -72,7 +78,7 @@ var mayImport = map[string][]string{
 	"internal/smallfs":    {},
 	"internal/fakemesh":   {"protocol", "sign"},
 	"internal/meshtest":   {"node", "sign", "internal/testlog"},
-	"internal/rpctest":    {"rpc", "bus", "internal/testlog", "internal/wstest"},
+	"internal/rpctest":    {"rpc", "bus", "daemon", "internal/testlog", "internal/wstest"},
 	"internal/clienttest": {"rpc", "bus", "internal/meshtest", "internal/rpctest"},
 }
 

@@ -6,7 +6,9 @@
 //
 // It is the one way the tests of rpc, bus, cli, cmd/meshagent and the
 // examples build a local API server, so that a change to how one is put
-// together is made here once. It imports rpc and bus, so only their
-// external test packages can use it (their in-package tests build what
-// they need from fakemesh and wstest). Only tests import it.
+// together is made here once; with a bus it is daemon.NewBusServer, the
+// pair a running node serves. It imports rpc, bus and daemon, so only
+// external test packages of what daemon imports can use it (in-package
+// tests build what they need from fakemesh and wstest). Only tests import
+// it.
 package rpctest

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/daemon"
 	"github.com/meshagent/meshagent/internal/testlog"
 	"github.com/meshagent/meshagent/internal/wstest"
 	"github.com/meshagent/meshagent/rpc"
@@ -32,7 +33,7 @@ type Stack struct {
 	Bus *bus.Bus
 }
 
-// Close closes the server, then the bus.
+// Close closes the server, then the bus (daemon.BusServer's order).
 func (s *Stack) Close() error {
 	err := s.Server.Close()
 	if s.Bus != nil {
@@ -71,18 +72,18 @@ func New(tb testing.TB, mesh rpc.Mesh, opts ...Option) (*Stack, error) {
 		f(&o)
 	}
 	log := testlog.New(tb)
+	if o.withBus {
+		bs, err := daemon.NewBusServer(mesh, log, o.rpc, o.bus...)
+		if err != nil {
+			return nil, err
+		}
+		return &Stack{Server: bs.Server, Bus: bs.Bus}, nil
+	}
 	srv, err := rpc.New(mesh, append([]rpc.Option{rpc.WithLogger(log)}, o.rpc...)...)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Server: srv}
-	if o.withBus {
-		if s.Bus, err = bus.New(srv, mesh, append([]bus.Option{bus.WithLogger(log), bus.WithClock(srv.Now)}, o.bus...)...); err != nil {
-			_ = srv.Close()
-			return nil, err
-		}
-	}
-	return s, nil
+	return &Stack{Server: srv}, nil
 }
 
 // Server is a Stack served over HTTP on a loopback port.

@@ -1,10 +1,10 @@
-package cli
+package daemon
 
 import (
 	"log/slog"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 )
 
 // serviceNotifier speaks systemd's notify protocol when the process runs
@@ -18,7 +18,7 @@ type serviceNotifier struct {
 
 func newServiceNotifier(log *slog.Logger) *serviceNotifier {
 	n := &serviceNotifier{log: log}
-	d, err := daemon.SdWatchdogEnabled(false)
+	d, err := sddaemon.SdWatchdogEnabled(false)
 	if err != nil {
 		log.Warn("systemd watchdog settings ignored", "err", err)
 	}
@@ -29,21 +29,21 @@ func newServiceNotifier(log *slog.Logger) *serviceNotifier {
 // send sends one notification, logging a failure (a service manager that
 // cannot be told is not a reason to stop serving).
 func (n *serviceNotifier) send(state string) {
-	if _, err := daemon.SdNotify(false, state); err != nil {
+	if _, err := sddaemon.SdNotify(false, state); err != nil {
 		n.log.Warn("systemd notification not sent", "state", state, "err", err)
 	}
 }
 
 // ready tells the service manager the node serves (READY=1).
 func (n *serviceNotifier) ready(status string) {
-	n.send(daemon.SdNotifyReady + "\nSTATUS=" + status)
+	n.send(sddaemon.SdNotifyReady + "\nSTATUS=" + status)
 }
 
 // stopping tells it a clean shutdown began (STOPPING=1).
-func (n *serviceNotifier) stopping() { n.send(daemon.SdNotifyStopping) }
+func (n *serviceNotifier) stopping() { n.send(sddaemon.SdNotifyStopping) }
 
 // alive answers the watchdog (WATCHDOG=1).
-func (n *serviceNotifier) alive() { n.send(daemon.SdNotifyWatchdog) }
+func (n *serviceNotifier) alive() { n.send(sddaemon.SdNotifyWatchdog) }
 
 // watchdogEvery returns how often to call alive: half of WatchdogSec, as
 // sd_watchdog_enabled(3) advises, or 0 when there is no watchdog.

@@ -1,9 +1,8 @@
-package cli
+package daemon
 
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/testlog"
-	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/store"
 )
@@ -23,27 +21,17 @@ import (
 // DNS-rebinding page's request, which names the attacker's domain, is
 // refused with 421 and gets none of the page.
 func TestLocalPagesRefuseForeignHost(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0))
+	st, err := store.Open(filepath.Join(t.TempDir(), StoreFileName), store.WithPruneInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	n := meshtest.Node(t, 62, node.WithStore(st))
-	reg := metrics.New()
-	ops := metrics.Handler(reg, readyChecks(n, st, nil))
-	api, err := startAPI(n, "127.0.0.1:0", testlog.New(t), st, reg.Registry, new(slog.LevelVar), statusPage(ops, n, testlog.New(t), nil)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = api.close(ctx)
-	})
-	_, port, _ := strings.Cut(api.addr, ":")
+	api := startTest(t, WithNode(n), WithStore(st)).APIAddr()
+	_, port, _ := strings.Cut(api, ":")
 	get := func(path, host string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+api.addr+path, nil)
+		req, err := http.NewRequest(http.MethodGet, "http://"+api+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,23 +85,13 @@ func TestLocalPagesRefuseForeignHost(t *testing.T) {
 // TestMaxClientsReported: the bus server's connection cap is
 // --max-clients (default rpc.DefaultMaxClients) and /metrics reports it.
 func TestMaxClientsReported(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), storeFileName), store.WithPruneInterval(0))
+	st, err := store.Open(filepath.Join(t.TempDir(), StoreFileName), store.WithPruneInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	n := meshtest.Node(t, 63, node.WithStore(st))
-	reg := metrics.New()
-	ops := metrics.Handler(reg, readyChecks(n, st, nil))
-	d, err := startDoors(n, "127.0.0.1:0", publicSettings{maxClients: 7000}, testlog.New(t), st, nil, new(slog.LevelVar), ops, reg.Registry, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = d.close(ctx)
-	})
+	d := startTest(t, WithNode(n), WithStore(st), WithPublic(Public{MaxClients: 7000}))
 	if got := d.api.srv.MaxClients(); got != 7000 {
 		t.Errorf("MaxClients = %d, want 7000", got)
 	}
@@ -126,7 +104,25 @@ func TestMaxClientsReported(t *testing.T) {
 	if !strings.Contains(string(body), "\nmeshagent_bus_max_clients 7000\n") {
 		t.Errorf("/metrics does not report meshagent_bus_max_clients 7000")
 	}
-	if def := (publicSettings{}).limits().MaxClients; def < 5000 {
+	if def := (Public{}).limits().MaxClients; def < 5000 {
 		t.Errorf("the default cap is %d", def)
 	}
+}
+
+// startTest starts a daemon with a local API on a free loopback port and
+// opts until the test ends.
+func startTest(t *testing.T, opts ...Option) *Daemon {
+	t.Helper()
+	d, err := Start(t.Context(), append([]Option{WithLogger(testlog.New(t)), WithAPI("127.0.0.1:0")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return d
 }

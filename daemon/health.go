@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 )
 
 // readyChecks are what /readyz asks of a running node: its host listens,
-// its store answers, and, when bootstrap peers were given, at least one of
+// its store (if any) answers, and, when bootstrap peers were given, at least one of
 // them is connected.
 func readyChecks(n *node.Node, st *store.Store, bootstrap []ma.Multiaddr) map[string]metrics.Check {
 	checks := map[string]metrics.Check{
@@ -29,14 +29,16 @@ func readyChecks(n *node.Node, st *store.Store, bootstrap []ma.Multiaddr) map[st
 			}
 			return nil
 		},
-		"store": func() error {
+	}
+	if st != nil {
+		checks["store"] = func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			if _, _, err := st.NextDue(ctx); err != nil {
 				return fmt.Errorf("the message store does not answer: %w", err)
 			}
 			return nil
-		},
+		}
 	}
 	var peers []peer.ID
 	for _, m := range bootstrap {
@@ -57,21 +59,23 @@ func readyChecks(n *node.Node, st *store.Store, bootstrap []ma.Multiaddr) map[st
 	return checks
 }
 
-// opsServer is the --metrics listener: /metrics, /healthz and /readyz
+// opsServer is the metrics listener (Config.MetricsAddr): /metrics, /healthz and /readyz
 // only, so they can be scraped from elsewhere while the local API stays
 // on loopback.
 type opsServer struct {
+	addr string // the address bound
 	srv  *http.Server
 	done chan struct{} // closed when Serve has returned
 }
 
 // startOps serves h on addr and returns once listening.
-func startOps(addr string, h http.Handler, log *slog.Logger) (*opsServer, error) {
-	ln, err := net.Listen("tcp", addr)
+func startOps(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (*opsServer, error) {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, exitErrorf(ExitFailure, "the metrics listener cannot listen on %s: %v; pass --metrics with another address", addr, err)
+		return nil, &ListenError{Listener: ListenerMetrics, Addr: addr, Err: err}
 	}
 	o := &opsServer{
+		addr: ln.Addr().String(),
 		srv: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -52,14 +52,19 @@ func (c nodeControl) Connect(ctx context.Context, addr string) (string, error) {
 	return ai.ID.String(), nil
 }
 
-// LogLevel returns the current level's name.
-func (c nodeControl) LogLevel() string { return levelName(c.level.Level()) }
+// LogLevel returns the current level's name (debug, info, warn or error).
+func (c nodeControl) LogLevel() string { return strings.ToLower(c.level.Level().String()) }
 
 // SetLogLevel changes the level of meshagent's logs (and whether libp2p's
 // debug logs show, unless GOLOG_LOG_LEVEL chose).
 func (c nodeControl) SetLogLevel(level string) error {
-	l, ok := logLevels[strings.ToLower(strings.TrimSpace(level))]
-	if !ok {
+	var l slog.Level
+	switch name := strings.ToLower(strings.TrimSpace(level)); name {
+	case "debug", "info", "warn", "error":
+		if err := l.UnmarshalText([]byte(name)); err != nil {
+			return err
+		}
+	default:
 		return fmt.Errorf("%q is not a level; use debug, info, warn or error", level)
 	}
 	c.level.Set(l)
