@@ -65,8 +65,6 @@ var (
 	_ localapi.Envelopes = (*node.Node)(nil)
 	_ localapi.AuditLog  = (*node.Node)(nil)
 	_ localapi.Librarian = (*node.Node)(nil)
-	_ rpc.Auditor        = (*node.Node)(nil)
-	_ rpc.StatusSetter   = (*node.Node)(nil)
 	// and seed 004's shared bead contexts, on the local API and its REST.
-	_ rpc.BeadContexts = (*node.Node)(nil)
+	_ localapi.BeadContexts = (*node.Node)(nil)
 )

@@ -27,7 +27,7 @@ func (s *Server) meshDurables(ctx context.Context, r *Request) (any, error) {
 	if !ok {
 		return nil, Errorf(CodeInvalidParams, "invalid params: this node runs no durable subscriptions")
 	}
-	if err := noParams(r); err != nil {
+	if err := NoParams(r); err != nil {
 		return nil, err
 	}
 	list, err := dl.Durables(ctx)

@@ -38,7 +38,7 @@ func (s *Server) registerActivityMethods() {
 	}
 	if cl, ok := s.mesh.(ConnLister); ok {
 		s.Handle(MethodMeshConnections, func(_ context.Context, r *Request) (any, error) {
-			if err := noParams(r); err != nil {
+			if err := NoParams(r); err != nil {
 				return nil, err
 			}
 			return orEmptySlice(cl.Conns()), nil
@@ -46,7 +46,7 @@ func (s *Server) registerActivityMethods() {
 	}
 	if cl, ok := s.mesh.(CallLister); ok {
 		s.Handle(MethodMeshRecentCalls, func(_ context.Context, r *Request) (any, error) {
-			if err := noParams(r); err != nil {
+			if err := NoParams(r); err != nil {
 				return nil, err
 			}
 			return orEmptySlice(cl.RecentCalls()), nil

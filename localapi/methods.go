@@ -1,0 +1,45 @@
+package localapi
+
+import (
+	"context"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+)
+
+// Node is what the local API's mesh.* methods served from this package
+// need of a node. *node.Node satisfies it (checked at compile time in
+// daemon).
+type Node interface {
+	// AuditLog answers mesh.audit.
+	AuditLog
+	// BeadContexts answers mesh.contextGet, mesh.contextSet and
+	// mesh.contextPatch.
+	BeadContexts
+	// Consensus runs mesh.consensus's vote.
+	Consensus(ctx context.Context, req protocol.ConsensusRequest) (*protocol.ConsensusResult, error)
+	// SetStatus replaces the status the agent declares in its heartbeats
+	// (an error when s is not one an agent may declare), and
+	// DeclaredStatus is the status declared now: mesh.setStatus.
+	SetStatus(s protocol.AgentStatus) error
+	DeclaredStatus() protocol.AgentStatus
+}
+
+// Register serves n's mesh.* methods on srv: mesh.audit,
+// mesh.consensus, mesh.contextGet, mesh.contextSet, mesh.contextPatch
+// and mesh.setStatus. Their names, params and results are rpc's
+// (rpc.MethodMeshAudit, rpc.ConsensusParams, …), which its Go client
+// calls. A node's local API and a relay's public listener both serve
+// them; on the public listener only to credentials that grant them.
+func Register(srv *rpc.Server, n Node) {
+	m := methods{n: n}
+	srv.Handle(rpc.MethodMeshAudit, m.audit)
+	srv.Handle(rpc.MethodMeshConsensus, m.consensus)
+	srv.Handle(rpc.MethodMeshContextGet, m.beadContext)
+	srv.Handle(rpc.MethodMeshContextSet, m.beadContext)
+	srv.Handle(rpc.MethodMeshContextPatch, m.beadContext)
+	srv.Handle(rpc.MethodMeshSetStatus, m.setStatus)
+}
+
+// methods serves the mesh.* methods of Register over a node.
+type methods struct{ n Node }
