@@ -50,6 +50,7 @@ func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg 
 		return nil, fmt.Errorf("local API: %w", err)
 	}
 	localapi.Register(srv.Server, n)
+	localapi.RegisterOperator(srv.Server, n)
 	if err := srv.Start(addr); err != nil {
 		_ = srv.Close()
 		return nil, &ListenError{Listener: ListenerAPI, Addr: addr, Err: err}

@@ -13,7 +13,9 @@
 // mesh.setStatus. Their names, params and results are rpc's (the Go
 // client calls them). daemon registers them on the local API's server
 // and on a relay's own public server, where a credential must grant
-// them. Still in rpc, to move here: mesh.call, mesh.submit and the
+// them. RegisterOperator adds what the operator watches,
+// mesh.connections and mesh.recentCalls, on the local API's server
+// only (the one with rpc.WithControl, like mesh.status). Still in rpc, to move here: mesh.call, mesh.submit and the
 // tasks, mesh.discover, mesh.publish, mesh.subscribe, mesh.serve and its
 // kin, the durables, and the operator's control.
 //

@@ -23,6 +23,12 @@ type Node interface {
 	// DeclaredStatus is the status declared now: mesh.setStatus.
 	SetStatus(s protocol.AgentStatus) error
 	DeclaredStatus() protocol.AgentStatus
+	// Conns are the node's open connections, each direct or relayed:
+	// mesh.connections.
+	Conns() []protocol.ConnInfo
+	// RecentCalls are the node's last calls sent and served, newest
+	// first: mesh.recentCalls.
+	RecentCalls() []protocol.CallRecord
 }
 
 // Register serves n's mesh.* methods on srv: mesh.audit,
@@ -39,6 +45,35 @@ func Register(srv *rpc.Server, n Node) {
 	srv.Handle(rpc.MethodMeshContextSet, m.beadContext)
 	srv.Handle(rpc.MethodMeshContextPatch, m.beadContext)
 	srv.Handle(rpc.MethodMeshSetStatus, m.setStatus)
+}
+
+// RegisterOperator serves on srv what n's operator watches (what the
+// status page polls): mesh.connections and mesh.recentCalls, which take
+// no params and answer a list ([] when empty). A peer list with addresses
+// and the calls of other agents are not for a relay's public clients:
+// register them only on the server of a node's local API, the one with
+// rpc.WithControl, as daemon does.
+func RegisterOperator(srv *rpc.Server, n Node) {
+	srv.Handle(rpc.MethodMeshConnections, func(_ context.Context, r *rpc.Request) (any, error) {
+		if err := rpc.NoParams(r); err != nil {
+			return nil, err
+		}
+		return orEmpty(n.Conns()), nil
+	})
+	srv.Handle(rpc.MethodMeshRecentCalls, func(_ context.Context, r *rpc.Request) (any, error) {
+		if err := rpc.NoParams(r); err != nil {
+			return nil, err
+		}
+		return orEmpty(n.RecentCalls()), nil
+	})
+}
+
+// orEmpty makes a nil slice encode as [] rather than null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // methods serves the mesh.* methods of Register over a node.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,8 @@ type fakeNode struct {
 	mu     sync.Mutex
 	status protocol.AgentStatus
 	last   []string // the last context call: op, bead, value
+	conns  []protocol.ConnInfo
+	calls  []protocol.CallRecord
 }
 
 var _ localapi.Node = (*fakeNode)(nil)
@@ -96,6 +99,9 @@ func (n *fakeNode) SetStatus(s protocol.AgentStatus) error {
 	n.status = s
 	return nil
 }
+
+func (n *fakeNode) Conns() []protocol.ConnInfo         { return n.conns }
+func (n *fakeNode) RecentCalls() []protocol.CallRecord { return n.calls }
 
 func (n *fakeNode) DeclaredStatus() protocol.AgentStatus {
 	n.mu.Lock()
@@ -341,6 +347,67 @@ func FuzzMeshMethods(f *testing.F) {
 			t.Fatalf("%s %s: internal error %v", method, params, err)
 		case re.Code == rpc.CodeInvalidParams && !strings.HasPrefix(re.Message, "invalid params: "):
 			t.Fatalf("%s %s: -32602 without its prefix: %q", method, params, re.Message)
+		}
+	})
+}
+
+// TestOperatorMethods: RegisterOperator serves the node's connections
+// and recent calls as it lists them, [] when it lists none, and refuses
+// params; Register alone does not serve them.
+func TestOperatorMethods(t *testing.T) {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	n := newFakeNode()
+	n.conns = []protocol.ConnInfo{
+		{AgentID: "a", RemoteAddr: "/ip4/10.0.0.1/tcp/4001", Direction: "outbound", Opened: at},
+		{AgentID: "b", RemoteAddr: "/ip4/10.0.0.2/tcp/4001/p2p/r/p2p-circuit", Direction: "inbound", Relayed: true},
+	}
+	n.calls = []protocol.CallRecord{{At: at, Direction: protocol.CallSent, Capability: "echo", AgentID: "a", Outcome: "success", DurationMS: 1.5}}
+	serveOperator := func(n localapi.Node) *rpc.Client {
+		s := rpctest.Start(t, fakemesh.New())
+		localapi.Register(s.Server, n)
+		localapi.RegisterOperator(s.Server, n)
+		return rpctest.DialClient(t, s.URL)
+	}
+	ctx := ctxT(t)
+
+	t.Run("served by RegisterOperator", func(t *testing.T) {
+		c := serveOperator(n)
+		var conns []protocol.ConnInfo
+		if err := c.Call(ctx, rpc.MethodMeshConnections, nil, &conns); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(conns, n.conns) {
+			t.Fatalf("mesh.connections = %+v, want %+v", conns, n.conns)
+		}
+		var calls []protocol.CallRecord
+		if err := c.Call(ctx, rpc.MethodMeshRecentCalls, nil, &calls); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(calls, n.calls) {
+			t.Fatalf("mesh.recentCalls = %+v, want %+v", calls, n.calls)
+		}
+		if err := c.Call(ctx, rpc.MethodMeshRecentCalls, map[string]any{"x": 1}, nil); rpcCode(err) != rpc.CodeInvalidParams {
+			t.Fatalf("with params: %v, want invalid params", err)
+		}
+	})
+	t.Run("empty is an empty list", func(t *testing.T) {
+		c := serveOperator(newFakeNode())
+		for _, m := range []string{rpc.MethodMeshConnections, rpc.MethodMeshRecentCalls} {
+			var res any
+			if err := c.Call(ctx, m, nil, &res); err != nil {
+				t.Fatal(err)
+			}
+			if l, ok := res.([]any); !ok || len(l) != 0 {
+				t.Fatalf("%s with none = %#v, want []", m, res)
+			}
+		}
+	})
+	t.Run("not served by Register alone", func(t *testing.T) {
+		c := rpctest.DialClient(t, serveMethods(t, n))
+		for _, m := range []string{rpc.MethodMeshConnections, rpc.MethodMeshRecentCalls} {
+			if err := c.Call(ctx, m, nil, nil); rpcCode(err) != rpc.CodeMethodNotFound {
+				t.Errorf("%s without RegisterOperator: %v, want method not found", m, err)
+			}
 		}
 	})
 }

@@ -79,7 +79,9 @@
 // Methods served from package localapi (localapi.Register), over the
 // one interface it states of a node: mesh.audit, mesh.consensus,
 // mesh.contextGet, mesh.contextSet, mesh.contextPatch and
-// mesh.setStatus. Their names, params structs (ConsensusParams,
+// mesh.setStatus; and, on the local API only, the operator's
+// mesh.connections and mesh.recentCalls (localapi.RegisterOperator).
+// Their names, params structs (ConsensusParams,
 // ContextSetParams, …), CheckAuditQuery and the Go client's calls stay
 // here. The other mesh.* methods move to localapi in turn: mesh.call,
 // mesh.submit and the tasks (taskStatus, taskCancel, taskWait, tasks,
@@ -271,11 +273,11 @@
 //
 // With WithControl, for a node's loopback local API only, the server also
 // serves mesh.status, mesh.capabilities (the node's own capability
-// objects, schemas included), mesh.connect and mesh.logLevel and, when the Mesh
-// implements ConnLister and CallLister (*node.Node does),
-// mesh.connections (each open connection, direct or relayed) and
-// mesh.recentCalls (the node's last calls sent and served, newest first,
-// with their outcome): what a node's status page polls.
+// objects, schemas included), mesh.connect and mesh.logLevel. The status
+// page also polls mesh.connections (each open connection, direct or
+// relayed) and mesh.recentCalls (the node's last calls sent and served,
+// newest first, with their outcome), which localapi.RegisterOperator
+// serves on the same server.
 //
 // # Browsers
 //

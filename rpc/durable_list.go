@@ -49,3 +49,11 @@ func (c *Client) Durables(ctx context.Context) (protocol.DurableList, error) {
 	}
 	return res, nil
 }
+
+// orEmptySlice makes a nil slice encode as [] rather than null.
+func orEmptySlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -130,7 +130,6 @@ func (s *Server) registerControlMethods() {
 	s.Handle(MethodMeshLogLevel, s.meshLogLevel)
 	s.Handle(MethodMeshStatus, s.meshStatus)
 	s.Handle(MethodMeshCapabilities, s.meshCapabilities)
-	s.registerActivityMethods()
 	s.registerTaskResolveMethods()
 }
 
