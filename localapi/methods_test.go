@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/internal/rpctest"
@@ -53,7 +55,7 @@ func (n *fakeNode) Consensus(_ context.Context, req protocol.ConsensusRequest) (
 	case n.votes <- req:
 	default:
 	}
-	if req.Question == "refused" {
+	if req.Question == "refused" || len(req.Options) == 0 {
 		return nil, protocol.Errorf(protocol.CodeInvalidMessage, "vote refused")
 	}
 	return &protocol.ConsensusResult{DecisionID: "d1", Question: req.Question, Decision: req.Options[0], Threshold: req.Threshold, Tally: map[string]int{req.Options[0]: 1}}, nil
@@ -331,9 +333,11 @@ func FuzzMeshMethods(f *testing.F) {
 			f.Add(uint8(i), []byte(s))
 		}
 	}
-	c := rpctest.DialClient(f, serveMethods(f, newFakeNode()))
+	// The server logs nowhere: testing.F's log is not for the fuzz
+	// function's goroutines.
+	c := rpctest.DialClient(f, serveMethods(f, newFakeNode(), rpc.WithLogger(slog.New(slog.DiscardHandler))))
 	f.Fuzz(func(t *testing.T, which uint8, params []byte) {
-		if !json.Valid(params) {
+		if !json.Valid(params) || !utf8.Valid(params) {
 			return // the decoder's own cases: rpc's FuzzDispatch
 		}
 		method := methodsUnderFuzz[int(which)%len(methodsUnderFuzz)]
