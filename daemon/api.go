@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshagent/meshagent/bus"
+	"github.com/meshagent/meshagent/localapi"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
@@ -19,12 +20,12 @@ var (
 	_ rpc.Discoverer        = (*node.Node)(nil)
 	_ rpc.Publisher         = (*node.Node)(nil)
 	_ rpc.IDPublisher       = (*node.Node)(nil)
-	_ rpc.Consenter         = (*node.Node)(nil)
 	_ rpc.Tasker            = (*node.Node)(nil)
 	_ rpc.AnyCaller         = (*node.Node)(nil)
 	_ rpc.DurableSubscriber = (*node.Node)(nil)
 	_ rpc.DurableForgetter  = (*node.Node)(nil)
 	_ rpc.DurableLister     = (*node.Node)(nil)
+	_ localapi.Node         = (*node.Node)(nil)
 	_ bus.Mesh              = (*node.Node)(nil)
 	_ bus.Forwarder         = (*node.Node)(nil)
 	_ bus.Registrar         = (*rpc.Server)(nil)
@@ -48,6 +49,8 @@ func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg 
 	if err != nil {
 		return nil, fmt.Errorf("local API: %w", err)
 	}
+	localapi.Register(srv.Server, n)
+	localapi.RegisterOperator(srv.Server, n)
 	if err := srv.Start(addr); err != nil {
 		_ = srv.Close()
 		return nil, &ListenError{Listener: ListenerAPI, Addr: addr, Err: err}

@@ -61,6 +61,7 @@ func startPublicListener(ctx context.Context, n *node.Node, srv *BusServer, pub 
 		if own, err = NewBusServer(n, log.With("component", "relay"), []rpc.Option{rpc.WithLimits(pub.limits())}, bus.WithStore(st), bus.WithMetrics(reg)); err != nil {
 			return nil, fmt.Errorf("bus: %w", err)
 		}
+		localapi.Register(own.Server, n)
 		srv = own
 	}
 	lb, err := lobby.New(n, st, lobby.WithLogger(log.With("component", "lobby")), lobby.WithMetrics(reg))

@@ -54,10 +54,9 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger, seed003 *local
 	}
 }
 
-// *node.Node tells the status page its connections and recent calls.
+// *node.Node resolves and submits tasks for the status page (its
+// connections and recent calls are localapi.Node's, checked in api.go),
 var (
-	_ rpc.ConnLister   = (*node.Node)(nil)
-	_ rpc.CallLister   = (*node.Node)(nil)
 	_ rpc.TaskResolver = (*node.Node)(nil)
 	_ rpc.Submitter    = (*node.Node)(nil)
 	// and seed 004's discovery REST what it knows of the mesh.
@@ -65,8 +64,6 @@ var (
 	_ localapi.Envelopes = (*node.Node)(nil)
 	_ localapi.AuditLog  = (*node.Node)(nil)
 	_ localapi.Librarian = (*node.Node)(nil)
-	_ rpc.Auditor        = (*node.Node)(nil)
-	_ rpc.StatusSetter   = (*node.Node)(nil)
 	// and seed 004's shared bead contexts, on the local API and its REST.
-	_ rpc.BeadContexts = (*node.Node)(nil)
+	_ localapi.BeadContexts = (*node.Node)(nil)
 )

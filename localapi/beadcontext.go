@@ -1,6 +1,8 @@
 package localapi
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,8 +11,16 @@ import (
 	"strings"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/rpc"
 )
+
+// BeadContexts is what the bead context API (BeadContextHandler, and
+// mesh.context* of Register) needs of a node: seed 004's shared bead
+// contexts. *node.Node satisfies it.
+type BeadContexts interface {
+	ContextGet(ctx context.Context, beadID string) (*protocol.BeadContext, error)
+	ContextSet(ctx context.Context, beadID string, doc json.RawMessage, members []string) (*protocol.BeadContext, error)
+	ContextPatch(ctx context.Context, beadID string, patch json.RawMessage, members []string) (*protocol.BeadContext, error)
+}
 
 // BeadsPath begins seed 004's shared bead context paths,
 // /api/v1/beads/{bead_id}/context.
@@ -45,7 +55,7 @@ func OwnsBeadContext(path string) bool { return strings.HasPrefix(path, BeadsPat
 // {"error": "..."}: 400 for a bad bead id, body or members, 403 when this
 // agent is not a member, 413 past the size, 415 for another media type,
 // 429 past the beads a node follows, 502 when the mesh failed.
-func BeadContextHandler(c rpc.BeadContexts) http.Handler {
+func BeadContextHandler(c BeadContexts) http.Handler {
 	mux := http.NewServeMux()
 	path := BeadsPath + "{bead_id}/context"
 	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {

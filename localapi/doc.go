@@ -2,14 +2,31 @@
 // JSON-RPC: the seeds' HTTP shapes, each a thin face over the operations
 // the node already has: seed 004's discovery REST (GET /api/v1/agents,
 // GET /api/v1/agents/{id}), seed 002's bindings (AgentProtocol, Exchange)
-// and seed 003's REST (Seed003); the local API's mesh.* methods join it
-// as they move out of rpc.
+// and seed 003's REST (Seed003); and the local API's mesh.* methods as
+// they move out of rpc.
 //
-// It states what it needs of a node as small interfaces (Directory,
-// Envelopes, Librarian), which *node.Node satisfies; it never imports
-// node, dht or pubsub. It is served only on the loopback local API
-// listener, behind the same Host and Origin checks as the status page,
-// never on a relay's public listener.
+// # mesh.* methods
+//
+// Register serves on an rpc.Server the methods of Node, the one
+// interface they need of a node: mesh.audit, mesh.consensus,
+// mesh.contextGet, mesh.contextSet, mesh.contextPatch and
+// mesh.setStatus. Their names, params and results are rpc's (the Go
+// client calls them). daemon registers them on the local API's server
+// and on a relay's own public server, where a credential must grant
+// them. RegisterOperator adds what the operator watches,
+// mesh.connections and mesh.recentCalls, on the local API's server
+// only (the one with rpc.WithControl, like mesh.status). Still in rpc, to move here: mesh.call, mesh.submit and the
+// tasks, mesh.discover, mesh.publish, mesh.subscribe, mesh.serve and its
+// kin, the durables, and the operator's control.
+//
+// # HTTP faces
+//
+// They state what they need of a node as small interfaces (Directory,
+// Envelopes, AuditLog, BeadContexts, Librarian), which *node.Node
+// satisfies; localapi never imports node, dht or pubsub. The HTTP faces
+// are served only on the loopback local API listener, behind the same
+// Host and Origin checks as the status page, never on a relay's public
+// listener (seed 002's AgentProtocol excepted: a relay serves it too).
 //
 // # Seed 004 discovery
 //

@@ -15,7 +15,7 @@ import (
 const MethodMeshCapabilities = "mesh.capabilities"
 
 func (s *Server) meshCapabilities(_ context.Context, r *Request) (any, error) {
-	if err := noParams(r); err != nil {
+	if err := NoParams(r); err != nil {
 		return nil, err
 	}
 	out := []protocol.Capability{}

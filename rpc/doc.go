@@ -34,8 +34,8 @@
 // A method's params are decoded by protocol.DecodeStrict into its exported
 // params struct (CallParams, PublishParams, …), which is the one statement
 // of the members it takes: names exact, none unknown, none twice, every
-// JSON type checked (DecodeMembers; DecodeParams for methods served from
-// other packages). A member tagged ",required" must be present and not
+// JSON type checked (DecodeMembers; DecodeParams, ObjectParams and
+// NoParams for methods served from other packages). A member tagged ",required" must be present and not
 // null. When several members are wrong, an unknown one is reported first.
 // A seed 004 "filter" (mesh.publish, mesh.discover) is read in
 // protocol.Filter's camelCase and in seed 004's snake_case ("persona_types",
@@ -75,6 +75,18 @@
 // An AgentProtocol error from the mesh becomes the JSON-RPC error of its
 // code (-32010…-32017) with data {"code": "UNAUTHORIZED", "details": …};
 // Client.MeshCall turns it back into a *protocol.Error.
+//
+// Methods served from package localapi (localapi.Register), over the
+// one interface it states of a node: mesh.audit, mesh.consensus,
+// mesh.contextGet, mesh.contextSet, mesh.contextPatch and
+// mesh.setStatus; and, on the local API only, the operator's
+// mesh.connections and mesh.recentCalls (localapi.RegisterOperator).
+// Their names, params structs (ConsensusParams,
+// ContextSetParams, …), CheckAuditQuery and the Go client's calls stay
+// here. The other mesh.* methods move to localapi in turn: mesh.call,
+// mesh.submit and the tasks (taskStatus, taskCancel, taskWait, tasks,
+// resolve), mesh.discover, mesh.publish, mesh.subscribe, mesh.serve and
+// its kin, the durables, and the operator's control.
 //
 // The seed 001 handshake, which rpc serves itself:
 //
@@ -261,11 +273,11 @@
 //
 // With WithControl, for a node's loopback local API only, the server also
 // serves mesh.status, mesh.capabilities (the node's own capability
-// objects, schemas included), mesh.connect and mesh.logLevel and, when the Mesh
-// implements ConnLister and CallLister (*node.Node does),
-// mesh.connections (each open connection, direct or relayed) and
-// mesh.recentCalls (the node's last calls sent and served, newest first,
-// with their outcome): what a node's status page polls.
+// objects, schemas included), mesh.connect and mesh.logLevel. The status
+// page also polls mesh.connections (each open connection, direct or
+// relayed) and mesh.recentCalls (the node's last calls sent and served,
+// newest first, with their outcome), which localapi.RegisterOperator
+// serves on the same server.
 //
 // # Browsers
 //

@@ -27,7 +27,7 @@ func (s *Server) meshDurables(ctx context.Context, r *Request) (any, error) {
 	if !ok {
 		return nil, Errorf(CodeInvalidParams, "invalid params: this node runs no durable subscriptions")
 	}
-	if err := noParams(r); err != nil {
+	if err := NoParams(r); err != nil {
 		return nil, err
 	}
 	list, err := dl.Durables(ctx)
@@ -48,4 +48,12 @@ func (c *Client) Durables(ctx context.Context) (protocol.DurableList, error) {
 		return protocol.DurableList{}, err
 	}
 	return res, nil
+}
+
+// orEmptySlice makes a nil slice encode as [] rather than null.
+func orEmptySlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

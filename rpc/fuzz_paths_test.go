@@ -34,7 +34,6 @@ const fuzzAgent = fakemesh.SelfID
 var (
 	_ Publisher  = fakemesh.Instant{}
 	_ Discoverer = fakemesh.Instant{}
-	_ Consenter  = fakemesh.Instant{}
 	_ Tasker     = fakemesh.Instant{}
 )
 
@@ -269,10 +268,9 @@ func FuzzDispatch(f *testing.F) {
 // localMethods are the methods FuzzLocalAPI calls; the fuzzer picks one.
 var localMethods = []string{
 	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshDiscover, MethodMeshPublish,
-	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshConsensus, MethodMeshTaskStatus, MethodMeshTaskCancel,
+	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshTaskStatus, MethodMeshTaskCancel,
 	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
 	MethodMeshProgress, MethodMeshSetState, MethodMeshForgetDurable, MethodMeshDurables,
-	MethodMeshContextGet, MethodMeshContextSet, MethodMeshContextPatch,
 }
 
 // FuzzLocalAPI calls each method of the local API with fuzzed params
@@ -287,7 +285,6 @@ func FuzzLocalAPI(f *testing.F) {
 		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, `{"topic":"t","payload":{},"filter":{"persona_types":["qa"],"personaTypes":[]}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},
 		MethodMeshUnsubscribe: {`{"subscription":"s1"}`, `{"subscription":1}`},
-		MethodMeshConsensus:   {`{"agents":["a"],"question":"q","options":["y","n"],"threshold":0.5,"deadlineMs":1000}`, `{"agents":"a","deadlineMs":"1"}`},
 		MethodMeshTaskStatus:  {`{"taskId":"t1"}`, `{"taskId":1}`, `{"TASKID":"t1"}`},
 		MethodMeshTaskCancel:  {`{"taskId":"t1","agentId":5}`},
 		MethodInitialize:      {`{"clientId":"c","clientInfo":{"name":"n","version":"1"}}`, `{"clientId":1}`, `{"clientId":"c","clientInfo":{"name":5}}`},
@@ -298,9 +295,6 @@ func FuzzLocalAPI(f *testing.F) {
 		MethodMeshProgress:      {`{"taskId":"t1","result":{"step":1}}`, `{"taskId":1}`},
 		MethodMeshSetState:      {`{"taskId":"t1","state":"ESCALATED"}`, `{"taskId":"t1","state":"COMPLETED"}`, `{"taskId":"t1","state":5}`},
 		MethodMeshForgetDurable: {`{"durable":"reader"}`, `{"durable":""}`, `{"durable":7}`},
-		MethodMeshContextGet:    {`{"beadId":"bead-1"}`, `{"beadId":5}`},
-		MethodMeshContextSet:    {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
-		MethodMeshContextPatch:  {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
 	}
 	for i, m := range localMethods {
 		f.Add(uint8(i), []byte(`{}`))

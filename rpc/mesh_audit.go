@@ -7,14 +7,6 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// Auditor is implemented by a Mesh that keeps an audit log of the requests
-// it sends and serves (*node.Node is one). A server whose mesh is not one
-// answers mesh.audit with -32601; a node that keeps no log answers with
-// its CAPABILITY_NOT_SUPPORTED error.
-type Auditor interface {
-	Audit(ctx context.Context, q protocol.AuditQuery) ([]protocol.AuditEntry, error)
-}
-
 // MethodMeshAudit queries the node's audit log:
 //
 //	mesh.audit {"agent"?,"since"?,"until"?,"limit"?,"before"?}
@@ -35,34 +27,6 @@ const (
 // AuditResult is the result of mesh.audit.
 type AuditResult struct {
 	Entries []protocol.AuditEntry `json:"entries"`
-}
-
-func (s *Server) registerAuditMethods() {
-	s.Handle(MethodMeshAudit, s.meshAudit)
-}
-
-func (s *Server) meshAudit(ctx context.Context, r *Request) (any, error) {
-	a, ok := s.mesh.(Auditor)
-	if !ok {
-		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node keeps no audit log)", r.Method)
-	}
-	var q protocol.AuditQuery
-	if len(r.Params) > 0 && string(r.Params) != "null" {
-		if err := objectParams(r, &q, `{"agent"?,"since"?,"until"?,"limit"?,"before"?}`); err != nil {
-			return nil, err
-		}
-	}
-	if err := CheckAuditQuery(&q); err != nil {
-		return nil, Errorf(CodeInvalidParams, "invalid params: %s: %v", r.Method, err)
-	}
-	es, err := a.Audit(ctx, q)
-	if err != nil {
-		return nil, protocol.AsError(err)
-	}
-	if es == nil {
-		es = []protocol.AuditEntry{}
-	}
-	return AuditResult{Entries: es}, nil
 }
 
 // CheckAuditQuery checks a query from outside and sets its default limit.

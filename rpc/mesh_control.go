@@ -130,7 +130,6 @@ func (s *Server) registerControlMethods() {
 	s.Handle(MethodMeshLogLevel, s.meshLogLevel)
 	s.Handle(MethodMeshStatus, s.meshStatus)
 	s.Handle(MethodMeshCapabilities, s.meshCapabilities)
-	s.registerActivityMethods()
 	s.registerTaskResolveMethods()
 }
 
@@ -167,7 +166,7 @@ func (s *Server) meshConnect(ctx context.Context, r *Request) (any, error) {
 
 func (s *Server) meshLogLevel(_ context.Context, r *Request) (any, error) {
 	prev := s.cfg.Control.LogLevel()
-	if noParams(r) == nil {
+	if NoParams(r) == nil {
 		return LogLevelResult{Previous: prev, Level: prev}, nil // a read
 	}
 	var p LogLevelParams
@@ -187,7 +186,7 @@ func (s *Server) meshLogLevel(_ context.Context, r *Request) (any, error) {
 }
 
 func (s *Server) meshStatus(_ context.Context, r *Request) (any, error) {
-	if err := noParams(r); err != nil {
+	if err := NoParams(r); err != nil {
 		return nil, err
 	}
 	res := StatusResult{

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,7 +106,6 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
 	s.Handle(MethodMeshForgetDurable, s.meshForgetDurable)
 	s.Handle(MethodMeshDurables, s.meshDurables)
-	s.Handle(MethodMeshConsensus, s.meshConsensus)
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)
 	s.Handle(MethodMeshSubmit, s.meshSubmit)
@@ -115,20 +113,17 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshTasks, s.meshTasks)
 	s.registerControlMethods()
 	s.registerServeMethods()
-	s.registerAuditMethods()
-	s.registerStatusMethods()
-	s.registerContextMethods()
 }
 
 func (s *Server) ping(_ context.Context, req *Request) (any, error) {
-	if err := noParams(req); err != nil {
+	if err := NoParams(req); err != nil {
 		return nil, err
 	}
 	return PingResult{Timestamp: s.Now().UTC().Format(time.RFC3339)}, nil
 }
 
 func (s *Server) meshID(_ context.Context, req *Request) (any, error) {
-	if err := noParams(req); err != nil {
+	if err := NoParams(req); err != nil {
 		return nil, err
 	}
 	res := IDResult{AgentID: s.mesh.AgentID()}
@@ -140,7 +135,7 @@ func (s *Server) meshID(_ context.Context, req *Request) (any, error) {
 }
 
 func (s *Server) meshPeers(_ context.Context, req *Request) (any, error) {
-	if err := noParams(req); err != nil {
+	if err := NoParams(req); err != nil {
 		return nil, err
 	}
 	peers := s.mesh.Peers()
@@ -148,15 +143,6 @@ func (s *Server) meshPeers(_ context.Context, req *Request) (any, error) {
 		peers = []protocol.PeerInfo{}
 	}
 	return peers, nil
-}
-
-// noParams accepts absent params, {} and [].
-func noParams(req *Request) error {
-	switch p := string(bytes.Join(bytes.Fields(req.Params), nil)); p {
-	case "", "{}", "[]":
-		return nil
-	}
-	return Errorf(CodeInvalidParams, "invalid params: %s takes no params", req.Method)
 }
 
 // callShape words mesh.call's params errors.

@@ -85,16 +85,6 @@ func (s *Server) submitter(r *Request) (Submitter, error) {
 	return sb, nil
 }
 
-func objectParams(r *Request, v any, shape string) error {
-	if len(r.Params) == 0 || r.Params[0] != '{' {
-		return Errorf(CodeInvalidParams, "invalid params: %s takes %s", r.Method, shape)
-	}
-	if err := decodeStrict(r.Params, v); err != nil {
-		return Errorf(CodeInvalidParams, "invalid params: %s: %v (it takes %s)", r.Method, err, shape)
-	}
-	return nil
-}
-
 func (s *Server) meshSubmit(ctx context.Context, r *Request) (any, error) {
 	sb, err := s.submitter(r)
 	if err != nil {
@@ -102,7 +92,7 @@ func (s *Server) meshSubmit(ctx context.Context, r *Request) (any, error) {
 	}
 	const shape = `{"agentId","capability","params"?,"timeoutMs"?,"taskId"?,"deadline"?}`
 	var p SubmitParams
-	if err := objectParams(r, &p, shape); err != nil {
+	if err := ObjectParams(r, &p, shape); err != nil {
 		return nil, err
 	}
 	switch {
@@ -135,7 +125,7 @@ func (s *Server) meshTaskWait(ctx context.Context, r *Request) (any, error) {
 		return nil, err
 	}
 	var p TaskWaitParams
-	if err := objectParams(r, &p, `{"taskId","timeoutMs"?}`); err != nil {
+	if err := ObjectParams(r, &p, `{"taskId","timeoutMs"?}`); err != nil {
 		return nil, err
 	}
 	if p.TaskID == "" || p.TimeoutMS < 0 || p.TimeoutMS > MaxCallTimeout.Milliseconds() {
@@ -165,7 +155,7 @@ func (s *Server) meshTasks(ctx context.Context, r *Request) (any, error) {
 	}
 	var p TasksParams
 	if len(r.Params) > 0 && string(r.Params) != "null" {
-		if err := objectParams(r, &p, `{"state"?}`); err != nil {
+		if err := ObjectParams(r, &p, `{"state"?}`); err != nil {
 			return nil, err
 		}
 	}

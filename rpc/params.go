@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,30 @@ func DecodeParams(method string, raw json.RawMessage, v any) error {
 		return Errorf(CodeInvalidParams, "invalid params: %s: %v", method, err)
 	}
 	return nil
+}
+
+// ObjectParams decodes a method's params, which must be an object, into
+// the struct v points to, as DecodeParams does; absent params are an
+// error too. Its error is the *Error to answer with (CodeInvalidParams),
+// naming shape, what the method takes, such as `{"beadId"}`.
+func ObjectParams(r *Request, v any, shape string) error {
+	if len(r.Params) == 0 || r.Params[0] != '{' {
+		return Errorf(CodeInvalidParams, "invalid params: %s takes %s", r.Method, shape)
+	}
+	if err := decodeStrict(r.Params, v); err != nil {
+		return Errorf(CodeInvalidParams, "invalid params: %s: %v (it takes %s)", r.Method, err, shape)
+	}
+	return nil
+}
+
+// NoParams accepts absent params, {} and [], for a method that takes
+// none; other params are the *Error to answer with (CodeInvalidParams).
+func NoParams(req *Request) error {
+	switch p := string(bytes.Join(bytes.Fields(req.Params), nil)); p {
+	case "", "{}", "[]":
+		return nil
+	}
+	return Errorf(CodeInvalidParams, "invalid params: %s takes no params", req.Method)
 }
 
 // decodeStrict decodes a JSON object into the struct v points to and

@@ -118,7 +118,7 @@ func (s *Server) registerTaskResolveMethods() {
 		return t, nil
 	})
 	s.Handle(MethodMeshTaskEvents, func(_ context.Context, r *Request) (any, error) {
-		if err := noParams(r); err != nil {
+		if err := NoParams(r); err != nil {
 			return nil, err
 		}
 		subs := subsOf(r.Conn)

@@ -10,7 +10,7 @@ import (
 // Instant is the mesh of the whole-path fuzz targets, where only the
 // listener's decoding and dispatch are under test: it answers every call
 // at once, successfully, and offers every optional part a listener looks
-// for (publishing, subscribing, discovery, consensus, tasks), so that
+// for (publishing, subscribing, discovery, tasks), so that
 // every method reaches its params decoding. It knows only itself, SelfID.
 type Instant struct{}
 
@@ -53,11 +53,6 @@ func (Instant) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo
 	ch := make(chan protocol.PeerInfo)
 	close(ch)
 	return ch, nil
-}
-
-// Consensus returns an empty result for the question.
-func (Instant) Consensus(_ context.Context, req protocol.ConsensusRequest) (*protocol.ConsensusResult, error) {
-	return &protocol.ConsensusResult{Question: req.Question}, nil
 }
 
 // TaskStatus returns an empty task of that id.

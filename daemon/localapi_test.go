@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+)
+
+// TestLocalAPIMethodsServed: localapi's mesh.* methods are served on the
+// local API, and on a relay's public listener to a credential that
+// grants them, whether that listener shares the local API's server or has
+// its own; the operator's mesh.connections only where a Control is (the
+// local API's server), never on a relay's own server.
+func TestLocalAPIMethodsServed(t *testing.T) {
+	const token = "a-token-of-the-operator"
+	tokens, err := rpc.ParseTokens([]byte(`{"tokens":[{"name":"ops","token":"` + token + `","methods":["mesh.*"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		name     string
+		api      bool
+		operator bool // mesh.connections on the public listener
+	}{
+		{"public listener sharing the local API", true, true},
+		{"public listener on its own", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			caps := filepath.Join(dir, "caps.json")
+			writeCaps(t, caps, "echo")
+			opts := append(ownOptions(t, 305+i, dir, caps), WithPublic(Public{Addr: "127.0.0.1:0", Tokens: tokens}))
+			if tc.api {
+				opts = append(opts, WithAPI("127.0.0.1:0"))
+			}
+			d, err := Start(t.Context(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = d.Close(context.Background()) })
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			dial := func(url string, opts ...rpc.ClientOption) *rpc.Client {
+				cl, err := rpc.Dial(ctx, url, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = cl.Close() })
+				return cl
+			}
+			want := protocol.AgentStatus{Status: protocol.StatusBusy, CurrentBead: "bd-1"}
+			check := func(where string, cl *rpc.Client, operator bool) {
+				if got, err := cl.SetStatus(ctx, want); err != nil || got != want {
+					t.Errorf("%s: mesh.setStatus: %+v %v", where, got, err)
+				}
+				if _, err := cl.ContextGet(ctx, "bead-1"); err != nil {
+					t.Errorf("%s: mesh.contextGet: %v", where, err)
+				}
+				var conns []protocol.ConnInfo
+				err := cl.Call(ctx, rpc.MethodMeshConnections, nil, &conns)
+				var re *rpc.Error
+				switch {
+				case operator && err != nil:
+					t.Errorf("%s: mesh.connections: %v", where, err)
+				case !operator && (!errors.As(err, &re) || re.Code != rpc.CodeMethodNotFound):
+					t.Errorf("%s: mesh.connections: %v, want -32601", where, err)
+				}
+			}
+			if tc.api {
+				check("local API", dial(d.APIAddr()), true)
+			}
+			check("public listener", dial("ws://"+d.PublicAddr()+"/", rpc.WithHTTPHeader(http.Header{"Authorization": {"Bearer " + token}})), tc.operator)
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package localapi
+
+import (
+	"context"
+
+	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
+)
+
+// Node is what the local API's mesh.* methods served from this package
+// need of a node. *node.Node satisfies it (checked at compile time in
+// daemon).
+type Node interface {
+	// AuditLog answers mesh.audit.
+	AuditLog
+	// BeadContexts answers mesh.contextGet, mesh.contextSet and
+	// mesh.contextPatch.
+	BeadContexts
+	// Consensus runs mesh.consensus's vote.
+	Consensus(ctx context.Context, req protocol.ConsensusRequest) (*protocol.ConsensusResult, error)
+	// SetStatus replaces the status the agent declares in its heartbeats
+	// (an error when s is not one an agent may declare), and
+	// DeclaredStatus is the status declared now: mesh.setStatus.
+	SetStatus(s protocol.AgentStatus) error
+	DeclaredStatus() protocol.AgentStatus
+	// Conns are the node's open connections, each direct or relayed:
+	// mesh.connections.
+	Conns() []protocol.ConnInfo
+	// RecentCalls are the node's last calls sent and served, newest
+	// first: mesh.recentCalls.
+	RecentCalls() []protocol.CallRecord
+}
+
+// Register serves n's mesh.* methods on srv: mesh.audit,
+// mesh.consensus, mesh.contextGet, mesh.contextSet, mesh.contextPatch
+// and mesh.setStatus. Their names, params and results are rpc's
+// (rpc.MethodMeshAudit, rpc.ConsensusParams, …), which its Go client
+// calls. A node's local API and a relay's public listener both serve
+// them; on the public listener only to credentials that grant them.
+func Register(srv *rpc.Server, n Node) {
+	m := methods{n: n}
+	srv.Handle(rpc.MethodMeshAudit, m.audit)
+	srv.Handle(rpc.MethodMeshConsensus, m.consensus)
+	srv.Handle(rpc.MethodMeshContextGet, m.beadContext)
+	srv.Handle(rpc.MethodMeshContextSet, m.beadContext)
+	srv.Handle(rpc.MethodMeshContextPatch, m.beadContext)
+	srv.Handle(rpc.MethodMeshSetStatus, m.setStatus)
+}
+
+// RegisterOperator serves on srv what n's operator watches (what the
+// status page polls): mesh.connections and mesh.recentCalls, which take
+// no params and answer a list ([] when empty). A peer list with addresses
+// and the calls of other agents are not for a relay's public clients:
+// register them only on the server of a node's local API, the one with
+// rpc.WithControl, as daemon does.
+func RegisterOperator(srv *rpc.Server, n Node) {
+	srv.Handle(rpc.MethodMeshConnections, func(_ context.Context, r *rpc.Request) (any, error) {
+		if err := rpc.NoParams(r); err != nil {
+			return nil, err
+		}
+		return orEmpty(n.Conns()), nil
+	})
+	srv.Handle(rpc.MethodMeshRecentCalls, func(_ context.Context, r *rpc.Request) (any, error) {
+		if err := rpc.NoParams(r); err != nil {
+			return nil, err
+		}
+		return orEmpty(n.RecentCalls()), nil
+	})
+}
+
+// orEmpty makes a nil slice encode as [] rather than null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// methods serves the mesh.* methods of Register over a node.
+type methods struct{ n Node }
