@@ -54,13 +54,13 @@ func Register(srv *rpc.Server, n Node) {
 // register them only on the server of a node's local API, the one with
 // rpc.WithControl, as daemon does.
 func RegisterOperator(srv *rpc.Server, n Node) {
-	srv.Handle(rpc.MethodMeshConnections, func(_ context.Context, r *rpc.Request) (any, error) {
+	srv.HandleLocal(rpc.MethodMeshConnections, func(_ context.Context, r *rpc.Request) (any, error) {
 		if err := rpc.NoParams(r); err != nil {
 			return nil, err
 		}
 		return orEmpty(n.Conns()), nil
 	})
-	srv.Handle(rpc.MethodMeshRecentCalls, func(_ context.Context, r *rpc.Request) (any, error) {
+	srv.HandleLocal(rpc.MethodMeshRecentCalls, func(_ context.Context, r *rpc.Request) (any, error) {
 		if err := rpc.NoParams(r); err != nil {
 			return nil, err
 		}

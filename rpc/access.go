@@ -104,8 +104,11 @@ func (s *Server) allow(r *Request) error {
 		}
 	}
 	s.hmu.RLock()
-	public := s.public[r.Method]
+	public, local := s.public[r.Method], s.local[r.Method]
 	s.hmu.RUnlock()
+	if local {
+		return Errorf(CodeMethodNotFound, "method not found: %s is served on the node's local API only", r.Method)
+	}
 	if !public && !cred.AllowsMethod(r.Method) {
 		if cred == nil {
 			return Errorf(CodeForbidden, "forbidden: %s is not served to anonymous clients of a public listener; use the local API or a token that grants it", r.Method)

@@ -126,10 +126,10 @@ func (s *Server) registerControlMethods() {
 	if s.cfg.Control == nil {
 		return
 	}
-	s.Handle(MethodMeshConnect, s.meshConnect)
-	s.Handle(MethodMeshLogLevel, s.meshLogLevel)
-	s.Handle(MethodMeshStatus, s.meshStatus)
-	s.Handle(MethodMeshCapabilities, s.meshCapabilities)
+	s.HandleLocal(MethodMeshConnect, s.meshConnect)
+	s.HandleLocal(MethodMeshLogLevel, s.meshLogLevel)
+	s.HandleLocal(MethodMeshStatus, s.meshStatus)
+	s.HandleLocal(MethodMeshCapabilities, s.meshCapabilities)
 	s.registerTaskResolveMethods()
 }
 

@@ -25,6 +25,7 @@ type Server struct {
 	hmu      sync.RWMutex
 	handlers map[string]HandlerFunc
 	public   map[string]bool // methods a public listener serves to anyone
+	local    map[string]bool // methods a public listener never serves (HandleLocal)
 	inlined  map[string]bool // notifications served on the read loop (handleInline)
 	onStatus []func(*StatusResult)
 	caps     BusCapabilities // what initialize announces
@@ -72,6 +73,7 @@ func New(mesh Mesh, opts ...Option) (*Server, error) {
 		mesh:      mesh,
 		handlers:  make(map[string]HandlerFunc),
 		public:    map[string]bool{MethodInitialize: true, MethodPing: true},
+		local:     map[string]bool{},
 		hub:       hub,
 		conns:     make(map[*Conn]struct{}),
 		clientIDs: make(map[string]*Conn),
@@ -102,6 +104,17 @@ func (s *Server) HandlePublic(method string, h HandlerFunc) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
 	s.public[method] = true
+}
+
+// HandleLocal is Handle for an operator's method (mesh.status,
+// mesh.connect, …): served on the node's local API only, and answered
+// -32601 on a public listener whatever a credential grants, even where
+// that listener shares this server with the local API.
+func (s *Server) HandleLocal(method string, h HandlerFunc) {
+	s.Handle(method, h)
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	s.local[method] = true
 }
 
 // handleInline registers h for a notification that is served on the

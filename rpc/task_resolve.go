@@ -106,7 +106,7 @@ func (s *Server) registerTaskResolveMethods() {
 	if !ok {
 		return
 	}
-	s.Handle(MethodMeshTaskResolve, func(ctx context.Context, r *Request) (any, error) {
+	s.HandleLocal(MethodMeshTaskResolve, func(ctx context.Context, r *Request) (any, error) {
 		p, err := ParseTaskResolveParams(r.Params)
 		if err != nil {
 			return nil, err
@@ -117,7 +117,7 @@ func (s *Server) registerTaskResolveMethods() {
 		}
 		return t, nil
 	})
-	s.Handle(MethodMeshTaskEvents, func(_ context.Context, r *Request) (any, error) {
+	s.HandleLocal(MethodMeshTaskEvents, func(_ context.Context, r *Request) (any, error) {
 		if err := NoParams(r); err != nil {
 			return nil, err
 		}
