@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -53,8 +54,11 @@ func TestTaskWaitShowsProgressAsItComes(t *testing.T) {
 	go func() {
 		done <- run(context.Background(), NewApp(&out, &errb), []string{"meshagent", "task", "wait", id[1], "--timeout", "60s", "--api", api})
 	}()
-	wait.ForTrue(t, 20*time.Second, "task wait prints the first step while the task runs", func() bool {
-		return strings.Contains(errb.String(), `in progress: {"step":1}`)
+	wait.For(t, 20*time.Second, func() error {
+		if !strings.Contains(errb.String(), `in progress: {"step":1}`) {
+			return fmt.Errorf("task wait has not printed the first step while the task runs; stderr %q", errb.String())
+		}
+		return nil
 	})
 	if strings.Contains(errb.String(), `{"step":2}`) || out.String() != "" {
 		t.Fatalf("the task had not gone on, yet task wait printed %q / %q", errb.String(), out.String())

@@ -321,13 +321,23 @@ func (n *Node) TaskWait(ctx context.Context, taskID string, poll time.Duration, 
 	for {
 		rec, err := n.submitted(ctx, taskID)
 		if err != nil {
+			if ctx.Err() != nil {
+				// The wait ended while the store was busy: not an
+				// unknown task, which would end a follower for good.
+				return nil, protocol.Errorf(protocol.CodeTimeout, "task %s: no answer from the store within the wait", taskID)
+			}
 			return nil, protocol.Errorf(protocol.CodeInvalidMessage, "this node submitted no task %s that it remembers", taskID)
 		}
 		// Once the final answer came back the record lacks the progress
 		// and history that followed its last status: ask the provider once
 		// more, if it is still connected, so a follower sees every step.
 		if rec.Envelope == nil || rec.History == nil && n.connectedTo(rec.AgentID) {
-			callCtx, cancel := context.WithTimeout(ctx, min(n.cfg.RequestTimeout, 10*time.Second))
+			// The status call is not cut by ctx: a follower polling with a
+			// short wait (mesh.taskWait of a second, as task wait does)
+			// would otherwise never see progress while a round trip to
+			// the provider takes longer than its wait, as on a loaded
+			// machine. A wait overruns by one round trip at most.
+			callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(n.cfg.RequestTimeout, 10*time.Second))
 			t, err := n.TaskStatus(callCtx, taskID, rec.AgentID)
 			cancel()
 			if err == nil {

@@ -256,6 +256,9 @@ func (c *Client) FollowTask(ctx context.Context, taskID string, timeout, poll ti
 		}
 		var rec2 protocol.SubmittedTask
 		if len(pe.Details) == 0 || json.Unmarshal(pe.Details, &rec2) != nil {
+			if pe.Code == protocol.CodeTimeout {
+				continue // a wait that ended before the task's record was read
+			}
 			return nil, pe
 		}
 		report(&rec2)
