@@ -94,6 +94,14 @@
 // N = 192 an agent then keeps every connection it makes. Rows on the
 // simulated network name their watermarks ("conns 32:64").
 //
+// -scale.settle (make scale SCALESETTLE=120s) waits a quiet window after
+// discovery, both kinds alike, before the publish window: a mesh whose
+// agents all started at once heartbeats at the configured pace until they
+// have heard each other, so without it the window measures the mesh's
+// formation as well. -scale.payload pads each published message to that
+// many bytes, the same for both kinds, since the mesh's signed envelope
+// weighs more beside a 10-byte payload than beside an agent's message.
+//
 // DHT hops are not exposed by kad-dht: a lookup queries up to alpha peers
 // at a time and stops when the closest peers have answered, so the path
 // length is not defined for one lookup. The harness counts instead the
