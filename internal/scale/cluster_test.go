@@ -165,12 +165,13 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 		return r
 	}
 	if p.settle > 0 {
-		<-time.After(p.settle) // a quiet window, not a wait for a condition
+		quiet(t, c, p.settle)
 	}
 	publishPhase(t, c, p, &r)
 	// Memory is taken idle, with the subscriptions and routing tables of
 	// a node that has discovered and published.
 	r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = c.idle(p.idle)
+	writeHeapProfile(t, c)
 	if lc, ok := c.(*localCluster); ok {
 		mean, most := lc.connsPerAgent()
 		t.Logf("%s N=%d: connected peers per agent when memory was taken: mean %.1f, most %d", c.kind(), c.size(), mean, most)
@@ -339,6 +340,54 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	t.Logf("N=%d: GossipSub sent per node per published message, in %s:%s", c.size(), time.Since(window).Round(time.Millisecond), split(kinds, per))
 }
 
+// quiet waits out the settle window and logs what each agent sent in it:
+// a settled mesh's cost, which every agent pays whether or not anything
+// is published.
+func quiet(t *testing.T, c cluster, d time.Duration) {
+	msgs0, bytes0, err := c.sent()
+	if err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
+	if _, err := c.takeKinds(); err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
+	stopProfile := startProfile(t, c, "settle")
+	<-time.After(d) // a quiet window, not a wait for a condition
+	stopProfile()
+	msgs1, bytes1, err := c.sent()
+	if err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
+	kinds, err := c.takeKinds()
+	if err != nil {
+		t.Fatalf("N=%d: %v", c.size(), err)
+	}
+	per := float64(c.size()) * d.Seconds()
+	t.Logf("N=%d: settle window of %s: per agent per second %.2f GossipSub messages, %.0f bytes sent:%s", c.size(), d, float64(msgs1-msgs0)/per, float64(bytes1-bytes0)/per, split(kinds, per))
+}
+
+// writeHeapProfile writes the live heap when memory was taken, when
+// -scale.cpuprofile is set, into <prefix>-heap-<kind>-<N>.pprof: what
+// each kind's memory per agent is made of (go tool pprof -sample_index
+// inuse_space, with -diff_base the other kind's).
+func writeHeapProfile(t *testing.T, c cluster) {
+	if *profile == "" {
+		return
+	}
+	if _, ok := c.(*localCluster); !ok {
+		return
+	}
+	f, err := os.Create(fmt.Sprintf("%s-heap-%s-%d.pprof", *profile, c.kind(), c.size()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC() // the profile's live heap is the one of the last collection
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startProfile profiles the CPU until the returned function is called,
 // when -scale.cpuprofile is set, into <prefix>-<phase>-<kind>-<N>.pprof. It profiles the test process, so it
 // says nothing of agents in processes of their own.
@@ -350,15 +399,67 @@ func startProfile(t *testing.T, c cluster, phase string) func() {
 		t.Logf("-scale.cpuprofile profiles the test process; the agents of %s are not in it", c.kind())
 		return func() {}
 	}
-	f, err := os.Create(fmt.Sprintf("%s-%s-%s-%d.pprof", *profile, phase, c.kind(), c.size()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	name := fmt.Sprintf("%s-%s-%s-%d.pprof", *profile, phase, c.kind(), c.size())
+	if err := cpuProfiler.do(name); err != nil {
 		t.Fatal(err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
+		if err := cpuProfiler.do(""); err != nil {
+			t.Error(err)
+		}
 	}
+}
+
+// cpuProfiler starts and stops pprof's CPU profile from a goroutine of
+// its own, started outside any synctest bubble: pprof's writer goroutine,
+// started from inside one, would be in it and never durably blocked, and
+// the bubble's virtual time would stand still.
+// Its channels are made outside every bubble too: a channel made in a
+// bubble may not be used from outside it.
+var cpuProfiler = profiler{req: make(chan string), done: make(chan error)}
+
+// profiler's requests are the file to profile into, or "" to stop the
+// running profile.
+type profiler struct {
+	req  chan string
+	done chan error
+}
+
+// run serves requests until ctx is done, stopping a profile left running.
+func (p profiler) run(ctx context.Context) {
+	var f *os.File
+	stop := func() error {
+		if f == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		err := f.Close()
+		f = nil
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			_ = stop()
+			return
+		case file := <-p.req:
+			err := stop()
+			if file != "" && err == nil {
+				if f, err = os.Create(file); err == nil {
+					if err = pprof.StartCPUProfile(f); err != nil {
+						_ = f.Close()
+						f = nil
+					}
+				}
+			}
+			p.done <- err
+		}
+	}
+}
+
+// do sends one request and waits for its answer (a moment of real time,
+// in which a bubble's clock does not move).
+func (p profiler) do(file string) error {
+	p.req <- file
+	return <-p.done
 }
