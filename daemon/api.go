@@ -17,7 +17,6 @@ import (
 // *node.Node is what the local API serves, and *rpc.Server serves the bus.
 var (
 	_ rpc.Mesh              = (*node.Node)(nil)
-	_ rpc.Discoverer        = (*node.Node)(nil)
 	_ rpc.Publisher         = (*node.Node)(nil)
 	_ rpc.IDPublisher       = (*node.Node)(nil)
 	_ rpc.Tasker            = (*node.Node)(nil)

@@ -63,6 +63,15 @@ func TestLocalAPIMethodsServed(t *testing.T) {
 				if _, err := cl.ContextGet(ctx, "bead-1"); err != nil {
 					t.Errorf("%s: mesh.contextGet: %v", where, err)
 				}
+				// Served, whatever the lone node's mesh answers.
+				served := func(method string, err error) {
+					var re *rpc.Error
+					if errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
+						t.Errorf("%s: %s: %v", where, method, err)
+					}
+				}
+				_, err := cl.Discover(ctx, "echo", false, 100*time.Millisecond, nil)
+				served(rpc.MethodMeshDiscover, err)
 				for _, method := range []string{rpc.MethodMeshConnections, rpc.MethodMeshStatus} {
 					var res json.RawMessage
 					err := cl.Call(ctx, method, nil, &res)

@@ -9,15 +9,17 @@
 //
 // Register serves on an rpc.Server the methods of Node, the one
 // interface they need of a node: mesh.audit, mesh.consensus,
-// mesh.contextGet, mesh.contextSet, mesh.contextPatch and
-// mesh.setStatus. Their names, params and results are rpc's (the Go
-// client calls them). daemon registers them on the local API's server
+// mesh.contextGet, mesh.contextSet, mesh.contextPatch, mesh.setStatus
+// and mesh.discover (which streams mesh.discovered notifications to its
+// caller while it runs). Their names, params and results are rpc's (the
+// Go client calls them). daemon registers them on the local API's server
 // and on a relay's own public server, where a credential must grant
 // them. RegisterOperator adds what the operator watches,
-// mesh.connections and mesh.recentCalls, on the local API's server
-// only (the one with rpc.WithControl, like mesh.status). Still in rpc, to move here: mesh.call, mesh.submit and the
-// tasks, mesh.discover, mesh.publish, mesh.subscribe, mesh.serve and its
-// kin, the durables, and the operator's control.
+// mesh.connections and mesh.recentCalls, on the local API's server only
+// (the one with rpc.WithControl, like mesh.status). Still in rpc, to
+// move here: mesh.call, mesh.submit and the tasks, mesh.publish,
+// mesh.subscribe, mesh.serve and its kin, the durables, and the
+// operator's control.
 //
 // # HTTP faces
 //

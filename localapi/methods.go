@@ -29,11 +29,18 @@ type Node interface {
 	// RecentCalls are the node's last calls sent and served, newest
 	// first: mesh.recentCalls.
 	RecentCalls() []protocol.CallRecord
+	// Discover streams the agents offering query (a capability name, or
+	// a keyword if byKeyword), each with only its matching capabilities,
+	// as they are confirmed; the channel closes when the search ends or
+	// ctx is done. Peers is the node's peer table, by which
+	// mesh.discover's filter judges an agent found.
+	Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error)
+	Peers() []protocol.PeerInfo
 }
 
 // Register serves n's mesh.* methods on srv: mesh.audit,
-// mesh.consensus, mesh.contextGet, mesh.contextSet, mesh.contextPatch
-// and mesh.setStatus. Their names, params and results are rpc's
+// mesh.consensus, mesh.contextGet, mesh.contextSet, mesh.contextPatch,
+// mesh.setStatus and mesh.discover. Their names, params and results are rpc's
 // (rpc.MethodMeshAudit, rpc.ConsensusParams, …), which its Go client
 // calls. A node's local API and a relay's public listener both serve
 // them; on the public listener only to credentials that grant them.
@@ -45,6 +52,7 @@ func Register(srv *rpc.Server, n Node) {
 	srv.Handle(rpc.MethodMeshContextSet, m.beadContext)
 	srv.Handle(rpc.MethodMeshContextPatch, m.beadContext)
 	srv.Handle(rpc.MethodMeshSetStatus, m.setStatus)
+	srv.Handle(rpc.MethodMeshDiscover, m.discover)
 }
 
 // RegisterOperator serves on srv what n's operator watches (what the

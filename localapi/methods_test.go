@@ -311,6 +311,7 @@ func TestMeshContextClient(t *testing.T) {
 var methodsUnderFuzz = []string{
 	rpc.MethodMeshAudit, rpc.MethodMeshConsensus, rpc.MethodMeshSetStatus,
 	rpc.MethodMeshContextGet, rpc.MethodMeshContextSet, rpc.MethodMeshContextPatch,
+	rpc.MethodMeshDiscover,
 }
 
 // FuzzMeshMethods calls each of Register's methods with fuzzed params:
@@ -324,6 +325,7 @@ func FuzzMeshMethods(f *testing.F) {
 		rpc.MethodMeshContextGet:   {`{"beadId":"bead-1"}`, `{"beadId":5}`},
 		rpc.MethodMeshContextSet:   {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
 		rpc.MethodMeshContextPatch: {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
+		rpc.MethodMeshDiscover:     {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"translate","filter":{"required_capabilities":["summarize"]}}`},
 	}
 	for i, m := range methodsUnderFuzz {
 		f.Add(uint8(i), []byte(`{}`))

@@ -78,15 +78,16 @@
 //
 // Methods served from package localapi (localapi.Register), over the
 // one interface it states of a node: mesh.audit, mesh.consensus,
-// mesh.contextGet, mesh.contextSet, mesh.contextPatch and
-// mesh.setStatus; and, on the local API only, the operator's
+// mesh.contextGet, mesh.contextSet, mesh.contextPatch, mesh.setStatus
+// and mesh.discover; and, on the local API only, the operator's
 // mesh.connections and mesh.recentCalls (localapi.RegisterOperator).
-// Their names, params structs (ConsensusParams,
-// ContextSetParams, …), CheckAuditQuery and the Go client's calls stay
-// here. The other mesh.* methods move to localapi in turn: mesh.call,
-// mesh.submit and the tasks (taskStatus, taskCancel, taskWait, tasks,
-// resolve), mesh.discover, mesh.publish, mesh.subscribe, mesh.serve and
-// its kin, the durables, and the operator's control.
+// Their names, params structs (ConsensusParams, ContextSetParams,
+// DiscoverParams, …), their readers (CheckAuditQuery,
+// ParseDiscoverParams) and the Go client's calls stay here. The other
+// mesh.* methods move to localapi in turn: mesh.call, mesh.submit and
+// the tasks (taskStatus, taskCancel, taskWait, tasks, resolve),
+// mesh.publish, mesh.subscribe, mesh.serve and its kin, the durables,
+// and the operator's control.
 //
 // The seed 001 handshake, which rpc serves itself:
 //

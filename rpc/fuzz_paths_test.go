@@ -32,9 +32,8 @@ const fuzzAgent = fakemesh.SelfID
 // fakemesh.Instant offers every optional part of the mesh, so that every method
 // reaches its params decoding.
 var (
-	_ Publisher  = fakemesh.Instant{}
-	_ Discoverer = fakemesh.Instant{}
-	_ Tasker     = fakemesh.Instant{}
+	_ Publisher = fakemesh.Instant{}
+	_ Tasker    = fakemesh.Instant{}
 )
 
 // fuzzProvider lets the fuzzed clients serve: it accepts every offer.
@@ -267,7 +266,7 @@ func FuzzDispatch(f *testing.F) {
 
 // localMethods are the methods FuzzLocalAPI calls; the fuzzer picks one.
 var localMethods = []string{
-	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshDiscover, MethodMeshPublish,
+	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshPublish,
 	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshTaskStatus, MethodMeshTaskCancel,
 	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
 	MethodMeshProgress, MethodMeshSetState, MethodMeshForgetDurable, MethodMeshDurables,
@@ -281,7 +280,6 @@ var localMethods = []string{
 func FuzzLocalAPI(f *testing.F) {
 	seeds := map[string][]string{
 		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`, `{"agentId":"` + fuzzAgent + `","capability":"echo","receipt":true}`, `{"capability":"echo","receipt":"yes"}`},
-		MethodMeshDiscover:    {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"echo","filter":{"required_capabilities":["echo"]}}`},
 		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, `{"topic":"t","payload":{},"filter":{"persona_types":["qa"],"personaTypes":[]}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},
 		MethodMeshUnsubscribe: {`{"subscription":"s1"}`, `{"subscription":1}`},

@@ -100,7 +100,6 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshID, s.meshID)
 	s.Handle(MethodMeshPeers, s.meshPeers)
 	s.Handle(MethodMeshCall, s.meshCall)
-	s.Handle(MethodMeshDiscover, s.meshDiscover)
 	s.Handle(MethodMeshPublish, s.meshPublish)
 	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
