@@ -22,8 +22,6 @@ var (
 	_ rpc.Tasker            = (*node.Node)(nil)
 	_ rpc.AnyCaller         = (*node.Node)(nil)
 	_ rpc.DurableSubscriber = (*node.Node)(nil)
-	_ rpc.DurableForgetter  = (*node.Node)(nil)
-	_ rpc.DurableLister     = (*node.Node)(nil)
 	_ localapi.Node         = (*node.Node)(nil)
 	_ bus.Mesh              = (*node.Node)(nil)
 	_ bus.Forwarder         = (*node.Node)(nil)

@@ -72,6 +72,10 @@ func TestLocalAPIMethodsServed(t *testing.T) {
 				}
 				_, err := cl.Discover(ctx, "echo", false, 100*time.Millisecond, nil)
 				served(rpc.MethodMeshDiscover, err)
+				_, err = cl.Durables(ctx)
+				served(rpc.MethodMeshDurables, err)
+				_, err = cl.ForgetDurable(ctx, "none")
+				served(rpc.MethodMeshForgetDurable, err)
 				for _, method := range []string{rpc.MethodMeshConnections, rpc.MethodMeshStatus} {
 					var res json.RawMessage
 					err := cl.Call(ctx, method, nil, &res)

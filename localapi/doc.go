@@ -9,17 +9,18 @@
 //
 // Register serves on an rpc.Server the methods of Node, the one
 // interface they need of a node: mesh.audit, mesh.consensus,
-// mesh.contextGet, mesh.contextSet, mesh.contextPatch, mesh.setStatus
-// and mesh.discover (which streams mesh.discovered notifications to its
-// caller while it runs). Their names, params and results are rpc's (the
+// mesh.contextGet, mesh.contextSet, mesh.contextPatch, mesh.setStatus,
+// mesh.discover (which streams mesh.discovered notifications to its
+// caller while it runs), and the durables' mesh.durables and
+// mesh.forgetDurable (mesh.subscribe, which takes a durable name, is
+// still rpc's: it holds subscriptions per connection). Their names, params and results are rpc's (the
 // Go client calls them). daemon registers them on the local API's server
 // and on a relay's own public server, where a credential must grant
 // them. RegisterOperator adds what the operator watches,
 // mesh.connections and mesh.recentCalls, on the local API's server only
 // (the one with rpc.WithControl, like mesh.status). Still in rpc, to
 // move here: mesh.call, mesh.submit and the tasks, mesh.publish,
-// mesh.subscribe, mesh.serve and its kin, the durables, and the
-// operator's control.
+// mesh.subscribe, mesh.serve and its kin, and the operator's control.
 //
 // # HTTP faces
 //

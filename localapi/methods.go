@@ -36,11 +36,20 @@ type Node interface {
 	// mesh.discover's filter judges an agent found.
 	Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error)
 	Peers() []protocol.PeerInfo
+	// Durables lists the durable subscription names the node keeps
+	// positions for, sorted, each with its position's size and whether a
+	// subscription of it runs on the node now, and the most names it
+	// keeps: mesh.durables. ForgetDurable deletes name's position and
+	// reports whether there was one: mesh.forgetDurable. Both refuse with
+	// a *protocol.Error of INVALID_MESSAGE a node that keeps no positions,
+	// and ForgetDurable a name in use on the node.
+	Durables(ctx context.Context) (protocol.DurableList, error)
+	ForgetDurable(ctx context.Context, name string) (bool, error)
 }
 
 // Register serves n's mesh.* methods on srv: mesh.audit,
 // mesh.consensus, mesh.contextGet, mesh.contextSet, mesh.contextPatch,
-// mesh.setStatus and mesh.discover. Their names, params and results are rpc's
+// mesh.setStatus, mesh.discover, mesh.durables and mesh.forgetDurable. Their names, params and results are rpc's
 // (rpc.MethodMeshAudit, rpc.ConsensusParams, …), which its Go client
 // calls. A node's local API and a relay's public listener both serve
 // them; on the public listener only to credentials that grant them.
@@ -53,6 +62,8 @@ func Register(srv *rpc.Server, n Node) {
 	srv.Handle(rpc.MethodMeshContextPatch, m.beadContext)
 	srv.Handle(rpc.MethodMeshSetStatus, m.setStatus)
 	srv.Handle(rpc.MethodMeshDiscover, m.discover)
+	srv.Handle(rpc.MethodMeshDurables, m.durables)
+	srv.Handle(rpc.MethodMeshForgetDurable, m.forgetDurable)
 }
 
 // RegisterOperator serves on srv what n's operator watches (what the

@@ -30,6 +30,9 @@ type fakeNode struct {
 	last   []string // the last context call: op, bead, value
 	conns  []protocol.ConnInfo
 	calls  []protocol.CallRecord
+	// noDurables makes Durables and ForgetDurable refuse, as a node that
+	// keeps no positions does.
+	noDurables bool
 }
 
 var _ localapi.Node = (*fakeNode)(nil)
@@ -311,7 +314,7 @@ func TestMeshContextClient(t *testing.T) {
 var methodsUnderFuzz = []string{
 	rpc.MethodMeshAudit, rpc.MethodMeshConsensus, rpc.MethodMeshSetStatus,
 	rpc.MethodMeshContextGet, rpc.MethodMeshContextSet, rpc.MethodMeshContextPatch,
-	rpc.MethodMeshDiscover,
+	rpc.MethodMeshDiscover, rpc.MethodMeshDurables, rpc.MethodMeshForgetDurable,
 }
 
 // FuzzMeshMethods calls each of Register's methods with fuzzed params:
@@ -319,13 +322,14 @@ var methodsUnderFuzz = []string{
 // is a clear error, not a panic or a silent default).
 func FuzzMeshMethods(f *testing.F) {
 	seeds := map[string][]string{
-		rpc.MethodMeshAudit:        {`{"agent":"a","limit":5}`, `{"limit":"5"}`, `{"since":"2026-01-02T00:00:00Z"}`},
-		rpc.MethodMeshConsensus:    {`{"agents":["a"],"question":"q","options":["y","n"],"threshold":0.5,"deadlineMs":1000}`, `{"agents":"a","deadlineMs":"1"}`},
-		rpc.MethodMeshSetStatus:    {`{"status":"busy","currentBead":"b","maxConcurrentBeads":2}`, `{"status":1}`},
-		rpc.MethodMeshContextGet:   {`{"beadId":"bead-1"}`, `{"beadId":5}`},
-		rpc.MethodMeshContextSet:   {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
-		rpc.MethodMeshContextPatch: {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
-		rpc.MethodMeshDiscover:     {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"translate","filter":{"required_capabilities":["summarize"]}}`},
+		rpc.MethodMeshAudit:         {`{"agent":"a","limit":5}`, `{"limit":"5"}`, `{"since":"2026-01-02T00:00:00Z"}`},
+		rpc.MethodMeshConsensus:     {`{"agents":["a"],"question":"q","options":["y","n"],"threshold":0.5,"deadlineMs":1000}`, `{"agents":"a","deadlineMs":"1"}`},
+		rpc.MethodMeshSetStatus:     {`{"status":"busy","currentBead":"b","maxConcurrentBeads":2}`, `{"status":1}`},
+		rpc.MethodMeshContextGet:    {`{"beadId":"bead-1"}`, `{"beadId":5}`},
+		rpc.MethodMeshContextSet:    {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
+		rpc.MethodMeshContextPatch:  {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
+		rpc.MethodMeshForgetDurable: {`{"durable":"reader"}`, `{"durable":""}`, `{"durable":7}`},
+		rpc.MethodMeshDiscover:      {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"translate","filter":{"required_capabilities":["summarize"]}}`},
 	}
 	for i, m := range methodsUnderFuzz {
 		f.Add(uint8(i), []byte(`{}`))

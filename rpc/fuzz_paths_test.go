@@ -269,7 +269,7 @@ var localMethods = []string{
 	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshPublish,
 	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshTaskStatus, MethodMeshTaskCancel,
 	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
-	MethodMeshProgress, MethodMeshSetState, MethodMeshForgetDurable, MethodMeshDurables,
+	MethodMeshProgress, MethodMeshSetState,
 }
 
 // FuzzLocalAPI calls each method of the local API with fuzzed params
@@ -288,11 +288,10 @@ func FuzzLocalAPI(f *testing.F) {
 		MethodInitialize:      {`{"clientId":"c","clientInfo":{"name":"n","version":"1"}}`, `{"clientId":1}`, `{"clientId":"c","clientInfo":{"name":5}}`},
 		MethodMeshServe: {`{"capabilities":[{"name":"summarize","input_schema":{"type":"object"},"idempotent":true}]}`, `{"capabilities":[{"name":"x","handler":"echo"}]}`,
 			`{"capabilities":[{"name":1}]}`, `{"capabilities":[{"name":"x","keywords":"k"}]}`, `{"capabilities":"x"}`},
-		MethodMeshUnserve:       {`{"capabilities":["summarize"]}`, `{"capabilities":[1]}`},
-		MethodMeshSendMessage:   {`{"agentId":"` + fuzzAgent + `","message":{"subject":"s","body":"b","priority":"high","requires_response":true,"context":{}}}`, `{"agentId":"` + fuzzAgent + `","message":{"requires_response":"yes"}}`, `{"agentId":1,"message":{}}`},
-		MethodMeshProgress:      {`{"taskId":"t1","result":{"step":1}}`, `{"taskId":1}`},
-		MethodMeshSetState:      {`{"taskId":"t1","state":"ESCALATED"}`, `{"taskId":"t1","state":"COMPLETED"}`, `{"taskId":"t1","state":5}`},
-		MethodMeshForgetDurable: {`{"durable":"reader"}`, `{"durable":""}`, `{"durable":7}`},
+		MethodMeshUnserve:     {`{"capabilities":["summarize"]}`, `{"capabilities":[1]}`},
+		MethodMeshSendMessage: {`{"agentId":"` + fuzzAgent + `","message":{"subject":"s","body":"b","priority":"high","requires_response":true,"context":{}}}`, `{"agentId":"` + fuzzAgent + `","message":{"requires_response":"yes"}}`, `{"agentId":1,"message":{}}`},
+		MethodMeshProgress:    {`{"taskId":"t1","result":{"step":1}}`, `{"taskId":1}`},
+		MethodMeshSetState:    {`{"taskId":"t1","state":"ESCALATED"}`, `{"taskId":"t1","state":"COMPLETED"}`, `{"taskId":"t1","state":5}`},
 	}
 	for i, m := range localMethods {
 		f.Add(uint8(i), []byte(`{}`))

@@ -103,8 +103,6 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshPublish, s.meshPublish)
 	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
-	s.Handle(MethodMeshForgetDurable, s.meshForgetDurable)
-	s.Handle(MethodMeshDurables, s.meshDurables)
 	s.Handle(MethodMeshTaskStatus, s.meshTask)
 	s.Handle(MethodMeshTaskCancel, s.meshTask)
 	s.Handle(MethodMeshSubmit, s.meshSubmit)
