@@ -19,7 +19,6 @@ var (
 	_ rpc.Mesh              = (*node.Node)(nil)
 	_ rpc.Publisher         = (*node.Node)(nil)
 	_ rpc.IDPublisher       = (*node.Node)(nil)
-	_ rpc.Tasker            = (*node.Node)(nil)
 	_ rpc.AnyCaller         = (*node.Node)(nil)
 	_ rpc.DurableSubscriber = (*node.Node)(nil)
 	_ localapi.Node         = (*node.Node)(nil)

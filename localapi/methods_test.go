@@ -33,6 +33,9 @@ type fakeNode struct {
 	// noDurables makes Durables and ForgetDurable refuse, as a node that
 	// keeps no positions does.
 	noDurables bool
+	// taskCalls are the task methods that reached the node, each as
+	// "method arg…" (tasks_test.go).
+	taskCalls []string
 }
 
 var _ localapi.Node = (*fakeNode)(nil)
@@ -315,6 +318,7 @@ var methodsUnderFuzz = []string{
 	rpc.MethodMeshAudit, rpc.MethodMeshConsensus, rpc.MethodMeshSetStatus,
 	rpc.MethodMeshContextGet, rpc.MethodMeshContextSet, rpc.MethodMeshContextPatch,
 	rpc.MethodMeshDiscover, rpc.MethodMeshDurables, rpc.MethodMeshForgetDurable,
+	rpc.MethodMeshTaskStatus, rpc.MethodMeshTaskCancel, rpc.MethodMeshSubmit, rpc.MethodMeshTaskWait, rpc.MethodMeshTasks,
 }
 
 // FuzzMeshMethods calls each of Register's methods with fuzzed params:
@@ -328,6 +332,11 @@ func FuzzMeshMethods(f *testing.F) {
 		rpc.MethodMeshContextGet:    {`{"beadId":"bead-1"}`, `{"beadId":5}`},
 		rpc.MethodMeshContextSet:    {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
 		rpc.MethodMeshContextPatch:  {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
+		rpc.MethodMeshTaskStatus:    {`{"taskId":"t1"}`, `{"taskId":1}`, `{"TASKID":"t1"}`},
+		rpc.MethodMeshTaskCancel:    {`{"taskId":"t1","agentId":5}`},
+		rpc.MethodMeshSubmit:        {`{"agentId":"a","capability":"echo","params":{},"timeoutMs":100,"taskId":"r1","deadline":"1h"}`, `{"agentId":"a","capability":"echo","deadline":"forever"}`},
+		rpc.MethodMeshTaskWait:      {`{"taskId":"t1","timeoutMs":10}`, `{"taskId":"failed"}`, `{"taskId":"t1","timeoutMs":-1}`},
+		rpc.MethodMeshTasks:         {`{"state":"COMPLETED"}`, `{"state":1}`},
 		rpc.MethodMeshForgetDurable: {`{"durable":"reader"}`, `{"durable":""}`, `{"durable":7}`},
 		rpc.MethodMeshDiscover:      {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"translate","filter":{"required_capabilities":["summarize"]}}`},
 	}

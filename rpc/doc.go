@@ -79,15 +79,18 @@
 // Methods served from package localapi (localapi.Register), over the
 // one interface it states of a node: mesh.audit, mesh.consensus,
 // mesh.contextGet, mesh.contextSet, mesh.contextPatch, mesh.setStatus,
-// mesh.discover, mesh.durables and mesh.forgetDurable; and, on the local
-// API only, the operator's mesh.connections and mesh.recentCalls
-// (localapi.RegisterOperator). Their names, params structs
-// (ConsensusParams, ContextSetParams, DiscoverParams, …), their readers
-// (CheckAuditQuery, ParseDiscoverParams, ParseForgetDurableParams,
-// MeshParamsError) and the Go client's calls stay here. The other mesh.*
-// methods move to localapi in turn: mesh.call, mesh.submit and the tasks
-// (taskStatus, taskCancel, taskWait, tasks, resolve), mesh.publish,
-// mesh.subscribe, mesh.serve and its kin, and the operator's control.
+// mesh.discover, mesh.durables, mesh.forgetDurable, mesh.taskStatus,
+// mesh.taskCancel, mesh.submit, mesh.taskWait and mesh.tasks; and, on the
+// local API only, the operator's mesh.connections, mesh.recentCalls and
+// mesh.taskResolve (localapi.RegisterOperator). Their names, params
+// structs (ConsensusParams, ContextSetParams, DiscoverParams,
+// SubmitParams, …), their readers (CheckAuditQuery, ParseDiscoverParams,
+// ParseForgetDurableParams, ParseTaskResolveParams, MeshParamsError) and
+// the Go client's calls stay here. Still served here: mesh.call (it
+// vouches for the connection's credential and streams mesh.progress),
+// mesh.subscribe and mesh.taskEvents (subscriptions held per
+// connection), mesh.serve and its kin (capabilities served per
+// connection), mesh.publish, and the operator's control.
 //
 // The seed 001 handshake, which rpc serves itself:
 //

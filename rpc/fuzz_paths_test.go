@@ -31,10 +31,7 @@ const fuzzAgent = fakemesh.SelfID
 
 // fakemesh.Instant offers every optional part of the mesh, so that every method
 // reaches its params decoding.
-var (
-	_ Publisher = fakemesh.Instant{}
-	_ Tasker    = fakemesh.Instant{}
-)
+var _ Publisher = fakemesh.Instant{}
 
 // fuzzProvider lets the fuzzed clients serve: it accepts every offer.
 type fuzzProvider struct{}
@@ -267,7 +264,7 @@ func FuzzDispatch(f *testing.F) {
 // localMethods are the methods FuzzLocalAPI calls; the fuzzer picks one.
 var localMethods = []string{
 	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshPublish,
-	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshTaskStatus, MethodMeshTaskCancel,
+	MethodMeshSubscribe, MethodMeshUnsubscribe,
 	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
 	MethodMeshProgress, MethodMeshSetState,
 }
@@ -283,8 +280,6 @@ func FuzzLocalAPI(f *testing.F) {
 		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, `{"topic":"t","payload":{},"filter":{"persona_types":["qa"],"personaTypes":[]}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},
 		MethodMeshUnsubscribe: {`{"subscription":"s1"}`, `{"subscription":1}`},
-		MethodMeshTaskStatus:  {`{"taskId":"t1"}`, `{"taskId":1}`, `{"TASKID":"t1"}`},
-		MethodMeshTaskCancel:  {`{"taskId":"t1","agentId":5}`},
 		MethodInitialize:      {`{"clientId":"c","clientInfo":{"name":"n","version":"1"}}`, `{"clientId":1}`, `{"clientId":"c","clientInfo":{"name":5}}`},
 		MethodMeshServe: {`{"capabilities":[{"name":"summarize","input_schema":{"type":"object"},"idempotent":true}]}`, `{"capabilities":[{"name":"x","handler":"echo"}]}`,
 			`{"capabilities":[{"name":1}]}`, `{"capabilities":[{"name":"x","keywords":"k"}]}`, `{"capabilities":"x"}`},

@@ -103,11 +103,6 @@ func (s *Server) registerMeshMethods() {
 	s.Handle(MethodMeshPublish, s.meshPublish)
 	s.Handle(MethodMeshSubscribe, s.meshSubscribe)
 	s.Handle(MethodMeshUnsubscribe, s.meshUnsubscribe)
-	s.Handle(MethodMeshTaskStatus, s.meshTask)
-	s.Handle(MethodMeshTaskCancel, s.meshTask)
-	s.Handle(MethodMeshSubmit, s.meshSubmit)
-	s.Handle(MethodMeshTaskWait, s.meshTaskWait)
-	s.Handle(MethodMeshTasks, s.meshTasks)
 	s.registerControlMethods()
 	s.registerServeMethods()
 }

@@ -31,9 +31,6 @@ func TestParamsWrongTypes(t *testing.T) {
 		{MethodMeshPublish, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, CodeInvalidParams, `"filter"`},
 		{MethodMeshSubscribe, `{"pattern":{}}`, CodeInvalidParams, `"pattern" must be a string`},
 		{MethodMeshUnsubscribe, `{"subscription":1}`, CodeInvalidParams, `"subscription" must be a string`},
-		{MethodMeshTaskStatus, `{"taskId":1}`, CodeInvalidParams, `"taskId" must be a string`},
-		{MethodMeshTaskStatus, `{"TASKID":"t1"}`, CodeInvalidParams, `unknown field "TASKID"`},
-		{MethodMeshTaskCancel, `{"taskId":"t1","agentId":5}`, CodeInvalidParams, `"agentId" must be a string`},
 		{MethodInitialize, `{"clientId":1}`, CodeInvalidClientInfo, `"clientId"`},
 		{MethodInitialize, `{"clientId":"c","clientInfo":{"name":5}}`, CodeInvalidClientInfo, `"clientInfo"`},
 		{MethodInitialize, `{"clientId":"c","clientInfo":{"NAME":"n"}}`, CodeInvalidClientInfo, `"clientInfo"`},
@@ -82,7 +79,6 @@ func TestParamsStrict(t *testing.T) {
 		{MethodMeshSubscribe, `{}`, `"pattern" is required`},
 		{MethodMeshSubscribe, `{"pattern":null}`, `"pattern" is required`},
 		{MethodMeshSubscribe, `{"pattern":""}`, `"pattern" is empty`},
-		{MethodMeshTaskStatus, `{"taskId":"a","taskId":"b"}`, `duplicate member "taskId"`},
 	} {
 		var re *Error
 		err := c.Call(ctx, tc.method, jsonRaw(tc.params), nil)
