@@ -17,6 +17,7 @@ import (
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/localapi"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/store"
@@ -81,7 +82,9 @@ func newMesh(t *testing.T, opts ...a2a.Option) *mesh {
 	m.prov = meshtest.Node(t, 1, withCard(), node.WithServices(services...), node.WithStore(openStore(t)))
 	m.gw = meshtest.Node(t, 2, withCard(), node.WithStore(openStore(t)))
 	meshtest.Connect(t, m.gw, m.prov)
-	m.api = rpctest.Start(t, m.gw).URL
+	api := rpctest.Start(t, m.gw)
+	localapi.Register(api.Server, m.gw) // mesh.submit and the tasks, as on a node's local API
+	m.api = api.URL
 	m.url, m.g = m.gateway(t, opts...)
 	return m
 }

@@ -24,11 +24,10 @@ import (
 // fuzzAgent is the fake mesh's own agent id (a fixed Ed25519 key).
 const fuzzAgent = fakemesh.SelfID
 
-// fakemesh.Instant offers publishing and discovery, so that every bus
+// fakemesh.Instant offers publishing, so that every bus
 // method reaches its params decoding.
 var (
-	_ rpc.Publisher  = fakemesh.Instant{}
-	_ rpc.Discoverer = fakemesh.Instant{}
+	_ rpc.Publisher = fakemesh.Instant{}
 )
 
 // newFuzzBus serves the bus, with a store, and returns its URL.

@@ -17,14 +17,10 @@ import (
 // *node.Node is what the local API serves, and *rpc.Server serves the bus.
 var (
 	_ rpc.Mesh              = (*node.Node)(nil)
-	_ rpc.Discoverer        = (*node.Node)(nil)
 	_ rpc.Publisher         = (*node.Node)(nil)
 	_ rpc.IDPublisher       = (*node.Node)(nil)
-	_ rpc.Tasker            = (*node.Node)(nil)
 	_ rpc.AnyCaller         = (*node.Node)(nil)
 	_ rpc.DurableSubscriber = (*node.Node)(nil)
-	_ rpc.DurableForgetter  = (*node.Node)(nil)
-	_ rpc.DurableLister     = (*node.Node)(nil)
 	_ localapi.Node         = (*node.Node)(nil)
 	_ bus.Mesh              = (*node.Node)(nil)
 	_ bus.Forwarder         = (*node.Node)(nil)

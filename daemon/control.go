@@ -70,3 +70,9 @@ func (c nodeControl) SetLogLevel(level string) error {
 	c.level.Set(l)
 	return nil
 }
+
+// SubscribeTaskEvents passes on the events of the tasks the node serves
+// (mesh.taskEvents).
+func (c nodeControl) SubscribeTaskEvents(fn func(protocol.TaskChange)) (func(), error) {
+	return c.n.SubscribeTaskEvents(fn)
+}

@@ -16,8 +16,9 @@ import (
 // TestLocalAPIMethodsServed: localapi's mesh.* methods are served on the
 // local API, and on a relay's public listener to a credential that
 // grants them, whether that listener shares the local API's server or has
-// its own; the operator's mesh.connections only on the local API, never on
-// a public listener, not even one sharing the local API's server.
+// its own; the operator's mesh.connections, mesh.status and
+// mesh.taskResolve only on the local API, never on a public listener, not
+// even one sharing the local API's server.
 func TestLocalAPIMethodsServed(t *testing.T) {
 	const token = "a-token-of-the-operator"
 	tokens, err := rpc.ParseTokens([]byte(`{"tokens":[{"name":"ops","token":"` + token + `","methods":["mesh.*"]}]}`))
@@ -62,6 +63,33 @@ func TestLocalAPIMethodsServed(t *testing.T) {
 				}
 				if _, err := cl.ContextGet(ctx, "bead-1"); err != nil {
 					t.Errorf("%s: mesh.contextGet: %v", where, err)
+				}
+				// Served, whatever the lone node's mesh answers.
+				served := func(method string, err error) {
+					var re *rpc.Error
+					if errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound {
+						t.Errorf("%s: %s: %v", where, method, err)
+					}
+				}
+				_, err := cl.Discover(ctx, "echo", false, 100*time.Millisecond, nil)
+				served(rpc.MethodMeshDiscover, err)
+				_, err = cl.Durables(ctx)
+				served(rpc.MethodMeshDurables, err)
+				_, err = cl.ForgetDurable(ctx, "none")
+				served(rpc.MethodMeshForgetDurable, err)
+				_, err = cl.Tasks(ctx, "")
+				served(rpc.MethodMeshTasks, err)
+				_, err = cl.Task(ctx, "none", "", false)
+				served(rpc.MethodMeshTaskStatus, err)
+				_, err = cl.TaskWait(ctx, "none", time.Millisecond)
+				served(rpc.MethodMeshTaskWait, err)
+				_, err = cl.Submit(ctx, rpc.SubmitParams{Capability: "echo"}) // -32602: no agentId
+				served(rpc.MethodMeshSubmit, err)
+				// The operator's decision: on the local API only.
+				_, err = cl.TaskResolve(ctx, "none", true, "")
+				var re *rpc.Error
+				if isNotFound := errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound; isNotFound == operator {
+					t.Errorf("%s: %s: %v (operator's: %v)", where, rpc.MethodMeshTaskResolve, err, operator)
 				}
 				for _, method := range []string{rpc.MethodMeshConnections, rpc.MethodMeshStatus} {
 					var res json.RawMessage

@@ -54,12 +54,9 @@ func statusPage(ops http.Handler, n *node.Node, log *slog.Logger, seed003 *local
 	}
 }
 
-// *node.Node resolves and submits tasks for the status page (its
-// connections and recent calls are localapi.Node's, checked in api.go),
+// *node.Node answers the status page's methods (localapi.Node's, checked
+// in api.go), and seed 004's discovery REST what it knows of the mesh.
 var (
-	_ rpc.TaskResolver = (*node.Node)(nil)
-	_ rpc.Submitter    = (*node.Node)(nil)
-	// and seed 004's discovery REST what it knows of the mesh.
 	_ localapi.Directory = (*node.Node)(nil)
 	_ localapi.Envelopes = (*node.Node)(nil)
 	_ localapi.AuditLog  = (*node.Node)(nil)

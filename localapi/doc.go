@@ -9,15 +9,27 @@
 //
 // Register serves on an rpc.Server the methods of Node, the one
 // interface they need of a node: mesh.audit, mesh.consensus,
-// mesh.contextGet, mesh.contextSet, mesh.contextPatch and
-// mesh.setStatus. Their names, params and results are rpc's (the Go
-// client calls them). daemon registers them on the local API's server
-// and on a relay's own public server, where a credential must grant
-// them. RegisterOperator adds what the operator watches,
-// mesh.connections and mesh.recentCalls, on the local API's server
-// only (the one with rpc.WithControl, like mesh.status). Still in rpc, to move here: mesh.call, mesh.submit and the
-// tasks, mesh.discover, mesh.publish, mesh.subscribe, mesh.serve and its
-// kin, the durables, and the operator's control.
+// mesh.contextGet, mesh.contextSet, mesh.contextPatch, mesh.setStatus,
+// mesh.discover (which streams mesh.discovered notifications to its
+// caller while it runs), the durables' mesh.durables and
+// mesh.forgetDurable, and the tasks' mesh.taskStatus, mesh.taskCancel,
+// mesh.submit, mesh.taskWait and mesh.tasks. Their names, params and
+// results are rpc's (the Go client calls them). daemon registers them on
+// the local API's server and on a relay's own public server, where a
+// credential must grant them. RegisterOperator adds what the operator
+// watches and decides, mesh.connections, mesh.recentCalls and
+// mesh.taskResolve, on the local API's server only (the one with
+// rpc.WithControl, like mesh.status), as rpc.Server.HandleLocal's: a
+// public listener answers them -32601 even where it shares that server.
+//
+// Still in rpc, because they keep state per connection or read it:
+// mesh.subscribe and mesh.taskEvents (subscriptions a connection holds
+// until it unsubscribes or ends),
+// mesh.serve and its kin (capabilities a connection serves), mesh.call
+// (it vouches for the connection's credential and streams mesh.progress;
+// it is served by every rpc.Server, a node's or not) and the operator's
+// control (mesh.status counts the server's connections). mesh.publish is
+// still there too, to move next to mesh.subscribe or here.
 //
 // # HTTP faces
 //

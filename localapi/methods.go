@@ -2,6 +2,8 @@ package localapi
 
 import (
 	"context"
+	"encoding/json"
+	"time"
 
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
@@ -29,11 +31,44 @@ type Node interface {
 	// RecentCalls are the node's last calls sent and served, newest
 	// first: mesh.recentCalls.
 	RecentCalls() []protocol.CallRecord
+	// Discover streams the agents offering query (a capability name, or
+	// a keyword if byKeyword), each with only its matching capabilities,
+	// as they are confirmed; the channel closes when the search ends or
+	// ctx is done. Peers is the node's peer table, by which
+	// mesh.discover's filter judges an agent found.
+	Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error)
+	Peers() []protocol.PeerInfo
+	// Durables lists the durable subscription names the node keeps
+	// positions for, sorted, each with its position's size and whether a
+	// subscription of it runs on the node now, and the most names it
+	// keeps: mesh.durables. ForgetDurable deletes name's position and
+	// reports whether there was one: mesh.forgetDurable. Both refuse with
+	// a *protocol.Error of INVALID_MESSAGE a node that keeps no positions,
+	// and ForgetDurable a name in use on the node.
+	Durables(ctx context.Context) (protocol.DurableList, error)
+	ForgetDurable(ctx context.Context, name string) (bool, error)
+	// TaskStatus and CancelTask answer mesh.taskStatus and
+	// mesh.taskCancel: a request this node sent, by its task id, and its
+	// provider (empty: the one the node remembers).
+	TaskStatus(ctx context.Context, taskID, provider string) (*protocol.Task, error)
+	CancelTask(ctx context.Context, taskID, provider string) (*protocol.Task, error)
+	// Submit, TaskWait and Tasks answer mesh.submit, mesh.taskWait and
+	// mesh.tasks: detached tasks, which the node keeps on disk.
+	Submit(ctx context.Context, req protocol.CallRequest, deadline time.Duration) (*protocol.Submitted, error)
+	TaskWait(ctx context.Context, taskID string, poll time.Duration, progress func(json.RawMessage)) (*protocol.SubmittedTask, error)
+	Tasks(ctx context.Context, state protocol.TaskState) ([]protocol.TaskInfo, error)
+	// TaskResolve approves or rejects a task the node serves that awaits
+	// a decision (ESCALATED), and returns the task as it stands after it;
+	// a task in another state is an INVALID_MESSAGE error: the operator's
+	// mesh.taskResolve.
+	TaskResolve(ctx context.Context, taskID string, approve bool, reason string) (*protocol.Task, error)
 }
 
 // Register serves n's mesh.* methods on srv: mesh.audit,
-// mesh.consensus, mesh.contextGet, mesh.contextSet, mesh.contextPatch
-// and mesh.setStatus. Their names, params and results are rpc's
+// mesh.consensus, mesh.contextGet, mesh.contextSet, mesh.contextPatch,
+// mesh.setStatus, mesh.discover, mesh.durables, mesh.forgetDurable,
+// mesh.taskStatus, mesh.taskCancel, mesh.submit, mesh.taskWait and
+// mesh.tasks. Their names, params and results are rpc's
 // (rpc.MethodMeshAudit, rpc.ConsensusParams, …), which its Go client
 // calls. A node's local API and a relay's public listener both serve
 // them; on the public listener only to credentials that grant them.
@@ -45,15 +80,26 @@ func Register(srv *rpc.Server, n Node) {
 	srv.Handle(rpc.MethodMeshContextSet, m.beadContext)
 	srv.Handle(rpc.MethodMeshContextPatch, m.beadContext)
 	srv.Handle(rpc.MethodMeshSetStatus, m.setStatus)
+	srv.Handle(rpc.MethodMeshDiscover, m.discover)
+	srv.Handle(rpc.MethodMeshDurables, m.durables)
+	srv.Handle(rpc.MethodMeshForgetDurable, m.forgetDurable)
+	srv.Handle(rpc.MethodMeshTaskStatus, m.task)
+	srv.Handle(rpc.MethodMeshTaskCancel, m.task)
+	srv.Handle(rpc.MethodMeshSubmit, m.submit)
+	srv.Handle(rpc.MethodMeshTaskWait, m.taskWait)
+	srv.Handle(rpc.MethodMeshTasks, m.tasks)
 }
 
 // RegisterOperator serves on srv what n's operator watches (what the
-// status page polls): mesh.connections and mesh.recentCalls, which take
-// no params and answer a list ([] when empty). A peer list with addresses
-// and the calls of other agents are not for a relay's public clients:
-// register them only on the server of a node's local API, the one with
-// rpc.WithControl, as daemon does.
+// status page polls) and decides: mesh.connections and mesh.recentCalls,
+// which take no params and answer a list ([] when empty), and
+// mesh.taskResolve. A peer list with addresses, the calls of other agents
+// and the decisions on escalated tasks are not for a relay's public
+// clients: register them only on the server of a node's local API, the
+// one with rpc.WithControl, as daemon does. They are rpc.Server.HandleLocal's,
+// answered -32601 on a public listener even where it shares that server.
 func RegisterOperator(srv *rpc.Server, n Node) {
+	srv.HandleLocal(rpc.MethodMeshTaskResolve, methods{n: n}.taskResolve)
 	srv.HandleLocal(rpc.MethodMeshConnections, func(_ context.Context, r *rpc.Request) (any, error) {
 		if err := rpc.NoParams(r); err != nil {
 			return nil, err

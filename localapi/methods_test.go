@@ -30,6 +30,12 @@ type fakeNode struct {
 	last   []string // the last context call: op, bead, value
 	conns  []protocol.ConnInfo
 	calls  []protocol.CallRecord
+	// noDurables makes Durables and ForgetDurable refuse, as a node that
+	// keeps no positions does.
+	noDurables bool
+	// taskCalls are the task methods that reached the node, each as
+	// "method arg…" (tasks_test.go).
+	taskCalls []string
 }
 
 var _ localapi.Node = (*fakeNode)(nil)
@@ -311,6 +317,8 @@ func TestMeshContextClient(t *testing.T) {
 var methodsUnderFuzz = []string{
 	rpc.MethodMeshAudit, rpc.MethodMeshConsensus, rpc.MethodMeshSetStatus,
 	rpc.MethodMeshContextGet, rpc.MethodMeshContextSet, rpc.MethodMeshContextPatch,
+	rpc.MethodMeshDiscover, rpc.MethodMeshDurables, rpc.MethodMeshForgetDurable,
+	rpc.MethodMeshTaskStatus, rpc.MethodMeshTaskCancel, rpc.MethodMeshSubmit, rpc.MethodMeshTaskWait, rpc.MethodMeshTasks,
 }
 
 // FuzzMeshMethods calls each of Register's methods with fuzzed params:
@@ -318,12 +326,19 @@ var methodsUnderFuzz = []string{
 // is a clear error, not a panic or a silent default).
 func FuzzMeshMethods(f *testing.F) {
 	seeds := map[string][]string{
-		rpc.MethodMeshAudit:        {`{"agent":"a","limit":5}`, `{"limit":"5"}`, `{"since":"2026-01-02T00:00:00Z"}`},
-		rpc.MethodMeshConsensus:    {`{"agents":["a"],"question":"q","options":["y","n"],"threshold":0.5,"deadlineMs":1000}`, `{"agents":"a","deadlineMs":"1"}`},
-		rpc.MethodMeshSetStatus:    {`{"status":"busy","currentBead":"b","maxConcurrentBeads":2}`, `{"status":1}`},
-		rpc.MethodMeshContextGet:   {`{"beadId":"bead-1"}`, `{"beadId":5}`},
-		rpc.MethodMeshContextSet:   {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
-		rpc.MethodMeshContextPatch: {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
+		rpc.MethodMeshAudit:         {`{"agent":"a","limit":5}`, `{"limit":"5"}`, `{"since":"2026-01-02T00:00:00Z"}`},
+		rpc.MethodMeshConsensus:     {`{"agents":["a"],"question":"q","options":["y","n"],"threshold":0.5,"deadlineMs":1000}`, `{"agents":"a","deadlineMs":"1"}`},
+		rpc.MethodMeshSetStatus:     {`{"status":"busy","currentBead":"b","maxConcurrentBeads":2}`, `{"status":1}`},
+		rpc.MethodMeshContextGet:    {`{"beadId":"bead-1"}`, `{"beadId":5}`},
+		rpc.MethodMeshContextSet:    {`{"beadId":"bead-1","context":{"a":1}}`, `{"beadId":"b","context":[1]}`},
+		rpc.MethodMeshContextPatch:  {`{"beadId":"bead-1","patch":{"a":null}}`, `{"beadId":"b","patch":"x"}`},
+		rpc.MethodMeshTaskStatus:    {`{"taskId":"t1"}`, `{"taskId":1}`, `{"TASKID":"t1"}`},
+		rpc.MethodMeshTaskCancel:    {`{"taskId":"t1","agentId":5}`},
+		rpc.MethodMeshSubmit:        {`{"agentId":"a","capability":"echo","params":{},"timeoutMs":100,"taskId":"r1","deadline":"1h"}`, `{"agentId":"a","capability":"echo","deadline":"forever"}`},
+		rpc.MethodMeshTaskWait:      {`{"taskId":"t1","timeoutMs":10}`, `{"taskId":"failed"}`, `{"taskId":"t1","timeoutMs":-1}`},
+		rpc.MethodMeshTasks:         {`{"state":"COMPLETED"}`, `{"state":1}`},
+		rpc.MethodMeshForgetDurable: {`{"durable":"reader"}`, `{"durable":""}`, `{"durable":7}`},
+		rpc.MethodMeshDiscover:      {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"translate","filter":{"required_capabilities":["summarize"]}}`},
 	}
 	for i, m := range methodsUnderFuzz {
 		f.Add(uint8(i), []byte(`{}`))

@@ -1,25 +1,13 @@
 package rpc
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// Discoverer is implemented by a Mesh with a capability directory
-// (*node.Node is one). A server whose mesh is not a Discoverer answers
-// mesh.discover with -32601.
-type Discoverer interface {
-	// Discover streams agents offering query (a capability name, or a
-	// keyword if byKeyword), each with only its matching capabilities, as
-	// they are confirmed. The channel closes when the search ends or ctx
-	// is done.
-	Discover(ctx context.Context, query string, byKeyword bool) (<-chan protocol.PeerInfo, error)
-}
-
-// Method names of discovery.
+// Method names of discovery. Package localapi serves mesh.discover.
 const (
 	MethodMeshDiscover   = "mesh.discover"
 	MethodMeshDiscovered = "mesh.discovered"
@@ -88,81 +76,53 @@ var discoverShape = paramShape{
 	},
 }
 
-// discoverRequest is a mesh.discover request as the server runs it.
-type discoverRequest struct {
-	query     string
-	byKeyword bool
-	filter    *protocol.Filter
-	timeout   time.Duration
+// DiscoverQuery is a mesh.discover request as a server runs it.
+type DiscoverQuery struct {
+	// Query is the capability name, or the keyword when ByKeyword.
+	Query     string
+	ByKeyword bool
+	// Filter is what the agents found must pass; nil for none.
+	Filter *protocol.Filter
+	// Timeout bounds the search: DefaultDiscoverTimeout unless asked,
+	// at most MaxDiscoverTimeout.
+	Timeout time.Duration
 }
 
 func discoverTimeoutError() error {
 	return Errorf(CodeInvalidParams, `invalid params: "timeoutMs" must be a whole number of milliseconds from 1 to %d`, MaxDiscoverTimeout.Milliseconds())
 }
 
-func parseDiscoverParams(raw json.RawMessage) (discoverRequest, error) {
+// ParseDiscoverParams reads mesh.discover's params strictly (exactly one
+// of "capability" and "keyword", an optional filter in either spelling, a
+// timeoutMs from 1 to MaxDiscoverTimeout); anything else is -32602.
+func ParseDiscoverParams(raw json.RawMessage) (DiscoverQuery, error) {
 	var w discoverWire
 	if err := discoverShape.decode(raw, &w); err != nil {
-		return discoverRequest{}, err
+		return DiscoverQuery{}, err
 	}
 	capability, keyword := w.Capability, w.Keyword
 	switch {
 	case capability == "" && keyword == "":
-		return discoverRequest{}, Errorf(CodeInvalidParams, `invalid params: "capability" or "keyword" is required`)
+		return DiscoverQuery{}, Errorf(CodeInvalidParams, `invalid params: "capability" or "keyword" is required`)
 	case capability != "" && keyword != "":
-		return discoverRequest{}, Errorf(CodeInvalidParams, `invalid params: give "capability" or "keyword", not both`)
+		return DiscoverQuery{}, Errorf(CodeInvalidParams, `invalid params: give "capability" or "keyword", not both`)
 	case len(capability) > protocol.MaxCapabilityNameLen || len(keyword) > protocol.MaxCapabilityNameLen:
-		return discoverRequest{}, Errorf(CodeInvalidParams, "invalid params: query longer than %d bytes", protocol.MaxCapabilityNameLen)
+		return DiscoverQuery{}, Errorf(CodeInvalidParams, "invalid params: query longer than %d bytes", protocol.MaxCapabilityNameLen)
 	}
 	filter, err := w.Filter.filter()
 	if err != nil {
-		return discoverRequest{}, err
+		return DiscoverQuery{}, err
 	}
-	req := discoverRequest{query: capability, filter: filter, timeout: DefaultDiscoverTimeout}
+	req := DiscoverQuery{Query: capability, Filter: filter, Timeout: DefaultDiscoverTimeout}
 	if w.TimeoutMS != nil {
 		ms := *w.TimeoutMS
 		if ms <= 0 || ms > MaxDiscoverTimeout.Milliseconds() {
-			return discoverRequest{}, discoverTimeoutError()
+			return DiscoverQuery{}, discoverTimeoutError()
 		}
-		req.timeout = time.Duration(ms) * time.Millisecond
+		req.Timeout = time.Duration(ms) * time.Millisecond
 	}
 	if keyword != "" {
-		req.query, req.byKeyword = keyword, true
+		req.Query, req.ByKeyword = keyword, true
 	}
 	return req, nil
-}
-
-// meshDiscover serves mesh.discover: each agent the filter admits is sent
-// as a mesh.discovered notification as soon as it is confirmed, and the
-// result lists them all in seed 000's SERVICES_AVAILABLE shape.
-func (s *Server) meshDiscover(ctx context.Context, r *Request) (any, error) {
-	d, ok := s.mesh.(Discoverer)
-	if !ok {
-		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no capability directory)", r.Method)
-	}
-	req, err := parseDiscoverParams(r.Params)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, req.timeout)
-	defer cancel()
-	found, err := d.Discover(ctx, req.query, req.byKeyword)
-	if err != nil {
-		return nil, protocol.AsError(err)
-	}
-	out := ServicesAvailable{ServicesFound: []ServiceFound{}, DiscoveredForCapability: req.query}
-	for pi := range found {
-		if req.filter != nil && !admits(req.filter, pi, s.mesh.Peers()) {
-			continue
-		}
-		if !r.IsNotification() {
-			_ = r.Conn.Notify(MethodMeshDiscovered, DiscoveredParams{RequestID: r.ID, Agent: pi})
-		}
-		caps := pi.Capabilities
-		if caps == nil {
-			caps = []protocol.Capability{}
-		}
-		out.ServicesFound = append(out.ServicesFound, ServiceFound{AgentID: pi.AgentID, RelevantCapabilities: caps})
-	}
-	return out, nil
 }

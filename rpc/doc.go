@@ -78,15 +78,19 @@
 //
 // Methods served from package localapi (localapi.Register), over the
 // one interface it states of a node: mesh.audit, mesh.consensus,
-// mesh.contextGet, mesh.contextSet, mesh.contextPatch and
-// mesh.setStatus; and, on the local API only, the operator's
-// mesh.connections and mesh.recentCalls (localapi.RegisterOperator).
-// Their names, params structs (ConsensusParams,
-// ContextSetParams, …), CheckAuditQuery and the Go client's calls stay
-// here. The other mesh.* methods move to localapi in turn: mesh.call,
-// mesh.submit and the tasks (taskStatus, taskCancel, taskWait, tasks,
-// resolve), mesh.discover, mesh.publish, mesh.subscribe, mesh.serve and
-// its kin, the durables, and the operator's control.
+// mesh.contextGet, mesh.contextSet, mesh.contextPatch, mesh.setStatus,
+// mesh.discover, mesh.durables, mesh.forgetDurable, mesh.taskStatus,
+// mesh.taskCancel, mesh.submit, mesh.taskWait and mesh.tasks; and, on the
+// local API only, the operator's mesh.connections, mesh.recentCalls and
+// mesh.taskResolve (localapi.RegisterOperator). Their names, params
+// structs (ConsensusParams, ContextSetParams, DiscoverParams,
+// SubmitParams, …), their readers (CheckAuditQuery, ParseDiscoverParams,
+// ParseForgetDurableParams, ParseTaskResolveParams, MeshParamsError) and
+// the Go client's calls stay here. Still served here: mesh.call (it
+// vouches for the connection's credential and streams mesh.progress),
+// mesh.subscribe and mesh.taskEvents (subscriptions held per
+// connection), mesh.serve and its kin (capabilities served per
+// connection), mesh.publish, and the operator's control.
 //
 // The seed 001 handshake, which rpc serves itself:
 //
@@ -239,10 +243,10 @@
 // A node keeps positions for a bounded number of names (256 for a
 // node's store): mesh.subscribe under a new name past it is refused with
 // -32602, as every refused durable name, saying to forget one first.
-// mesh.forgetDurable {"durable": NAME} (a DurableForgetter mesh) drops
+// mesh.forgetDurable {"durable": NAME} (served by localapi) drops
 // NAME's position and answers {"durable", "forgotten"}, forgotten false
 // when the node kept none; a name subscribed on the node is -32602.
-// mesh.durables (no params; a DurableLister mesh) lists what fills the
+// mesh.durables (no params; served by localapi) lists what fills the
 // bound: {"durables": [{"name", "bytes", "active"}], "limit"}, the names
 // sorted, bytes the size of each saved position, active true while a
 // subscription of the name runs on the node (it must be unsubscribed

@@ -2,20 +2,14 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 )
 
-// DurableForgetter is implemented by a Mesh that can forget a durable
-// subscription's position (*node.Node is one). A node keeps positions for
-// a bounded number of names: past it, mesh.subscribe under a new name is
-// refused (-32602), and mesh.forgetDurable is how a client makes room.
-type DurableForgetter interface {
-	// ForgetDurable deletes the position kept for name and reports
-	// whether there was one. A name in use on the node is refused with a
-	// *protocol.Error of INVALID_MESSAGE.
-	ForgetDurable(ctx context.Context, name string) (bool, error)
-}
-
-// MethodMeshForgetDurable forgets a durable subscription's position.
+// MethodMeshForgetDurable forgets a durable subscription's position. A
+// node keeps positions for a bounded number of names: past it,
+// mesh.subscribe under a new name is refused (-32602), and
+// mesh.forgetDurable is how a client makes room. Package localapi serves
+// it.
 const MethodMeshForgetDurable = "mesh.forgetDurable"
 
 // ForgetDurableParams are the params of mesh.forgetDurable.
@@ -32,25 +26,15 @@ type ForgetDurableResult struct {
 
 var forgetDurableShape = objectShape(MethodMeshForgetDurable, &ForgetDurableParams{})
 
-// meshForgetDurable serves mesh.forgetDurable. A durable subscription of
-// the name on any connection must be unsubscribed first (-32602).
-func (s *Server) meshForgetDurable(ctx context.Context, r *Request) (any, error) {
-	df, ok := s.mesh.(DurableForgetter)
-	if !ok {
-		return nil, Errorf(CodeInvalidParams, "invalid params: this node runs no durable subscriptions")
-	}
+// ParseForgetDurableParams reads mesh.forgetDurable's params strictly: an
+// object with a non-empty "durable" of at most MaxTopicLen bytes and
+// nothing else; anything else is -32602.
+func ParseForgetDurableParams(raw json.RawMessage) (ForgetDurableParams, error) {
 	var p ForgetDurableParams
-	if err := forgetDurableShape.decode(r.Params, &p); err != nil {
-		return nil, err
+	if err := forgetDurableShape.decode(raw, &p); err != nil {
+		return p, err
 	}
-	if err := nonEmpty("durable", p.Durable); err != nil {
-		return nil, err
-	}
-	forgotten, err := df.ForgetDurable(ctx, p.Durable)
-	if err != nil {
-		return nil, meshParamsError(err)
-	}
-	return ForgetDurableResult{Durable: p.Durable, Forgotten: forgotten}, nil
+	return p, nonEmpty("durable", p.Durable)
 }
 
 // ForgetDurable runs mesh.forgetDurable: the node forgets the position of

@@ -183,11 +183,11 @@ var (
 	ErrBadToken = errors.New("rpc: missing or unknown token")
 )
 
-// meshParamsError is an error of the mesh as the local API answers it: a
+// MeshParamsError is an error of the mesh as the local API answers it: a
 // refusal of what the client asked for (INVALID_MESSAGE: a bad pattern, a
 // durable name in use or past the node's bound) is -32602, anything else
 // its mapped code.
-func meshParamsError(err error) error {
+func MeshParamsError(err error) error {
 	var pe *protocol.Error
 	if errors.As(err, &pe) && pe.Code == protocol.CodeInvalidMessage {
 		return Errorf(CodeInvalidParams, "invalid params: %s", pe.Message)

@@ -1,8 +1,6 @@
 package rpc
 
 import (
-	"slices"
-
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -55,28 +53,4 @@ func (w *filterWire) filter() (*protocol.Filter, error) {
 		}
 	}
 	return f, nil
-}
-
-// admits applies a mesh.discover filter to an agent found: with what the
-// search says of it and what this node knows of it (its hello's
-// capabilities, its last heartbeat's persona type), since a search lists
-// only the capabilities that match the query.
-func admits(f *protocol.Filter, found protocol.PeerInfo, known []protocol.PeerInfo) bool {
-	if f == nil {
-		return true
-	}
-	persona := found.PersonaType
-	var caps []string
-	for _, c := range found.Capabilities {
-		caps = append(caps, c.Name)
-	}
-	if i := slices.IndexFunc(known, func(p protocol.PeerInfo) bool { return p.AgentID == found.AgentID }); i >= 0 {
-		if persona == "" {
-			persona = known[i].PersonaType
-		}
-		for _, c := range known[i].Capabilities {
-			caps = append(caps, c.Name)
-		}
-	}
-	return f.Admits(found.AgentID, persona, caps)
 }

@@ -4,31 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/meshagent/meshagent/internal/fakemesh"
-	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
 
-// The seed 004 filter at the local API: mesh.publish and mesh.discover
-// read it in protocol.Filter's camelCase and in seed 004's snake_case,
-// one member in one spelling only, strictly.
-
-// filterMesh is discoveringMesh whose peer table knows A1 (persona qa,
-// translate and summarize) and A2 (persona dev, translate only): the
-// search lists only the matching capability, the filter checks them all.
-type filterMesh struct{ discoveringMesh }
-
-func (filterMesh) Peers() []protocol.PeerInfo {
-	return []protocol.PeerInfo{
-		{AgentID: "A1", PersonaType: "qa", Capabilities: []protocol.Capability{{Name: "translate"}, {Name: "summarize"}}},
-		{AgentID: "A2", PersonaType: "dev", Capabilities: []protocol.Capability{{Name: "translate"}}},
-	}
-}
+// The seed 004 filter at the local API: mesh.publish reads it in
+// protocol.Filter's camelCase and in seed 004's snake_case, one member in
+// one spelling only, strictly (localapi tests mesh.discover's alike).
 
 func TestPublishFilterSpellings(t *testing.T) {
 	mesh := newTopicMesh()
@@ -56,10 +41,9 @@ func TestPublishFilterSpellings(t *testing.T) {
 }
 
 // TestFilterRefused: both spellings of one member, a member of the wrong
-// type, and an unknown member are -32602, for both methods.
+// type, and an unknown member are -32602.
 func TestFilterRefused(t *testing.T) {
 	pub := dialClient(t, topicServer(t, newTopicMesh()))
-	disc := dialClient(t, filterServer(t))
 	for _, tc := range []struct{ filter, want string }{
 		{`{"persona_types":["qa"],"personaTypes":["qa"]}`, `"personaTypes" and "persona_types"`},
 		{`{"include_agents":["a"],"includeAgents":[]}`, `"includeAgents" and "include_agents"`},
@@ -72,55 +56,10 @@ func TestFilterRefused(t *testing.T) {
 		{`{"Persona_Types":["qa"]}`, `"filter" must be an object`},
 		{`["qa"]`, `"filter" must be an object`},
 	} {
-		for _, call := range []struct {
-			c      *rpc.Client
-			method string
-			params string
-		}{
-			{pub, rpc.MethodMeshPublish, `{"topic":"news:1","payload":{},"filter":` + tc.filter + `}`},
-			{disc, rpc.MethodMeshDiscover, `{"capability":"translate","filter":` + tc.filter + `}`},
-		} {
-			err := call.c.Call(ctxT(t), call.method, json.RawMessage(call.params), nil)
-			var re *rpc.Error
-			if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, tc.want) {
-				t.Errorf("%s %s: %v, want -32602 with %q", call.method, tc.filter, err, tc.want)
-			}
-		}
-	}
-}
-
-func filterServer(t *testing.T) string {
-	t.Helper()
-	return rpctest.Start(t, filterMesh{discoveringMesh{fakemesh.New()}}).URL
-}
-
-// TestDiscoverFilter: the agents found pass mesh.discover's filter,
-// judged on what the node knows of them, in either spelling.
-func TestDiscoverFilter(t *testing.T) {
-	c := dialClient(t, filterServer(t))
-	for _, tc := range []struct {
-		filter string
-		want   []string
-	}{
-		{`{}`, []string{"A1", "A2"}},
-		{`{"personaTypes":["qa"]}`, []string{"A1"}},
-		{`{"persona_types":["dev"]}`, []string{"A2"}},
-		{`{"exclude_agents":["A1"]}`, []string{"A2"}},
-		{`{"includeAgents":["A1"]}`, []string{"A1"}},
-		{`{"required_capabilities":["summarize"]}`, []string{"A1"}},
-		{`{"capabilities":["summarize"],"persona_types":["dev"]}`, nil},
-	} {
-		var res rpc.ServicesAvailable
-		params := json.RawMessage(`{"capability":"translate","filter":` + tc.filter + `}`)
-		if err := c.Call(ctxT(t), rpc.MethodMeshDiscover, params, &res); err != nil {
-			t.Fatalf("%s: %v", tc.filter, err)
-		}
-		var got []string
-		for _, s := range res.ServicesFound {
-			got = append(got, s.AgentID)
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("filter %s found %q, want %q", tc.filter, got, tc.want)
+		err := pub.Call(ctxT(t), rpc.MethodMeshPublish, json.RawMessage(`{"topic":"news:1","payload":{},"filter":`+tc.filter+`}`), nil)
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, tc.want) {
+			t.Errorf("%s %s: %v, want -32602 with %q", rpc.MethodMeshPublish, tc.filter, err, tc.want)
 		}
 	}
 }

@@ -31,11 +31,7 @@ const fuzzAgent = fakemesh.SelfID
 
 // fakemesh.Instant offers every optional part of the mesh, so that every method
 // reaches its params decoding.
-var (
-	_ Publisher  = fakemesh.Instant{}
-	_ Discoverer = fakemesh.Instant{}
-	_ Tasker     = fakemesh.Instant{}
-)
+var _ Publisher = fakemesh.Instant{}
 
 // fuzzProvider lets the fuzzed clients serve: it accepts every offer.
 type fuzzProvider struct{}
@@ -267,10 +263,10 @@ func FuzzDispatch(f *testing.F) {
 
 // localMethods are the methods FuzzLocalAPI calls; the fuzzer picks one.
 var localMethods = []string{
-	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshDiscover, MethodMeshPublish,
-	MethodMeshSubscribe, MethodMeshUnsubscribe, MethodMeshTaskStatus, MethodMeshTaskCancel,
+	MethodPing, MethodMeshID, MethodMeshPeers, MethodMeshCall, MethodMeshPublish,
+	MethodMeshSubscribe, MethodMeshUnsubscribe,
 	MethodInitialize, MethodMeshServe, MethodMeshUnserve, MethodMeshOnMessage, MethodMeshSendMessage,
-	MethodMeshProgress, MethodMeshSetState, MethodMeshForgetDurable, MethodMeshDurables,
+	MethodMeshProgress, MethodMeshSetState,
 }
 
 // FuzzLocalAPI calls each method of the local API with fuzzed params
@@ -281,20 +277,16 @@ var localMethods = []string{
 func FuzzLocalAPI(f *testing.F) {
 	seeds := map[string][]string{
 		MethodMeshCall:        {`{"agentId":"` + fuzzAgent + `","capability":"echo","params":{},"timeoutMs":1000}`, `{"agentId":5}`, `{"agentId":"` + fuzzAgent + `","action":7}`, `{"agentId":"` + fuzzAgent + `","capability":"x","timeoutMs":"10000"}`, `{"agentId":"` + fuzzAgent + `","capability":"echo","receipt":true}`, `{"capability":"echo","receipt":"yes"}`},
-		MethodMeshDiscover:    {`{"capability":"echo"}`, `{"keyword":["a"]}`, `{"capability":"x","timeoutMs":1.5}`, `{"capability":"echo","filter":{"required_capabilities":["echo"]}}`},
 		MethodMeshPublish:     {`{"topic":"outbound:1","payload":{"a":1}}`, `{"topic":1,"payload":{}}`, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, `{"topic":"t","payload":{},"filter":{"persona_types":["qa"],"personaTypes":[]}}`},
 		MethodMeshSubscribe:   {`{"pattern":"outbound:*"}`, `{"pattern":{}}`},
 		MethodMeshUnsubscribe: {`{"subscription":"s1"}`, `{"subscription":1}`},
-		MethodMeshTaskStatus:  {`{"taskId":"t1"}`, `{"taskId":1}`, `{"TASKID":"t1"}`},
-		MethodMeshTaskCancel:  {`{"taskId":"t1","agentId":5}`},
 		MethodInitialize:      {`{"clientId":"c","clientInfo":{"name":"n","version":"1"}}`, `{"clientId":1}`, `{"clientId":"c","clientInfo":{"name":5}}`},
 		MethodMeshServe: {`{"capabilities":[{"name":"summarize","input_schema":{"type":"object"},"idempotent":true}]}`, `{"capabilities":[{"name":"x","handler":"echo"}]}`,
 			`{"capabilities":[{"name":1}]}`, `{"capabilities":[{"name":"x","keywords":"k"}]}`, `{"capabilities":"x"}`},
-		MethodMeshUnserve:       {`{"capabilities":["summarize"]}`, `{"capabilities":[1]}`},
-		MethodMeshSendMessage:   {`{"agentId":"` + fuzzAgent + `","message":{"subject":"s","body":"b","priority":"high","requires_response":true,"context":{}}}`, `{"agentId":"` + fuzzAgent + `","message":{"requires_response":"yes"}}`, `{"agentId":1,"message":{}}`},
-		MethodMeshProgress:      {`{"taskId":"t1","result":{"step":1}}`, `{"taskId":1}`},
-		MethodMeshSetState:      {`{"taskId":"t1","state":"ESCALATED"}`, `{"taskId":"t1","state":"COMPLETED"}`, `{"taskId":"t1","state":5}`},
-		MethodMeshForgetDurable: {`{"durable":"reader"}`, `{"durable":""}`, `{"durable":7}`},
+		MethodMeshUnserve:     {`{"capabilities":["summarize"]}`, `{"capabilities":[1]}`},
+		MethodMeshSendMessage: {`{"agentId":"` + fuzzAgent + `","message":{"subject":"s","body":"b","priority":"high","requires_response":true,"context":{}}}`, `{"agentId":"` + fuzzAgent + `","message":{"requires_response":"yes"}}`, `{"agentId":1,"message":{}}`},
+		MethodMeshProgress:    {`{"taskId":"t1","result":{"step":1}}`, `{"taskId":1}`},
+		MethodMeshSetState:    {`{"taskId":"t1","state":"ESCALATED"}`, `{"taskId":"t1","state":"COMPLETED"}`, `{"taskId":"t1","state":5}`},
 	}
 	for i, m := range localMethods {
 		f.Add(uint8(i), []byte(`{}`))

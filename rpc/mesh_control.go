@@ -33,6 +33,9 @@ type Control interface {
 	// SetLogLevel changes the process's log level. A level that is none of
 	// the four is an error.
 	SetLogLevel(level string) error
+	// SubscribeTaskEvents calls fn, which must not block, for each event
+	// of a task the node serves, until cancel is called: mesh.taskEvents.
+	SubscribeTaskEvents(fn func(protocol.TaskChange)) (cancel func(), err error)
 }
 
 // CapabilityLister is implemented by a Mesh that serves capabilities of
@@ -110,7 +113,7 @@ type StatusResult struct {
 }
 
 // WithControl serves the operator's methods (mesh.connect, mesh.logLevel,
-// mesh.status) through c, and adds the node's addresses to mesh.id. Use it
+// mesh.status, mesh.capabilities, mesh.taskEvents) through c, and adds the node's addresses to mesh.id. Use it
 // only for a node's loopback local API.
 func WithControl(c Control) Option {
 	return func(cfg *Config) error {
@@ -130,7 +133,7 @@ func (s *Server) registerControlMethods() {
 	s.HandleLocal(MethodMeshLogLevel, s.meshLogLevel)
 	s.HandleLocal(MethodMeshStatus, s.meshStatus)
 	s.HandleLocal(MethodMeshCapabilities, s.meshCapabilities)
-	s.registerTaskResolveMethods()
+	s.registerTaskEvents()
 }
 
 func (s *Server) meshConnect(ctx context.Context, r *Request) (any, error) {

@@ -22,6 +22,34 @@ type fakeControl struct {
 	mu     sync.Mutex
 	level  string
 	dialed []string
+	events []func(protocol.TaskChange) // mesh.taskEvents' subscribers
+}
+
+// SubscribeTaskEvents keeps fn until cancel.
+func (f *fakeControl) SubscribeTaskEvents(fn func(protocol.TaskChange)) (func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, fn)
+	i := len(f.events) - 1
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.events[i] = nil
+	}, nil
+}
+
+// emit sends c to every subscriber and reports how many there were.
+func (f *fakeControl) emit(c protocol.TaskChange) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, fn := range f.events {
+		if fn != nil {
+			fn(c)
+			n++
+		}
+	}
+	return n
 }
 
 func (*fakeControl) Addrs() []string {
@@ -189,7 +217,7 @@ func TestControlMethodsNeedControl(t *testing.T) {
 	ts := newTestServer(t)
 	c := dialClient(t, ts.url)
 	ctx := context.Background()
-	for _, m := range []string{rpc.MethodMeshConnect, rpc.MethodMeshLogLevel, rpc.MethodMeshStatus, rpc.MethodMeshCapabilities} {
+	for _, m := range []string{rpc.MethodMeshConnect, rpc.MethodMeshLogLevel, rpc.MethodMeshStatus, rpc.MethodMeshCapabilities, rpc.MethodMeshTaskEvents} {
 		err := c.Call(ctx, m, nil, nil)
 		var re *rpc.Error
 		if !errors.As(err, &re) || re.Code != rpc.CodeMethodNotFound {
@@ -199,5 +227,49 @@ func TestControlMethodsNeedControl(t *testing.T) {
 	var res rpc.IDResult
 	if err := c.Call(ctx, rpc.MethodMeshID, nil, &res); err != nil || res.Addrs != nil || res.PublicKey != selfB64 {
 		t.Fatalf("mesh.id = %+v, %v", res, err)
+	}
+}
+
+// TestTaskEvents: with a Control, mesh.taskEvents subscribes the
+// connection to the node's task events through Control.SubscribeTaskEvents:
+// each arrives as a mesh.taskEvent notification of its subscription, and
+// mesh.unsubscribe ends it; params are refused.
+func TestTaskEvents(t *testing.T) {
+	ctl := &fakeControl{level: "info"}
+	mesh := newTopicMesh() // mesh.unsubscribe needs a mesh with topics
+	ts := serveMesh(t, mesh, mesh.Mesh, rpc.WithControl(ctl))
+	got := make(chan rpc.TaskEventParams, 1)
+	c := dialClient(t, ts.url, rpc.WithNotificationHandler(func(method string, params json.RawMessage) {
+		var p rpc.TaskEventParams
+		if method == rpc.MethodMeshTaskEvent && json.Unmarshal(params, &p) == nil {
+			got <- p
+		}
+	}))
+	var sub rpc.SubscribeResult
+	if err := c.Call(ctxT(t), rpc.MethodMeshTaskEvents, nil, &sub); err != nil || sub.Subscription == "" {
+		t.Fatalf("mesh.taskEvents: %+v %v", sub, err)
+	}
+	change := protocol.TaskChange{Event: "request.escalated", TaskID: "t1", Capability: "echo", State: protocol.TaskEscalated}
+	if n := ctl.emit(change); n != 1 {
+		t.Fatalf("%d subscribers, want 1", n)
+	}
+	select {
+	case p := <-got:
+		if p.Subscription != sub.Subscription || p.Change.TaskID != "t1" || p.Change.Event != "request.escalated" {
+			t.Fatalf("mesh.taskEvent %+v", p)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("no mesh.taskEvent")
+	}
+	if err := c.Call(ctxT(t), rpc.MethodMeshUnsubscribe, map[string]string{"subscription": sub.Subscription}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := ctl.emit(change); n != 0 {
+		t.Fatalf("%d subscribers after mesh.unsubscribe, want 0", n)
+	}
+	err := c.Call(ctxT(t), rpc.MethodMeshTaskEvents, map[string]any{"x": 1}, nil)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams {
+		t.Fatalf("mesh.taskEvents with params: %v, want -32602", err)
 	}
 }

@@ -9,15 +9,6 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// Submitter is implemented by a Mesh that submits detached tasks and
-// keeps them on disk (*node.Node is one). A server whose mesh is not one
-// answers mesh.submit, mesh.taskWait and mesh.tasks with -32601.
-type Submitter interface {
-	Submit(ctx context.Context, req protocol.CallRequest, deadline time.Duration) (*protocol.Submitted, error)
-	TaskWait(ctx context.Context, taskID string, poll time.Duration, progress func(json.RawMessage)) (*protocol.SubmittedTask, error)
-	Tasks(ctx context.Context, state protocol.TaskState) ([]protocol.TaskInfo, error)
-}
-
 // Detached task methods (DESIGN.md, "Tasks outlive connections"). Their
 // JSON shapes, for clients such as an A2A gateway:
 //
@@ -41,6 +32,8 @@ type Submitter interface {
 //	                 "requester"?,"requestId","capability","state"}]}
 //	    every task the node keeps on disk: "served" (it is the provider)
 //	    and "submitted" (it asked), oldest first.
+//
+// Package localapi serves them.
 const (
 	MethodMeshSubmit   = "mesh.submit"
 	MethodMeshTaskWait = "mesh.taskWait"
@@ -75,98 +68,6 @@ type TasksParams struct {
 // TasksResult is the result of mesh.tasks.
 type TasksResult struct {
 	Tasks []protocol.TaskInfo `json:"tasks"`
-}
-
-func (s *Server) submitter(r *Request) (Submitter, error) {
-	sb, ok := s.mesh.(Submitter)
-	if !ok {
-		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node keeps no tasks)", r.Method)
-	}
-	return sb, nil
-}
-
-func (s *Server) meshSubmit(ctx context.Context, r *Request) (any, error) {
-	sb, err := s.submitter(r)
-	if err != nil {
-		return nil, err
-	}
-	const shape = `{"agentId","capability","params"?,"timeoutMs"?,"taskId"?,"deadline"?}`
-	var p SubmitParams
-	if err := ObjectParams(r, &p, shape); err != nil {
-		return nil, err
-	}
-	switch {
-	case p.AgentID == "" || p.Capability == "":
-		return nil, Errorf(CodeInvalidParams, "invalid params: %s needs \"agentId\" and \"capability\"", r.Method)
-	case p.TimeoutMS < 0 || p.TimeoutMS > MaxCallTimeout.Milliseconds():
-		return nil, Errorf(CodeInvalidParams, "invalid params: timeoutMs must be 0 to %d", MaxCallTimeout.Milliseconds())
-	case len(p.Params) > 0 && p.Params[0] != '{' && string(p.Params) != "null":
-		return nil, Errorf(CodeInvalidParams, "invalid params: params must be a JSON object")
-	}
-	deadline := DefaultDeadline
-	if p.Deadline != "" {
-		d, err := time.ParseDuration(p.Deadline)
-		if err != nil || d <= 0 || d.Milliseconds() > protocol.MaxDetachMs {
-			return nil, Errorf(CodeInvalidParams, "invalid params: deadline %q is not a duration from 1ms to 168h", p.Deadline)
-		}
-		deadline = d
-	}
-	sub, err := sb.Submit(ctx, protocol.CallRequest{To: p.AgentID, Action: p.Capability, Params: p.Params,
-		Timeout: time.Duration(p.TimeoutMS) * time.Millisecond, CorrelationID: p.TaskID}, deadline)
-	if err != nil {
-		return nil, protocol.AsError(err)
-	}
-	return sub, nil
-}
-
-func (s *Server) meshTaskWait(ctx context.Context, r *Request) (any, error) {
-	sb, err := s.submitter(r)
-	if err != nil {
-		return nil, err
-	}
-	var p TaskWaitParams
-	if err := ObjectParams(r, &p, `{"taskId","timeoutMs"?}`); err != nil {
-		return nil, err
-	}
-	if p.TaskID == "" || p.TimeoutMS < 0 || p.TimeoutMS > MaxCallTimeout.Milliseconds() {
-		return nil, Errorf(CodeInvalidParams, "invalid params: %s needs \"taskId\" and a timeoutMs from 0 to %d", r.Method, MaxCallTimeout.Milliseconds())
-	}
-	timeout := MaxCallTimeout
-	if p.TimeoutMS > 0 {
-		timeout = time.Duration(p.TimeoutMS) * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t, err := sb.TaskWait(ctx, p.TaskID, 0, nil)
-	if err != nil {
-		pe := protocol.AsError(err)
-		if t != nil {
-			return nil, pe.WithDetails(t)
-		}
-		return nil, pe
-	}
-	return t, nil
-}
-
-func (s *Server) meshTasks(ctx context.Context, r *Request) (any, error) {
-	sb, err := s.submitter(r)
-	if err != nil {
-		return nil, err
-	}
-	var p TasksParams
-	if len(r.Params) > 0 && string(r.Params) != "null" {
-		if err := ObjectParams(r, &p, `{"state"?}`); err != nil {
-			return nil, err
-		}
-	}
-	ts, err := sb.Tasks(ctx, p.State)
-	if err != nil {
-		return nil, protocol.AsError(err)
-	}
-	if ts == nil {
-		ts = []protocol.TaskInfo{}
-	}
-	return TasksResult{Tasks: ts}, nil
 }
 
 // Submit runs mesh.submit.

@@ -25,18 +25,12 @@ func TestParamsWrongTypes(t *testing.T) {
 		{MethodMeshCall, `{"agentId":"` + fuzzAgent + `","capability":"x","params":[1]}`, CodeInvalidParams, `"params" must be an object`},
 		{MethodMeshCall, `{"agentId":"` + fuzzAgent + `","capability":"x","taskId":9}`, CodeInvalidParams, `"taskId" must be a string`},
 		{MethodMeshCall, `{"AgentId":"` + fuzzAgent + `","capability":"x"}`, CodeInvalidParams, `unknown field "AgentId"`},
-		{MethodMeshDiscover, `{"keyword":["a"]}`, CodeInvalidParams, `"keyword" must be a string`},
-		{MethodMeshDiscover, `{"capability":"x","timeoutMs":1.5}`, CodeInvalidParams, `"timeoutMs"`},
-		{MethodMeshDiscover, `{"capability":"x","timeoutMs":"100"}`, CodeInvalidParams, `"timeoutMs"`},
 		{MethodMeshPublish, `{"topic":"t","payload":{},"timeoutMs":"100"}`, CodeInvalidParams, `"timeoutMs"`},
 		{MethodMeshPublish, `{"topic":1,"payload":{}}`, CodeInvalidParams, `"topic" must be a string`},
 		{MethodMeshPublish, `{"topic":"t","payload":"p"}`, CodeInvalidParams, `"payload"`},
 		{MethodMeshPublish, `{"topic":"t","payload":{},"filter":{"includeAgents":"x"}}`, CodeInvalidParams, `"filter"`},
 		{MethodMeshSubscribe, `{"pattern":{}}`, CodeInvalidParams, `"pattern" must be a string`},
 		{MethodMeshUnsubscribe, `{"subscription":1}`, CodeInvalidParams, `"subscription" must be a string`},
-		{MethodMeshTaskStatus, `{"taskId":1}`, CodeInvalidParams, `"taskId" must be a string`},
-		{MethodMeshTaskStatus, `{"TASKID":"t1"}`, CodeInvalidParams, `unknown field "TASKID"`},
-		{MethodMeshTaskCancel, `{"taskId":"t1","agentId":5}`, CodeInvalidParams, `"agentId" must be a string`},
 		{MethodInitialize, `{"clientId":1}`, CodeInvalidClientInfo, `"clientId"`},
 		{MethodInitialize, `{"clientId":"c","clientInfo":{"name":5}}`, CodeInvalidClientInfo, `"clientInfo"`},
 		{MethodInitialize, `{"clientId":"c","clientInfo":{"NAME":"n"}}`, CodeInvalidClientInfo, `"clientInfo"`},
@@ -85,7 +79,6 @@ func TestParamsStrict(t *testing.T) {
 		{MethodMeshSubscribe, `{}`, `"pattern" is required`},
 		{MethodMeshSubscribe, `{"pattern":null}`, `"pattern" is required`},
 		{MethodMeshSubscribe, `{"pattern":""}`, `"pattern" is empty`},
-		{MethodMeshTaskStatus, `{"taskId":"a","taskId":"b"}`, `duplicate member "taskId"`},
 	} {
 		var re *Error
 		err := c.Call(ctx, tc.method, jsonRaw(tc.params), nil)

@@ -10,25 +10,13 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// TaskResolver is implemented by a Mesh whose operator decides the
-// escalated tasks it serves (*node.Node is one). mesh.taskResolve and
-// mesh.taskEvents are the operator's: served with a Control only.
-type TaskResolver interface {
-	// TaskResolve approves or rejects a task awaiting a decision
-	// (ESCALATED), and returns the task as it stands after it; a task in
-	// another state is an INVALID_MESSAGE error.
-	TaskResolve(ctx context.Context, taskID string, approve bool, reason string) (*protocol.Task, error)
-	// SubscribeTaskEvents calls fn, which must not block, for each event
-	// of a task the mesh serves, until cancel is called.
-	SubscribeTaskEvents(fn func(protocol.TaskChange)) (cancel func(), err error)
-}
-
 // Escalation methods. Their JSON shapes:
 //
 //	mesh.taskResolve  {"taskId","approve":bool,"reason"?} → the task
 //	    (protocol.Task) as it stands after the decision; the operator's
 //	    decision on a task this node serves that is ESCALATED. Any other
-//	    state is -32010 (INVALID_MESSAGE).
+//	    state is -32010 (INVALID_MESSAGE). Served by package localapi
+//	    (localapi.RegisterOperator), on a node's local API only.
 //	mesh.taskEvents   {} → {"subscription"}; then mesh.taskEvent
 //	    notifications {"subscription","change":{"event","taskId",
 //	    "requestId"?,"requester","capability","state","reason"?,"at"}}
@@ -36,7 +24,8 @@ type TaskResolver interface {
 //	    request.approved, request.rejected and request.escalated, and
 //	    request.completed, request.failed, request.cancelled.
 //	    mesh.unsubscribe ends it; it counts against
-//	    MaxMeshSubscriptions.
+//	    MaxMeshSubscriptions. Served with a Control only, through
+//	    Control.SubscribeTaskEvents.
 //	mesh.taskResolved (to a serving client) {"taskId","approved","reason"?}
 //	    the decision on a task the client escalated (mesh.setState
 //	    ESCALATED) while it still handles it; taskId is mesh.handle's.
@@ -98,25 +87,13 @@ func ParseTaskResolveParams(raw json.RawMessage) (TaskResolveParams, error) {
 	return p, nil
 }
 
-func (s *Server) registerTaskResolveMethods() {
+// registerTaskEvents serves mesh.taskEvents, the operator's, with a
+// Control only: the subscriptions are this connection's.
+func (s *Server) registerTaskEvents() {
 	if s.cfg.Control == nil {
 		return
 	}
-	tr, ok := s.mesh.(TaskResolver)
-	if !ok {
-		return
-	}
-	s.HandleLocal(MethodMeshTaskResolve, func(ctx context.Context, r *Request) (any, error) {
-		p, err := ParseTaskResolveParams(r.Params)
-		if err != nil {
-			return nil, err
-		}
-		t, err := tr.TaskResolve(ctx, p.TaskID, *p.Approve, p.Reason)
-		if err != nil {
-			return nil, protocol.AsError(err)
-		}
-		return t, nil
-	})
+	ctl := s.cfg.Control
 	s.HandleLocal(MethodMeshTaskEvents, func(_ context.Context, r *Request) (any, error) {
 		if err := NoParams(r); err != nil {
 			return nil, err
@@ -133,7 +110,7 @@ func (s *Server) registerTaskResolveMethods() {
 		subs.next++
 		id := "s" + strconv.Itoa(subs.next)
 		conn := r.Conn
-		cancel, err := tr.SubscribeTaskEvents(func(c protocol.TaskChange) {
+		cancel, err := ctl.SubscribeTaskEvents(func(c protocol.TaskChange) {
 			_ = conn.Notify(MethodMeshTaskEvent, TaskEventParams{Subscription: id, Change: c})
 		})
 		if err != nil {

@@ -308,7 +308,7 @@ func (s *Server) meshSubscribe(ctx context.Context, r *Request) (any, error) {
 		_ = conn.Notify(MethodMeshMessage, MessageParams{Subscription: id, Message: m})
 	})
 	if err != nil {
-		return nil, meshParamsError(err)
+		return nil, MeshParamsError(err)
 	}
 	subs.cancel[id] = cancel
 	return SubscribeResult{Subscription: id}, nil
@@ -392,7 +392,7 @@ func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, 
 		if errors.Is(err, protocol.ErrNoPeers) {
 			return nil, Errorf(CodeNoPeers, "durable %q cannot catch up: %v", name, err)
 		}
-		return nil, meshParamsError(err)
+		return nil, MeshParamsError(err)
 	}
 	if subs.closed {
 		cancel()

@@ -10,7 +10,7 @@ import (
 // Instant is the mesh of the whole-path fuzz targets, where only the
 // listener's decoding and dispatch are under test: it answers every call
 // at once, successfully, and offers every optional part a listener looks
-// for (publishing, subscribing, discovery, tasks), so that
+// for (publishing, subscribing, discovery), so that
 // every method reaches its params decoding. It knows only itself, SelfID.
 type Instant struct{}
 
@@ -53,14 +53,4 @@ func (Instant) Discover(context.Context, string, bool) (<-chan protocol.PeerInfo
 	ch := make(chan protocol.PeerInfo)
 	close(ch)
 	return ch, nil
-}
-
-// TaskStatus returns an empty task of that id.
-func (Instant) TaskStatus(_ context.Context, id, _ string) (*protocol.Task, error) {
-	return &protocol.Task{ID: id}, nil
-}
-
-// CancelTask returns an empty task of that id.
-func (Instant) CancelTask(_ context.Context, id, _ string) (*protocol.Task, error) {
-	return &protocol.Task{ID: id}, nil
 }
