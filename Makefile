@@ -37,6 +37,12 @@ SCALECONNS ?=
 SCALESETTLE ?= 0s
 # SCALEPAYLOAD=256 pads each published message's payload to that many bytes (0: some 10 bytes).
 SCALEPAYLOAD ?= 0
+# SCALEKINDS=raw,mesh measures the baseline first (the mesh is the long run at N = 1,000).
+SCALEKINDS ?= mesh,raw
+# make scale-plot SCALECSV=a.csv,b.csv SCALEOUT=dir merges earlier runs' CSVs into dir's scale.csv and plots.
+SCALECSV  ?=
+comma := ,
+space := $(subst ,, )
 # make chaos runs each scenario within 3 minutes and all of them within this.
 CHAOSTIMEOUT ?= 18m
 
@@ -80,10 +86,16 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=sim SCALELATENCY=50ms for a simulated WAN, SCALENET=mock for mocknet; SCALECONNS=LOW:HIGH the agents' connection watermarks on sim, 32:64 unset; SCALESETTLE=30s a quiet window before publishing, for a settled mesh), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
 	@log=$$(mktemp); \
 	ulimit -n 131072 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
-	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) -scale.net $(SCALENET) -scale.latency $(SCALELATENCY) -scale.bw '$(SCALEBW)' -scale.rate $(SCALERATE) $(if $(filter 1,$(SCALESYNCTEST)),-scale.synctest) $(if $(SCALECONNS),-scale.conns $(SCALECONNS)) -scale.settle $(SCALESETTLE) -scale.payload $(SCALEPAYLOAD) >$$log 2>&1; rc=$$?; \
+	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) -scale.net $(SCALENET) -scale.latency $(SCALELATENCY) -scale.bw '$(SCALEBW)' -scale.rate $(SCALERATE) $(if $(filter 1,$(SCALESYNCTEST)),-scale.synctest) $(if $(SCALECONNS),-scale.conns $(SCALECONNS)) -scale.settle $(SCALESETTLE) -scale.payload $(SCALEPAYLOAD) -scale.kinds $(SCALEKINDS) >$$log 2>&1; rc=$$?; \
 	grep -E '(scale|cluster|local|procs)_test\.go:|^(--- |FAIL|ok )' $$log; \
 	if [ $$rc -ne 0 ]; then echo "make scale failed; the end of its log:"; tail -n 100 $$log; fi; \
 	rm -f $$log; exit $$rc
+
+scale-plot: ## Merge earlier runs' CSVs into one with its plots (SCALECSV=docs/scale/a/scale.csv,docs/scale/b/scale.csv SCALEOUT=docs/scale/curves): curves across sizes measured apart
+	@test -n "$(SCALECSV)" || { echo "make scale-plot needs SCALECSV=a.csv,b.csv"; exit 2; }
+	@log=$$(mktemp); \
+	$(GO) test ./internal/scale -run '^TestMergeRuns$$' -count=1 -v -args -scale.merge '$(subst $(space),$(comma),$(abspath $(subst $(comma),$(space),$(SCALECSV))))' -scale.out $(abspath $(SCALEOUT)) >$$log 2>&1; rc=$$?; \
+	grep -E 'scale_test\.go:|^(--- |FAIL|ok )' $$log; rm -f $$log; exit $$rc
 
 fuzz: ## Run every fuzz target of every package for FUZZTIME (CI: 10s each; node's, rpc's, bus's and lobby's drive whole paths: serve, hello, topics, local API, bus, lobby)
 	@for pkg in $$(grep -rlE --include='*_test.go' --exclude-dir=node_modules '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
@@ -116,4 +128,4 @@ uninstall: ## Remove what install installed
 clean: ## Remove build output
 	rm -rf bin
 
-.PHONY: help build run test chaos lint bench scale fuzz vectors install uninstall clean
+.PHONY: help build run test chaos lint bench scale scale-plot fuzz vectors install uninstall clean

@@ -101,6 +101,24 @@
 // formation as well. -scale.payload pads each published message to that
 // many bytes, the same for both kinds, since the mesh's signed envelope
 // weighs more beside a 10-byte payload than beside an agent's message.
+// Rows name both in their network ("settled 2m0s", "payload 256B"), so
+// that runs with and without them never share a line of a plot. The
+// window's cost is logged: what each agent sent per second while nothing
+// was published, by GossipSub kind and topic.
+//
+// -scale.cpuprofile writes a CPU profile of each phase (discovery, the
+// settle window, the publish window) and the live heap when memory is
+// taken, per kind and size: go tool pprof -diff_base on the raw kind's
+// heap shows what a mesh agent holds beyond raw libp2p's. In a synctest
+// bubble the profiler is started from a goroutine outside it (pprof's
+// writer would otherwise be in the bubble, never idle, and stop its
+// clock).
+//
+// make scale-plot (-scale.merge a.csv,b.csv) merges earlier runs' CSVs
+// into one CSV and its plots, refusing two rows of one point: the curves
+// from 10 to 1,000 agents come from runs of their own, since the largest
+// takes more than an hour. -scale.kinds raw,mesh (make scale
+// SCALEKINDS=raw,mesh) measures the baseline first.
 //
 // DHT hops are not exposed by kad-dht: a lookup queries up to alpha peers
 // at a time and stops when the closest peers have answered, so the path

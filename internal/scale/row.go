@@ -98,6 +98,73 @@ func WriteCSV(w io.Writer, rows []Row) error {
 	return nil
 }
 
+// ReadCSV reads rows WriteCSV wrote: the same header, then one record a
+// row. A record of the wrong width, a kind that is none of the four, a
+// size below 1 or a figure that is not a number is an error naming its
+// line: the rows become plots a reader trusts.
+func ReadCSV(r io.Reader) ([]Row, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = len(header)
+	got, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("scale: csv header: %w", err)
+	}
+	if !slices.Equal(got, header) {
+		return nil, fmt.Errorf("scale: csv header %q is not %q", got, header)
+	}
+	var rows []Row
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scale: csv: %w", err)
+		}
+		r := Row{Kind: rec[0], Net: rec[len(rec)-1]}
+		if !slices.Contains([]string{KindMesh, KindRaw, KindMeshProcs, KindRawProcs}, r.Kind) {
+			return nil, fmt.Errorf("scale: csv line %d: kind %q is none of %s, %s, %s, %s", line, r.Kind, KindMesh, KindRaw, KindMeshProcs, KindRawProcs)
+		}
+		if r.N, err = strconv.Atoi(rec[1]); err != nil || r.N < 1 {
+			return nil, fmt.Errorf("scale: csv line %d: n %q is not a size", line, rec[1])
+		}
+		vals := make([]float64, len(rec)-3)
+		for i, f := range rec[2 : len(rec)-1] {
+			if vals[i], err = strconv.ParseFloat(f, 64); err != nil {
+				return nil, fmt.Errorf("scale: csv line %d: %s %q is not a number", line, header[i+2], f)
+			}
+		}
+		discovered := vals[1]
+		if discovered != math.Trunc(discovered) || discovered < 0 || discovered > float64(r.N) {
+			return nil, fmt.Errorf("scale: csv line %d: discovered %v is not a count of at most n", line, discovered)
+		}
+		r.AllDiscoverMs, r.Discovered, r.DiscoverP50Ms, r.DiscoverP99Ms = vals[0], int(discovered), vals[2], vals[3]
+		r.QueriedPerLookup, r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio = vals[4], vals[5], vals[6], vals[7]
+		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = vals[8], vals[9], vals[10], vals[11], vals[12]
+		rows = append(rows, r)
+	}
+}
+
+// Merge joins the rows of several runs, ordered by network, kind and N,
+// for plots across them (N = 10 … 1,000 from runs of their own). Two rows
+// of one kind, network and size are an error: a plot would show one of
+// them, and which would not be said.
+func Merge(runs ...[]Row) ([]Row, error) {
+	var out []Row
+	for _, rows := range runs {
+		for _, r := range rows {
+			if slices.ContainsFunc(out, func(o Row) bool { return o.Kind == r.Kind && o.N == r.N && o.network() == r.network() }) {
+				return nil, fmt.Errorf("scale: merge: two rows of %s at N = %d on %s", r.Kind, r.N, r.network())
+			}
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.network(), b.network()), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.N, b.N))
+	})
+	return out, nil
+}
+
 // Median returns a row whose every figure is the median of that figure
 // over runs of one kind at one size (each figure on its own, so the
 // result need not be any single run), which is what a table of several

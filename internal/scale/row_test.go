@@ -3,6 +3,7 @@ package scale
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -117,4 +118,92 @@ func TestNetLabelAndBandwidth(t *testing.T) {
 			t.Errorf("parseBandwidth(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
+}
+
+// TestReadCSV reads back what WriteCSV wrote, and refuses what it never
+// writes, naming the line.
+func TestReadCSV(t *testing.T) {
+	rows := []Row{
+		{Kind: KindMesh, Net: "sim 50ms 12.5MB/s virtual", N: 1000, AllDiscoverMs: 2210, Discovered: 999, DeliveryRatio: 1, BytesPerNodePerPub: 4042, MemMiBPerNode: 8.7},
+		{Kind: KindRaw, N: 10, AllDiscoverMs: math.NaN(), Discovered: 7, RSSMiBPerNode: -0.5},
+	}
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, rows); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Kind != KindMesh || got[0].N != 1000 || got[0].Discovered != 999 || got[0].BytesPerNodePerPub != 4042 ||
+		got[0].Net != rows[0].Net || got[1].network() != NetLoopback || !math.IsNaN(got[1].AllDiscoverMs) || got[1].RSSMiBPerNode != -0.5 {
+		t.Fatalf("read back %+v", got)
+	}
+	head := strings.Join(header, ",") + "\n"
+	good := "mesh,10,1,9,1,1,1,1,1,1,1,1,1,1,1,loopback\n"
+	for _, tc := range []struct{ name, csv, want string }{
+		{"empty", "", "header"},
+		{"another header", strings.Replace(head, "n,", "size,", 1) + good, "header"},
+		{"short record", head + "mesh,10,1\n", "wrong number of fields"},
+		{"unknown kind", head + strings.Replace(good, "mesh", "nats", 1), "line 2: kind"},
+		{"size zero", head + good + strings.Replace(good, ",10,", ",0,", 1), "line 3: n"},
+		{"figure not a number", head + strings.Replace(good, "10,1,9", "10,fast,9", 1), "all_discover_ms"},
+		{"discovered past n", head + strings.Replace(good, "10,1,9", "10,1,11", 1), "discovered"},
+		{"discovered fraction", head + strings.Replace(good, "10,1,9", "10,1,8.5", 1), "discovered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadCSV(strings.NewReader(tc.csv))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestMerge orders rows by network, kind and size, and refuses two of the
+// same point.
+func TestMerge(t *testing.T) {
+	a := []Row{{Kind: KindRaw, N: 1000, Net: "sim"}, {Kind: KindMesh, N: 1000, Net: "sim"}}
+	b := []Row{{Kind: KindMesh, N: 100, Net: "sim"}, {Kind: KindMesh, N: 100}}
+	got, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range got {
+		order = append(order, fmt.Sprintf("%s/%s/%d", r.network(), r.Kind, r.N))
+	}
+	if want := "loopback/mesh/100 sim/mesh/100 sim/mesh/1000 sim/raw/1000"; strings.Join(order, " ") != want {
+		t.Fatalf("order %v, want %s", order, want)
+	}
+	if _, err := Merge(a, a[:1]); err == nil || !strings.Contains(err.Error(), "two rows of raw at N = 1000") {
+		t.Fatalf("a point twice: err = %v", err)
+	}
+}
+
+// FuzzReadCSV: whatever ReadCSV accepts, WriteCSV writes back in a form
+// ReadCSV reads to the same text again, and nothing makes it panic.
+func FuzzReadCSV(f *testing.F) {
+	f.Add(strings.Join(header, ",") + "\nmesh,10,1,9,1,1,1,1,1,1,1,1,1,1,1,loopback\n")
+	f.Add(strings.Join(header, ",") + "\nraw,1000,NaN,999,+Inf,1e3,-0,1,1,1,1,1,1,1,1,\"sim, 50ms\"\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		rows, err := ReadCSV(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		var once, twice bytes.Buffer
+		if err := WriteCSV(&once, rows); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ReadCSV(bytes.NewReader(once.Bytes()))
+		if err != nil {
+			t.Fatalf("reading what WriteCSV wrote: %v\n%s", err, once.String())
+		}
+		if err := WriteCSV(&twice, again); err != nil {
+			t.Fatal(err)
+		}
+		if once.String() != twice.String() {
+			t.Fatalf("not stable:\n%s\n%s", once.String(), twice.String())
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ var (
 	latency = flag.Duration("scale.latency", 0, "mock, sim: one-way latency of every link or packet (e.g. 50ms, a WAN)")
 	virtual = flag.Bool("scale.synctest", false, "sim: run each cluster in a testing/synctest bubble, on virtual time, so that latencies do not depend on the machine's load")
 	conns   = flag.String("scale.conns", defaultSimConns, "sim: LOW:HIGH watermarks of the connection manager every agent of both kinds has (the node's grace period and trim interval), or libp2p for go-libp2p's default (160:192, which below N = 192 never trims)")
+	merge   = flag.String("scale.merge", "", "comma-separated scale.csv files of earlier runs to merge into -scale.out's scale.csv and plots (make scale-plot), instead of running")
 	bw      = flag.String("scale.bw", "", "mock: bandwidth of every link, sim: of every agent's uplink and downlink, in bytes/s, with an optional k, M or G (e.g. 12.5M, 100 Mbit/s); empty: unlimited on mock, 12.5M on sim")
 )
 
@@ -84,6 +86,15 @@ func TestScale(t *testing.T) {
 		// Times are virtual, and idle CPU is per virtual second: the
 		// label says so wherever a figure goes.
 		label += " virtual"
+	}
+	// What else a row's figures depend on goes in its label too, so that
+	// merged runs (make scale-plot) never draw a settled mesh and an
+	// unsettled one, or two payloads, as one line.
+	if *settle > 0 {
+		label += " settled " + settle.String()
+	}
+	if *size > 0 {
+		label += fmt.Sprintf(" payload %dB", *size)
 	}
 	var measured []string
 	inProcess, inProcs := false, false
@@ -170,6 +181,47 @@ func TestScale(t *testing.T) {
 	if err := Plot(*out, rows); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMergeRuns is the harness's other entry (make scale-plot): it merges
+// the CSVs of earlier runs into one, with its plots, so that curves run
+// across sizes measured apart (N = 1,000 takes a run of its own).
+func TestMergeRuns(t *testing.T) {
+	if *merge == "" {
+		t.Skip("merging runs' CSVs runs with -scale.merge (make scale-plot)")
+	}
+	var runs [][]Row
+	for _, name := range strings.Split(*merge, ",") {
+		f, err := os.Open(strings.TrimSpace(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := ReadCSV(f)
+		_ = f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		runs = append(runs, rows)
+	}
+	rows, err := Merge(runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(*out, "scale.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := WriteCSV(f, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := Plot(*out, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rows from %d files into %s", len(rows), len(runs), *out)
 }
 
 // defaultSimConns are the watermarks of the agents' connection manager
