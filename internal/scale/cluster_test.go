@@ -366,8 +366,9 @@ func quiet(t *testing.T, c cluster, d time.Duration) {
 	t.Logf("N=%d: settle window of %s: per agent per second %.2f GossipSub messages, %.0f bytes sent:%s", c.size(), d, float64(msgs1-msgs0)/per, float64(bytes1-bytes0)/per, split(kinds, per))
 }
 
-// writeHeapProfile writes the live heap when memory was taken, when
-// -scale.cpuprofile is set, into <prefix>-heap-<kind>-<N>.pprof: what
+// writeHeapProfile writes the live heap and the goroutines when memory
+// was taken, when -scale.cpuprofile is set, into
+// <prefix>-heap-<kind>-<N>.pprof and <prefix>-goroutine-…: what
 // each kind's memory per agent is made of (go tool pprof -sample_index
 // inuse_space, with -diff_base the other kind's).
 func writeHeapProfile(t *testing.T, c cluster) {
@@ -377,14 +378,20 @@ func writeHeapProfile(t *testing.T, c cluster) {
 	if _, ok := c.(*localCluster); !ok {
 		return
 	}
-	f, err := os.Create(fmt.Sprintf("%s-heap-%s-%d.pprof", *profile, c.kind(), c.size()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	runtime.GC() // the profile's live heap is the one of the last collection
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		t.Fatal(err)
+	// Stacks are the rest of the memory figure: the goroutines say whose.
+	for _, name := range []string{"heap", "goroutine"} {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%s-%d.pprof", *profile, name, c.kind(), c.size()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = pprof.Lookup(name).WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ var (
 	size    = flag.Int("scale.payload", 0, "bytes of each published message's JSON payload, padded with a member the receivers ignore (0: the bare {\"m\":\"<seq>\"}, some 10 bytes), the same for both kinds")
 	settle  = flag.Duration("scale.settle", 0, "quiet window after discovery and before the publish window, the same for both kinds: a mesh started at once sends heartbeats at the configured pace until its agents have heard each other (two intervals, 20 s at the default), so the publish window measures a settled mesh only after it")
 	seed    = flag.Uint64("scale.seed", 1, "seed of the topology and the samples")
-	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each discovery, settle and publish phase to this prefix + -<phase>-<kind>-<N>.pprof, and the live heap when memory is taken to <prefix>-heap-<kind>-<N>.pprof")
+	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each discovery, settle and publish phase to this prefix + -<phase>-<kind>-<N>.pprof, and the live heap and the goroutines when memory is taken to <prefix>-heap-<kind>-<N>.pprof and <prefix>-goroutine-<kind>-<N>.pprof")
 	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw, and in processes mesh-procs, raw-procs (all four: the cross-check)")
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
 	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
