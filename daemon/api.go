@@ -15,17 +15,24 @@ import (
 )
 
 // *node.Node is what the local API serves, and *rpc.Server serves the bus.
+// The bus publishes under its own message ids when its mesh is an
+// rpc.IDPublisher, as the node is.
 var (
-	_ rpc.Mesh              = (*node.Node)(nil)
-	_ rpc.Publisher         = (*node.Node)(nil)
-	_ rpc.IDPublisher       = (*node.Node)(nil)
-	_ rpc.AnyCaller         = (*node.Node)(nil)
-	_ rpc.DurableSubscriber = (*node.Node)(nil)
-	_ localapi.Node         = (*node.Node)(nil)
-	_ bus.Mesh              = (*node.Node)(nil)
-	_ bus.Forwarder         = (*node.Node)(nil)
-	_ bus.Registrar         = (*rpc.Server)(nil)
+	_ rpc.Mesh        = (*node.Node)(nil)
+	_ rpc.IDPublisher = (*node.Node)(nil)
+	_ localapi.Node   = (*node.Node)(nil)
+	_ bus.Mesh        = (*node.Node)(nil)
+	_ bus.Forwarder   = (*node.Node)(nil)
+	_ bus.Registrar   = (*rpc.Server)(nil)
 )
+
+// nodeServes states what a server over n serves beyond rpc.Mesh, on the
+// local API and on a relay's own public server alike: the node's topics
+// (mesh.publish, mesh.subscribe and seed 004's broadcasts), its durable
+// subscriptions, and mesh.call without "agentId".
+func nodeServes(n *node.Node) []rpc.Option {
+	return []rpc.Option{rpc.WithTopics(n), rpc.WithDurables(n), rpc.WithAnyCaller(n)}
+}
 
 // apiServer is a node's local API: the bus server on a loopback address.
 // On a relay the public listener serves the same server (one bus, one
@@ -40,7 +47,8 @@ type apiServer struct {
 // (may be nil) receives the bus's figures. level is the process's log
 // level, which the API's mesh.logLevel changes.
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg prometheus.Registerer, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
-	srv, err := NewBusServer(n, log.With("component", "api"), append([]rpc.Option{rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n})}, extra...),
+	opts := append(nodeServes(n), rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n}))
+	srv, err := NewBusServer(n, log.With("component", "api"), append(opts, extra...),
 		bus.WithStore(st), bus.WithMetrics(reg))
 	if err != nil {
 		return nil, fmt.Errorf("local API: %w", err)

@@ -71,6 +71,10 @@ func (c nodeControl) SetLogLevel(level string) error {
 	return nil
 }
 
+// Capabilities returns the capabilities the node serves itself, sorted
+// by name (mesh.capabilities, mesh.status).
+func (c nodeControl) Capabilities() []protocol.Capability { return c.n.Capabilities() }
+
 // SubscribeTaskEvents passes on the events of the tasks the node serves
 // (mesh.taskEvents).
 func (c nodeControl) SubscribeTaskEvents(fn func(protocol.TaskChange)) (func(), error) {

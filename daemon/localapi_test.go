@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,13 +86,29 @@ func TestLocalAPIMethodsServed(t *testing.T) {
 				served(rpc.MethodMeshTaskWait, err)
 				_, err = cl.Submit(ctx, rpc.SubmitParams{Capability: "echo"}) // -32602: no agentId
 				served(rpc.MethodMeshSubmit, err)
+				// What the node's servers are built with (nodeServes): its
+				// topics, its durable subscriptions, and mesh.call choosing
+				// the provider.
+				_, err = cl.Publish(ctx, "news:1", json.RawMessage(`{}`), nil, 100*time.Millisecond)
+				served(rpc.MethodMeshPublish, err)
+				_, err = cl.SubscribeDurable(ctx, "news:*", "reader-"+strings.ReplaceAll(where, " ", "-"), func(protocol.TopicMessage) error { return nil })
+				if err != nil {
+					t.Errorf("%s: durable mesh.subscribe: %v", where, err)
+				}
+				_, _, err = cl.MeshCallAny(ctx, protocol.CallRequest{Action: "echo", Params: json.RawMessage(`{}`), Timeout: 2 * time.Second}, nil)
+				if err != nil && strings.Contains(err.Error(), `"agentId" is required`) {
+					t.Errorf("%s: mesh.call without agentId: %v", where, err)
+				}
 				// The operator's decision: on the local API only.
 				_, err = cl.TaskResolve(ctx, "none", true, "")
 				var re *rpc.Error
 				if isNotFound := errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound; isNotFound == operator {
 					t.Errorf("%s: %s: %v (operator's: %v)", where, rpc.MethodMeshTaskResolve, err, operator)
 				}
-				for _, method := range []string{rpc.MethodMeshConnections, rpc.MethodMeshStatus} {
+				if caps, err := cl.Capabilities(ctx); operator && (err != nil || len(caps) != 1 || caps[0].Name != "echo") {
+					t.Errorf("%s: mesh.capabilities: %+v %v", where, caps, err)
+				}
+				for _, method := range []string{rpc.MethodMeshConnections, rpc.MethodMeshStatus, rpc.MethodMeshCapabilities} {
 					var res json.RawMessage
 					err := cl.Call(ctx, method, nil, &res)
 					var re *rpc.Error

@@ -29,7 +29,10 @@
 // (it vouches for the connection's credential and streams mesh.progress;
 // it is served by every rpc.Server, a node's or not) and the operator's
 // control (mesh.status counts the server's connections). mesh.publish is
-// still there too, to move next to mesh.subscribe or here.
+// still there too, to move next to mesh.subscribe or here. Those take
+// what they need of the node as options when the server is built
+// (rpc.WithTopics, rpc.WithDurables, rpc.WithAnyCaller, rpc.WithControl,
+// rpc.WithProvider), as these take Node.
 //
 // # HTTP faces
 //

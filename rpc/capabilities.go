@@ -10,19 +10,15 @@ import (
 // itself (its capabilities file, its built-ins and what clients offer with
 // mesh.serve), in full: schemas, descriptions and keywords. mesh.status
 // names them only; the MCP server needs their schemas. Like mesh.status it
-// is one of the operator's methods (WithControl), served when the Mesh is
-// a CapabilityLister.
+// is one of the operator's methods, served with a Control (WithControl),
+// which lists them.
 const MethodMeshCapabilities = "mesh.capabilities"
 
 func (s *Server) meshCapabilities(_ context.Context, r *Request) (any, error) {
 	if err := NoParams(r); err != nil {
 		return nil, err
 	}
-	out := []protocol.Capability{}
-	if cl, ok := s.mesh.(CapabilityLister); ok {
-		out = append(out, cl.Capabilities()...)
-	}
-	return out, nil
+	return append([]protocol.Capability{}, s.cfg.Control.Capabilities()...), nil
 }
 
 // Capabilities runs mesh.capabilities: the capability objects the node

@@ -12,13 +12,23 @@
 //
 // # Serving
 //
-//	srv, err := rpc.New(n) // n is an rpc.Mesh; *node.Node is one
+//	srv, err := rpc.New(n, rpc.WithTopics(n), rpc.WithAnyCaller(n)) // n is an rpc.Mesh; *node.Node is one
 //	if err != nil { … }
 //	defer srv.Close()
 //	if err := srv.Start("127.0.0.1:7892"); err != nil { … }
 //
 // A Server is also an http.Handler (API at "/"), for mounting in another
 // HTTP server.
+//
+// What a server serves beyond Mesh is stated when it is built, each by
+// an option taking a small interface, never found from the Mesh's type:
+// WithTopics (Publisher: mesh.publish, mesh.subscribe, seed 004's
+// broadcasts), WithDurables (DurableSubscriber: durable mesh.subscribe),
+// WithAnyCaller (AnyCaller: mesh.call without "agentId"), WithProvider
+// (Provider: mesh.serve and its kin) and WithControl (Control: the
+// operator's methods). A server without one answers its methods as
+// described with each below. daemon builds a node's servers with all the
+// node offers; a bus-only server, or a test's fake mesh, with less.
 //
 // # Protocol
 //
@@ -49,14 +59,14 @@
 //	mesh.peers  {}  -> [PeerInfo, …]
 //	mesh.call   {"agentId", "capability" (alias "action"), "params"?, "timeoutMs"?, "taskId"?, "receipt"?}
 //	            -> {"correlationId", "status", "result", "receipt"?}
-//	mesh.call   {"capability", "params"?, "timeoutMs"?, "taskId"?, "receipt"?}   (no "agentId"; an AnyCaller mesh)
+//	mesh.call   {"capability", "params"?, "timeoutMs"?, "taskId"?, "receipt"?}   (no "agentId"; WithAnyCaller)
 //	            -> {"correlationId", "status", "result", "agentId", "receipt"?}
 //
 // Without "agentId" the node chooses a provider of the capability and
 // fails over to another only when the request provably did not start
 // there, or the capability is idempotent (node.Node.CallAny); the result
-// names the agent that answered. A Mesh that is not an AnyCaller still
-// requires "agentId".
+// names the agent that answered. A server built without WithAnyCaller
+// still requires "agentId" (-32602).
 //
 // With "receipt": true (either form; "taskId" is optional in both) the
 // result also carries "receipt": the provider's final response envelope
@@ -202,16 +212,18 @@
 //
 // # Topics and durable subscriptions
 //
-// With a Mesh that is a Publisher (*node.Node is one), mesh.publish
+// On a server built WithTopics (*node.Node is a Publisher), mesh.publish
 // sends on a topic and mesh.subscribe {"pattern"} subscribes: each
 // message then reaches the client as a mesh.message notification
 // {"subscription", "message": {"topic", "from", "payload", "time",
 // "id"}}, queued without waiting (a client that stops reading is
 // disconnected as a slow consumer). Subscriptions end with the
-// connection.
+// connection. Without WithTopics these methods, and seed 004's
+// broadcasts, are answered -32601; without WithDurables a durable
+// subscribe is answered -32602.
 //
-// mesh.subscribe {"pattern", "durable": NAME} (a DurableSubscriber mesh)
-// is acknowledged by the client instead. Each message is a mesh.message
+// mesh.subscribe {"pattern", "durable": NAME} (WithDurables) is
+// acknowledged by the client instead. Each message is a mesh.message
 // request with the same params, one at a time, in order: the node sends
 // the next only once the client has answered, and moves NAME's position
 // past a message only on its answer. The answer is any result ({} by
@@ -277,7 +289,8 @@
 //
 // With WithControl, for a node's loopback local API only, the server also
 // serves mesh.status, mesh.capabilities (the node's own capability
-// objects, schemas included), mesh.connect and mesh.logLevel. The status
+// objects, schemas included, from Control.Capabilities), mesh.connect
+// and mesh.logLevel. The status
 // page also polls mesh.connections (each open connection, direct or
 // relayed) and mesh.recentCalls (the node's last calls sent and served,
 // newest first, with their outcome), which localapi.RegisterOperator

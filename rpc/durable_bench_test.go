@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
+	"github.com/meshagent/meshagent/rpc"
 )
 
 // BenchmarkDurableDelivery: messages/s of a durable subscription's
@@ -17,7 +18,7 @@ func BenchmarkDurableDelivery(b *testing.B) {
 	for b.Loop() {
 		mesh := newDurableMesh()
 		mesh.add(0, n)
-		c := rpctest.DialClient(b, rpctest.Start(b, mesh).URL)
+		c := rpctest.DialClient(b, rpctest.Start(b, mesh, rpctest.WithRPC(rpc.WithTopics(mesh), rpc.WithDurables(mesh))).URL)
 		done := make(chan struct{})
 		got := 0
 		if _, err := c.SubscribeDurable(context.Background(), "news:*", "reader", func(protocol.TopicMessage) error {

@@ -38,6 +38,12 @@ type durableMesh struct {
 	gate, entered chan struct{}
 }
 
+// durableServer serves mesh's topics and durable subscriptions.
+func durableServer(t *testing.T, mesh *durableMesh, opts ...rpc.Option) *testServer {
+	t.Helper()
+	return serveMesh(t, mesh, mesh.Mesh, append([]rpc.Option{rpc.WithTopics(mesh), rpc.WithDurables(mesh)}, opts...)...)
+}
+
 func newDurableMesh() *durableMesh {
 	return &durableMesh{topicMesh: newTopicMesh(), next: map[string]int{}, inUse: map[string]bool{}, added: make(chan struct{}), halted: map[string]error{}}
 }
@@ -148,7 +154,7 @@ func TestDurableSubscribe(t *testing.T) {
 	l.SendQueue = 4
 	mesh := newDurableMesh()
 	mesh.add(0, 600)
-	url := serveMesh(t, mesh, mesh.Mesh, rpc.WithLimits(l)).url
+	url := durableServer(t, mesh, rpc.WithLimits(l)).url
 	c := dialClient(t, url)
 	r := &durableReader{}
 	if _, err := c.SubscribeDurable(ctxT(t), "news:*", "reader", func(m protocol.TopicMessage) error {
@@ -182,7 +188,7 @@ func TestDurableSubscribe(t *testing.T) {
 func TestDurableAnswered(t *testing.T) {
 	mesh := newDurableMesh()
 	mesh.add(0, 5)
-	ts := serveMesh(t, mesh, mesh.Mesh)
+	ts := durableServer(t, mesh)
 	answered := &durableReader{}
 
 	// The first client answers 0, 1 and 2, and goes away while it holds 3.
@@ -275,7 +281,7 @@ func TestDurableAnswerStrict(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			mesh := newDurableMesh()
 			mesh.add(0, 3)
-			ts := serveMesh(t, mesh, mesh.Mesh)
+			ts := durableServer(t, mesh)
 			c := wstest.Dial(t, ts.url)
 			c.Write([]byte(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"clientId":"raw","clientInfo":{"name":"raw"}}}`))
 			if b := c.Next(); !strings.Contains(string(b), `"result"`) {
@@ -337,7 +343,7 @@ func TestDurableAnswerStrict(t *testing.T) {
 func TestDurableUnsubscribedWhileCatchingUp(t *testing.T) {
 	mesh := newDurableMesh()
 	mesh.gate, mesh.entered = make(chan struct{}), make(chan struct{})
-	ts := serveMesh(t, mesh, mesh.Mesh)
+	ts := durableServer(t, mesh)
 	var open sync.Once
 	release := func() { open.Do(func() { close(mesh.gate) }) }
 	t.Cleanup(release)

@@ -59,7 +59,8 @@ func FuzzDurableAnswer(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	fb := newFuzzServerOn(f, &durableFuzzMesh{})
+	mesh := &durableFuzzMesh{}
+	fb := newFuzzServerOn(f, mesh, WithTopics(mesh), WithDurables(mesh))
 	f.Fuzz(func(t *testing.T, answer []byte) {
 		if len(answer) > 16<<10 || bytes.Contains(answer, []byte(`"unsub"`)) {
 			return // the size limit closes the connection: not this target's case

@@ -53,7 +53,7 @@ type fuzzServer struct {
 
 func newFuzzServer(f testing.TB) *fuzzServer {
 	f.Helper()
-	return newFuzzServerOn(f, fakemesh.Instant{}, WithProvider(fuzzProvider{}))
+	return newFuzzServerOn(f, fakemesh.Instant{}, WithTopics(fakemesh.Instant{}), WithProvider(fuzzProvider{}))
 }
 
 // newFuzzServerOn is newFuzzServer on the mesh given, with opts.

@@ -26,7 +26,7 @@ func (m anyMesh) CallAny(ctx context.Context, req protocol.CallRequest) (*protoc
 
 func TestMeshCallAny(t *testing.T) {
 	mesh := fakemesh.New()
-	ts := serveMesh(t, anyMesh{mesh}, mesh)
+	ts := serveMesh(t, mesh, mesh, rpc.WithAnyCaller(anyMesh{mesh}))
 	c := dialClient(t, ts.url)
 
 	var got []string

@@ -36,11 +36,9 @@ type Control interface {
 	// SubscribeTaskEvents calls fn, which must not block, for each event
 	// of a task the node serves, until cancel is called: mesh.taskEvents.
 	SubscribeTaskEvents(fn func(protocol.TaskChange)) (cancel func(), err error)
-}
-
-// CapabilityLister is implemented by a Mesh that serves capabilities of
-// its own (*node.Node is one); mesh.status lists them.
-type CapabilityLister interface {
+	// Capabilities returns the capabilities the node serves itself, in
+	// full, sorted by name (nil: none): mesh.capabilities, and the names
+	// in mesh.status.
 	Capabilities() []protocol.Capability
 }
 
@@ -207,10 +205,8 @@ func (s *Server) meshStatus(_ context.Context, r *Request) (any, error) {
 	if res.Peers == nil {
 		res.Peers = []protocol.PeerInfo{}
 	}
-	if cl, ok := s.mesh.(CapabilityLister); ok {
-		for _, c := range cl.Capabilities() {
-			res.Capabilities = append(res.Capabilities, c.Name)
-		}
+	for _, c := range s.cfg.Control.Capabilities() {
+		res.Capabilities = append(res.Capabilities, c.Name)
 	}
 	s.hmu.RLock()
 	hooks := s.onStatus

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshagent/meshagent/internal/fakemesh"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -23,7 +22,11 @@ type fakeControl struct {
 	level  string
 	dialed []string
 	events []func(protocol.TaskChange) // mesh.taskEvents' subscribers
+	caps   []protocol.Capability       // what the node serves itself
 }
+
+// Capabilities returns the capabilities the fake node serves.
+func (f *fakeControl) Capabilities() []protocol.Capability { return f.caps }
 
 // SubscribeTaskEvents keeps fn until cancel.
 func (f *fakeControl) SubscribeTaskEvents(fn func(protocol.TaskChange)) (func(), error) {
@@ -88,17 +91,9 @@ func (f *fakeControl) SetLogLevel(level string) error {
 	return nil
 }
 
-// capsMesh is the fake mesh serving capabilities of its own.
-type capsMesh struct{ *fakemesh.Mesh }
-
-func (capsMesh) Capabilities() []protocol.Capability {
-	return []protocol.Capability{{Name: "echo"}, {Name: "translate"}}
-}
-
 func TestControlMethods(t *testing.T) {
-	ctl := &fakeControl{level: "info"}
-	mesh := fakemesh.New()
-	ts := serveMesh(t, capsMesh{mesh}, mesh, rpc.WithControl(ctl))
+	ctl := &fakeControl{level: "info", caps: []protocol.Capability{{Name: "echo"}, {Name: "translate"}}}
+	ts := newTestServer(t, rpc.WithControl(ctl))
 	c := dialClient(t, ts.url)
 	ctx := context.Background()
 
@@ -236,8 +231,8 @@ func TestControlMethodsNeedControl(t *testing.T) {
 // mesh.unsubscribe ends it; params are refused.
 func TestTaskEvents(t *testing.T) {
 	ctl := &fakeControl{level: "info"}
-	mesh := newTopicMesh() // mesh.unsubscribe needs a mesh with topics
-	ts := serveMesh(t, mesh, mesh.Mesh, rpc.WithControl(ctl))
+	mesh := newTopicMesh() // mesh.unsubscribe needs a server with topics
+	ts := serveMesh(t, mesh, mesh.Mesh, rpc.WithTopics(mesh), rpc.WithControl(ctl))
 	got := make(chan rpc.TaskEventParams, 1)
 	c := dialClient(t, ts.url, rpc.WithNotificationHandler(func(method string, params json.RawMessage) {
 		var p rpc.TaskEventParams

@@ -48,7 +48,7 @@ const MaxCallTimeout = time.Hour
 type CallParams struct {
 	// AgentID is the target agent, a peer ID or a base64 Ed25519 public
 	// key. Left out, the node chooses a provider of the capability (on a
-	// Mesh that is an AnyCaller; elsewhere it is required).
+	// server built WithAnyCaller; elsewhere it is required).
 	AgentID string `json:"agentId,omitempty"`
 	// Capability names the capability to invoke.
 	Capability string `json:"capability"`
@@ -219,8 +219,7 @@ func parseCallParams(raw json.RawMessage, anyOK bool) (protocol.CallRequest, boo
 // AgentProtocol failure becomes the JSON-RPC error of its code (see
 // errors.go) with data.code.
 func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
-	anyCaller, anyOK := s.mesh.(AnyCaller)
-	req, wantReceipt, err := parseCallParams(r.Params, anyOK)
+	req, wantReceipt, err := parseCallParams(r.Params, s.cfg.AnyCaller != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +256,7 @@ func (s *Server) meshCall(ctx context.Context, r *Request) (any, error) {
 	var resp *protocol.Response
 	var agent string
 	if req.To == "" {
-		resp, agent, err = anyCaller.CallAny(ctx, req)
+		resp, agent, err = s.cfg.AnyCaller.CallAny(ctx, req)
 	} else {
 		resp, err = s.mesh.Call(ctx, req)
 	}

@@ -178,6 +178,16 @@ type Config struct {
 	// direct messages through the node (WithProvider). Default: nil, and
 	// those methods are not found.
 	Provider Provider
+	// Topics serves mesh.publish, mesh.subscribe and mesh.unsubscribe,
+	// and seed 004's broadcasts and notifications (WithTopics). Default:
+	// nil, and they are answered -32601.
+	Topics Publisher
+	// Durables serves mesh.subscribe with "durable" (WithDurables); it
+	// needs Topics. Default: nil, and such a subscribe is answered -32602.
+	Durables DurableSubscriber
+	// AnyCaller serves mesh.call without "agentId" (WithAnyCaller).
+	// Default: nil, and "agentId" is required (-32602 without it).
+	AnyCaller AnyCaller
 	// ServeGrace is how long a capability whose last serving connection
 	// went away stays offered, waiting for a client to serve it again.
 	// Default: DefaultServeGrace.
@@ -220,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Clock == nil {
 		return errors.New("rpc: Config.Clock is nil")
+	}
+	if c.Durables != nil && c.Topics == nil {
+		return errors.New("rpc: durable subscriptions (Config.Durables) need topics (Config.Topics)")
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 func TestMeshCallReceipt(t *testing.T) {
 	mesh := fakemesh.New()
-	ts := serveMesh(t, anyMesh{mesh}, mesh)
+	ts := serveMesh(t, mesh, mesh, rpc.WithAnyCaller(anyMesh{mesh}))
 	c := dialClient(t, ts.url)
 
 	// The Go client asks for one when req.Signed is set.

@@ -267,8 +267,8 @@ func (s *Server) seedNotification(ctx context.Context, params json.RawMessage) (
 // seedPublish publishes a seed 004 broadcast or notification, as the seed
 // writes it with from_agent_id set to this agent, on SeedBroadcastTopic.
 func (s *Server) seedPublish(ctx context.Context, typ, id string, msg any, filter *protocol.Filter) (any, error) {
-	pub, ok := s.mesh.(Publisher)
-	if !ok {
+	pub := s.cfg.Topics
+	if pub == nil {
 		return nil, Errorf(CodeMethodNotFound, "this node has no topics: a %s cannot be sent", typ)
 	}
 	payload, err := json.Marshal(msg)

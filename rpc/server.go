@@ -46,7 +46,9 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-// New returns a server exposing mesh through the mesh.* methods. It does
+// New returns a server exposing mesh through the mesh.* methods, and
+// what opts state beyond it (WithTopics, WithDurables, WithAnyCaller,
+// WithProvider, WithControl): nothing is found from mesh's type. It does
 // not listen; mount it as an http.Handler or call Serve, Start or
 // ListenAndServe.
 func New(mesh Mesh, opts ...Option) (*Server, error) {

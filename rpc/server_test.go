@@ -532,6 +532,68 @@ func TestLimitsValidate(t *testing.T) {
 	if _, err := rpc.New(fakemesh.New(), rpc.WithLogger(nil)); err == nil {
 		t.Error("New accepted a nil logger")
 	}
+	for name, opt := range map[string]rpc.Option{
+		"nil Publisher":         rpc.WithTopics(nil),
+		"nil DurableSubscriber": rpc.WithDurables(nil),
+		"nil AnyCaller":         rpc.WithAnyCaller(nil),
+		"nil Control":           rpc.WithControl(nil),
+		"nil Provider":          rpc.WithProvider(nil),
+		"need topics":           rpc.WithDurables(newDurableMesh()),
+	} {
+		if _, err := rpc.New(fakemesh.New(), opt); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("New with %s: %v", name, err)
+		}
+	}
+}
+
+// allMesh can do everything a server may be built to serve: topics,
+// durable subscriptions and choosing the provider of a call.
+type allMesh struct{ *durableMesh }
+
+func (m allMesh) CallAny(ctx context.Context, req protocol.CallRequest) (*protocol.Response, string, error) {
+	return anyMesh{m.Mesh}.CallAny(ctx, req)
+}
+
+// TestServesWhatItIsBuiltWith: what a server serves beyond Mesh is what
+// its options state, not what its Mesh's type can do. Over a mesh that
+// can do everything, a server built with no option answers the topic
+// methods -32601 and mesh.call without agentId -32602, and one built
+// with topics only refuses a durable subscribe.
+func TestServesWhatItIsBuiltWith(t *testing.T) {
+	mesh := allMesh{newDurableMesh()}
+	cases := []struct {
+		name   string
+		opts   []rpc.Option
+		params map[string]string // method → params
+		want   string            // in each answer
+	}{
+		{"nothing", nil, map[string]string{
+			rpc.MethodMeshPublish:     `{"topic":"news:1","payload":{}}`,
+			rpc.MethodMeshSubscribe:   `{"pattern":"news:*"}`,
+			rpc.MethodMeshUnsubscribe: `{"subscription":"s1"}`,
+		}, `"code":-32601`},
+		{"a provider", []rpc.Option{rpc.WithProvider(&fakeProvider{})}, map[string]string{
+			rpc.MethodMeshSendMessage: `{"type":"broadcast","subject":"s","body":"b"}`,
+		}, `"code":-32601,"message":"this node has no topics: a broadcast cannot be sent"`},
+		{"nothing", nil, map[string]string{
+			rpc.MethodMeshCall: `{"capability":"echo"}`,
+		}, `\"agentId\" is required`},
+		{"topics", []rpc.Option{rpc.WithTopics(mesh)}, map[string]string{
+			rpc.MethodMeshSubscribe: `{"pattern":"news:*","durable":"d"}`,
+		}, `runs no durable subscriptions`},
+	}
+	for _, tc := range cases {
+		ws := dialRaw(t, serveMesh(t, mesh, mesh.Mesh, tc.opts...).url)
+		for method, params := range tc.params {
+			writeFrame(t, ws, `{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":`+params+`}`)
+			if got := readFrame(t, ws); !strings.Contains(got, tc.want) {
+				t.Errorf("%s: %s: got %s, want %s", tc.name, method, got, tc.want)
+			}
+		}
+	}
+	if mesh.Calls.Load() != 0 {
+		t.Errorf("the mesh was called %d times", mesh.Calls.Load())
+	}
 }
 
 // A batch larger than MaxBatch is refused as a whole.

@@ -13,9 +13,10 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
-// Publisher is implemented by a Mesh with topics (*node.Node is one). A
-// server whose mesh is not a Publisher answers mesh.publish,
-// mesh.subscribe and mesh.unsubscribe with -32601.
+// Publisher is a mesh's topics (*node.Node is one), which a server
+// serves when built WithTopics. A server without them answers
+// mesh.publish, mesh.subscribe and mesh.unsubscribe with -32601.
+// Implementations must be safe for concurrent use.
 type Publisher interface {
 	// Publish sends payload to every agent subscribed to topic, this
 	// node's own subscriptions (made with Subscribe) included, applying
@@ -52,9 +53,10 @@ type IDPublisher interface {
 	SubscribeOwn(pattern string, handler func(protocol.TopicMessage)) (cancel func(), err error)
 }
 
-// DurableSubscriber is implemented by a Mesh that runs durable
-// subscriptions (*node.Node is one). A server whose mesh is not one
-// refuses mesh.subscribe with "durable" (-32602).
+// DurableSubscriber runs a mesh's durable subscriptions (*node.Node is
+// one), which a server serves when built WithDurables. A server without
+// it refuses mesh.subscribe with "durable" (-32602). Implementations must
+// be safe for concurrent use.
 type DurableSubscriber interface {
 	// SubscribeDurable is Subscribe under a name whose position the mesh
 	// remembers: a later call with the name first delivers, in order,
@@ -68,6 +70,32 @@ type DurableSubscriber interface {
 	// protocol.ErrNoPeers) when no keeper answered; a refused name or
 	// pattern is a *protocol.Error with INVALID_MESSAGE.
 	SubscribeDurable(ctx context.Context, pattern, name string, handler func(context.Context, protocol.TopicMessage) error) (cancel func(), err error)
+}
+
+// WithTopics serves mesh.publish, mesh.subscribe and mesh.unsubscribe,
+// and seed 004's broadcasts and notifications, through p (usually the
+// server's Mesh itself: rpc.New(n, rpc.WithTopics(n))). A nil p is
+// refused.
+func WithTopics(p Publisher) Option {
+	return func(cfg *Config) error {
+		if p == nil {
+			return errors.New("nil Publisher")
+		}
+		cfg.Topics = p
+		return nil
+	}
+}
+
+// WithDurables serves mesh.subscribe with "durable" through d. It needs
+// WithTopics too (New refuses it alone). A nil d is refused.
+func WithDurables(d DurableSubscriber) Option {
+	return func(cfg *Config) error {
+		if d == nil {
+			return errors.New("nil DurableSubscriber")
+		}
+		cfg.Durables = d
+		return nil
+	}
 }
 
 // DurableCatchUpTimeout bounds the first fetch of a durable mesh.subscribe,
@@ -210,9 +238,9 @@ func parsePublishParams(raw json.RawMessage) (PublishParams, time.Duration, erro
 
 // meshPublish serves mesh.publish.
 func (s *Server) meshPublish(ctx context.Context, r *Request) (any, error) {
-	pub, ok := s.mesh.(Publisher)
-	if !ok {
-		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
+	pub := s.cfg.Topics
+	if pub == nil {
+		return nil, noTopicsError(r.Method)
 	}
 	p, timeout, err := parsePublishParams(r.Params)
 	if err != nil {
@@ -228,6 +256,12 @@ func (s *Server) meshPublish(ctx context.Context, r *Request) (any, error) {
 		return nil, protocol.AsError(err)
 	}
 	return PublishResult{Topic: p.Topic, Peers: n}, nil
+}
+
+// noTopicsError answers a topic method on a server built without
+// WithTopics.
+func noTopicsError(method string) error {
+	return Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", method)
 }
 
 // meshSubs are one connection's mesh subscriptions.
@@ -274,9 +308,9 @@ func (m *meshSubs) closeAll() {
 // does not read them is disconnected as a slow consumer, which cancels its
 // subscriptions.
 func (s *Server) meshSubscribe(ctx context.Context, r *Request) (any, error) {
-	pub, ok := s.mesh.(Publisher)
-	if !ok {
-		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
+	pub := s.cfg.Topics
+	if pub == nil {
+		return nil, noTopicsError(r.Method)
 	}
 	var p SubscribeParams
 	if err := subscribeShape.decode(r.Params, &p); err != nil {
@@ -316,8 +350,8 @@ func (s *Server) meshSubscribe(ctx context.Context, r *Request) (any, error) {
 
 // meshUnsubscribe serves mesh.unsubscribe.
 func (s *Server) meshUnsubscribe(_ context.Context, r *Request) (any, error) {
-	if _, ok := s.mesh.(Publisher); !ok {
-		return nil, Errorf(CodeMethodNotFound, "method not found: %s (this node has no topics)", r.Method)
+	if s.cfg.Topics == nil {
+		return nil, noTopicsError(r.Method)
 	}
 	var p UnsubscribeParams
 	if err := unsubscribeShape.decode(r.Params, &p); err != nil {
@@ -347,8 +381,8 @@ func (s *Server) meshUnsubscribe(_ context.Context, r *Request) (any, error) {
 // connection and the subscription (mesh.unsubscribe ends it); a stuck
 // client holds up only this subscription. An error answer stops it.
 func (s *Server) meshSubscribeDurable(ctx context.Context, r *Request, pattern, name string) (any, error) {
-	ds, ok := s.mesh.(DurableSubscriber)
-	if !ok {
+	ds := s.cfg.Durables
+	if ds == nil {
 		return nil, Errorf(CodeInvalidParams, "invalid params: this node runs no durable subscriptions")
 	}
 	subs := subsOf(r.Conn)

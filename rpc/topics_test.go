@@ -120,7 +120,7 @@ func (m *topicMesh) counts() (live, cancelled int) {
 
 func topicServer(t *testing.T, mesh *topicMesh, opts ...rpc.Option) string {
 	t.Helper()
-	return serveMesh(t, mesh, mesh.Mesh, opts...).url
+	return serveMesh(t, mesh, mesh.Mesh, append([]rpc.Option{rpc.WithTopics(mesh)}, opts...)...).url
 }
 
 // collector gathers the messages handed to a subscription handler.
