@@ -279,8 +279,9 @@ func publishSeen(t *testing.T, api string, s *durableSubscriber, from, to int) [
 // message 4 sent to it but not printed, and a subscriber node SIGKILLed
 // just after its subscribe printed message 12 lose nothing: each next
 // run prints, in order, from the message in flight at the kill (again,
-// if its answer or the position save after it did not happen) or the
-// one after it.
+// if its answer did not happen) or the one after it; after the node's
+// kill, from the node's last saved position, which may be a few
+// answers behind on a loaded machine.
 func TestDurableSubscribeKilled(t *testing.T) {
 	dir := t.TempDir()
 	relay := startCommand(t, "relay", "keeper", "--data", filepath.Join(dir, "relay"), "--ws", "127.0.0.1:0", "--api", "127.0.0.1:0")
@@ -347,13 +348,21 @@ func TestDurableSubscribeKilled(t *testing.T) {
 	if len(got1) == 0 || got1[0] != 0 {
 		t.Fatalf("run 1 printed %v, want from 0", got1)
 	}
-	// A run starts with the message in flight when the one before was
-	// killed, or the next.
+	// Run 2 starts with the message in flight when run 1 was killed, or
+	// the next: its node lived on and saved the position of every answer.
+	// Run 3 follows a node killed mid-stream, whose saves run behind its
+	// deliveries (one at a time, whenever the position moved): it starts
+	// at most one past run 2's last (nothing lost) and not before run
+	// 2's first (what it repeats is what run 2 answered since the
+	// node's last save).
 	for r := 1; r < len(runs); r++ {
 		prev, got := runs[r-1], runs[r]
-		last := prev[len(prev)-1]
-		if len(got) == 0 || got[0] != last && got[0] != last+1 {
-			t.Errorf("run %d printed %v after run %d ended with %d: want it to start at %d or %d", r+1, got, r, last, last, last+1)
+		last, earliest := prev[len(prev)-1], prev[len(prev)-1]
+		if r == 2 {
+			earliest = prev[0]
+		}
+		if len(got) == 0 || got[0] < earliest || got[0] > last+1 {
+			t.Errorf("run %d printed %v after run %d printed %v: want it to start from %d to %d", r+1, got, r, prev, earliest, last+1)
 		}
 	}
 	if last := got3[len(got3)-1]; last != 19 {
