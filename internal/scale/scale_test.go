@@ -164,21 +164,31 @@ func TestScale(t *testing.T) {
 			}
 			if len(done) > 0 {
 				rows = append(rows, Median(done))
+				// After every row, so that a run stopped in its next
+				// (an hour long at N = 1,000) keeps what it measured.
+				writeRows(t, rows)
 			}
 		}
 	}
+	if err := Plot(*out, rows); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeRows writes rows to -scale.out's scale.csv.
+func writeRows(t *testing.T, rows []Row) {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(*out + "/scale.csv")
+	f, err := os.Create(filepath.Join(*out, "scale.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := WriteCSV(f, rows); err != nil {
-		t.Fatal(err)
+	err = WriteCSV(f, rows)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := Plot(*out, rows); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -207,17 +217,7 @@ func TestMergeRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(*out, "scale.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := WriteCSV(f, rows); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, rows)
 	if err := Plot(*out, rows); err != nil {
 		t.Fatal(err)
 	}
