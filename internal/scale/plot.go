@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -68,11 +69,21 @@ func seriesOf(rows []Row, kinds []string) []series {
 // Plot writes one PNG per figure into dir: each figure against N, one
 // line per kind and network. Figures that are NaN (not measured) are left out, and a
 // plot with no line (a figure only for kinds not in rows) is not written.
+// A kind keeps its colour on every plot; each network has its own dashes
+// and kinds in processes their own marks. What every line shares (the
+// network's words all rows have) is said once under the axis, not in
+// each legend entry; N is on a log scale when the sizes span 20× or
+// more (10 to 1,000).
 func Plot(dir string, rows []Row) error {
+	nets := networks(rows)
+	shared := sharedWords(nets)
 	for _, f := range figures {
 		p := plot.New()
 		p.Title.Text = f.title
 		p.X.Label.Text = "nodes (N)"
+		if len(shared) > 0 {
+			p.X.Label.Text += "; all: " + strings.Join(shared, " ")
+		}
 		p.Y.Label.Text = f.unit
 		p.Legend.Top = true
 		p.Legend.Left = true
@@ -80,12 +91,13 @@ func Plot(dir string, rows []Row) error {
 		if kinds == nil {
 			kinds = []string{KindMesh, KindRaw, KindMeshProcs, KindRawProcs}
 		}
-		lines := 0
+		lines, lo, hi := 0, math.Inf(1), 0.0
 		for _, sr := range seriesOf(rows, kinds) {
 			var pts plotter.XYs
 			for _, r := range rows {
 				if v := f.value(r); r.Kind == sr.kind && r.network() == sr.net && !math.IsNaN(v) && !math.IsInf(v, 0) {
 					pts = append(pts, plotter.XY{X: float64(r.N), Y: v})
+					lo, hi = min(lo, float64(r.N)), max(hi, float64(r.N))
 				}
 			}
 			if len(pts) == 0 {
@@ -96,20 +108,14 @@ func Plot(dir string, rows []Row) error {
 				return fmt.Errorf("scale: plot %s: %w", f.file, err)
 			}
 			line.Color, dots.Color = kindColors[sr.kind], kindColors[sr.kind]
-			switch {
-			case sr.kind == KindMeshProcs || sr.kind == KindRawProcs:
-				line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-			case sr.net != NetLoopback && sr.net != NetMock && sr.net != NetSim:
-				// an in-memory network with latency: dotted, hollow marks
-				line.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-				dots.Shape = draw.RingGlyph{}
-			case sr.net == NetMock || sr.net == NetSim:
-				dots.Shape = draw.SquareGlyph{}
+			line.Dashes = netDashes[slices.Index(nets, sr.net)%len(netDashes)]
+			if sr.kind == KindMeshProcs || sr.kind == KindRawProcs {
+				dots.Shape = draw.TriangleGlyph{}
 			}
 			p.Add(line, dots)
 			label := sr.kind
-			if sr.net != NetLoopback {
-				label += " (" + sr.net + ")"
+			if own := ownWords(sr.net, shared); own != "" {
+				label += " (" + own + ")"
 			}
 			p.Legend.Add(label, line, dots)
 			lines++
@@ -117,9 +123,59 @@ func Plot(dir string, rows []Row) error {
 		if lines == 0 {
 			continue
 		}
+		if hi >= 20*lo {
+			p.X.Scale = plot.LogScale{}
+			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
 		if err := p.Save(6*vg.Inch, 4*vg.Inch, filepath.Join(dir, f.file)); err != nil {
 			return fmt.Errorf("scale: plot %s: %w", f.file, err)
 		}
 	}
 	return nil
+}
+
+// netDashes are the networks' line styles, in the order rows first show
+// the networks: solid, dotted, dashed, dash-dotted.
+var netDashes = [][]vg.Length{
+	nil,
+	{vg.Points(2), vg.Points(2)},
+	{vg.Points(6), vg.Points(3)},
+	{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)},
+}
+
+// networks returns the rows' networks in the order rows first show them.
+func networks(rows []Row) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(out, r.network()) {
+			out = append(out, r.network())
+		}
+	}
+	return out
+}
+
+// sharedWords returns the words of the first network that every network
+// has, in its order (none for a single network: its legend says it all).
+func sharedWords(nets []string) []string {
+	if len(nets) < 2 {
+		return nil
+	}
+	var out []string
+	for _, w := range strings.Fields(nets[0]) {
+		if !slices.ContainsFunc(nets[1:], func(n string) bool { return !slices.Contains(strings.Fields(n), w) }) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// ownWords returns net without the shared words.
+func ownWords(net string, shared []string) string {
+	var own []string
+	for _, w := range strings.Fields(net) {
+		if !slices.Contains(shared, w) {
+			own = append(own, w)
+		}
+	}
+	return strings.Join(own, " ")
 }

@@ -207,3 +207,31 @@ func FuzzReadCSV(f *testing.F) {
 		}
 	})
 }
+
+// TestLegendWords: what every network of a plot shares is said once, and
+// each legend entry keeps what sets its network apart.
+func TestLegendWords(t *testing.T) {
+	for _, tc := range []struct {
+		nets       []string
+		shared     string
+		firstsOwn  string
+		secondsOwn string
+	}{
+		{[]string{"sim 12.5MB/s virtual", "sim 50ms 12.5MB/s virtual"}, "sim 12.5MB/s virtual", "", "50ms"},
+		{[]string{"loopback", "sim 50ms"}, "", "loopback", "sim 50ms"},
+		{[]string{"mock 50ms"}, "", "mock 50ms", ""},
+	} {
+		shared := sharedWords(tc.nets)
+		if got := strings.Join(shared, " "); got != tc.shared {
+			t.Errorf("%q: shared %q, want %q", tc.nets, got, tc.shared)
+		}
+		if got := ownWords(tc.nets[0], shared); got != tc.firstsOwn {
+			t.Errorf("%q: first's own %q, want %q", tc.nets, got, tc.firstsOwn)
+		}
+		if len(tc.nets) > 1 {
+			if got := ownWords(tc.nets[1], shared); got != tc.secondsOwn {
+				t.Errorf("%q: second's own %q, want %q", tc.nets, got, tc.secondsOwn)
+			}
+		}
+	}
+}
