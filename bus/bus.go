@@ -45,9 +45,9 @@ type conn interface {
 }
 
 // Mesh is what the bus uses of the mesh: its own agent id, and calls to
-// mesh agents for agent:<id> topics. A Mesh that is also an
-// rpc.Publisher carries the bus's topics across the mesh (see
-// rpc.IDPublisher).
+// mesh agents for agent:<id> topics. The mesh's topics, which carry the
+// bus's topics across the mesh, are stated when the bus is built
+// (WithTopics), never found from the Mesh's type.
 type Mesh interface {
 	AgentID() string
 	Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error)
@@ -73,13 +73,16 @@ type Forwarder interface {
 // store; lmu guards only the lifecycle (closed, and wg.Add against Close's
 // wg.Wait).
 type Bus struct {
-	srv   Registrar
-	mesh  Mesh
-	cfg   Config
-	store *store.Store // nil: no retries, no history, no dead letters
-	log   *slog.Logger
-	now   func() time.Time
-	met   *busMetrics // nil: none
+	srv  Registrar
+	mesh Mesh
+	// topics carries the bus's topics across the mesh; nil: they are
+	// local to the bus (WithTopics).
+	topics rpc.IDPublisher
+	cfg    Config
+	store  *store.Store // nil: no retries, no history, no dead letters
+	log    *slog.Logger
+	now    func() time.Time
+	met    *busMetrics // nil: none
 
 	subs     subTable
 	meshSubs meshPatterns
@@ -115,7 +118,7 @@ func New(srv Registrar, mesh Mesh, opts ...Option) (*Bus, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Bus{srv: srv, mesh: mesh, cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "bus"), now: cfg.Now,
+	b := &Bus{srv: srv, mesh: mesh, topics: cfg.Topics, cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "bus"), now: cfg.Now,
 		seen: newRecentIDs(recentMeshIDs), kick: make(chan struct{}, 1), gate: storeGate{store: cfg.Store}, ctx: ctx, cancel: cancel}
 	if cfg.Metrics != nil {
 		var err error

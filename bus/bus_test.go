@@ -33,11 +33,11 @@ func fastConfig() bus.Config {
 	return c
 }
 
-// withConfig sets the bus's tuning (not its store, logger or clock) to
+// withConfig sets the bus's tuning (not its topics, store, logger or clock) to
 // those of cfg.
 func withConfig(cfg bus.Config) bus.Option {
 	return func(c *bus.Config) error {
-		cfg.Store, cfg.Logger, cfg.Now = c.Store, c.Logger, c.Now
+		cfg.Topics, cfg.Store, cfg.Logger, cfg.Now = c.Topics, c.Store, c.Logger, c.Now
 		*c = cfg
 		return nil
 	}

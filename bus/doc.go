@@ -3,13 +3,15 @@
 // processMessage requests, with acknowledgements, propagation policies,
 // retries, dead letters and history. It is bridged to the mesh (topics
 // and agents) through an interface it declares, so it never imports the
-// node and its tests need no libp2p.
+// node and its tests need no libp2p. Whether its topics reach the mesh is
+// stated when it is built (WithTopics): without it they are local to the
+// bus.
 //
 // # Usage
 //
 //	srv, err := rpc.New(n, rpc.WithLogger(log)) // n is the mesh; *node.Node is one
 //	if err != nil { … }
-//	b, err := bus.New(srv, n, bus.WithStore(st), bus.WithLogger(log))
+//	b, err := bus.New(srv, n, bus.WithTopics(n), bus.WithStore(st), bus.WithLogger(log))
 //	if err != nil { … }
 //	… serve srv …
 //	srv.Close() // first: no request is served after it
@@ -72,9 +74,9 @@
 // payload's "type" names the capability; when the agent is away and the
 // Mesh is a Forwarder, the message waits in the mesh's outbox, or in a
 // mailbox the agent names, and the ack says queued); to local
-// subscribers; to the
-// mesh's topic peers when the Mesh is an rpc.Publisher (in the background when
-// there are local subscribers, otherwise its ack routes the message); and
+// subscribers; to the mesh's topic peers when the bus was built
+// WithTopics (in the background when there are local subscribers,
+// otherwise its ack routes the message); and
 // to a default handler when nothing else took it. The ack of a mesh
 // agent's answer carries, beyond seed 001's ack, its "receipt": the
 // agent's signed final response envelope, which anyone can check later

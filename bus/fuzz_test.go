@@ -42,7 +42,7 @@ func newFuzzBus(f testing.TB) string {
 	if err != nil {
 		f.Fatal(err)
 	}
-	b, err := New(srv, fakemesh.Instant{}, WithStore(st), WithLogger(log), WithDeliveryTimeout(500*time.Millisecond),
+	b, err := New(srv, fakemesh.Instant{}, WithTopics(fakemesh.Instant{}), WithStore(st), WithLogger(log), WithDeliveryTimeout(500*time.Millisecond),
 		WithRetryBackoff(50*time.Millisecond, 100*time.Millisecond), WithMeshWait(0))
 	if err != nil {
 		f.Fatal(err)

@@ -43,8 +43,7 @@ func (m *meshPatterns) init() {
 // that messages published elsewhere reach local subscribers. A default
 // handler takes nothing from the mesh (every node would spawn one).
 func (b *Bus) addMeshSub(sub *subscription) {
-	pub, ok := b.mesh.(rpc.Publisher)
-	if !ok || sub.defaultOnly {
+	if b.topics == nil || sub.defaultOnly {
 		return
 	}
 	m := &b.meshSubs
@@ -59,13 +58,9 @@ func (b *Bus) addMeshSub(sub *subscription) {
 		ms.n++
 		return
 	}
-	subscribe := pub.Subscribe
-	if ip, ok := pub.(rpc.IDPublisher); ok {
-		// The bus drops its own messages when they come back: they are
-		// no mesh delivery, and PublishID must not count them as one.
-		subscribe = ip.SubscribeOwn
-	}
-	cancel, err := subscribe(sub.pattern, b.fromMesh)
+	// The bus drops its own messages when they come back: they are no
+	// mesh delivery, and PublishID must not count them as one.
+	cancel, err := b.topics.SubscribeOwn(sub.pattern, b.fromMesh)
 	if err != nil {
 		// A pattern the mesh cannot carry (a wildcard family) is still a
 		// local subscription.
@@ -78,7 +73,7 @@ func (b *Bus) addMeshSub(sub *subscription) {
 // dropMeshSub undoes addMeshSub for a removed subscription, whichever of
 // the two comes first.
 func (b *Bus) dropMeshSub(sub *subscription) {
-	if _, ok := b.mesh.(rpc.Publisher); !ok || sub.defaultOnly {
+	if b.topics == nil || sub.defaultOnly {
 		return
 	}
 	m := &b.meshSubs
@@ -214,10 +209,9 @@ const backgroundPublishWait = 10 * time.Second
 // toMesh publishes a local message to the mesh. In the background it
 // returns nil and reports nothing; otherwise the channel yields an ack
 // when the message reached topic peers within MeshWait (nothing when there
-// were none, or the mesh has no topics).
+// were none, or the bus was built without WithTopics).
 func (b *Bus) toMesh(ctx context.Context, msg store.Message, background bool) <-chan Ack {
-	pub, ok := b.mesh.(rpc.Publisher)
-	if !ok || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
+	if b.topics == nil || strings.HasPrefix(msg.Topic, protocol.PresenceFamily+":") {
 		return nil
 	}
 	wait := b.cfg.MeshWait
@@ -226,20 +220,14 @@ func (b *Bus) toMesh(ctx context.Context, msg store.Message, background bool) <-
 	}
 	// The copy comes back through this bus's own mesh subscriptions,
 	// if any match: its id tells fromMesh it was delivered here already.
-	publish := pub.Publish
-	if ip, ok := pub.(rpc.IDPublisher); ok {
-		id := protocol.NewID()
-		b.seen.add(meshKey(b.mesh.AgentID(), id))
-		publish = func(ctx context.Context, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
-			return ip.PublishID(ctx, id, topic, payload, filter)
-		}
-	}
+	id := protocol.NewID()
+	b.seen.add(meshKey(b.mesh.AgentID(), id))
 	out := make(chan Ack, 1)
 	started := b.spawn(func() {
 		defer close(out)
 		ctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		n, err := publish(ctx, msg.Topic, msg.Payload, nil)
+		n, err := b.topics.PublishID(ctx, id, msg.Topic, msg.Payload, nil)
 		if err != nil || n == 0 {
 			return
 		}
@@ -257,9 +245,6 @@ func (b *Bus) toMesh(ctx context.Context, msg store.Message, background bool) <-
 // pattern that matches it and is dispatched once; the bus's own messages
 // were delivered locally already and are recognised by their id.
 func (b *Bus) fromMesh(m protocol.TopicMessage) {
-	if _, ok := b.mesh.(rpc.IDPublisher); !ok && m.From == b.mesh.AgentID() {
-		return // perhaps the bus's own: see rpc.IDPublisher
-	}
 	if !b.seen.add(meshKey(m.From, m.ID)) {
 		return
 	}

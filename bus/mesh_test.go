@@ -14,7 +14,7 @@ import (
 	"github.com/meshagent/meshagent/rpc"
 )
 
-// probeMesh is a Publisher whose Subscribe and Publish route a topic on
+// probeMesh is an rpc.IDPublisher whose subscriptions and publishes route a topic on
 // the bus from another goroutine before they return: were the bus holding
 // a lock route needs while it calls the mesh, they would wait forever.
 type probeMesh struct {
@@ -53,10 +53,18 @@ func (m *probeMesh) Subscribe(pattern string, _ func(protocol.TopicMessage)) (fu
 	return func() { m.probe("cancel", pattern) }, nil
 }
 
+func (m *probeMesh) SubscribeOwn(pattern string, h func(protocol.TopicMessage)) (func(), error) {
+	return m.Subscribe(pattern, h)
+}
+
 func (m *probeMesh) Publish(_ context.Context, topic string, _ json.RawMessage, _ *protocol.Filter) (int, error) {
 	m.probe("Publish", topic)
 	m.publish <- topic
 	return 1, nil
+}
+
+func (m *probeMesh) PublishID(ctx context.Context, _, topic string, payload json.RawMessage, filter *protocol.Filter) (int, error) {
+	return m.Publish(ctx, topic, payload, filter)
 }
 
 func TestBusCallsMeshOutsideTableLock(t *testing.T) {
@@ -66,7 +74,7 @@ func TestBusCallsMeshOutsideTableLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(srv, m, WithLogger(log))
+	b, err := New(srv, m, WithTopics(m), WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

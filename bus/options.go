@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshagent/meshagent/rpc"
 	"github.com/meshagent/meshagent/store"
 )
 
@@ -36,6 +37,11 @@ type Config struct {
 	DeliveryTimeout time.Duration
 	// MeshWait bounds how long sendMessage waits for mesh topic peers.
 	MeshWait time.Duration
+	// Topics carries the bus's topics across the mesh: what a client
+	// sends is published there too, and each pattern a client subscribes
+	// to is subscribed there once, so that messages published elsewhere
+	// reach it. nil (the default): the bus's topics are local to it.
+	Topics rpc.IDPublisher
 	// Store persists the outbox, dead letters and history. Without one a
 	// failed delivery is reported in its ack and not retried, and
 	// bus.history, bus.deadLetters and bus.replay are not served. The
@@ -115,6 +121,20 @@ func (c *Config) backoff(attempts int, a attempt) time.Duration {
 		return c.MaxBackoff
 	}
 	return c.RetryBackoff << attempts
+}
+
+// WithTopics carries the bus's topics across the mesh through t (see
+// Config.Topics), usually the bus's Mesh itself: bus.New(srv, n,
+// bus.WithTopics(n)). The bus publishes under message ids it chooses, so
+// that it knows its own messages when they come back. A nil t is refused.
+func WithTopics(t rpc.IDPublisher) Option {
+	return func(c *Config) error {
+		if t == nil {
+			return errors.New("nil IDPublisher")
+		}
+		c.Topics = t
+		return nil
+	}
 }
 
 // WithStore persists the outbox, dead letters and history in st (see

@@ -57,7 +57,7 @@ func TestOwnMeshSubscriptionIsNoDelivery(t *testing.T) {
 	n := meshtest.Node(t, 70)
 	mesh := &heldMesh{Node: n, entered: make(chan struct{}), release: make(chan struct{})}
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
-	_, url := busServer(t, mesh, st, bus.WithMeshWait(300*time.Millisecond))
+	_, url := busServer(t, mesh, st, bus.WithTopics(mesh), bus.WithMeshWait(300*time.Millisecond))
 
 	sub := newPeer(t, url, "sub", nil)
 	sub.subscribe(t, map[string]any{"topic": "dur:*"})

@@ -15,8 +15,8 @@ import (
 )
 
 // *node.Node is what the local API serves, and *rpc.Server serves the bus.
-// The bus publishes under its own message ids when its mesh is an
-// rpc.IDPublisher, as the node is.
+// The node's topics carry the bus's (bus.WithTopics takes an
+// rpc.IDPublisher: the bus publishes under its own message ids).
 var (
 	_ rpc.Mesh        = (*node.Node)(nil)
 	_ rpc.IDPublisher = (*node.Node)(nil)
@@ -49,7 +49,7 @@ type apiServer struct {
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg prometheus.Registerer, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
 	opts := append(nodeServes(n), rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n}))
 	srv, err := NewBusServer(n, log.With("component", "api"), append(opts, extra...),
-		bus.WithStore(st), bus.WithMetrics(reg))
+		bus.WithTopics(n), bus.WithStore(st), bus.WithMetrics(reg))
 	if err != nil {
 		return nil, fmt.Errorf("local API: %w", err)
 	}

@@ -19,7 +19,9 @@ type BusServer struct {
 }
 
 // NewBusServer composes the JSON-RPC server for mesh and the bus on it.
-// log is both's logger (before rpcOpts and busOpts, which may replace it);
+// What each serves beyond mesh is stated in its options: the bus's topics
+// reach the mesh only with bus.WithTopics (a node's local API and a
+// relay's server give it the node). log is both's logger (before rpcOpts and busOpts, which may replace it);
 // the bus stamps messages with the server's clock. The caller closes it.
 func NewBusServer(mesh rpc.Mesh, log *slog.Logger, rpcOpts []rpc.Option, busOpts ...bus.Option) (*BusServer, error) {
 	srv, err := rpc.New(mesh, append([]rpc.Option{rpc.WithLogger(log)}, rpcOpts...)...)

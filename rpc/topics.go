@@ -36,12 +36,12 @@ type Publisher interface {
 }
 
 // IDPublisher is a Publisher that publishes under a message id its caller
-// chose (*node.Node is one). The bus publishes its clients' messages so:
-// it has delivered them to its own subscribers itself, and knows them by
-// their id when they come back through its mesh subscriptions. Over a
-// Publisher without it, the bus takes no message authored by its own node
-// from the mesh, so what the node publishes by other ways (mesh.publish,
-// Node.Publish) does not reach the bus's subscribers.
+// chose (*node.Node is one): what a bus is given to carry its topics
+// across the mesh (bus.WithTopics). The bus publishes its clients'
+// messages so: it has delivered them to its own subscribers itself, and
+// knows them by their id when they come back through its mesh
+// subscriptions, while what the node publishes by other ways
+// (mesh.publish, Node.Publish) reaches the bus's subscribers.
 type IDPublisher interface {
 	Publisher
 	// PublishID is Publish under message (envelope) id id, a fresh

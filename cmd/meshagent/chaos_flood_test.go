@@ -167,7 +167,7 @@ func TestChaosWebSocketFlood(t *testing.T) {
 	mesh := meshtest.Node(t, 1100)
 	limits := rpc.DefaultLimits()
 	limits.MaxClients = wsMaxClients
-	url := rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithLimits(limits))).URL
+	url := rpctest.Start(t, mesh, rpctest.WithBus(bus.WithTopics(mesh)), rpctest.WithRPC(rpc.WithLimits(limits))).URL
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
