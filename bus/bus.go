@@ -46,15 +46,16 @@ type conn interface {
 
 // Mesh is what the bus uses of the mesh: its own agent id, and calls to
 // mesh agents for agent:<id> topics. The mesh's topics, which carry the
-// bus's topics across the mesh, are stated when the bus is built
-// (WithTopics), never found from the Mesh's type.
+// bus's topics across the mesh, and its outbox for agents that are away
+// are stated when the bus is built (WithTopics, WithForwarder), never
+// found from the Mesh's type.
 type Mesh interface {
 	AgentID() string
 	Call(ctx context.Context, req protocol.CallRequest) (*protocol.Response, error)
 }
 
-// Forwarder is a Mesh with a store-and-forward outbox (*node.Node with a
-// store is one): an agent:<id> message to an agent that is away is queued
+// Forwarder is a store-and-forward outbox (*node.Node with a store is
+// one; WithForwarder gives it to the bus): an agent:<id> message to an agent that is away is queued
 // there, on disk before Forward returns (or handed to a mailbox the agent
 // names, which keeps it for the agent even when this node is gone), and
 // delivered when the agent is back, instead of a negative ack.

@@ -72,7 +72,7 @@
 // A first delivery goes, in order: to a mesh agent when the topic is
 // agent:<mesh agent id> and no local client subscribes to it (the
 // payload's "type" names the capability; when the agent is away and the
-// Mesh is a Forwarder, the message waits in the mesh's outbox, or in a
+// bus was built WithForwarder, the message waits in the mesh's outbox, or in a
 // mailbox the agent names, and the ack says queued); to local
 // subscribers; to the mesh's topic peers when the bus was built
 // WithTopics (in the background when there are local subscribers,

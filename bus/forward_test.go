@@ -60,7 +60,7 @@ func (m *forwardMesh) Forward(_ context.Context, id, to, action string, params j
 // outbox refuses it: the ack says why and the send is no success.
 func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
 	mesh := &forwardMesh{Mesh: fakemesh.New()}
-	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
+	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(bus.WithForwarder(mesh)), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
 	payload := map[string]any{"type": "summarize", "text": "while you were out"}
 	var res bus.SendResult
 	if err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": payload}, &res); err != nil {
@@ -89,6 +89,32 @@ func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
 	}
 }
 
+// TestForwarderOnlyWhenGiven: a bus built without WithForwarder never
+// queues, even over a mesh that could (what it can do is stated when it
+// is built, not found from the mesh's type): the away agent's ack says
+// why, unprocessed and not queued, and nothing reaches the outbox. A nil Forwarder is
+// refused.
+func TestForwarderOnlyWhenGiven(t *testing.T) {
+	mesh := &forwardMesh{Mesh: fakemesh.New()}
+	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
+	var res bus.SendResult
+	if err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": map[string]any{"type": "summarize"}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Acks) != 1 || res.Acks[0].Queued || res.Acks[0].Processed || !strings.Contains(res.Acks[0].Message, "UNKNOWN_AGENT") {
+		t.Fatalf("result %+v, want one ack saying the agent is away, not queued", res)
+	}
+	mesh.mu.Lock()
+	defer mesh.mu.Unlock()
+	if len(mesh.queued) != 0 {
+		t.Fatalf("queued %+v without WithForwarder", mesh.queued)
+	}
+	var cfg bus.Config
+	if err := cfg.Apply(bus.WithForwarder(nil)); err == nil || !strings.Contains(err.Error(), "nil Forwarder") {
+		t.Fatalf("WithForwarder(nil): %v", err)
+	}
+}
+
 // TestAgentTopicOutboxCannotWrite (issue 23, disk full on a node): an
 // agent:<id> message to an agent that is away, whose outbox cannot write
 // (store.ErrWrite: a full disk), is refused with -32005 naming the cause,
@@ -96,7 +122,7 @@ func TestAgentTopicToAnAgentThatIsAway(t *testing.T) {
 func TestAgentTopicOutboxCannotWrite(t *testing.T) {
 	mesh := &forwardMesh{Mesh: fakemesh.New()}
 	mesh.broken = fmt.Errorf("node: outbox: %w: write bus.db: no space left on device", store.ErrWrite)
-	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
+	cl := dialClient(t, rpctest.Start(t, mesh, rpctest.WithBus(bus.WithForwarder(mesh)), rpctest.WithRPC(rpc.WithClock(rpctest.Clock))).URL)
 	payload := map[string]any{"type": "summarize", "text": "while you were out"}
 	var res bus.SendResult
 	err := cl.Call(ctxT(t), bus.MethodSendMessage, map[string]any{"topic": "agent:" + peerID, "payload": payload}, &res)

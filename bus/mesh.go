@@ -154,7 +154,7 @@ func (b *Bus) toMeshAgent(ctx context.Context, msg store.Message) (ack Ack, succ
 		if !away(pe.Code) {
 			return ack, true, true, nil
 		}
-		if _, ok := b.mesh.(Forwarder); !ok {
+		if b.cfg.Forwarder == nil {
 			return ack, true, true, nil
 		}
 		if err := b.forward(ctx, msg, agent, action, &ack); err != nil {
@@ -173,14 +173,14 @@ func away(c protocol.Code) bool {
 	return c == protocol.CodeUnknownAgent || c == protocol.CodeCapabilityNotSupported
 }
 
-// forward queues msg for an agent that is away in the mesh's outbox (the
-// mesh is a Forwarder) and says so in ack. When the outbox refuses it (a
+// forward queues msg for an agent that is away in the Forwarder's outbox
+// (WithForwarder) and says so in ack. When the outbox refuses it (a
 // bound: full), the ack says why and stays negative: the message is
 // refused, not queued. When the outbox's store cannot write (a full disk:
 // store.ErrWrite), forward returns the -32005 error sendMessage answers:
 // the message is not accepted at all, and a later send may be.
 func (b *Bus) forward(ctx context.Context, msg store.Message, agent, action string, ack *Ack) error {
-	f := b.mesh.(Forwarder)
+	f := b.cfg.Forwarder
 	// Queued even when the sender gives up now: it is told either way.
 	until, err := f.Forward(context.WithoutCancel(ctx), msg.ID, agent, action, msg.Payload)
 	if errors.Is(err, store.ErrWrite) {

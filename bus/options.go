@@ -42,6 +42,11 @@ type Config struct {
 	// to is subscribed there once, so that messages published elsewhere
 	// reach it. nil (the default): the bus's topics are local to it.
 	Topics rpc.IDPublisher
+	// Forwarder queues a message for an agent that is away (a call that
+	// fails with UNKNOWN_AGENT or CAPABILITY_NOT_SUPPORTED) in the mesh's
+	// store-and-forward outbox, and the ack says it was queued. nil (the
+	// default): such a message is refused in its ack.
+	Forwarder Forwarder
 	// Store persists the outbox, dead letters and history. Without one a
 	// failed delivery is reported in its ack and not retried, and
 	// bus.history, bus.deadLetters and bus.replay are not served. The
@@ -133,6 +138,19 @@ func WithTopics(t rpc.IDPublisher) Option {
 			return errors.New("nil IDPublisher")
 		}
 		c.Topics = t
+		return nil
+	}
+}
+
+// WithForwarder queues messages for agents that are away in f's outbox
+// (see Config.Forwarder), usually the bus's Mesh itself: bus.New(srv, n,
+// bus.WithForwarder(n)). A nil f is refused.
+func WithForwarder(f Forwarder) Option {
+	return func(c *Config) error {
+		if f == nil {
+			return errors.New("nil Forwarder")
+		}
+		c.Forwarder = f
 		return nil
 	}
 }

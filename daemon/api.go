@@ -49,7 +49,7 @@ type apiServer struct {
 func startAPI(n *node.Node, addr string, log *slog.Logger, st *store.Store, reg prometheus.Registerer, level *slog.LevelVar, extra ...rpc.Option) (*apiServer, error) {
 	opts := append(nodeServes(n), rpc.WithControl(nodeControl{n: n, level: level}), rpc.WithProvider(nodeProvider{n: n}))
 	srv, err := NewBusServer(n, log.With("component", "api"), append(opts, extra...),
-		bus.WithTopics(n), bus.WithStore(st), bus.WithMetrics(reg))
+		bus.WithTopics(n), bus.WithForwarder(n), bus.WithStore(st), bus.WithMetrics(reg))
 	if err != nil {
 		return nil, fmt.Errorf("local API: %w", err)
 	}

@@ -58,7 +58,7 @@ func startPublicListener(ctx context.Context, n *node.Node, srv *BusServer, pub 
 	var own *BusServer
 	if srv == nil {
 		var err error
-		if own, err = NewBusServer(n, log.With("component", "relay"), append(nodeServes(n), rpc.WithLimits(pub.limits())), bus.WithTopics(n), bus.WithStore(st), bus.WithMetrics(reg)); err != nil {
+		if own, err = NewBusServer(n, log.With("component", "relay"), append(nodeServes(n), rpc.WithLimits(pub.limits())), bus.WithTopics(n), bus.WithForwarder(n), bus.WithStore(st), bus.WithMetrics(reg)); err != nil {
 			return nil, fmt.Errorf("bus: %w", err)
 		}
 		localapi.Register(own.Server, n)

@@ -66,7 +66,7 @@ func TestMailboxTakesBusMessageFromRelayThatWentDown(t *testing.T) {
 	r := meshtest.Node(t, mbBusRelay, node.WithStore(rst))
 	b := agentWithMailboxGone(t, m, r)
 
-	api := rpctest.Start(t, r, rpctest.WithBus(bus.WithTopics(r)))
+	api := rpctest.Start(t, r, rpctest.WithBus(bus.WithTopics(r), bus.WithForwarder(r)))
 	cl := rpctest.DialClient(t, api.URL, rpc.WithClientID("sender"))
 	var res bus.SendResult
 	if err := cl.Call(meshtest.Context(t, 20*time.Second), bus.MethodSendMessage,
@@ -207,7 +207,7 @@ func TestMailboxOnTheSendingRelay(t *testing.T) {
 	r, rst := mailboxRelay(t)
 	b := agentWithMailboxGone(t, r, r)
 
-	api := rpctest.Start(t, r, rpctest.WithBus(bus.WithTopics(r)))
+	api := rpctest.Start(t, r, rpctest.WithBus(bus.WithTopics(r), bus.WithForwarder(r)))
 	cl := rpctest.DialClient(t, api.URL, rpc.WithClientID("sender"))
 	var res bus.SendResult
 	if err := cl.Call(meshtest.Context(t, 20*time.Second), bus.MethodSendMessage,

@@ -73,7 +73,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	defer n.Close()
 	// A short retry backoff keeps each chat's first reply quick.
-	srv, err := daemon.NewBusServer(n, quiet, nil, bus.WithTopics(n), bus.WithStore(st), bus.WithRetryBackoff(100*time.Millisecond, time.Minute))
+	srv, err := daemon.NewBusServer(n, quiet, nil, bus.WithTopics(n), bus.WithForwarder(n), bus.WithStore(st), bus.WithRetryBackoff(100*time.Millisecond, time.Minute))
 	if err != nil {
 		return err
 	}

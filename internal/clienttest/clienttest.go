@@ -41,7 +41,7 @@ func Run(t *testing.T, c Client) {
 	t.Helper()
 	ctx := meshtest.Context(t, Timeout)
 	n := meshtest.Node(t, 0)
-	srv := rpctest.Start(t, n, rpctest.WithBus(bus.WithTopics(n)))
+	srv := rpctest.Start(t, n, rpctest.WithBus(bus.WithTopics(n), bus.WithForwarder(n)))
 
 	// The Go peer subscribes to outbound:* and acknowledges what it gets.
 	got := make(chan bus.ProcessParams, 1)
