@@ -219,6 +219,11 @@ func TestEncodeResult(t *testing.T) {
 		{`8`, map[string]any{"bad": make(chan int)}},
 	} {
 		want := encodeResponse(resultResponse(json.RawMessage(tc.id), tc.result))
+		if tc.id == "" {
+			// No id is answered as null; a response without one does
+			// not encode.
+			want = encodeResponse(resultResponse(nullID, tc.result))
+		}
 		if got := encodeResult(json.RawMessage(tc.id), tc.result); string(got) != string(want) {
 			t.Errorf("encodeResult(%s, %v) = %s, want %s", tc.id, tc.result, got, want)
 		}
@@ -254,5 +259,24 @@ func TestDecodeResultUnmarshaler(t *testing.T) {
 		if err == nil || err.Error() != "rpc: decode result of m: "+wantErr.Error() {
 			t.Errorf("decodeResult(%s) into a nil pointer: %v, want %v", raw, err, wantErr)
 		}
+	}
+}
+
+// TestDecodeResultRaw checks that a raw result is the result's exact
+// bytes, and that growing it never writes into the frame it came in.
+func TestDecodeResultRaw(t *testing.T) {
+	const in = `{"jsonrpc":"2.0","id":1,"result":{"a":1}}`
+	frame := []byte(in)
+	items, _, fatal := decodeFrame(frame, 10)
+	if fatal != nil || len(items) != 1 || items[0].msg == nil {
+		t.Fatalf("decodeFrame = %+v, fatal %v", items, fatal)
+	}
+	var raw json.RawMessage
+	if err := items[0].msg.decodeResult("m", &raw); err != nil || string(raw) != `{"a":1}` {
+		t.Fatalf("result = %s, %v", raw, err)
+	}
+	_ = append(raw, 'X')
+	if string(frame) != in {
+		t.Fatalf("the frame after the result grew = %s", frame)
 	}
 }
