@@ -2,6 +2,10 @@
 GO       ?= go
 FUZZTIME ?= 20s
 BENCHTIME ?= 3s
+# make bench-compare: the revision compared with, how many interleaved rounds, where runs and table go.
+BASE     ?= HEAD
+ROUNDS   ?= 6
+BENCHOUT ?= bench-compare
 # Tests run with the race detector, shuffled, with a per-package timeout.
 TESTFLAGS ?= -race -shuffle=on -count=1 -timeout=15m
 # make install: where the binary and the systemd units go (DESTDIR for packaging).
@@ -82,6 +86,9 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./bus -run '^$$' -bench IdleClients -benchtime 1x
 	$(GO) test ./cmd/meshagent -run '^$$' -bench Serve -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
+
+bench-compare: ## CPU and allocations per bus round trip and per signed call, this tree against BASE (a git revision), ROUNDS runs of each interleaved; benchstat's medians and p-values in BENCHOUT/benchstat.txt
+	contrib/bench/compare.sh $(BASE) $(ROUNDS) $(BENCHOUT)
 
 scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=sim SCALELATENCY=50ms for a simulated WAN, SCALENET=mock for mocknet; SCALECONNS=LOW:HIGH the agents' connection watermarks on sim, 32:64 unset; SCALESETTLE=30s a quiet window before publishing, for a settled mesh), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
 	@log=$$(mktemp); \
