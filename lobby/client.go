@@ -96,9 +96,7 @@ func (c *Client) Register(ctx context.Context, caps ...protocol.Capability) erro
 	}
 	m := ms[len(ms)-1]
 	if m.MessageType != TypeRegisterAck {
-		var e ErrorPayload
-		_ = json.Unmarshal(m.Payload, &e)
-		return fmt.Errorf("lobby client %s: %w: %w", c.id, ErrRegisterRefused, &protocol.Error{Code: e.Code, Message: e.Error})
+		return fmt.Errorf("lobby client %s: %w: %w", c.id, ErrRegisterRefused, answerError(m))
 	}
 	var ack RegisterAckPayload
 	if err := protocol.DecodeStrict(m.Payload, &ack); err != nil {
@@ -108,6 +106,36 @@ func (c *Client) Register(ctx context.Context, caps ...protocol.Capability) erro
 	c.token = ack.AuthToken
 	c.mu.Unlock()
 	return nil
+}
+
+// Discover sends DISCOVER_SERVICES with q (§4.3) and returns the
+// payload of the SERVICES_AVAILABLE that answers it (§4.4): the connected
+// lobby agents with matching capabilities, then the mesh agents the
+// directory finds. An ERROR is returned as its *protocol.Error.
+func (c *Client) Discover(ctx context.Context, q DiscoverServicesPayload) (*ServicesAvailablePayload, error) {
+	ms, err := c.Ask(ctx, DefaultID, TypeDiscoverServices, protocol.NewID(), q)
+	if err != nil {
+		return nil, err
+	}
+	m := ms[len(ms)-1]
+	if m.MessageType != TypeServicesAvailable {
+		return nil, fmt.Errorf("lobby client %s: DISCOVER_SERVICES: %w", c.id, answerError(m))
+	}
+	var sa ServicesAvailablePayload
+	if err := protocol.DecodeStrict(m.Payload, &sa); err != nil {
+		return nil, fmt.Errorf("lobby client %s: SERVICES_AVAILABLE: %w", c.id, err)
+	}
+	return &sa, nil
+}
+
+// answerError is the *protocol.Error of an ERROR message m, or of another
+// answer where one was not expected.
+func answerError(m *Message) *protocol.Error {
+	var e ErrorPayload
+	if m.MessageType != TypeError || json.Unmarshal(m.Payload, &e) != nil {
+		return protocol.Errorf(protocol.CodeInvalidMessage, "unexpected answer %s %s", m.MessageType, m.Payload)
+	}
+	return &protocol.Error{Code: e.Code, Message: e.Error}
 }
 
 // Send sends a message of type typ to the agent to in conversation conv

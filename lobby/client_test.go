@@ -78,6 +78,8 @@ func TestClient(t *testing.T) {
 	}{
 		{"discover", shopper, lobby.DefaultID, lobby.TypeDiscoverServices, "d1",
 			lobby.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"}, []string{lobby.TypeServicesAvailable}, ""},
+		{"discover nothing", shopper, lobby.DefaultID, lobby.TypeDiscoverServices, "d2",
+			lobby.DiscoverServicesPayload{}, []string{lobby.TypeError}, protocol.CodeInvalidMessage},
 		{"request with progress", shopper, "hunter", lobby.TypeRequest, "c1", price,
 			[]string{lobby.TypeResponse, lobby.TypeResponse}, ""},
 		{"re-attached by token", again, "hunter", lobby.TypeRequest, "c2", price,
@@ -128,5 +130,34 @@ func TestClientRegisterRefused(t *testing.T) {
 	var pe *protocol.Error
 	if !errors.Is(err, lobby.ErrRegisterRefused) || !errors.As(err, &pe) || pe.Code == "" {
 		t.Fatalf("second REGISTER of shopper: %v, want ErrRegisterRefused with a code", err)
+	}
+}
+
+// TestClientDiscover: Discover returns SERVICES_AVAILABLE's payload, the
+// lobby's agents then the mesh's, and a refused query as its code.
+func TestClientDiscover(t *testing.T) {
+	tl := newTestLobby(t)
+	ctx := ctxT(t)
+	hunter, shopper := dialClient(t, tl, "hunter"), dialClient(t, tl, "shopper")
+	for _, c := range []*lobby.Client{hunter, shopper} {
+		if err := c.Register(ctx, searchCap()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa, err := shopper.Discover(ctx, lobby.DiscoverServicesPayload{CapabilityName: "find_cheapest_item_price_v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, f := range sa.ServicesFound {
+		ids = append(ids, f.AgentID)
+	}
+	if !slices.Equal(ids, []string{"hunter", peerID}) || sa.DiscoveredForCapability != "find_cheapest_item_price_v2" {
+		t.Errorf("found %v for %q, want hunter then the mesh peer", ids, sa.DiscoveredForCapability)
+	}
+	_, err = shopper.Discover(ctx, lobby.DiscoverServicesPayload{})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidMessage {
+		t.Errorf("empty query: %v, want INVALID_MESSAGE", err)
 	}
 }

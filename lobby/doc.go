@@ -136,6 +136,7 @@
 //
 // Client is a lobby agent written in Go: Dial, Register, then Ask to send
 // a message and read its conversation's answers (RESPONSEs in progress,
-// then the final one), or Recv and Send to serve REQUESTs. It reads
-// messages of at most DefaultClientReadLimit bytes.
+// then the final one), Discover for SERVICES_AVAILABLE, or Recv and Send
+// to serve REQUESTs. It reads messages of at most DefaultClientReadLimit
+// bytes.
 package lobby

@@ -1,7 +1,8 @@
 // Command price-hunter runs seed 000's price-hunter flow on a relay's
 // lobby, every agent a real WebSocket client, bridged to the mesh: a mesh
 // node's capability is found and called from the lobby, and a lobby
-// agent's from the mesh. See README.md for the steps.
+// agent's from the mesh. main.go is the relay and the shopper's steps;
+// hunters.go is the hunters. See README.md for the steps.
 package main
 
 import (
@@ -12,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -24,7 +24,6 @@ import (
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/sign"
-	"github.com/meshagent/meshagent/store"
 )
 
 const (
@@ -32,22 +31,6 @@ const (
 	capCheapest = "find_cheapest_item_price_v2"
 	item        = "Bose QuietComfort headphones"
 )
-
-// cheapest is find_cheapest_item_price_v2 (§7), callable only by allow.
-func cheapest(allow ...string) protocol.Capability {
-	return protocol.Capability{Name: capCheapest, Description: "Finds the cheapest price of an item",
-		InputSchema:            json.RawMessage(`{"type":"object","required":["item_name"],"properties":{"item_name":{"type":"string"}}}`),
-		AuthorizedRequesterIDs: allow}
-}
-
-var search = protocol.Capability{Name: capSearch, Description: "Searches a website for an item",
-	InputSchema: json.RawMessage(`{"type":"object","required":["item_to_find","target_website"]}`)}
-
-// quote is a find_cheapest_item_price_v2 result.
-type quote struct {
-	Price  float64 `json:"cheapest_price"`
-	Source string  `json:"source"`
-}
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -76,18 +59,14 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.Open(filepath.Join(dir, "relay.db"))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	relay, err := newNode("relay")
 	if err != nil {
 		return err
 	}
 	defer relay.Close()
-	d, err := daemon.Start(ctx, daemon.WithNode(relay), daemon.WithStore(st), daemon.WithLogger(slog.New(slog.DiscardHandler)),
-		daemon.WithPublic(daemon.Public{Addr: "127.0.0.1:0"}))
+	cfg := daemon.DefaultConfig() // its store in dir, its public listener on a free port
+	cfg.Node, cfg.DataDir, cfg.Logger, cfg.Public.Addr = relay, dir, slog.New(slog.DiscardHandler), "127.0.0.1:0"
+	d, err := daemon.Start(ctx, daemon.WithConfig(cfg))
 	if err != nil {
 		return err
 	}
@@ -96,11 +75,7 @@ func run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "relay: lobby at %s, node %s\n", url, relay.AgentID())
 
 	// A mesh agent offering find_cheapest_item_price_v2 to anyone.
-	mesh, err := newNode("mesh_hunter", node.WithBootstrap(relay.Addrs()...), node.WithServices(node.Service{
-		Capability: cheapest(), Handler: node.HandlerFunc(func(_ context.Context, c *node.Call) (json.RawMessage, error) {
-			fmt.Fprintf(out, "mesh_hunter: signed request from %s\n", c.From)
-			return json.Marshal(quote{99.9, "MeshMart (mock)"})
-		})}))
+	mesh, err := newNode("mesh_hunter", node.WithBootstrap(relay.Addrs()...), node.WithServices(meshHunter(out)))
 	if err != nil {
 		return err
 	}
@@ -157,14 +132,12 @@ func run(ctx context.Context, out io.Writer) error {
 	// §5.2: every provider, the mesh agent's once the directory has it.
 	var found []lobby.ServiceFound
 	err = poll(ctx, func() (bool, error) {
-		ms, err := shopper.Ask(ctx, lobby.DefaultID, lobby.TypeDiscoverServices, "disc", lobby.DiscoverServicesPayload{CapabilityName: capCheapest})
+		sa, err := shopper.Discover(ctx, lobby.DiscoverServicesPayload{CapabilityName: capCheapest})
 		if err != nil {
 			return false, err
 		}
-		var sa lobby.ServicesAvailablePayload
-		err = json.Unmarshal(ms[0].Payload, &sa)
 		found = sa.ServicesFound
-		return slices.ContainsFunc(found, func(f lobby.ServiceFound) bool { return f.AgentID == mesh.AgentID() }), err
+		return slices.ContainsFunc(found, func(f lobby.ServiceFound) bool { return f.AgentID == mesh.AgentID() }), nil
 	})
 	if err != nil {
 		return err
@@ -239,34 +212,6 @@ func poll(ctx context.Context, try func() (bool, error)) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// serve answers the hunter c's REQUESTs until its connection closes,
-// printing each: the search with a RESPONSE in progress first (§4.6),
-// the price with q.
-func serve(ctx context.Context, out io.Writer, c *lobby.Client, q quote) {
-	for {
-		m, err := c.Recv(ctx)
-		if err != nil {
-			return
-		}
-		var p struct {
-			Capability string `json:"capability_name"`
-			Site       string `json:"target_website"`
-		}
-		if m.MessageType != lobby.TypeRequest || json.Unmarshal(m.Payload, &p) != nil {
-			continue
-		}
-		fmt.Fprintf(out, "%s: REQUEST %s from %s: %s\n", c.ID(), m.ConversationID, m.SenderID, p.Capability)
-		answer := func(v any) { _ = c.Send(ctx, m.SenderID, lobby.TypeResponse, m.ConversationID, v) }
-		if p.Capability == capSearch {
-			answer(map[string]any{"status": "in_progress", "message": "searching " + p.Site})
-			answer(map[string]any{"status": "success", "item_found_on_site": map[string]any{"regular_price": 128, "source_website": p.Site},
-				"cheapest_price_globally": q, "message": "Search complete."})
-		} else {
-			answer(map[string]any{"status": "success", "cheapest_price": q.Price, "source": q.Source})
 		}
 	}
 }
