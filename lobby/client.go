@@ -132,7 +132,7 @@ func (c *Client) Discover(ctx context.Context, q DiscoverServicesPayload) (*Serv
 // answer where one was not expected.
 func answerError(m *Message) *protocol.Error {
 	var e ErrorPayload
-	if m.MessageType != TypeError || json.Unmarshal(m.Payload, &e) != nil {
+	if m.MessageType != TypeError || protocol.DecodeStrict(m.Payload, &e) != nil {
 		return protocol.Errorf(protocol.CodeInvalidMessage, "unexpected answer %s %s", m.MessageType, m.Payload)
 	}
 	return &protocol.Error{Code: e.Code, Message: e.Error}
