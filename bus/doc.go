@@ -127,4 +127,12 @@
 // the history writer (with a store). Close, after the server's Close,
 // stops them, waits for every goroutine of the bus, and cancels its mesh
 // subscriptions. The store is the caller's: close it after the bus.
+//
+// # A Go client
+//
+// Client is a Go program's side of the bus: Dial with a ProcessFunc that
+// answers the bus's processMessage deliveries (the Client is passed to
+// it, so an agent replies through its own connection), then Subscribe and
+// Send. ProcessHandler is the same delivery decoding for a client that
+// dials rpc itself.
 package bus

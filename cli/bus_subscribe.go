@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -45,22 +44,15 @@ func (r *runState) runBusSubscribe(c *ucli.Context) error {
 		return err
 	}
 	var mu sync.Mutex // deliveries run on goroutines of their own
-	deliver := func(_ context.Context, method string, params json.RawMessage) (any, error) {
-		if method != bus.MethodProcessMessage {
-			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "method not found: %s", method)
-		}
-		var p bus.ProcessParams
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: %v", err)
-		}
+	deliver := bus.ProcessHandler(func(_ context.Context, p bus.ProcessParams) (bus.ProcessResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err := writeJSONLine(r.stdout, p); err != nil {
 			// Not processed: the bus retries it, here or elsewhere.
-			return nil, rpc.Errorf(rpc.CodeInternalError, "write output: %v", err)
+			return bus.ProcessResult{}, rpc.Errorf(rpc.CodeInternalError, "write output: %v", err)
 		}
 		return bus.ProcessResult{Processed: true}, nil
-	}
+	})
 	ctx, cancel := context.WithTimeout(c.Context, busTimeout)
 	defer cancel()
 	cl, url, err := r.dialBus(ctx, c, rpc.WithRequestHandler(deliver))

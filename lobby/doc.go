@@ -131,4 +131,12 @@
 // OnChange callbacks. Close stops and waits for all of them. A client
 // whose send queue fills, or that misses a write deadline, is
 // disconnected: the lobby never waits for a slow reader.
+//
+// # A Go client
+//
+// Client is a lobby agent written in Go: Dial, Register, then Ask to send
+// a message and read its conversation's answers (RESPONSEs in progress,
+// then the final one), Discover for SERVICES_AVAILABLE, or Recv and Send
+// to serve REQUESTs. It reads messages of at most DefaultClientReadLimit
+// bytes.
 package lobby

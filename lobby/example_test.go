@@ -98,3 +98,72 @@ func ExampleNew() {
 	// from the mesh: {"price":108.8} <nil>
 	// not authorized: UNAUTHORIZED: Unauthorized: Agent '12D3KooWNmhA9NDeN7QxmnSy3XCuggwjKdFUFur6oAez2Kaioh4a' is not authorized to call capability 'find_price' on agent 'price_hunter'.
 }
+
+// A Go lobby agent: a hunter registers a capability and serves it, and a
+// shopper finds it and asks, reading the RESPONSE in progress and then the
+// final one.
+func ExampleClient() {
+	dir, err := os.MkdirTemp("", "lobby-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.Open(filepath.Join(dir, "store.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	l, err := lobby.New(exampleMesh{}, st, lobby.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		panic(err)
+	}
+	hs := httptest.NewServer(l)
+	defer hs.Close()
+	defer l.Close()
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/lobby"
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hunter, err := lobby.Dial(ctx, url, "price_hunter")
+	if err != nil {
+		panic(err)
+	}
+	defer hunter.Close()
+	if err := hunter.Register(ctx, protocol.Capability{Name: "find_price", Description: "finds the cheapest price"}); err != nil {
+		panic(err)
+	}
+	go func() { // the hunter answers one REQUEST: in progress, then done
+		req, err := hunter.Recv(ctx)
+		if err != nil {
+			return
+		}
+		for _, status := range []string{"in_progress", "success"} {
+			_ = hunter.Send(ctx, req.SenderID, lobby.TypeResponse, req.ConversationID, map[string]any{"status": status, "price": 108.8})
+		}
+	}()
+
+	shopper, err := lobby.Dial(ctx, url, "shopper")
+	if err != nil {
+		panic(err)
+	}
+	defer shopper.Close()
+	if err := shopper.Register(ctx); err != nil {
+		panic(err)
+	}
+	sa, err := shopper.Discover(ctx, lobby.DiscoverServicesPayload{CapabilityName: "find_price"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("found:", sa.ServicesFound[0].AgentID)
+	answers, err := shopper.Ask(ctx, "price_hunter", lobby.TypeRequest, "conv-1", map[string]any{"capability_name": "find_price"})
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range answers {
+		fmt.Println(m.MessageType, m.ConversationID, string(m.Payload))
+	}
+	// Output:
+	// found: price_hunter
+	// RESPONSE conv-1 {"price":108.8,"status":"in_progress"}
+	// RESPONSE conv-1 {"price":108.8,"status":"success"}
+}

@@ -1,6 +1,6 @@
 // Command channel-bridge runs seed 001's channel-bridge flow on the
 // meshagent bus: a chat bridge, a default handler that spawns one agent per
-// chat, and the agents, each a separate rpc.Client of the bus. Without
+// chat, and the agents, each a separate bus.Client of the bus. Without
 // flags the bus is an in-process relay; -bus URL uses a running one. See
 // README.md.
 package main
@@ -85,44 +85,18 @@ func run(ctx context.Context, out io.Writer) error {
 	return runOn(ctx, out, srv.URL())
 }
 
-// connect connects to the bus as clientID, subscribes to topic (as its
-// default handler if dflt) and serves the bus's processMessage with handle.
-func connect(ctx context.Context, url, clientID, topic string, dflt bool,
-	handle func(context.Context, *rpc.Client, bus.ProcessParams) bus.ProcessResult) (*rpc.Client, error) {
-	var c *rpc.Client
-	dialed := make(chan struct{})
-	c, err := rpc.Dial(ctx, url, rpc.WithClientID(clientID), rpc.WithRequestHandler(
-		func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-			var p bus.ProcessParams
-			if method != bus.MethodProcessMessage || json.Unmarshal(params, &p) != nil {
-				return nil, rpc.Errorf(rpc.CodeInvalidRequest, "want %s", bus.MethodProcessMessage)
-			}
-			select {
-			case <-dialed:
-				return handle(ctx, c, p), nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}))
+// connect connects to the bus as clientID and subscribes to topic (as
+// its default handler if dflt), its deliveries answered by handle.
+func connect(ctx context.Context, url, clientID, topic string, dflt bool, handle bus.ProcessFunc) (*bus.Client, error) {
+	c, err := bus.Dial(ctx, url, handle, rpc.WithClientID(clientID))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", clientID, err)
 	}
-	close(dialed)
-	if err := c.Call(ctx, bus.MethodSubscribe, bus.SubscribeParams{Topic: topic, DefaultHandler: dflt}, nil); err != nil {
+	if err := c.Subscribe(ctx, bus.SubscribeParams{Topic: topic, DefaultHandler: dflt}); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("%s: subscribe %s: %w", clientID, topic, err)
+		return nil, fmt.Errorf("%s: %w", clientID, err)
 	}
 	return c, nil
-}
-
-// send publishes payload on topic and returns the bus's acks.
-func send(ctx context.Context, c *rpc.Client, topic string, payload any) (bus.SendResult, error) {
-	var res bus.SendResult
-	p, err := json.Marshal(payload)
-	if err == nil {
-		err = c.Call(ctx, bus.MethodSendMessage, bus.SendMessageParams{Topic: topic, Payload: p}, &res)
-	}
-	return res, err
 }
 
 // runOn runs the bridge, the default handler and its agents as clients of
@@ -130,9 +104,9 @@ func send(ctx context.Context, c *rpc.Client, topic string, payload any) (bus.Se
 func runOn(ctx context.Context, out io.Writer, url string) error {
 	// The bridge: a real one would call the Bot API with each reply.
 	replies := make(chan bus.ProcessParams, len(script))
-	bridge, err := connect(ctx, url, "telegram-bridge", "outbound:*", false, func(_ context.Context, _ *rpc.Client, p bus.ProcessParams) bus.ProcessResult {
+	bridge, err := connect(ctx, url, "telegram-bridge", "outbound:*", false, func(_ context.Context, _ *bus.Client, p bus.ProcessParams) (bus.ProcessResult, error) {
 		replies <- p // one reply per message of the script
-		return bus.ProcessResult{Processed: true}
+		return bus.ProcessResult{Processed: true}, nil
 	})
 	if err != nil {
 		return err
@@ -143,38 +117,38 @@ func runOn(ctx context.Context, out io.Writer, url string) error {
 	// The default handler: on a chat no agent subscribes to, it spawns one
 	// and has the bus retry, which routes the message to the agent.
 	var mu sync.Mutex
-	agents := map[string]*rpc.Client{}
+	agents := map[string]*bus.Client{}
 	counts := map[string]int{} // messages handled per chat: each agent's state
 	defer func() {
 		for _, a := range agents {
 			a.Close()
 		}
 	}()
-	spawner, err := connect(ctx, url, "default-handler", "tg:*", true, func(ctx context.Context, _ *rpc.Client, p bus.ProcessParams) bus.ProcessResult {
+	spawner, err := connect(ctx, url, "default-handler", "tg:*", true, func(ctx context.Context, _ *bus.Client, p bus.ProcessParams) (bus.ProcessResult, error) {
 		chat := strings.TrimPrefix(p.Topic, "tg:")
 		mu.Lock()
 		defer mu.Unlock()
 		if agents[chat] != nil { // it subscribed after the bus routed this message
-			return bus.ProcessResult{ShouldRetry: true, Message: "agent already running"}
+			return bus.ProcessResult{ShouldRetry: true, Message: "agent already running"}, nil
 		}
-		agent, err := connect(ctx, url, "agent-tg-"+chat, p.Topic, false, func(ctx context.Context, agent *rpc.Client, p bus.ProcessParams) bus.ProcessResult {
+		agent, err := connect(ctx, url, "agent-tg-"+chat, p.Topic, false, func(ctx context.Context, agent *bus.Client, p bus.ProcessParams) (bus.ProcessResult, error) {
 			var m struct{ Text string }
 			_ = json.Unmarshal(p.Payload, &m)
 			mu.Lock()
 			counts[chat]++
 			text := fmt.Sprintf("you said %q (message %d in this chat)", m.Text, counts[chat])
 			mu.Unlock()
-			res, err := send(ctx, agent, "outbound:"+chat, map[string]any{"type": "plaintext_message", "text": text, "chat_id": chat})
+			res, err := agent.Send(ctx, "outbound:"+chat, map[string]any{"type": "plaintext_message", "text": text, "chat_id": chat})
 			if err != nil || !res.Success {
-				return bus.ProcessResult{ShouldRetry: true, Message: fmt.Sprintf("reply not delivered: %v", err)}
+				return bus.ProcessResult{ShouldRetry: true, Message: fmt.Sprintf("reply not delivered: %v", err)}, nil
 			}
-			return bus.ProcessResult{Processed: true}
+			return bus.ProcessResult{Processed: true}, nil
 		})
 		if err != nil {
-			return bus.ProcessResult{ShouldRetry: true, Message: err.Error()}
+			return bus.ProcessResult{ShouldRetry: true, Message: err.Error()}, nil
 		}
 		agents[chat] = agent
-		return bus.ProcessResult{ShouldRetry: true, Message: "spawned agent-tg-" + chat}
+		return bus.ProcessResult{ShouldRetry: true, Message: "spawned agent-tg-" + chat}, nil
 	})
 	if err != nil {
 		return err
@@ -184,7 +158,7 @@ func runOn(ctx context.Context, out io.Writer, url string) error {
 
 	for i, m := range script {
 		fmt.Fprintf(out, "chat %s -> %s\n", m.chat, m.text)
-		res, err := send(ctx, bridge, "tg:"+m.chat, map[string]any{"type": "telegram_message", "text": m.text,
+		res, err := bridge.Send(ctx, "tg:"+m.chat, map[string]any{"type": "telegram_message", "text": m.text,
 			"chat_id": m.chat, "message_id": i + 1, "timestamp": time.Now().UTC().Format(time.RFC3339)})
 		if err != nil {
 			return err

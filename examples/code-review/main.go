@@ -1,12 +1,12 @@
 // Command code-review runs seed 002's code-review flow between a reviewer
 // and a requester on loopback, and writes every signed envelope that
 // crossed the wire to a transcript directory, each file verifiable
-// offline with meshagent verify. See README.md.
+// offline with meshagent verify. main.go is the seed 002 flow;
+// transcript.go records what crossed the wire and writes it. See README.md.
 package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,16 +14,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/node"
@@ -200,112 +195,6 @@ func run(ctx context.Context, out io.Writer, transcriptDir string) error {
 	}
 	fmt.Fprintf(out, "schema-violating request: %s\n", protocol.CodeOf(err))
 
-	// The transcript: one file per envelope in seed 002's file-exchange
-	// naming (colons dropped), and all in wire order in transcript.jsonl.
-	if err := os.MkdirAll(transcriptDir, 0o755); err != nil {
-		return err
-	}
-	envelopes := tap.Envelopes()
-	fmt.Fprintf(out, "transcript: %d signed envelopes in %s\n", len(envelopes), transcriptDir)
-	var all []byte
-	for _, doc := range envelopes {
-		e, _, err := protocol.OpenJSON(doc)
-		if err != nil {
-			return fmt.Errorf("an envelope of the transcript does not verify: %w", err)
-		}
-		to := "" // every envelope of a direct stream names its recipient
-		if e.To != nil {
-			to = e.To.AgentID
-		}
-		name := fmt.Sprintf("%s-%s-%s-%s.json", e.From.AgentID, to, strings.ReplaceAll(e.Timestamp, ":", ""), e.ID)
-		if err := os.WriteFile(filepath.Join(transcriptDir, name), append(doc, '\n'), 0o644); err != nil {
-			return err
-		}
-		all = append(append(all, doc...), '\n')
-		var p struct{ Action, Status, Code string }
-		_ = json.Unmarshal(e.Payload, &p)
-		line := fmt.Sprintf("  %-8s %-9s -> %-9s verified %s", e.Type, names[e.From.AgentID], names[to], p.Action+p.Status+p.Code)
-		fmt.Fprintln(out, strings.TrimRight(line, " "))
-	}
-	return os.WriteFile(filepath.Join(transcriptDir, "transcript.jsonl"), all, 0o644)
-}
-
-// wireTap is a libp2p host that records every frame of the hello and
-// request streams it opens, both ways, in the order they cross it. A frame
-// is uvarint(length) ‖ signature ‖ canonical envelope: exactly what was
-// signed and sent.
-type wireTap struct {
-	host.Host
-
-	mu     sync.Mutex
-	frames [][]byte // frame bodies: signature ‖ canonical envelope
-}
-
-// NewStream opens a stream and taps it when it is a direct meshagent stream.
-func (t *wireTap) NewStream(ctx context.Context, p peer.ID, pids ...libp2pprotocol.ID) (network.Stream, error) {
-	s, err := t.Host.NewStream(ctx, p, pids...)
-	if err != nil || len(pids) != 1 || pids[0] != protocol.HelloProtocol && pids[0] != protocol.RequestProtocol {
-		return s, err
-	}
-	return &tappedStream{Stream: s, tap: t}, nil
-}
-
-// Envelopes returns the recorded envelopes in their signed JSON form, in
-// wire order.
-func (t *wireTap) Envelopes() []json.RawMessage {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []json.RawMessage
-	for _, body := range t.frames {
-		sig, env, err := protocol.SplitSigned(body)
-		if err == nil {
-			doc, err := protocol.SignedJSON(env, sig)
-			if err == nil {
-				out = append(out, doc)
-			}
-		}
-	}
-	return out
-}
-
-// tappedStream cuts the bytes going each way into frames.
-type tappedStream struct {
-	network.Stream
-	tap     *wireTap
-	in, out framer
-}
-
-func (s *tappedStream) Read(p []byte) (int, error) {
-	n, err := s.Stream.Read(p)
-	s.in.feed(s.tap, p[:n])
-	return n, err
-}
-
-func (s *tappedStream) Write(p []byte) (int, error) {
-	n, err := s.Stream.Write(p)
-	s.out.feed(s.tap, p[:n])
-	return n, err
-}
-
-// framer holds the bytes of a frame not yet complete, one way.
-type framer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-// feed appends b and records each frame it completes in t.
-func (f *framer) feed(t *wireTap, b []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.buf = append(f.buf, b...)
-	for {
-		size, k := binary.Uvarint(f.buf)
-		if k <= 0 || uint64(len(f.buf)-k) < size {
-			return
-		}
-		t.mu.Lock()
-		t.frames = append(t.frames, append([]byte(nil), f.buf[k:k+int(size)]...))
-		t.mu.Unlock()
-		f.buf = f.buf[k+int(size):]
-	}
+	// The transcript: every envelope that crossed the wire, verified.
+	return writeTranscript(out, transcriptDir, tap.Envelopes(), names)
 }

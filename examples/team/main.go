@@ -1,6 +1,8 @@
 // Command team runs seed 004's team (an engineer, a QA engineer and a code
 // reviewer on PR #456) as three nodes on loopback: notifications, sync and
-// async requests, a direct message and a consensus vote. See README.md.
+// async requests, a direct message and a consensus vote. main.go plays
+// the seven steps; team.go is the agents (what they offer, how they vote)
+// and their start. See README.md.
 package main
 
 import (
@@ -8,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -17,24 +18,9 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/pubsub"
-	"github.com/meshagent/meshagent/sign"
-)
-
-// TestExecution is seed 004's request type for running tests, QA's
-// capability; its schemas are seed 004's payloads plus a revision.
-const (
-	TestExecution = "test_execution"
-	testInput     = `{"type":"object","required":["test_pattern","framework"],"properties":{
- "test_pattern":{"type":"string","minLength":1},"framework":{"enum":["go"]},
- "timeout_seconds":{"type":"integer","minimum":1},"revision":{"type":"integer","minimum":1}}}`
-	testOutput = `{"type":"object","required":["tests_run","tests_passed","tests_failed","duration_ms","failures"],
- "properties":{"tests_run":{"type":"integer"},"tests_passed":{"type":"integer"},"tests_failed":{"type":"integer"},
- "duration_ms":{"type":"integer"},"failures":{"type":"array","items":{"type":"object","required":["test","error"]}}}}`
 )
 
 // mergeOptions are the choices of the merge vote on PR #456.
@@ -49,114 +35,13 @@ func main() {
 	}
 }
 
-// testResult is test_execution's result.
-type testResult struct {
-	TestsRun    int `json:"tests_run"`
-	TestsPassed int `json:"tests_passed"`
-	TestsFailed int `json:"tests_failed"`
-	DurationMS  int `json:"duration_ms"`
-	Failures    []struct {
-		Test  string `json:"test"`
-		Error string `json:"error"`
-	} `json:"failures"`
-}
-
-// String is how the engineer reports a run.
-func (r testResult) String() string {
-	s := fmt.Sprintf("%d run, %d passed, %d failed", r.TestsRun, r.TestsPassed, r.TestsFailed)
-	for _, f := range r.Failures {
-		s += fmt.Sprintf(" (%s: %s)", f.Test, f.Error)
-	}
-	return s
-}
-
-// runTests is QA's test_execution. Its fake suite has 15 TestAuth tests,
-// and TestAuthTimeout fails before revision 2; TestSlow* never finishes.
-// It records in passed whether the last run passed.
-func runTests(passed *atomic.Bool) node.HandlerFunc {
-	return func(ctx context.Context, c *node.Call) (json.RawMessage, error) {
-		var p struct {
-			TestPattern string `json:"test_pattern"`
-			Revision    int    `json:"revision"`
-		}
-		if err := json.Unmarshal(c.Request.Params, &p); err != nil { // the schema checked the types
-			return nil, err
-		}
-		if strings.HasPrefix(p.TestPattern, "TestSlow") {
-			<-ctx.Done() // the caller's timeout passes first
-			return nil, ctx.Err()
-		}
-		if p.Revision < 2 {
-			passed.Store(false)
-			return json.RawMessage(`{"tests_run":15,"tests_passed":14,"tests_failed":1,"duration_ms":2340,
-				"failures":[{"test":"TestAuthTimeout","error":"timeout exceeded"}]}`), nil
-		}
-		passed.Store(true)
-		return json.RawMessage(`{"tests_run":15,"tests_passed":15,"tests_failed":0,"duration_ms":2210,"failures":[]}`), nil
-	}
-}
-
-// voter is a consensus.vote service: it votes yes once ok holds, else no.
-func voter(ok *atomic.Bool, yes, no protocol.VoteAnswer) node.Service {
-	return node.Service{Capability: protocol.Capability{Name: protocol.ConsensusCapability, Description: "votes on team decisions"},
-		Handler: node.HandlerFunc(func(context.Context, *node.Call) (json.RawMessage, error) {
-			if ok.Load() {
-				return json.Marshal(yes)
-			}
-			return json.Marshal(no)
-		})}
-}
-
-// newAgent starts one agent of the team on loopback.
-func newAgent(role, persona string, bootstrap []ma.Multiaddr, services ...node.Service) (*node.Node, error) {
-	k, err := sign.GenerateKey()
-	if err != nil {
-		return nil, err
-	}
-	return node.New(node.WithIdentity(k), node.WithName(role), node.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")),
-		node.WithMDNS(false), node.WithDHT(false), node.WithLogger(slog.New(slog.DiscardHandler)),
-		node.WithBootstrap(bootstrap...), node.WithServices(services...),
-		node.WithPresence(node.Presence{Interval: time.Second, PersonaType: persona}),
-		// A broadcast goes out once both teammates listen on its topic.
-		node.WithPubSubOptions(pubsub.WithMinPeers(2)))
-}
-
 func run(ctx context.Context, out io.Writer) error {
-	var testsPassed, commentsAnswered atomic.Bool // what QA's and the reviewer's votes depend on
-	qa, err := newAgent("qa", "qa-engineer", nil,
-		node.Service{Capability: protocol.Capability{Name: TestExecution, Description: "runs a test suite",
-			InputSchema: json.RawMessage(testInput), OutputSchema: json.RawMessage(testOutput)}, Handler: runTests(&testsPassed)},
-		voter(&testsPassed, protocol.VoteAnswer{Vote: "approve", Rationale: "all 15 auth tests pass", Confidence: 0.8},
-			protocol.VoteAnswer{Vote: "reject", Rationale: "tests fail", Confidence: 0.8}))
+	t, err := startTeam(ctx)
 	if err != nil {
 		return err
 	}
-	defer qa.Close()
-	reviewer, err := newAgent("reviewer", "code-reviewer", qa.Addrs(), voter(&commentsAnswered,
-		protocol.VoteAnswer{Vote: "approve", Rationale: "review comments addressed", Confidence: 0.85},
-		protocol.VoteAnswer{Vote: "defer", Rationale: "review comments open", Confidence: 0.85}))
-	if err != nil {
-		return err
-	}
-	defer reviewer.Close()
-	fixed := protocol.VoteAnswer{Vote: "approve", Rationale: "the fix is in revision 2", Confidence: 0.9}
-	engineer, err := newAgent("engineer", "engineer", append(qa.Addrs(), reviewer.Addrs()...), voter(&testsPassed, fixed, fixed))
-	if err != nil {
-		return err
-	}
-	defer engineer.Close()
-	team := []*node.Node{engineer, qa, reviewer}
-	role := map[string]string{engineer.AgentID(): "engineer", qa.AgentID(): "qa", reviewer.AgentID(): "reviewer"}
-	for _, a := range team { // every agent has the others' signed hello
-		for _, b := range team {
-			if a == b {
-				continue
-			}
-			if _, err := a.WaitHello(ctx, b.ID()); err != nil {
-				return fmt.Errorf("%s has no hello from %s: %w", role[a.AgentID()], role[b.AgentID()], err)
-			}
-		}
-	}
+	defer t.Close()
+	engineer, qa, reviewer, role := t.engineer, t.qa, t.reviewer, t.role
 
 	// Subscriptions (seed 004's agent.Subscribe("pr.opened", ...)). Each
 	// subscriber handles a notification once: delivery is at least once,
@@ -260,7 +145,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := json.Unmarshal(answers[0], &reply); err != nil {
 		return err
 	}
-	commentsAnswered.Store(true)
+	t.commentsAnswered.Store(true)
 	fmt.Fprintf(out, "  engineer -> reviewer: %s: %s\n", reply.Subject, reply.Body)
 	fmt.Fprintf(out, "  sent twice: same answer %v, handled %d time(s)\n", string(answers[0]) == string(answers[1]), handled.Load())
 
