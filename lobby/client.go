@@ -12,6 +12,15 @@ import (
 	"github.com/meshagent/meshagent/protocol"
 )
 
+// MaxAskAnswers bounds the answers Client.Ask keeps for one message: a
+// lobby that sends more progress than this for one conversation ends the
+// Ask with ErrTooManyAnswers instead of growing its slice without end.
+const MaxAskAnswers = 1024
+
+// ErrTooManyAnswers is returned by Client.Ask when a conversation's
+// answers pass MaxAskAnswers.
+var ErrTooManyAnswers = errors.New("lobby: too many answers to one message")
+
 // DefaultClientReadLimit bounds a message a Client reads, in bytes, unless
 // WithClientReadLimit says otherwise: a longer one ends the connection.
 const DefaultClientReadLimit = 1 << 20
@@ -177,7 +186,8 @@ func (c *Client) Recv(ctx context.Context) (*Message, error) {
 // without a conversation_id when the message had none. It reads the
 // connection itself and skips messages of other conversations, so it
 // suits an agent that only asks; one that also serves reads with Recv.
-// On an error it returns the answers read so far.
+// It keeps at most MaxAskAnswers answers. On an error it returns the
+// answers read so far.
 func (c *Client) Ask(ctx context.Context, to, typ, conv string, payload any) ([]*Message, error) {
 	if err := c.Send(ctx, to, typ, conv, payload); err != nil {
 		return nil, err
@@ -190,6 +200,9 @@ func (c *Client) Ask(ctx context.Context, to, typ, conv string, payload any) ([]
 		}
 		if m.ConversationID != conv && m.MessageType != TypeError {
 			continue
+		}
+		if len(ms) == MaxAskAnswers {
+			return ms, fmt.Errorf("lobby client %s: %w (%d)", c.id, ErrTooManyAnswers, MaxAskAnswers)
 		}
 		ms = append(ms, m)
 		var st struct {

@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/coder/websocket"
 
 	"github.com/meshagent/meshagent/lobby"
 	"github.com/meshagent/meshagent/protocol"
@@ -159,5 +164,43 @@ func TestClientDiscover(t *testing.T) {
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidMessage {
 		t.Errorf("empty query: %v, want INVALID_MESSAGE", err)
+	}
+}
+
+// TestClientAskBounded checks that a lobby answering one message with
+// endless progress ends the Ask at MaxAskAnswers instead of growing it.
+func TestClientAskBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		_, b, err := ws.Read(r.Context())
+		if err != nil {
+			return
+		}
+		m, err := lobby.ParseMessage(b)
+		if err != nil {
+			return
+		}
+		progress, _ := json.Marshal(lobby.Message{SenderID: "hunter", ReceiverID: m.SenderID, MessageType: lobby.TypeResponse,
+			ConversationID: m.ConversationID, Payload: json.RawMessage(`{"status":"in_progress"}`)})
+		for range lobby.MaxAskAnswers + 1 {
+			if ws.Write(r.Context(), websocket.MessageText, progress) != nil {
+				return
+			}
+		}
+		_, _, _ = ws.Read(context.Background()) // until the client hangs up
+	}))
+	defer srv.Close()
+	c, err := lobby.Dial(ctxT(t), "ws"+strings.TrimPrefix(srv.URL, "http"), "shopper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ms, err := c.Ask(ctxT(t), "hunter", lobby.TypeRequest, "conv-1", map[string]any{"q": 1})
+	if !errors.Is(err, lobby.ErrTooManyAnswers) || len(ms) != lobby.MaxAskAnswers {
+		t.Fatalf("Ask = %d answers, %v; want %d, ErrTooManyAnswers", len(ms), err, lobby.MaxAskAnswers)
 	}
 }
