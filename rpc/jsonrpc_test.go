@@ -280,3 +280,53 @@ func TestDecodeResultRaw(t *testing.T) {
 		t.Fatalf("the frame after the result grew = %s", frame)
 	}
 }
+
+// fuzzResult is a typed result with the shapes a Go caller decodes into:
+// strings, numbers, bools, a pointer, a slice of structs and a raw member.
+type fuzzResult struct {
+	Success bool    `json:"success"`
+	ID      string  `json:"messageId"`
+	N       int     `json:"n"`
+	F       float64 `json:"f,omitempty"`
+	P       *bool   `json:"p"`
+	Acks    []struct {
+		ClientID  string `json:"client_id"`
+		Processed bool   `json:"processed"`
+	} `json:"acks"`
+	Raw json.RawMessage `json:"raw"`
+	Any any             `json:"any"`
+}
+
+// FuzzDecodeResult drives a response frame through decodeFrame and
+// decodeResult into a typed result and a raw one, and holds both to
+// encoding/json: what it accepts, the value it makes, what it refuses.
+func FuzzDecodeResult(f *testing.F) {
+	for _, s := range []string{`{"success":true,"messageId":"m","acks":[{"client_id":"a","processed":true}]}`, `{"n":1.5}`, `{"N":2,"Success":true}`, `{"p":null,"raw":[1, 2]}`, `[1]`, `"s"`, `null`, `{"any":{"a":[1,"x",null]}}`, `{"n":"1"}`, `{"success":true,"success":false}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, result []byte) {
+		frame := append(append([]byte(`{"jsonrpc":"2.0","id":1,"result":`), result...), '}')
+		items, _, fatal := decodeFrame(frame, 1)
+		if fatal != nil || len(items) != 1 || items[0].msg == nil {
+			return // not a response: decodeFrame's own fuzzing covers it
+		}
+		m := items[0].msg
+		var raw json.RawMessage
+		if err := m.decodeResult("m", &raw); err != nil || !json.Valid(raw) {
+			t.Fatalf("raw result of %s = %s, %v", frame, raw, err)
+		}
+		var got, want fuzzResult
+		err := m.decodeResult("m", &got)
+		wantErr := json.Unmarshal(raw, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("decodeResult(%s): %v; encoding/json: %v", raw, err, wantErr)
+		}
+		if err == nil {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			if string(g) != string(w) {
+				t.Fatalf("decodeResult(%s) = %s; encoding/json made %s", raw, g, w)
+			}
+		}
+	})
+}
