@@ -29,24 +29,30 @@ func (exampleMesh) Call(_ context.Context, req protocol.CallRequest) (*protocol.
 	return nil, protocol.Errorf(protocol.CodeCapabilityNotSupported, "no capability %q", req.Action)
 }
 
-// A relay mounts the lobby at /lobby; a seed 000 agent registers, and a
-// mesh agent calls it through Serve (as the relay command's node handlers
-// do).
-func ExampleNew() {
+// exampleLobby is a lobby over a store in a temporary folder, and the
+// function that closes the store and removes the folder.
+func exampleLobby() (*lobby.Lobby, func()) {
 	dir, err := os.MkdirTemp("", "lobby-example")
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
 	st, err := store.Open(filepath.Join(dir, "store.db"))
 	if err != nil {
 		panic(err)
 	}
-	defer st.Close()
 	l, err := lobby.New(exampleMesh{}, st, lobby.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		panic(err)
 	}
+	return l, func() { _ = st.Close(); _ = os.RemoveAll(dir) }
+}
+
+// A relay mounts the lobby at /lobby; a seed 000 agent registers, and a
+// mesh agent calls it through Serve (as the relay command's node handlers
+// do).
+func ExampleNew() {
+	l, closeLobby := exampleLobby()
+	defer closeLobby()
 	mux := http.NewServeMux()
 	mux.Handle("/lobby", l)
 	hs := httptest.NewServer(mux)
@@ -103,20 +109,8 @@ func ExampleNew() {
 // shopper finds it and asks, reading the RESPONSE in progress and then the
 // final one.
 func ExampleClient() {
-	dir, err := os.MkdirTemp("", "lobby-example")
-	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(dir)
-	st, err := store.Open(filepath.Join(dir, "store.db"))
-	if err != nil {
-		panic(err)
-	}
-	defer st.Close()
-	l, err := lobby.New(exampleMesh{}, st, lobby.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		panic(err)
-	}
+	l, closeLobby := exampleLobby()
+	defer closeLobby()
 	hs := httptest.NewServer(l)
 	defer hs.Close()
 	defer l.Close()
