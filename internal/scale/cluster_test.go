@@ -63,18 +63,58 @@ type params struct {
 }
 
 // sparse returns, for each node i > 0, one or two random earlier nodes
-// to bootstrap from.
-func sparse(rng *rand.Rand, n int) [][]int {
+// to bootstrap from: earlier than i's batch, when the nodes start in
+// batches of join (the first batch is node 0 alone), so that each node's
+// bootstrap peers are up before it starts. join 1 is one node at a time.
+func sparse(rng *rand.Rand, n, join int) [][]int {
 	boot := make([][]int, n)
 	for i := 1; i < n; i++ {
-		boot[i] = []int{rng.IntN(i)}
-		if i > 1 && rng.IntN(2) == 0 {
-			if j := rng.IntN(i); j != boot[i][0] {
+		up := batchStart(i, n, join)
+		boot[i] = []int{rng.IntN(up)}
+		if up > 1 && rng.IntN(2) == 0 {
+			if j := rng.IntN(up); j != boot[i][0] {
 				boot[i] = append(boot[i], j)
 			}
 		}
 	}
 	return boot
+}
+
+// batchStart is the first node of node i's batch (startInBatches').
+func batchStart(i, n, join int) int {
+	if i == 0 || i == n-1 || join <= 1 {
+		return i
+	}
+	return 1 + (i-1)/join*join
+}
+
+// startInBatches starts nodes 0 … n-1: node 0 alone, then batches of
+// join nodes at once, each batch once the one before it has started, and
+// the last node (the provider) alone once every other has. prepare runs
+// for every node of a batch in turn before its starts run (what may not
+// run concurrently: the simulated network's endpoints).
+func startInBatches(n, join int, prepare, start func(i int)) {
+	run := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			prepare(i)
+		}
+		if hi-lo == 1 {
+			start(lo)
+			return
+		}
+		var wg sync.WaitGroup
+		for i := lo; i < hi; i++ {
+			wg.Go(func() { start(i) })
+		}
+		wg.Wait()
+	}
+	run(0, 1)
+	for lo := 1; lo < n-1; lo += max(join, 1) {
+		run(lo, min(lo+max(join, 1), n-1))
+	}
+	if n > 1 {
+		run(n-1, n)
+	}
 }
 
 // heapAndStacks returns the memory the Go runtime holds for live objects

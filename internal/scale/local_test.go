@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func (c *localCluster) memHost(t *testing.T, i int, k crypto.PrivKey) host.Host 
 	}
 	h, err := c.mem.host(k, i)
 	if err != nil {
-		t.Fatalf("N=%d: %v", cap(c.agents), err)
+		t.Fatalf("N=%d: %v", len(c.agents), err)
 	}
 	return h
 }
@@ -67,34 +68,42 @@ func bootInfos(agents []agent, boot []int) []peer.AddrInfo {
 	return infos
 }
 
-func startMesh(t *testing.T, rng *rand.Rand, n int, mem memNet) *localCluster {
+func startMesh(t *testing.T, rng *rand.Rand, n, join int, mem memNet) *localCluster {
 	c := newLocalCluster(KindMesh, n, mem)
-	c.agents = make([]agent, 0, n)
+	c.agents = make([]agent, n)
 	// A node that cannot connect to its bootstrap peers within joinBound
-	// is left to its own retries, and the later ones are not waited for:
-	// the figures then say what such a mesh does.
-	overloaded := false
+	// is left to its own retries, and the batches after it start without
+	// waiting: the figures then say what such a mesh does.
+	var overloaded atomic.Bool
 	var extra []node.Option
 	if mem != nil {
 		extra = mem.meshOptions()
 	}
-	for i, boot := range sparse(rng, n) {
-		a, err := newMeshAgent(t, i, c.memHost(t, i, meshtest.Key(t, 1000+i)), bootInfos(c.agents, boot), i == c.prov, !overloaded, c.rep, c.kt, extra...)
+	boot := sparse(rng, n, join)
+	hosts := make([]host.Host, n)
+	startInBatches(n, join, func(i int) {
+		hosts[i] = c.memHost(t, i, meshtest.Key(t, 1000+i))
+	}, func(i int) {
+		a, err := newMeshAgent(t, i, hosts[i], bootInfos(c.agents, boot[i]), i == c.prov, !overloaded.Load(), c.rep, c.kt, extra...)
 		if err != nil {
 			t.Logf("N=%d: %v; the nodes after it start without waiting", n, err)
-			overloaded = true
+			overloaded.Store(true)
 		}
-		c.agents = append(c.agents, a)
-	}
+		c.agents[i] = a
+	})
 	return c
 }
 
-func startRaw(t *testing.T, rng *rand.Rand, n int, provideBound time.Duration, mem memNet) *localCluster {
+func startRaw(t *testing.T, rng *rand.Rand, n, join int, provideBound time.Duration, mem memNet) *localCluster {
 	c := newLocalCluster(KindRaw, n, mem)
-	c.agents = make([]agent, 0, n)
-	for i, boot := range sparse(rng, n) {
-		c.agents = append(c.agents, newRawAgent(t, i, c.memHost(t, i, meshtest.Key(t, 5000+i)), bootInfos(c.agents, boot), i == c.prov, provideBound, c.rep, c.kt))
-	}
+	c.agents = make([]agent, n)
+	boot := sparse(rng, n, join)
+	hosts := make([]host.Host, n)
+	startInBatches(n, join, func(i int) {
+		hosts[i] = c.memHost(t, i, meshtest.Key(t, 5000+i))
+	}, func(i int) {
+		c.agents[i] = newRawAgent(t, i, hosts[i], bootInfos(c.agents, boot[i]), i == c.prov, provideBound, c.rep, c.kt)
+	})
 	return c
 }
 

@@ -42,7 +42,7 @@ func startProcs(t *testing.T, rng *rand.Rand, kind string, n int, provideBound t
 	t.Cleanup(c.close)
 	overloaded := false // as in startMesh
 	var infos []peer.AddrInfo
-	for i, boot := range sparse(rng, n) {
+	for i, boot := range sparse(rng, n, 1) {
 		spec := agentSpec{Kind: kind, Index: i, Provider: i == c.prov, Join: !overloaded, ProvideBoundMs: provideBound.Milliseconds()}
 		for _, j := range boot {
 			spec.Boot = append(spec.Boot, infos[j])

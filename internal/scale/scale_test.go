@@ -33,6 +33,7 @@ var (
 	profile = flag.String("scale.cpuprofile", "", "write a CPU profile of each discovery, settle and publish phase to this prefix + -<phase>-<kind>-<N>.pprof, and the live heap and the goroutines when memory is taken to <prefix>-heap-<kind>-<N>.pprof and <prefix>-goroutine-<kind>-<N>.pprof")
 	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw, and in processes mesh-procs, raw-procs (all four: the cross-check)")
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
+	join    = flag.Int("scale.join", 1, "in-process kinds: agents started at once, each batch bootstrapped to agents of the batches before it (1: one after another, each connected to its bootstrap peers before the next starts); larger batches shorten the start of a large cluster, whose running agents' traffic is what takes its time")
 	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
 	procs   = flag.Bool("scale.procs", false, "run each agent in a process of its own: -scale.kinds mesh and raw become mesh-procs and raw-procs")
 	netw    = flag.String("scale.net", NetLoopback, "network of in-process agents: loopback (TCP on 127.0.0.1), mock (go-libp2p's in-memory mocknet, no sockets) or sim (go-libp2p's simulated packet network: QUIC over per-agent links, no sockets)")
@@ -60,6 +61,10 @@ func TestScale(t *testing.T) {
 	switch {
 	case *netw != NetLoopback && !mock:
 		t.Fatalf("-scale.net: %q is none of %s, %s and %s", *netw, NetLoopback, NetMock, NetSim)
+	case *join < 1:
+		t.Fatalf("-scale.join: %d is not a number of agents started at once (1 or more)", *join)
+	case *join > 1 && *procs:
+		t.Fatal("-scale.join batches the in-process agents' start: -scale.procs starts its processes one after another")
 	case mock && *procs:
 		t.Fatalf("-scale.net %s holds every agent in the test process: it does not go with -scale.procs", *netw)
 	case !mock && (*latency != 0 || bandwidth != 0):
@@ -142,16 +147,18 @@ func TestScale(t *testing.T) {
 					case NetSim:
 						mn = newSimNet(t, *latency, bandwidth, bound)
 					}
+					began, cpu := time.Now(), cpuTime()
 					switch kind {
 					case KindMesh:
-						c = startMesh(t, rng, n, mn)
+						c = startMesh(t, rng, n, *join, mn)
 					case KindRaw:
-						c = startRaw(t, rng, n, p.step, mn)
+						c = startRaw(t, rng, n, *join, p.step, mn)
 					case KindMeshProcs:
 						c = startProcs(t, rng, KindMesh, n, p.step)
 					case KindRawProcs:
 						c = startProcs(t, rng, KindRaw, n, p.step)
 					}
+					t.Logf("%s N=%d started in %s (%s of CPU), %d at once", kind, n, time.Since(began).Round(time.Millisecond), (cpuTime() - cpu).Round(time.Second), *join)
 					start := time.Now()
 					r := measure(t, rng, c, p)
 					r.Net = label
