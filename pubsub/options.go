@@ -99,8 +99,11 @@ func WithPublishWait(d time.Duration) Option { return func(c *config) error { c.
 // DefaultMinPeers.
 func WithMinPeers(n int) Option { return func(c *config) error { c.minPeers = n; return nil } }
 
-// WithQueueSize sets the per-subscription queue length. The default is
-// DefaultQueueSize.
+// WithQueueSize sets the per-subscription queue length: at most n
+// messages wait for a subscription's handler, and more are dropped
+// (Subscription.Dropped counts them). The queue's buffer grows on demand
+// and is released when it drains, so n bounds a busy subscription's
+// memory, not an idle one's. The default is DefaultQueueSize.
 func WithQueueSize(n int) Option { return func(c *config) error { c.queue = n; return nil } }
 
 // WithSelf describes the local agent; without it filters are checked

@@ -1,0 +1,52 @@
+package pubsub
+
+import "testing"
+
+// A subscription's queue holds at most its bound, in order, refuses the
+// rest, and releases a burst's buffer once drained: an idle subscription
+// keeps at most queueKeep slots, not the bound's.
+func TestMsgQueueBoundAndRelease(t *testing.T) {
+	tests := []struct {
+		name       string
+		max, push  int
+		wantKept   int
+		wantCapMax int // after draining
+	}{
+		{name: "below the bound", max: 256, push: 5, wantKept: 5, wantCapMax: queueKeep},
+		{name: "a burst to the bound", max: 256, push: 256, wantKept: 256, wantCapMax: queueKeep},
+		{name: "beyond the bound", max: 16, push: 40, wantKept: 16, wantCapMax: queueKeep},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newMsgQueue(tc.max)
+			if got := cap(q.buf); got != 0 {
+				t.Fatalf("a new queue holds a buffer of %d, want none", got)
+			}
+			kept := 0
+			for i := range tc.push {
+				if q.push(Message{Topic: string(rune('a' + i%26))}) {
+					kept++
+				}
+			}
+			if kept != tc.wantKept || q.len() != tc.wantKept {
+				t.Fatalf("kept %d (len %d) of %d pushed with bound %d, want %d", kept, q.len(), tc.push, tc.max, tc.wantKept)
+			}
+			for i := range kept {
+				m, ok := q.pop()
+				if !ok || m.Topic != string(rune('a'+i%26)) {
+					t.Fatalf("pop %d = %q, %v: out of order or missing", i, m.Topic, ok)
+				}
+			}
+			if _, ok := q.pop(); ok {
+				t.Fatal("pop from a drained queue returned a message")
+			}
+			if got := cap(q.buf); got > tc.wantCapMax {
+				t.Fatalf("a drained queue keeps a buffer of %d messages, want at most %d", got, tc.wantCapMax)
+			}
+			if !q.push(Message{Topic: "again"}) {
+				t.Fatal("a drained queue refused a message")
+			}
+		})
+	}
+}
+
