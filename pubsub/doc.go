@@ -242,4 +242,7 @@
 // weight -1 (threshold 6, decay 0.9), decay every second to zero at 0.01;
 // thresholds gossip -100, publish -500, graylist -1000, accept PX 10,
 // opportunistic graft 3. Invalid messages are punished through Reject.
+// No topic has score parameters, so the scorer's per-message delivery
+// records feed nothing; they are kept 5 s (scoreRecordTTL), not
+// GossipSub's 2 minutes.
 package pubsub

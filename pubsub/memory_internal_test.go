@@ -1,6 +1,9 @@
 package pubsub
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A subscription's queue holds at most its bound, in order, refuses the
 // rest, and releases a burst's buffer once drained: an idle subscription
@@ -50,3 +53,15 @@ func TestMsgQueueBoundAndRelease(t *testing.T) {
 	}
 }
 
+// Peer scoring keeps delivery records for scoreRecordTTL only because no
+// topic is scored: were one scored, its counters would read the records
+// and the short retention would need revisiting.
+func TestScoreRecordsShortOnlyWithoutTopicScores(t *testing.T) {
+	sp, _ := scoreParams()
+	if sp.SeenMsgTTL != scoreRecordTTL || scoreRecordTTL > 10*time.Second {
+		t.Fatalf("delivery records kept %s (scoreRecordTTL %s), want scoreRecordTTL of at most 10s", sp.SeenMsgTTL, scoreRecordTTL)
+	}
+	if len(sp.Topics) != 0 {
+		t.Fatalf("%d topics scored: their deliveries counters read the records, which scoreRecordTTL keeps only %s", len(sp.Topics), scoreRecordTTL)
+	}
+}

@@ -96,6 +96,19 @@ func MessageID(m *pb.Message) string {
 	return string(d[:min(len(d), MessageIDSize)])
 }
 
+// scoreRecordTTL is how long peer scoring keeps a message's delivery
+// record (which peers delivered it, and when), GossipSub's
+// PeerScoreParams.SeenMsgTTL; its default is 2 minutes. The records feed
+// only the per-topic counters (first, mesh and invalid deliveries), and
+// no topic is scored here (scoreParams' Topics is empty), so they decide
+// nothing: kept 2 minutes, they were the largest part of GossipSub's
+// state on a mesh agent (0.29 MB at N = 100). 5 s covers a message's
+// validation and the duplicates of its gossip window (3 heartbeats);
+// GossipSub sweeps expired records once a minute, so one lives at most
+// a minute longer. A topic scored later needs this to be at least its
+// MeshMessageDeliveriesWindow and the span of its counters' use.
+const scoreRecordTTL = 5 * time.Second
+
 func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresholds) {
 	return &libp2ppubsub.PeerScoreParams{
 			Topics:                    map[string]*libp2ppubsub.TopicScoreParams{},
@@ -107,6 +120,7 @@ func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresh
 			DecayInterval:             time.Second,
 			DecayToZero:               0.01,
 			RetainScore:               10 * time.Minute,
+			SeenMsgTTL:                scoreRecordTTL,
 		}, &libp2ppubsub.PeerScoreThresholds{
 			GossipThreshold:             -100,
 			PublishThreshold:            -500,
