@@ -63,7 +63,11 @@
 //	another family                                                  → Reject
 //	stale timestamp or (author, id) already seen (sign.ReplayGuard) → Ignore
 //
-// Reject lowers the forwarding peer's score; Ignore does not.
+// Reject lowers the forwarding peer's score; Ignore does not. GossipSub's
+// seen-message cache, which drops copies before validation, remembers an
+// id 30 s (seenTTL, not its default 2 minutes): a copy arriving later is
+// refused by the replay guard, which remembers (author, id) for its whole
+// window.
 //
 // # Topics and patterns
 //

@@ -3,6 +3,10 @@ package pubsub
 import (
 	"testing"
 	"time"
+
+	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
+
+	"github.com/meshagent/meshagent/sign"
 )
 
 // A subscription's queue holds at most its bound, in order, refuses the
@@ -63,5 +67,18 @@ func TestScoreRecordsShortOnlyWithoutTopicScores(t *testing.T) {
 	}
 	if len(sp.Topics) != 0 {
 		t.Fatalf("%d topics scored: their deliveries counters read the records, which scoreRecordTTL keeps only %s", len(sp.Topics), scoreRecordTTL)
+	}
+}
+
+// GossipSub's seen-message cache forgets an id after seenTTL; a copy
+// arriving later is validated, and the replay guard refuses it (the
+// validator's replay case is tested in topics_test.go) as long as the
+// guard's window covers it: seenTTL lies between the gossip window (5
+// heartbeats, when honest copies stop coming) and the default replay
+// window.
+func TestSeenTTLCoveredByReplayGuard(t *testing.T) {
+	gossip := 5 * libp2ppubsub.GossipSubHeartbeatInterval
+	if seenTTL > sign.DefaultReplayWindow || seenTTL < gossip {
+		t.Fatalf("seenTTL %s: want between the gossip window %s and the replay window %s", seenTTL, gossip, sign.DefaultReplayWindow)
 	}
 }

@@ -109,6 +109,17 @@ func MessageID(m *pb.Message) string {
 // MeshMessageDeliveriesWindow and the span of its counters' use.
 const scoreRecordTTL = 5 * time.Second
 
+// seenTTL is how long GossipSub's seen-message cache remembers a message
+// id (WithSeenMessagesTTL; its default is 2 minutes). The cache is a
+// cheap first filter of duplicates: a message arrives again from honest
+// peers only within its gossip window (the message cache's 5 heartbeats,
+// 5 s), and one that arrives after the cache forgot it is validated and
+// ignored by the replay guard, which remembers every (sender, id) for
+// its window (sign.DefaultReplayWindow, 2 minutes) and is what refuses
+// replays. GossipSub sweeps the cache once a minute, so an id lives at
+// most a minute longer.
+const seenTTL = 30 * time.Second
+
 func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresholds) {
 	return &libp2ppubsub.PeerScoreParams{
 			Topics:                    map[string]*libp2ppubsub.TopicScoreParams{},
@@ -156,6 +167,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
 		libp2ppubsub.WithMessageIdFn(MessageID),
 		libp2ppubsub.WithPeerScore(sp, st),
+		libp2ppubsub.WithSeenMessagesTTL(seenTTL),
 		libp2ppubsub.WithMaxMessageSize(cfg.maxSize + 4096),
 		libp2ppubsub.WithRawTracer(mesh),
 		// Set for each of this node's own messages: see flood.go.
