@@ -238,6 +238,15 @@
 // message's ValidatorData, and include what GossipSub refuses before the
 // validator runs (throttled, queue full).
 //
+// # Connection protection
+//
+// GossipSub protects a peer from the connection manager while it is in
+// the mesh of any of the node's topics. WithUnprotectedFamilies lifts that
+// for best-effort families (the node uses it for presence, which every
+// agent is in): their mesh peers may be trimmed, and GossipSub grafts
+// another subscriber at its next heartbeat. The mesh peers of the other
+// families stay protected.
+//
 // # Peer scoring
 //
 // Scoring is on with global parameters only (see scoreParams): app score

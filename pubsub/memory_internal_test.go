@@ -1,11 +1,13 @@
 package pubsub
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	libp2ppubsub "github.com/libp2p/go-libp2p-pubsub"
 
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/sign"
 )
 
@@ -80,5 +82,48 @@ func TestSeenTTLCoveredByReplayGuard(t *testing.T) {
 	gossip := 5 * libp2ppubsub.GossipSubHeartbeatInterval
 	if seenTTL > sign.DefaultReplayWindow || seenTTL < gossip {
 		t.Fatalf("seenTTL %s: want between the gossip window %s and the replay window %s", seenTTL, gossip, sign.DefaultReplayWindow)
+	}
+}
+
+// The mesh peers of a family named by WithUnprotectedFamilies are not
+// protected from the connection manager; those of other families are, as
+// GossipSub protects them, and so are both without the option.
+func TestUnprotectedFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		opts          []Option
+		wantPresence  bool
+		wantOtherProt bool
+	}{
+		{name: "presence unprotected", opts: []Option{WithUnprotectedFamilies("presence")}, wantPresence: false, wantOtherProt: true},
+		{name: "default", wantPresence: true, wantOtherProt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ha, hb := newHost(t), newHost(t)
+			a, b := newBus(t, ha, tc.opts...), newBus(t, hb, tc.opts...)
+			connect(t, ha, hb)
+			for _, tp := range []*Topics{a, b} {
+				for _, pattern := range []string{"presence:*", "team:*"} {
+					if _, err := tp.Subscribe(pattern, func(Message) {}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := wait.Until(30*time.Second, func() error {
+				if a.MeshPeers("presence:x") < 1 || a.MeshPeers("team:x") < 1 {
+					return fmt.Errorf("mesh peers: presence %d, team %d", a.MeshPeers("presence:x"), a.MeshPeers("team:x"))
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			cm := ha.ConnManager()
+			if got := cm.IsProtected(hb.ID(), meshTag(GossipTopic("presence:x"))); got != tc.wantPresence {
+				t.Errorf("presence mesh peer protected %v, want %v", got, tc.wantPresence)
+			}
+			if got := cm.IsProtected(hb.ID(), meshTag(GossipTopic("team:x"))); got != tc.wantOtherProt {
+				t.Errorf("team mesh peer protected %v, want %v", got, tc.wantOtherProt)
+			}
+		})
 	}
 }

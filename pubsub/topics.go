@@ -180,7 +180,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		psOpts = append(psOpts, libp2ppubsub.WithRawTracer(t))
 	}
 	psOpts = append(psOpts, met.options()...)
-	ps, err := libp2ppubsub.NewGossipSub(ctx, h, psOpts...)
+	ps, err := libp2ppubsub.NewGossipSub(ctx, withUnprotected(h, cfg.unprotected), psOpts...)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)
