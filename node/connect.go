@@ -17,16 +17,45 @@ func (n *Node) Connect(ctx context.Context, ai peer.AddrInfo) error {
 	return nil
 }
 
-// bootstrapLoop keeps the node connected to its bootstrap peers: it dials
-// each until connected and redials after a disconnect, clearing libp2p's
-// dial backoff so that a peer that comes back is reached promptly.
+// bootstrapEnough is how many connected peers other than its bootstrap
+// peers a node needs before it stops holding on to the bootstrap peers:
+// kad-dht's own rule, which dials its bootstrap peers again when its
+// routing table holds fewer than 10 peers.
+const bootstrapEnough = 10
+
+// bootstrapLoop keeps the node connected to its bootstrap peers while it
+// has fewer than bootstrapEnough other peers: it dials each until
+// connected and redials after a disconnect, clearing libp2p's dial
+// backoff so that a peer that comes back is reached promptly, and the
+// connection manager may not trim them (tagBootstrap). Once the node has
+// bootstrapEnough other peers the bootstrap peers are peers like any
+// other: unprotected and not redialled, so a node does not keep
+// connections it no longer needs (each costs the memory of a transport
+// connection and its streams' goroutines) and the bootstrap peers of a
+// large mesh are not held by every agent that joined through them. Below
+// bootstrapEnough again, they are protected and redialled again.
 func (n *Node) bootstrapLoop(infos []peer.AddrInfo) {
 	const minWait, maxWait = 250 * time.Millisecond, 10 * time.Second
 	wait := minWait
+	boot := make(map[peer.ID]bool, len(infos))
+	for _, ai := range infos {
+		boot[ai.ID] = true
+	}
+	held := true // New protected them
 	for {
 		allConnected := true
+		if enough := n.othersConnected(boot) >= bootstrapEnough; enough != !held {
+			held = !enough
+			for _, ai := range infos {
+				if held {
+					n.host.ConnManager().Protect(ai.ID, tagBootstrap)
+				} else {
+					n.host.ConnManager().Unprotect(ai.ID, tagBootstrap)
+				}
+			}
+		}
 		for _, ai := range infos {
-			if ai.ID == n.id || n.host.Network().Connectedness(ai.ID) == network.Connected {
+			if !held || ai.ID == n.id || n.host.Network().Connectedness(ai.ID) == network.Connected {
 				continue
 			}
 			allConnected = false
@@ -51,6 +80,18 @@ func (n *Node) bootstrapLoop(infos []peer.AddrInfo) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// othersConnected returns how many peers the node is connected to that
+// are not in boot.
+func (n *Node) othersConnected(boot map[peer.ID]bool) int {
+	k := 0
+	for _, p := range n.host.Network().Peers() {
+		if !boot[p] {
+			k++
+		}
+	}
+	return k
 }
 
 type mdnsNotifee struct{ n *Node }

@@ -3,15 +3,18 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshagent/meshagent/internal/meshtest"
 	"github.com/meshagent/meshagent/internal/p2ptest"
+	"github.com/meshagent/meshagent/internal/wait"
 	"github.com/meshagent/meshagent/node"
 	"github.com/meshagent/meshagent/protocol"
 )
@@ -62,4 +65,46 @@ func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 
 func callRequest(to *node.Node, action, params string) protocol.CallRequest {
 	return protocol.CallRequest{To: to.AgentID(), Action: action, Params: json.RawMessage(params), Timeout: 2 * time.Second}
+}
+
+// TestBootstrapPeersReleasedOnceConnected: a node protects its bootstrap
+// peer from the connection manager while it has few other peers, stops
+// once it has BootstrapEnough others (the bootstrap peer is then a peer
+// like any other, which the manager may trim), and protects it again
+// when those others leave.
+func TestBootstrapPeersReleasedOnceConnected(t *testing.T) {
+	boot := meshtest.Node(t, 1)
+	n := meshtest.Node(t, 2, node.WithBootstrap(boot.Addrs()...))
+	protected := func(want bool) func() error {
+		return func() error {
+			if n.Host().Network().Connectedness(boot.ID()) != network.Connected {
+				return fmt.Errorf("not connected to the bootstrap peer")
+			}
+			if got := n.Host().ConnManager().IsProtected(boot.ID(), node.TagBootstrap); got != want {
+				return fmt.Errorf("bootstrap peer protected %v, want %v (%d peers connected)", got, want, len(n.Host().Network().Peers()))
+			}
+			return nil
+		}
+	}
+	if err := wait.Until(30*time.Second, protected(true)); err != nil {
+		t.Fatal(err)
+	}
+	target := peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}
+	var others []host.Host
+	for range node.BootstrapEnough {
+		h := p2ptest.Host(t)
+		if err := h.Connect(meshtest.Context(t, 10*time.Second), target); err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, h)
+	}
+	if err := wait.Until(30*time.Second, protected(false)); err != nil {
+		t.Fatalf("with %d other peers: %v", node.BootstrapEnough, err)
+	}
+	for _, h := range others {
+		_ = h.Close()
+	}
+	if err := wait.Until(30*time.Second, protected(true)); err != nil {
+		t.Fatalf("once the others left: %v", err)
+	}
 }

@@ -92,3 +92,9 @@ func (s answerLosingStream) Read([]byte) (int, error) {
 
 // NextHeartbeat is when the heartbeat after one announcing every is due.
 var NextHeartbeat = nextHeartbeat
+
+// TagBootstrap is the connection manager tag protecting bootstrap peers.
+const TagBootstrap = tagBootstrap
+
+// BootstrapEnough is how many other peers end that protection.
+const BootstrapEnough = bootstrapEnough

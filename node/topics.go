@@ -14,7 +14,10 @@ import (
 // startTopics starts the topic router and presence. The router finds topic
 // peers through the capability directory when the DHT is on.
 func (n *Node) startTopics() error {
-	opts := []pubsub.Option{pubsub.WithSelf(n.topicSelf())}
+	// Presence is best effort and every agent is in it: its mesh peers
+	// are not protected from the connection manager as those of the
+	// topics agents publish on are (see pubsub.WithUnprotectedFamilies).
+	opts := []pubsub.Option{pubsub.WithSelf(n.topicSelf()), pubsub.WithUnprotectedFamilies(protocol.PresenceFamily)}
 	if n.dir != nil {
 		opts = append(opts, pubsub.WithDiscovery(n.dir.TopicDiscovery()))
 	}

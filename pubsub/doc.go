@@ -63,7 +63,11 @@
 //	another family                                                  → Reject
 //	stale timestamp or (author, id) already seen (sign.ReplayGuard) → Ignore
 //
-// Reject lowers the forwarding peer's score; Ignore does not.
+// Reject lowers the forwarding peer's score; Ignore does not. GossipSub's
+// seen-message cache, which drops copies before validation, remembers an
+// id 30 s (seenTTL, not its default 2 minutes): a copy arriving later is
+// refused by the replay guard, which remembers (author, id) for its whole
+// window.
 //
 // # Topics and patterns
 //
@@ -234,6 +238,15 @@
 // message's ValidatorData, and include what GossipSub refuses before the
 // validator runs (throttled, queue full).
 //
+// # Connection protection
+//
+// GossipSub protects a peer from the connection manager while it is in
+// the mesh of any of the node's topics. WithUnprotectedFamilies lifts that
+// for best-effort families (the node uses it for presence, which every
+// agent is in): their mesh peers may be trimmed, and GossipSub grafts
+// another subscriber at its next heartbeat. The mesh peers of the other
+// families stay protected.
+//
 // # Peer scoring
 //
 // Scoring is on with global parameters only (see scoreParams): app score
@@ -242,4 +255,7 @@
 // weight -1 (threshold 6, decay 0.9), decay every second to zero at 0.01;
 // thresholds gossip -100, publish -500, graylist -1000, accept PX 10,
 // opportunistic graft 3. Invalid messages are punished through Reject.
+// No topic has score parameters, so the scorer's per-message delivery
+// records feed nothing; they are kept 5 s (scoreRecordTTL), not
+// GossipSub's 2 minutes.
 package pubsub

@@ -43,6 +43,9 @@ type config struct {
 	fetchWait time.Duration
 	reg       prometheus.Registerer // nil: no metrics
 	tracers   []libp2ppubsub.RawTracer
+	// unprotected are families whose GossipSub mesh peers the connection
+	// manager may trim (WithUnprotectedFamilies).
+	unprotected []string
 }
 
 func defaultConfig() config {
@@ -99,9 +102,24 @@ func WithPublishWait(d time.Duration) Option { return func(c *config) error { c.
 // DefaultMinPeers.
 func WithMinPeers(n int) Option { return func(c *config) error { c.minPeers = n; return nil } }
 
-// WithQueueSize sets the per-subscription queue length. The default is
-// DefaultQueueSize.
+// WithQueueSize sets the per-subscription queue length: at most n
+// messages wait for a subscription's handler, and more are dropped
+// (Subscription.Dropped counts them). The queue's buffer grows on demand
+// and is released when it drains, so n bounds a busy subscription's
+// memory, not an idle one's. The default is DefaultQueueSize.
 func WithQueueSize(n int) Option { return func(c *config) error { c.queue = n; return nil } }
+
+// WithUnprotectedFamilies lets the connection manager trim the GossipSub
+// mesh peers of these families' topics, which GossipSub otherwise
+// protects for as long as they are in a topic's mesh (every topic's, so
+// a node in two topics can hold up to twice GossipSub's D_hi peers, 12,
+// that no trim may close). For a best-effort family every agent is in,
+// such as presence: when a trim closes one of its mesh peers, GossipSub
+// grafts another connected subscriber at its next heartbeat, and the
+// mesh peers of the other families stay protected.
+func WithUnprotectedFamilies(families ...string) Option {
+	return func(c *config) error { c.unprotected = append(c.unprotected, families...); return nil }
+}
 
 // WithSelf describes the local agent; without it filters are checked
 // against the signer's id only. SetSelf changes it later.

@@ -24,10 +24,78 @@ type Subscription struct {
 	// count it as a receiver, since its copy reaches nobody.
 	own     bool
 	handler func(Message)
-	queue   chan Message
+	queue   *msgQueue
 	done    chan struct{}
 	once    sync.Once
 	dropped atomic.Uint64
+}
+
+// queueKeep is the capacity a subscription's queue keeps once drained:
+// a burst's larger buffer is released, so an idle subscription holds
+// this much, not the bound.
+const queueKeep = 8
+
+// msgQueue is a subscription's queue: at most max messages, its buffer
+// grown on demand and released when it drains (beyond queueKeep), so an
+// idle subscription costs a few hundred bytes rather than max messages'
+// worth (a buffered channel of 256 Messages is 28 KiB from the start).
+type msgQueue struct {
+	max  int
+	wake chan struct{} // one token: the queue may be non-empty
+
+	mu   sync.Mutex
+	buf  []Message
+	head int
+}
+
+func newMsgQueue(max int) *msgQueue {
+	return &msgQueue{max: max, wake: make(chan struct{}, 1)}
+}
+
+// push appends m and reports false, keeping nothing, when max messages
+// wait already.
+func (q *msgQueue) push(m Message) bool {
+	q.mu.Lock()
+	if len(q.buf)-q.head >= q.max {
+		q.mu.Unlock()
+		return false
+	}
+	q.buf = append(q.buf, m)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pop returns the oldest message, or false when the queue is empty; the
+// emptied queue keeps a buffer of at most queueKeep.
+func (q *msgQueue) pop() (Message, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.buf) {
+		return Message{}, false
+	}
+	m := q.buf[q.head]
+	q.buf[q.head] = Message{} // the slot no longer holds the message
+	q.head++
+	if q.head == len(q.buf) {
+		if cap(q.buf) > queueKeep {
+			q.buf = nil
+		} else {
+			q.buf = q.buf[:0]
+		}
+		q.head = 0
+	}
+	return m, true
+}
+
+// len returns how many messages wait.
+func (q *msgQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.buf) - q.head
 }
 
 // matches reports whether the subscription takes a message on topic.
@@ -97,7 +165,7 @@ func (tp *Topics) subscribeAs(fam, pattern string, keeper, own bool, handler fun
 		tp.wg.Add(1)
 		go tp.read(f, sub)
 	}
-	s := &Subscription{b: tp, fam: fam, pattern: pattern, keeper: keeper, own: own, handler: handler, queue: make(chan Message, tp.cfg.queue), done: make(chan struct{})}
+	s := &Subscription{b: tp, fam: fam, pattern: pattern, keeper: keeper, own: own, handler: handler, queue: newMsgQueue(tp.cfg.queue), done: make(chan struct{})}
 	f.subs[s] = struct{}{}
 	close(tp.added)
 	tp.added = make(chan struct{})
@@ -112,11 +180,17 @@ func (s *Subscription) run(wg *sync.WaitGroup) {
 		select {
 		case <-s.done:
 			return
-		case m := <-s.queue:
+		case <-s.queue.wake:
+		}
+		for {
 			select {
 			case <-s.done:
 				return
 			default:
+			}
+			m, ok := s.queue.pop()
+			if !ok {
+				break
 			}
 			s.handler(m)
 		}
@@ -144,12 +218,11 @@ func (tp *Topics) read(f *family, sub *libp2ppubsub.Subscription) {
 			if !s.matches(msg.Topic) || !admitted && !s.keeper {
 				continue
 			}
-			select {
-			case s.queue <- msg:
+			if s.queue.push(msg) {
 				if !s.keeper { // a history keeper's own subscription is no subscriber
 					tp.met.deliver(s.fam, true)
 				}
-			default:
+			} else {
 				s.dropped.Add(1)
 				tp.met.deliver(s.fam, false)
 			}

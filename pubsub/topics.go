@@ -96,6 +96,30 @@ func MessageID(m *pb.Message) string {
 	return string(d[:min(len(d), MessageIDSize)])
 }
 
+// scoreRecordTTL is how long peer scoring keeps a message's delivery
+// record (which peers delivered it, and when), GossipSub's
+// PeerScoreParams.SeenMsgTTL; its default is 2 minutes. The records feed
+// only the per-topic counters (first, mesh and invalid deliveries), and
+// no topic is scored here (scoreParams' Topics is empty), so they decide
+// nothing: kept 2 minutes, they were the largest part of GossipSub's
+// state on a mesh agent (0.29 MB at N = 100). 5 s covers a message's
+// validation and the duplicates of its gossip window (3 heartbeats);
+// GossipSub sweeps expired records once a minute, so one lives at most
+// a minute longer. A topic scored later needs this to be at least its
+// MeshMessageDeliveriesWindow and the span of its counters' use.
+const scoreRecordTTL = 5 * time.Second
+
+// seenTTL is how long GossipSub's seen-message cache remembers a message
+// id (WithSeenMessagesTTL; its default is 2 minutes). The cache is a
+// cheap first filter of duplicates: a message arrives again from honest
+// peers only within its gossip window (the message cache's 5 heartbeats,
+// 5 s), and one that arrives after the cache forgot it is validated and
+// ignored by the replay guard, which remembers every (sender, id) for
+// its window (sign.DefaultReplayWindow, 2 minutes) and is what refuses
+// replays. GossipSub sweeps the cache once a minute, so an id lives at
+// most a minute longer.
+const seenTTL = 30 * time.Second
+
 func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresholds) {
 	return &libp2ppubsub.PeerScoreParams{
 			Topics:                    map[string]*libp2ppubsub.TopicScoreParams{},
@@ -107,6 +131,7 @@ func scoreParams() (*libp2ppubsub.PeerScoreParams, *libp2ppubsub.PeerScoreThresh
 			DecayInterval:             time.Second,
 			DecayToZero:               0.01,
 			RetainScore:               10 * time.Minute,
+			SeenMsgTTL:                scoreRecordTTL,
 		}, &libp2ppubsub.PeerScoreThresholds{
 			GossipThreshold:             -100,
 			PublishThreshold:            -500,
@@ -142,6 +167,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		libp2ppubsub.WithMessageSignaturePolicy(libp2ppubsub.StrictNoSign),
 		libp2ppubsub.WithMessageIdFn(MessageID),
 		libp2ppubsub.WithPeerScore(sp, st),
+		libp2ppubsub.WithSeenMessagesTTL(seenTTL),
 		libp2ppubsub.WithMaxMessageSize(cfg.maxSize + 4096),
 		libp2ppubsub.WithRawTracer(mesh),
 		// Set for each of this node's own messages: see flood.go.
@@ -154,7 +180,7 @@ func New(h host.Host, signer *sign.Signer, opts ...Option) (*Topics, error) {
 		psOpts = append(psOpts, libp2ppubsub.WithRawTracer(t))
 	}
 	psOpts = append(psOpts, met.options()...)
-	ps, err := libp2ppubsub.NewGossipSub(ctx, h, psOpts...)
+	ps, err := libp2ppubsub.NewGossipSub(ctx, withUnprotected(h, cfg.unprotected), psOpts...)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("pubsub: gossipsub: %w", err)

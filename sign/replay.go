@@ -1,7 +1,9 @@
 package sign
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -17,10 +19,14 @@ const (
 // window. Memory is bounded by maxEntries: when full, the entry with the
 // oldest timestamp is evicted and the guard's floor rises to that
 // timestamp, so anything at or before the floor is refused as stale rather
-// than risking an undetected replay. It is safe for concurrent use.
+// than risking an undetected replay. An id is remembered as a 128-bit
+// keyed hash of (sender, id), some 60 bytes whatever the strings' lengths,
+// so the default bound of 1<<18 ids is at most about 16 MB. It is safe for
+// concurrent use.
 type ReplayGuard struct {
 	window time.Duration
 	max    int
+	seeds  [2]maphash.Seed
 
 	mu    sync.Mutex
 	seen  map[replayKey]struct{}
@@ -38,7 +44,7 @@ func NewReplayGuard(window time.Duration, maxEntries int) *ReplayGuard {
 	if maxEntries <= 0 {
 		maxEntries = DefaultReplayMaxEntries
 	}
-	return &ReplayGuard{window: window, max: maxEntries, seen: make(map[replayKey]struct{})}
+	return &ReplayGuard{window: window, max: maxEntries, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, seen: make(map[replayKey]struct{})}
 }
 
 // Window returns the allowed clock skew.
@@ -50,7 +56,7 @@ func (g *ReplayGuard) Check(sender, id string, ts, now time.Time) error {
 	if d := now.Sub(ts); d > g.window || d < -g.window {
 		return fmt.Errorf("%w: timestamp %s is %s away from now (allowed ±%s)", ErrStale, ts.UTC().Format(time.RFC3339), d.Round(time.Second), g.window)
 	}
-	key := replayKey{sender: sender, id: id}
+	key := g.key(sender, id)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// Forget what can no longer be replayed: older than the window.
@@ -82,11 +88,31 @@ func (g *ReplayGuard) Len() int {
 	return len(g.seen)
 }
 
-// replayKey is a (sender, id) pair: two strings rather than one joined,
-// which would cost an allocation a message and need a separator no
-// sender contains (raw peer IDs contain any byte).
-type replayKey struct {
-	sender, id string
+// replayKey is a (sender, id) pair as two 64-bit hashes under the
+// guard's random seeds: 16 bytes, where the two strings it replaces kept
+// their bytes (some 90 for a peer id and a UUID) alive for the window. The
+// same pair always has the same key, so a replay is never missed; two
+// pairs sharing a key (odds about 2^-90 with the guard full, and the seeds
+// are secret, so a sender cannot aim at another's key) would only refuse
+// the second as a replay.
+type replayKey [2]uint64
+
+// key hashes (sender, id): sender's length first, so that no other split
+// of the same bytes gives the same input (raw peer IDs contain any byte).
+// It does not allocate.
+func (g *ReplayGuard) key(sender, id string) replayKey {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(sender)))
+	var k replayKey
+	for i, seed := range g.seeds {
+		var h maphash.Hash
+		h.SetSeed(seed)
+		_, _ = h.Write(n[:])
+		_, _ = h.WriteString(sender)
+		_, _ = h.WriteString(id)
+		k[i] = h.Sum64()
+	}
+	return k
 }
 
 type tsEntry struct {

@@ -3,7 +3,9 @@ package sign
 import (
 	"container/heap"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,7 +50,7 @@ func TestTSHeapMatchesContainerHeap(t *testing.T) {
 					}
 					continue
 				}
-				e := tsEntry{key: replayKey{sender: "s", id: strconv.Itoa(i)}, ts: base.Add(time.Duration(r.IntN(tc.spread)) * time.Millisecond)}
+				e := tsEntry{key: replayKey{uint64(i), 0}, ts: base.Add(time.Duration(r.IntN(tc.spread)) * time.Millisecond)}
 				got.push(e)
 				heap.Push(&want, e)
 			}
@@ -59,4 +61,41 @@ func TestTSHeapMatchesContainerHeap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayGuardEntrySize: a remembered id costs the guard at most
+// 128 bytes however long its sender and id are, since it keeps their
+// hash and not the strings (which cost it 2×200 bytes each here).
+func TestReplayGuardEntrySize(t *testing.T) {
+	const n = 20000
+	now := time.Now()
+	senders := make([]string, n)
+	ids := make([]string, n)
+	for i := range n {
+		senders[i] = strings.Repeat("s", 192) + strconv.Itoa(i)
+		ids[i] = strings.Repeat("i", 192) + strconv.Itoa(i)
+	}
+	g := NewReplayGuard(0, 0)
+	before := heapAlloc()
+	for i := range n {
+		// Strings of their own, as a decoder hands them over.
+		if err := g.Check(strings.Clone(senders[i]), strings.Clone(ids[i]), now, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perEntry := float64(int64(heapAlloc())-int64(before)) / n
+	runtime.KeepAlive(senders)
+	runtime.KeepAlive(ids)
+	if g.Len() != n || perEntry > 128 {
+		t.Fatalf("%d ids remembered at %.0f bytes each, want %d at most 128", g.Len(), perEntry, n)
+	}
+	t.Logf("%.0f bytes per remembered id", perEntry)
+	runtime.KeepAlive(g)
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

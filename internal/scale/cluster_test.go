@@ -213,8 +213,8 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 	r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = c.idle(p.idle)
 	writeHeapProfile(t, c)
 	if lc, ok := c.(*localCluster); ok {
-		mean, most := lc.connsPerAgent()
-		t.Logf("%s N=%d: connected peers per agent when memory was taken: mean %.1f, most %d", c.kind(), c.size(), mean, most)
+		mean, most, prot, kb, conns := lc.connsPerAgent()
+		t.Logf("%s N=%d: connected peers per agent when memory was taken: mean %.1f, most %d; protected %.1f (kad-dht's buckets %.1f); connections %.1f", c.kind(), c.size(), mean, most, prot, kb, conns)
 	}
 	return r
 }

@@ -154,9 +154,12 @@ func (c *localCluster) idle(window time.Duration) (cpuPercent, memMiB, rssMiB fl
 
 // connsPerAgent returns the mean and the largest number of peers an
 // agent is connected to: what its memory grows with (each connection
-// with its transport's buffers), bounded by the connection manager.
-func (c *localCluster) connsPerAgent() (mean float64, most int) {
-	total := 0
+// with its transport's buffers), bounded by the connection manager; and
+// the mean of those the manager may not trim: protected by any tag, by
+// kad-dht's (its first two buckets), and the connections (more than the
+// peers when a pair holds two).
+func (c *localCluster) connsPerAgent() (mean float64, most int, protected, kbucket, conns float64) {
+	total, prot, kb, cn := 0, 0, 0, 0
 	for _, a := range c.agents {
 		var h host.Host
 		switch a := a.(type) {
@@ -170,6 +173,16 @@ func (c *localCluster) connsPerAgent() (mean float64, most int) {
 		k := len(h.Network().Peers())
 		total += k
 		most = max(most, k)
+		cn += len(h.Network().Conns())
+		for _, p := range h.Network().Peers() {
+			if h.ConnManager().IsProtected(p, "") {
+				prot++
+			}
+			if h.ConnManager().IsProtected(p, "kbucket") {
+				kb++
+			}
+		}
 	}
-	return float64(total) / float64(max(len(c.agents), 1)), most
+	n := float64(max(len(c.agents), 1))
+	return float64(total) / n, most, float64(prot) / n, float64(kb) / n, float64(cn) / n
 }
