@@ -7,7 +7,7 @@
 // the same bytes a direct stream carries after its length prefix. The
 // router runs with StrictNoSign: the envelope's own Ed25519 signature is
 // the only one, so there is one signature per message. The GossipSub
-// message id is the first MessageIDSize (20) bytes of that signature.
+// message id is the first MessageIDSize (12) bytes of that signature.
 //
 // # Message ids
 //
@@ -16,13 +16,17 @@
 // has seen and to name messages in IHAVE, IWANT and IDONTWANT gossip.
 // Envelope ids, replay guards, durable positions, history keepers and
 // the bus's dedupe use the envelope's own id and author. An id is in
-// every IHAVE and IWANT, so it is kept short: 20 bytes, where the hex of
-// the whole signature was 128 characters. 160 bits of an Ed25519
-// signature's R, a point derived from a hash of the signer's secret and
-// the message, keep two messages from ever sharing one by chance. They
-// are taken as they are rather than hashed: hashing would cost every
-// copy a SHA-256 and hide nothing, since its input, the signature, is
-// public as soon as the message is sent.
+// every IHAVE and IWANT, some 49 of them per agent per published
+// message at 200 agents, so it is kept short: 12 bytes, where the hex of
+// the whole signature was 128 characters and the first 20 bytes were
+// used until the scale runs showed gossip ids to be a quarter of a
+// mesh's bytes (docs/scale.md). 96 bits of an Ed25519 signature's R, a
+// point derived from a hash of the signer's secret and the message,
+// keep two messages from sharing one by chance: half a chance needs
+// some 2^48 messages inside the 30 s a node remembers ids (seenTTL).
+// They are taken as they are rather than hashed: hashing would cost
+// every copy a SHA-256 and hide nothing, since its input, the
+// signature, is public as soon as the message is sent.
 //
 // What an attacker can do with an id. The id is computed before
 // validation, as it always was, so anyone can send bytes that begin
@@ -32,11 +36,11 @@
 // be delivered and forwarded as before. Making a message look seen
 // before it is sent would take its signature in advance, which needs
 // the author's key; a message of the attacker's own with a given id
-// would need an Ed25519 signature whose first 160 bits it chose, some
-// 2^160 attempts, and would only hide it behind the message it copied.
+// would need an Ed25519 signature whose first 96 bits it chose, some
+// 2^96 attempts, and would only hide it behind the message it copied.
 //
 // Nodes of different versions compute different ids for the same
-// message (this id, or the hex of the signature before it). Delivery by
+// message (this id, or the 20-byte or hex ids of earlier versions). Delivery by
 // the mesh does not depend on ids, and each side still answers the
 // other's IWANT, so messages reach every subscriber, but gossip between
 // the two sides works against itself: each takes the other's IHAVE ids

@@ -85,7 +85,7 @@ type family struct {
 }
 
 // MessageIDSize is the length in bytes of a GossipSub message id here.
-const MessageIDSize = 20
+const MessageIDSize = 12
 
 // MessageID is the GossipSub message id of a message of this mesh (for
 // libp2ppubsub.WithMessageIdFn): the first MessageIDSize bytes of its
