@@ -41,7 +41,7 @@ func (n *Node) bootstrapLoop(infos []peer.AddrInfo) {
 	for _, ai := range infos {
 		boot[ai.ID] = true
 	}
-	held := true // New protected them
+	held := false // the first pass protects them, unless the node has enough others already
 	for {
 		allConnected := true
 		if enough := n.othersConnected(boot) >= bootstrapEnough; enough != !held {

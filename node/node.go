@@ -167,7 +167,6 @@ func New(opts ...Option) (n *Node, err error) {
 		log: n.log, done: ctx.Done(), conns: map[peer.ID]*reqConn{}, dialing: map[peer.ID]chan struct{}{},
 	}
 	n.guard = newGuard(n.host, cfg.Conns, n.log)
-	n.guard.protectAddrs(tagBootstrap, cfg.Bootstrap)
 	n.guard.protectAddrs(tagRelay, cfg.StaticRelays)
 	n.mailboxes = n.newMailboxes()
 	if n.ownsHost {
