@@ -177,6 +177,15 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // measure records c's figures.
 func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 	r := Row{Kind: c.kind(), N: c.size()}
+	if lc, ok := c.(*localCluster); ok {
+		// What the cluster holds as it finishes starting, against what it
+		// holds settled (logged when memory is taken): a large cluster's
+		// formation, not its settled state, is what decides whether it
+		// fits in the machine's memory.
+		heap := float64(int64(heapAndStacks())-int64(lc.base)) / float64(lc.size()) / (1 << 20)
+		mean, most, prot, _, conns := lc.connsPerAgent()
+		t.Logf("%s N=%d: when started, per agent %.2f MiB of heap and stacks, %.1f connected peers (most %d, protected %.1f), %.1f connections", c.kind(), c.size(), heap, mean, most, prot, conns)
+	}
 	stopProfile := startProfile(t, c, "discover")
 	r.AllDiscoverMs, r.Discovered = allDiscover(t, c, p)
 	stopProfile()
