@@ -30,8 +30,8 @@ import (
 // HighWater and MaxInbound is always free for newcomers. Peers doing
 // useful work are protected and never trimmed: peers with a call in
 // flight either way, static relays, GossipSub mesh peers of every topic
-// but presence (protected by go-libp2p-pubsub), and bootstrap peers while the node has fewer than
-// 10 other peers (see bootstrapLoop).
+// but presence (protected by go-libp2p-pubsub), and bootstrap peers
+// while the node has fewer than 10 other peers (see bootstrapLoop).
 type ConnLimits struct {
 	// MaxInbound is the resource manager's limit on inbound connections.
 	// Default 256.

@@ -136,8 +136,9 @@
 // a call in flight, static relays, GossipSub mesh peers (of every topic
 // but presence, which is best effort: see pubsub.WithUnprotectedFamilies)
 // and, while the node has fewer than 10 other peers (bootstrapEnough),
-// its bootstrap peers are protected; with 10 others the bootstrap peers are neither
-// protected nor redialled, until the node falls below 10 again.
+// its bootstrap peers are protected; with 10 others the bootstrap peers
+// are neither protected nor redialled, until the node falls below 10
+// again.
 //
 // A node behind NAT reserves a slot on its static relays
 // (WithStaticRelays) and is reached through them; hole punching (DCUtR)

@@ -182,9 +182,8 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 		// holds settled (logged when memory is taken): a large cluster's
 		// formation, not its settled state, is what decides whether it
 		// fits in the machine's memory.
-		heap := float64(int64(heapAndStacks())-int64(lc.base)) / float64(lc.size()) / (1 << 20)
 		mean, most, prot, _, conns := lc.connsPerAgent()
-		t.Logf("%s N=%d: when started, per agent %.2f MiB of heap and stacks, %.1f connected peers (most %d, protected %.1f), %.1f connections", c.kind(), c.size(), heap, mean, most, prot, conns)
+		t.Logf("%s N=%d: when started, per agent %.2f MiB of heap and stacks, %.1f connected peers (most %d, protected %.1f), %.1f connections", c.kind(), c.size(), lc.heapPerAgent(), mean, most, prot, conns)
 	}
 	stopProfile := startProfile(t, c, "discover")
 	r.AllDiscoverMs, r.Discovered = allDiscover(t, c, p)

@@ -147,9 +147,15 @@ func (c *localCluster) idle(window time.Duration) (cpuPercent, memMiB, rssMiB fl
 	<-time.After(window) // an idle window, not a wait for a condition
 	n := float64(c.size())
 	cpuPercent = 100 * float64(cpuTime()-before) / float64(time.Since(start)) / n
-	memMiB = float64(int64(heapAndStacks())-int64(c.base)) / n / (1 << 20)
+	memMiB = c.heapPerAgent() // after a collection, which the RSS then reflects
 	rssMiB = float64(int64(rssBytes())-int64(c.baseRSS)) / n / (1 << 20)
 	return cpuPercent, memMiB, rssMiB
+}
+
+// heapPerAgent is the heap and stacks the process gained since the
+// agents started, after a collection, divided by N.
+func (c *localCluster) heapPerAgent() float64 {
+	return float64(int64(heapAndStacks())-int64(c.base)) / float64(c.size()) / (1 << 20)
 }
 
 // connsPerAgent returns the mean and the largest number of peers an
