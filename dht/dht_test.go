@@ -7,6 +7,8 @@ import (
 	"github.com/meshagent/meshagent/internal/p2ptest"
 	"github.com/meshagent/meshagent/internal/wait"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +102,7 @@ func TestOptionsValidate(t *testing.T) {
 		"re-provide interval above default TTL": {WithReprovideInterval(2 * DefaultProviderTTL)},
 		"negative TTL":                          {WithProviderTTL(-1)},
 		"nil logger":                            {WithLogger(nil)},
+		"negative advertise spread":             {WithAdvertiseSpread(-time.Second)},
 	} {
 		if _, err := New(h, opts...); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
@@ -265,7 +268,7 @@ func TestCloseIdempotent(t *testing.T) {
 // AdvertiseRecheck, and every subscriber is still found.
 func TestTopicAdvertisersBounded(t *testing.T) {
 	const n, advertisers = 8, 3
-	m := line(t, n, WithTopicAdvertisers(advertisers))
+	m := line(t, n, WithTopicAdvertisers(advertisers), WithAdvertiseSpread(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	provided := 0
@@ -296,4 +299,36 @@ func TestTopicAdvertisersBounded(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTopicAdvertiseSpread: subscribers that advertise a namespace at the
+// same instant, as a mesh started at once does, spread their lookups over
+// the advertise spread, so those that look after the first records are
+// stored find enough and do not add theirs. Without the spread all eight
+// would look at once, find nothing and provide. (Provides here take some
+// milliseconds: for more than advertisers+2 to provide, three subscribers
+// would have to draw delays within one provide of the third record, out
+// of 3 s.)
+func TestTopicAdvertiseSpread(t *testing.T) {
+	const n, advertisers = 8, 3
+	m := line(t, n, WithTopicAdvertisers(advertisers), WithAdvertiseSpread(3*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var provided atomic.Int32
+	for i, d := range m.dirs {
+		wg.Go(func() {
+			next, err := d.TopicDiscovery().Advertise(ctx, "family")
+			if err != nil {
+				t.Errorf("dir %d: %v", i, err)
+			}
+			if next > AdvertiseRecheck {
+				provided.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := provided.Load(); got < advertisers || got > advertisers+2 {
+		t.Fatalf("%d of %d concurrent subscribers advertised, want %d to %d", got, n, advertisers, advertisers+2)
+	}
 }

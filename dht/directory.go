@@ -25,10 +25,12 @@ type Directory struct {
 	every time.Duration
 	// advertisers is how many subscribers of a topic advertise it.
 	advertisers int
-	ctx         context.Context
-	cancel      context.CancelFunc
-	kick        chan struct{}
-	done        chan struct{}
+	// spread is the span over which a topic's Advertise is delayed.
+	spread time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+	kick   chan struct{}
+	done   chan struct{}
 
 	mu     sync.Mutex
 	keys   []cid.Cid                   // advertised keys
@@ -82,6 +84,7 @@ func New(h host.Host, opts ...Option) (*Directory, error) {
 		met:         met,
 		every:       cfg.reprovide,
 		advertisers: cfg.advertisers,
+		spread:      cfg.spread,
 		ctx:         ctx,
 		cancel:      cancel,
 		kick:        make(chan struct{}, 1),

@@ -30,10 +30,12 @@ type config struct {
 	reg       prometheus.Registerer // nil: no metrics
 	// advertisers is how many subscribers of a topic advertise it.
 	advertisers int
+	// spread is the span over which a topic's Advertise is delayed.
+	spread time.Duration
 }
 
 func defaultConfig() config {
-	return config{ttl: DefaultProviderTTL, logger: slog.Default(), advertisers: TopicAdvertisers}
+	return config{ttl: DefaultProviderTTL, logger: slog.Default(), advertisers: TopicAdvertisers, spread: AdvertiseSpread}
 }
 
 // apply applies opts in order, skipping nil ones.
@@ -66,6 +68,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
 	case c.advertisers < 1:
 		return fmt.Errorf("%w: topic advertisers %d below 1", ErrInvalidConfig, c.advertisers)
+	case c.spread < 0:
+		return fmt.Errorf("%w: advertise spread %v is negative", ErrInvalidConfig, c.spread)
 	}
 	return nil
 }
@@ -129,4 +133,11 @@ func WithMetrics(reg prometheus.Registerer) Option {
 // advertise it at a time (default TopicAdvertisers; see TopicDiscovery).
 func WithTopicAdvertisers(n int) Option {
 	return func(c *config) error { c.advertisers = n; return nil }
+}
+
+// WithAdvertiseSpread sets the span over which a topic subscriber delays
+// its advertisement (default AdvertiseSpread; 0 advertises at once; see
+// TopicDiscovery's Advertise).
+func WithAdvertiseSpread(d time.Duration) Option {
+	return func(c *config) error { c.spread = d; return nil }
 }
