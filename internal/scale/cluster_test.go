@@ -212,10 +212,11 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 		r.MsgsPerNodePerPub, r.BytesPerNodePerPub, r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = nan, nan, nan, nan, nan
 		return r
 	}
+	pr := subscribeAll(t, c)
 	if p.settle > 0 {
 		quiet(t, c, p.settle)
 	}
-	publishPhase(t, c, p, &r)
+	publishPhase(t, c, p, &r, pr)
 	// Memory is taken idle, with the subscriptions and routing tables of
 	// a node that has discovered and published.
 	r.IdleCPUPercent, r.MemMiBPerNode, r.RSSMiBPerNode = c.idle(p.idle)
@@ -278,20 +279,30 @@ func lookup(c cluster, i int, bound time.Duration) (time.Duration, int, bool) {
 	return time.Since(start), queried, ok
 }
 
-// publishPhase subscribes every node but the publisher, warms the topic
-// until each has a message, then publishes at the paced rate and records
-// time-to-all, delivery ratio and the gossip sent.
-func publishPhase(t *testing.T, c cluster, p params, r *Row) {
-	const from = 0
-	subs := c.size() - 1
-	var mu sync.Mutex
-	warmed := map[int]bool{}
-	sent := map[int]time.Time{}
-	got := map[int]int{}
-	var lat []time.Duration
-	deliveries := 0
+// probeRecord is what the publish phase records: the subscribers warmed, each
+// message's send time, how many subscribers got it and when the last did.
+type probeRecord struct {
+	subs       int
+	mu         sync.Mutex
+	warmed     map[int]bool
+	sent       map[int]time.Time
+	got        map[int]int
+	lat        []time.Duration
+	deliveries int
+}
+
+// probeFrom is the node that publishes.
+const probeFrom = 0
+
+// subscribeAll subscribes every node but the publisher to the probe topic.
+// A settled run subscribes before its settle window, so that the window
+// also covers what a subscription sets off (GossipSub's grafts, the
+// mesh's directory advertisement of the topic, spread over
+// dht.AdvertiseSpread) and the publish window measures a formed topic.
+func subscribeAll(t *testing.T, c cluster) *probeRecord {
+	pr := &probeRecord{subs: c.size() - 1, warmed: map[int]bool{}, sent: map[int]time.Time{}, got: map[int]int{}}
 	for i := range c.size() {
-		if i == from {
+		if i == probeFrom {
 			continue
 		}
 		if err := c.subscribe(i, func(data []byte, at time.Time) {
@@ -302,24 +313,34 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 				return
 			}
 			s := m.M
-			mu.Lock()
-			defer mu.Unlock()
+			pr.mu.Lock()
+			defer pr.mu.Unlock()
 			if len(s) > 0 && s[0] == 'w' {
-				warmed[i] = true
+				pr.warmed[i] = true
 				return
 			}
 			seq, err := strconv.Atoi(s)
 			if err != nil {
 				return
 			}
-			deliveries++
-			if got[seq]++; got[seq] == subs {
-				lat = append(lat, at.Sub(sent[seq]))
+			pr.deliveries++
+			if pr.got[seq]++; pr.got[seq] == pr.subs {
+				pr.lat = append(pr.lat, at.Sub(pr.sent[seq]))
 			}
 		}); err != nil {
 			t.Fatalf("N=%d: subscribe %d: %v", c.size(), i, err)
 		}
 	}
+	return pr
+}
+
+// publishPhase warms the probe topic until each subscriber has a message,
+// then publishes at the paced rate and records time-to-all, delivery
+// ratio and the gossip sent.
+func publishPhase(t *testing.T, c cluster, p params, r *Row, pr *probeRecord) {
+	const from = probeFrom
+	subs := pr.subs
+	mu, warmed, sent := &pr.mu, pr.warmed, pr.sent
 	ctx, cancel := context.WithTimeout(context.Background(), p.step)
 	defer cancel()
 	for w := 0; ctx.Err() == nil; w++ {
@@ -363,8 +384,8 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	done := func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(lat) < p.published {
-			return fmt.Errorf("%d of %d messages reached every subscriber", len(lat), p.published)
+		if len(pr.lat) < p.published {
+			return fmt.Errorf("%d of %d messages reached every subscriber", len(pr.lat), p.published)
 		}
 		return nil
 	}
@@ -380,8 +401,8 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	r.PublishP50Ms, r.PublishP99Ms = quantile(lat, 50), quantile(lat, 99)
-	r.DeliveryRatio = float64(deliveries) / float64(p.published*subs)
+	r.PublishP50Ms, r.PublishP99Ms = quantile(pr.lat, 50), quantile(pr.lat, 99)
+	r.DeliveryRatio = float64(pr.deliveries) / float64(p.published*subs)
 	per := float64(c.size() * p.published)
 	r.MsgsPerNodePerPub = float64(msgs1-msgs0) / per
 	r.BytesPerNodePerPub = float64(bytes1-bytes0) / per
