@@ -46,7 +46,10 @@
 // TopicDiscovery offers the same directory to go-libp2p-pubsub as a
 // discovery service: subscribers of a topic family provide TopicKey of its
 // namespace, so publishers and subscribers find each other even when no
-// path of subscribers connects them.
+// path of subscribers connects them. Only TopicAdvertisers of them add a
+// record (a subscriber that finds that many does not), and each waits a
+// random part of AdvertiseSpread before it looks, so that subscribers
+// joining together do not all find none and all provide.
 //
 // # Configuration and lifecycle
 //
