@@ -23,17 +23,6 @@ func writeJSONLine(w io.Writer, v any) error {
 	return err
 }
 
-// writeRawJSONLine writes an already encoded JSON value as one compact line.
-func writeRawJSONLine(w io.Writer, raw []byte) error {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return fmt.Errorf("encode output: %w", err)
-	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
-	return err
-}
-
 // writePrettyJSON writes a JSON value indented for people. An empty value
 // prints as null.
 func writePrettyJSON(w io.Writer, raw []byte) error {

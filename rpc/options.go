@@ -292,11 +292,6 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// originAllowed applies Config.OriginPatterns to a WebSocket request.
-func (c *Config) originAllowed(r *http.Request) bool {
-	return wsconn.OriginAllowed(c.OriginPatterns, r)
-}
-
 // hubConfig is the WebSocket plumbing's share of the configuration;
 // initDeadline is the close reason of a connection that does not
 // establish itself in time (a format with one %v, the timeout).
