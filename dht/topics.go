@@ -72,17 +72,8 @@ const AdvertiseSpread = 5 * time.Second
 func (t topicDiscovery) Advertise(ctx context.Context, ns string, _ ...discovery.Option) (time.Duration, error) {
 	d := t.d
 	k := TopicKey(ns)
-	if d.spread > 0 {
-		delay := time.NewTimer(rand.N(d.spread))
-		select {
-		case <-ctx.Done():
-			delay.Stop()
-			return d.every, nil
-		case <-d.ctx.Done():
-			delay.Stop()
-			return d.every, nil
-		case <-delay.C:
-		}
+	if d.spread > 0 && !d.pause(ctx, rand.N(d.spread)) {
+		return d.every, nil
 	}
 	if t.enoughAdvertisers(ctx, k) {
 		return min(AdvertiseRecheck, d.every), nil
@@ -95,16 +86,26 @@ func (t topicDiscovery) Advertise(ctx context.Context, ns string, _ ...discovery
 			return d.every, nil
 		}
 		d.log.Debug("dht: topic provide failed", "namespace", ns, "err", err)
-		select {
-		case <-ctx.Done():
-			// The subscription or the node is gone: nothing to report, and
-			// the caller stops advertising because ctx is done.
+		if !d.pause(ctx, retry) {
 			return d.every, nil
-		case <-d.ctx.Done():
-			return d.every, nil
-		case <-time.After(retry):
 		}
 		retry = min(retry*2, d.every)
+	}
+}
+
+// pause waits for wait and reports true, or reports false as soon as ctx
+// (the subscription) or the directory ends: then there is nothing to
+// report, and go-libp2p-pubsub stops advertising because ctx is done.
+func (d *Directory) pause(ctx context.Context, wait time.Duration) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-d.ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

@@ -338,19 +338,16 @@ func subscribeAll(t *testing.T, c cluster) *probeRecord {
 // then publishes at the paced rate and records time-to-all, delivery
 // ratio and the gossip sent.
 func publishPhase(t *testing.T, c cluster, p params, r *Row, pr *probeRecord) {
-	const from = probeFrom
-	subs := pr.subs
-	mu, warmed, sent := &pr.mu, pr.warmed, pr.sent
 	ctx, cancel := context.WithTimeout(context.Background(), p.step)
 	defer cancel()
 	for w := 0; ctx.Err() == nil; w++ {
-		mu.Lock()
-		ready := len(warmed)
-		mu.Unlock()
-		if ready == subs {
+		pr.mu.Lock()
+		ready := len(pr.warmed)
+		pr.mu.Unlock()
+		if ready == pr.subs {
 			break
 		}
-		if err := c.publish(ctx, from, payload("w"+strconv.Itoa(w))); err != nil && w == 0 {
+		if err := c.publish(ctx, probeFrom, payload("w"+strconv.Itoa(w))); err != nil && w == 0 {
 			t.Logf("N=%d: warm-up publish: %v", c.size(), err)
 		}
 		select {
@@ -359,7 +356,10 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row, pr *probeRecord) {
 		}
 	}
 	if ctx.Err() != nil {
-		t.Logf("N=%d: %d of %d subscribers warmed within %s", c.size(), len(warmed), subs, p.step)
+		pr.mu.Lock()
+		ready := len(pr.warmed)
+		pr.mu.Unlock()
+		t.Logf("N=%d: %d of %d subscribers warmed within %s", c.size(), ready, pr.subs, p.step)
 	}
 	msgs0, bytes0, err := c.sent()
 	if err != nil {
@@ -373,17 +373,17 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row, pr *probeRecord) {
 	tick := time.NewTicker(time.Second / time.Duration(p.rate))
 	for seq := range p.published {
 		<-tick.C
-		mu.Lock()
-		sent[seq] = time.Now()
-		mu.Unlock()
-		if err := c.publish(ctx, from, payload(strconv.Itoa(seq))); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		pr.mu.Lock()
+		pr.sent[seq] = time.Now()
+		pr.mu.Unlock()
+		if err := c.publish(ctx, probeFrom, payload(strconv.Itoa(seq))); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Logf("N=%d: publish %d: %v", c.size(), seq, err)
 		}
 	}
 	tick.Stop()
 	done := func() error {
-		mu.Lock()
-		defer mu.Unlock()
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
 		if len(pr.lat) < p.published {
 			return fmt.Errorf("%d of %d messages reached every subscriber", len(pr.lat), p.published)
 		}
@@ -399,10 +399,10 @@ func publishPhase(t *testing.T, c cluster, p params, r *Row, pr *probeRecord) {
 	if err != nil {
 		t.Fatalf("N=%d: %v", c.size(), err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
 	r.PublishP50Ms, r.PublishP99Ms = quantile(pr.lat, 50), quantile(pr.lat, 99)
-	r.DeliveryRatio = float64(pr.deliveries) / float64(p.published*subs)
+	r.DeliveryRatio = float64(pr.deliveries) / float64(p.published*pr.subs)
 	per := float64(c.size() * p.published)
 	r.MsgsPerNodePerPub = float64(msgs1-msgs0) / per
 	r.BytesPerNodePerPub = float64(bytes1-bytes0) / per
