@@ -89,12 +89,15 @@ func TestCircuitRelay(t *testing.T) {
 	caller.Host().Peerstore().ClearAddrs(hidden.ID())
 
 	// The reservation may still be on its way: retry until the relay
-	// connects us.
+	// connects us. Each try has its own bound, and the hello and the call
+	// a fresh one, so a slow reservation on a loaded machine does not
+	// leave them no time.
 	wait.For(t, 30*time.Second, func() error {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return caller.Connect(cctx, peer.AddrInfo{ID: hidden.ID(), Addrs: []ma.Multiaddr{circuit}})
 	})
+	ctx = meshtest.Context(t, 30*time.Second)
 	if _, err := caller.WaitHello(ctx, hidden.ID()); err != nil {
 		t.Fatalf("hello through the relay: %v", err)
 	}

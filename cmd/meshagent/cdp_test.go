@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +59,13 @@ type cdpReply struct {
 // attaches to its page. Everything is stopped by t's cleanup.
 func startBrowser(t *testing.T, exe string, w, h int) *browser {
 	t.Helper()
+	// The profile is not t.TempDir: Chromium's helper processes may still be
+	// writing to it for a moment after they are killed, and TempDir's
+	// cleanup fails the test on a directory that is not yet empty.
+	profile, err := os.MkdirTemp("", "meshagent-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := []string{
 		"--headless=new", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
 		"--disable-extensions", "--disable-background-networking", "--disable-sync", "--hide-scrollbars",
@@ -65,10 +74,13 @@ func startBrowser(t *testing.T, exe string, w, h int) *browser {
 		// /dev/shm (containers again) it does not crash.
 		"--no-sandbox", "--disable-dev-shm-usage",
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-		"--user-data-dir=" + t.TempDir(), fmt.Sprintf("--window-size=%d,%d", w, h), "about:blank",
+		"--user-data-dir=" + profile, fmt.Sprintf("--window-size=%d,%d", w, h), "about:blank",
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = env(t)
+	// Its own process group, so that its renderer, GPU and zygote helpers
+	// are killed with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -79,8 +91,9 @@ func startBrowser(t *testing.T, exe string, w, h int) *browser {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
+		removeWhenQuiet(t, profile)
 	})
 
 	// Chromium prints "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/…".
@@ -309,4 +322,22 @@ func (b *browser) consoleProblems() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]string(nil), b.problems...)
+}
+
+// removeWhenQuiet removes dir, trying again while processes that were just
+// killed may still be adding files to it.
+func removeWhenQuiet(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := os.RemoveAll(dir)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("remove the browser's profile: %v", err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
