@@ -77,7 +77,9 @@ func startBrowser(t *testing.T, exe string, w, h int) *browser {
 		"--user-data-dir=" + profile, fmt.Sprintf("--window-size=%d,%d", w, h), "about:blank",
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = env(t)
+	// Its home and temporary files in the profile too (exec keeps the
+	// last of a repeated variable), so that removing it leaves nothing.
+	cmd.Env = append(env(t), "HOME="+profile, "TMPDIR="+profile)
 	// Its own process group, so that its renderer, GPU and zygote helpers
 	// are killed with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
