@@ -20,8 +20,10 @@ SCALEPROCS ?=
 SCALEOUT  ?= $(if $(filter 1,$(SCALEPROCS)),docs/scale/procs,$(if $(filter mock sim,$(SCALENET)),docs/scale/$(SCALENET),docs/scale))
 SCALESTEP ?= 60s
 SCALERUNS ?= 1
-# SCALEJOIN=K starts the in-process agents K at a time (1: one after another), for large N.
+# SCALEJOIN=K starts the in-process agents K at a time (1: one after another), for large N;
+# SCALEJOINGAP=10s pauses between batches, so that agents arrive at a pace (virtual with SCALESYNCTEST=1).
 SCALEJOIN ?= 1
+SCALEJOINGAP ?= 0s
 SCALETIMEOUT ?= 60m
 # SCALENET=mock runs the in-process agents on go-libp2p's in-memory mocknet (no sockets), each link
 # with SCALELATENCY one way (e.g. 50ms) and SCALEBW bytes/s (e.g. 12.5M; empty: unlimited);
@@ -92,10 +94,10 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 bench-compare: ## CPU and allocations per bus round trip and per signed call, this tree against BASE (a git revision), ROUNDS runs of each interleaved; benchstat's medians and p-values in BENCHOUT/benchstat.txt
 	contrib/bench/compare.sh $(BASE) $(ROUNDS) $(BENCHOUT)
 
-scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=sim SCALELATENCY=50ms for a simulated WAN, SCALENET=mock for mocknet; SCALECONNS=LOW:HIGH the agents' connection watermarks on sim, 32:64 unset; SCALESETTLE=30s a quiet window before publishing, for a settled mesh; SCALEJOIN=20 starts agents 20 at a time), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
+scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=sim SCALELATENCY=50ms for a simulated WAN, SCALENET=mock for mocknet; SCALECONNS=LOW:HIGH the agents' connection watermarks on sim, 32:64 unset; SCALESETTLE=30s a quiet window before publishing, for a settled mesh; SCALEJOIN=20 starts agents 20 at a time, SCALEJOINGAP=10s with a pause between batches), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots
 	@log=$$(mktemp); \
 	ulimit -n 131072 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
-	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) -scale.join $(SCALEJOIN) -scale.net $(SCALENET) -scale.latency $(SCALELATENCY) -scale.bw '$(SCALEBW)' -scale.rate $(SCALERATE) $(if $(filter 1,$(SCALESYNCTEST)),-scale.synctest) $(if $(SCALECONNS),-scale.conns $(SCALECONNS)) -scale.settle $(SCALESETTLE) -scale.payload $(SCALEPAYLOAD) -scale.kinds $(SCALEKINDS) >$$log 2>&1; rc=$$?; \
+	$(GO) test ./internal/scale -run '^TestScale$$' -count=1 -timeout=$(SCALETIMEOUT) -v -args -scale $(if $(filter 1,$(SCALEPROCS)),-scale.procs) -scale.n $(SCALEN) -scale.out $(abspath $(SCALEOUT)) -scale.step $(SCALESTEP) -scale.runs $(SCALERUNS) -scale.join $(SCALEJOIN) -scale.joingap $(SCALEJOINGAP) -scale.net $(SCALENET) -scale.latency $(SCALELATENCY) -scale.bw '$(SCALEBW)' -scale.rate $(SCALERATE) $(if $(filter 1,$(SCALESYNCTEST)),-scale.synctest) $(if $(SCALECONNS),-scale.conns $(SCALECONNS)) -scale.settle $(SCALESETTLE) -scale.payload $(SCALEPAYLOAD) -scale.kinds $(SCALEKINDS) >$$log 2>&1; rc=$$?; \
 	grep -E '(scale|cluster|local|procs)_test\.go:|^(--- |FAIL|ok )' $$log; \
 	if [ $$rc -ne 0 ]; then echo "make scale failed; the end of its log:"; tail -n 100 $$log; fi; \
 	rm -f $$log; exit $$rc

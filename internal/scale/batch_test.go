@@ -49,7 +49,7 @@ func TestStartInBatches(t *testing.T) {
 			running--
 			finished[i] = true
 			mu.Unlock()
-		})
+		}, nil)
 		if len(order) != tc.n || order[0] != 0 || order[tc.n-1] != tc.n-1 {
 			t.Fatalf("n=%d join=%d: started %v, want every node once, 0 first and %d last", tc.n, tc.join, order, tc.n-1)
 		}

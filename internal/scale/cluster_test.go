@@ -92,8 +92,9 @@ func batchStart(i, n, join int) int {
 // join nodes at once, each batch once the one before it has started, and
 // the last node (the provider) alone once every other has. prepare runs
 // for every node of a batch in turn before its starts run (what may not
-// run concurrently: the simulated network's endpoints).
-func startInBatches(n, join int, prepare, start func(i int)) {
+// run concurrently: the simulated network's endpoints). started, if not
+// nil, is told after each batch how many nodes have started.
+func startInBatches(n, join int, prepare, start func(i int), started func(k int)) {
 	run := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			prepare(i)
@@ -107,6 +108,10 @@ func startInBatches(n, join int, prepare, start func(i int)) {
 			wg.Go(func() { start(i) })
 		}
 		wg.Wait()
+	}
+	if started != nil {
+		inner := run
+		run = func(lo, hi int) { inner(lo, hi); started(hi) }
 	}
 	run(0, 1)
 	for lo := 1; lo < n-1; lo += max(join, 1) {

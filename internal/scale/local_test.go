@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"math/rand/v2"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func startMesh(t *testing.T, rng *rand.Rand, n, join int, mem memNet) *localClus
 			overloaded.Store(true)
 		}
 		c.agents[i] = a
-	})
+	}, c.afterBatch(t, n))
 	return c
 }
 
@@ -103,8 +104,31 @@ func startRaw(t *testing.T, rng *rand.Rand, n, join int, provideBound time.Durat
 		hosts[i] = c.memHost(t, i, meshtest.Key(t, 5000+i))
 	}, func(i int) {
 		c.agents[i] = newRawAgent(t, i, hosts[i], bootInfos(c.agents, boot[i]), i == c.prov, provideBound, c.rep, c.kt)
-	})
+	}, c.afterBatch(t, n))
 	return c
+}
+
+// afterBatch returns what startInBatches calls after each batch of a
+// cluster of n: at each tenth of n it logs the time since the start
+// (virtual in a synctest bubble), the process's CPU, live heap, resident
+// memory and goroutines, which say whether a large start will fit before
+// it ends; and before the next batch it waits -scale.joingap, so that
+// agents arrive at a pace rather than all within a few seconds.
+func (c *localCluster) afterBatch(t *testing.T, n int) func(k int) {
+	begin, cpu0, tenth := time.Now(), cpuTime(), 0
+	return func(k int) {
+		if k*10/n != tenth || k == n {
+			tenth = k * 10 / n
+			s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+			metrics.Read(s)
+			t.Logf("%s N=%d: %d started after %s (CPU %s): live heap %.2f GiB, resident %.2f GiB, %d goroutines",
+				c.name, n, k, time.Since(begin).Round(time.Millisecond), (cpuTime() - cpu0).Round(time.Second),
+				float64(s[0].Value.Uint64())/(1<<30), float64(rssBytes())/(1<<30), s[1].Value.Uint64())
+		}
+		if k < n-1 && *joinGap > 0 {
+			time.Sleep(*joinGap) // the pace agents arrive at, not a wait for a condition
+		}
+	}
 }
 
 func (c *localCluster) kind() string  { return c.name }
