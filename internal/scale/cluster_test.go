@@ -211,6 +211,9 @@ func measure(t *testing.T, rng *rand.Rand, c cluster, p params) Row {
 	if samples > 0 {
 		r.QueriedPerLookup = float64(queried) / float64(samples)
 	}
+	// Logged now as well as in the row: a large cluster's settle and
+	// publish windows can outlast the session that started it.
+	t.Logf("%s N=%d: %d discovered the provider in %.0f ms; lookups p50 %.0f ms, p99 %.0f ms, %.1f peers queried", c.kind(), c.size(), r.Discovered, r.AllDiscoverMs, r.DiscoverP50Ms, r.DiscoverP99Ms, r.QueriedPerLookup)
 	if p.discoveryOnly {
 		nan := math.NaN()
 		r.PublishP50Ms, r.PublishP99Ms, r.DeliveryRatio = nan, nan, nan
