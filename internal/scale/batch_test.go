@@ -24,6 +24,7 @@ func TestStartInBatches(t *testing.T) {
 			most      int
 			prepared  = map[int]bool{}
 			finished  = map[int]bool{}
+			told      []int
 			bootBatch = sparse(rand.New(rand.NewPCG(1, 2)), tc.n, tc.join)
 		)
 		startInBatches(tc.n, tc.join, func(i int) {
@@ -49,7 +50,19 @@ func TestStartInBatches(t *testing.T) {
 			running--
 			finished[i] = true
 			mu.Unlock()
-		}, nil)
+		}, func(k int) {
+			// Told after each batch, with every node of it finished: what
+			// the start's log and the pause between batches rely on.
+			mu.Lock()
+			defer mu.Unlock()
+			if k != len(finished) || (len(told) > 0 && k <= told[len(told)-1]) {
+				t.Errorf("n=%d join=%d: told %d started after %v, with %d finished", tc.n, tc.join, k, told, len(finished))
+			}
+			told = append(told, k)
+		})
+		if len(told) == 0 || told[len(told)-1] != tc.n {
+			t.Errorf("n=%d join=%d: told %v, want a last count of %d", tc.n, tc.join, told, tc.n)
+		}
 		if len(order) != tc.n || order[0] != 0 || order[tc.n-1] != tc.n-1 {
 			t.Fatalf("n=%d join=%d: started %v, want every node once, 0 first and %d last", tc.n, tc.join, order, tc.n-1)
 		}
