@@ -21,7 +21,7 @@ SCALEOUT  ?= $(if $(filter 1,$(SCALEPROCS)),docs/scale/procs,$(if $(filter mock 
 SCALESTEP ?= 60s
 SCALERUNS ?= 1
 # SCALEJOIN=K starts the in-process agents K at a time (1: one after another), for large N;
-# SCALEJOINGAP=10s pauses between batches, so that agents arrive at a pace (virtual with SCALESYNCTEST=1).
+# SCALEJOINGAP=10s starts a batch every 10 s, so that agents arrive at a pace (virtual with SCALESYNCTEST=1).
 SCALEJOIN ?= 1
 SCALEJOINGAP ?= 0s
 SCALETIMEOUT ?= 60m

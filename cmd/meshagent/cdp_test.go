@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/meshagent/meshagent/internal/wait"
 )
 
 // This file is a tiny Chrome DevTools Protocol client, enough to open a
@@ -95,7 +97,10 @@ func startBrowser(t *testing.T, exe string, w, h int) *browser {
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
-		removeWhenQuiet(t, profile)
+		// Killed helpers may still be adding files for a moment.
+		if err := wait.Until(30*time.Second, func() error { return os.RemoveAll(profile) }); err != nil {
+			t.Errorf("remove the browser's profile: %v", err)
+		}
 	})
 
 	// Chromium prints "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/…".
@@ -324,22 +329,4 @@ func (b *browser) consoleProblems() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]string(nil), b.problems...)
-}
-
-// removeWhenQuiet removes dir, trying again while processes that were just
-// killed may still be adding files to it.
-func removeWhenQuiet(t *testing.T, dir string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := os.RemoveAll(dir)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("remove the browser's profile: %v", err)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

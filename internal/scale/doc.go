@@ -93,8 +93,8 @@
 // heartbeats come at the configured pace: measure it settled
 // (-scale.settle). With K = 1 the bootstrap graph is the same as before.
 //
-// -scale.joingap D (make scale SCALEJOINGAP=D) pauses D between one batch
-// and the next, virtual with -scale.synctest: agents arrive at a pace.
+// -scale.joingap D (make scale SCALEJOINGAP=D) starts a batch every D,
+// virtual with -scale.synctest: agents arrive at a pace.
 // Without it a virtual-time start takes a second or two whatever N is,
 // and every agent's first lookups, each connecting it to dozens of peers
 // within the connection manager's grace period, come at once: at N = 300,

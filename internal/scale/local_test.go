@@ -115,7 +115,7 @@ func startRaw(t *testing.T, rng *rand.Rand, n, join int, provideBound time.Durat
 // it ends; and before the next batch it waits -scale.joingap, so that
 // agents arrive at a pace rather than all within a few seconds.
 func (c *localCluster) afterBatch(t *testing.T, n int) func(k int) {
-	begin, cpu0, tenth := time.Now(), cpuTime(), 0
+	begin, cpu0, tenth, batches := time.Now(), cpuTime(), 0, 0
 	return func(k int) {
 		if k*10/n != tenth || k == n {
 			tenth = k * 10 / n
@@ -126,7 +126,10 @@ func (c *localCluster) afterBatch(t *testing.T, n int) func(k int) {
 				float64(s[0].Value.Uint64())/(1<<30), float64(rssBytes())/(1<<30), s[1].Value.Uint64())
 		}
 		if k < n-1 && *joinGap > 0 {
-			time.Sleep(*joinGap) // the pace agents arrive at, not a wait for a condition
+			// Batches arrive on a schedule, one every joinGap: a rate, whose
+			// timer is virtual in a bubble.
+			batches++
+			<-time.After(time.Until(begin.Add(time.Duration(batches) * *joinGap)))
 		}
 	}
 }

@@ -34,7 +34,7 @@ var (
 	kinds   = flag.String("scale.kinds", KindMesh+","+KindRaw, "comma-separated kinds measured: mesh, raw, and in processes mesh-procs, raw-procs (all four: the cross-check)")
 	disc    = flag.Bool("scale.discovery", false, "measure discovery only (no topics, idle CPU or memory), to iterate on it")
 	join    = flag.Int("scale.join", 1, "in-process kinds: agents started at once, each batch bootstrapped to agents of the batches before it (1: one after another, each connected to its bootstrap peers before the next starts); larger batches shorten the start of a large cluster, whose running agents' traffic is what takes its time")
-	joinGap = flag.Duration("scale.joingap", 0, "in-process kinds: pause between one batch of -scale.join agents and the next (virtual with -scale.synctest), so that a large cluster's agents arrive at a pace and the connections of one batch's first lookups are trimmed before the next batch's begin; 0: each batch as soon as the one before has connected")
+	joinGap = flag.Duration("scale.joingap", 0, "in-process kinds: start a batch of -scale.join agents every this long (virtual with -scale.synctest), so that a large cluster's agents arrive at a pace and the connections of one batch's first lookups are trimmed before the next batch's begin; 0: each batch as soon as the one before has connected")
 	runs    = flag.Int("scale.runs", 1, "runs of each size and kind; the CSV and plots hold each figure's median")
 	procs   = flag.Bool("scale.procs", false, "run each agent in a process of its own: -scale.kinds mesh and raw become mesh-procs and raw-procs")
 	netw    = flag.String("scale.net", NetLoopback, "network of in-process agents: loopback (TCP on 127.0.0.1), mock (go-libp2p's in-memory mocknet, no sockets) or sim (go-libp2p's simulated packet network: QUIC over per-agent links, no sockets)")
@@ -65,7 +65,7 @@ func TestScale(t *testing.T) {
 	case *join < 1:
 		t.Fatalf("-scale.join: %d is not a number of agents started at once (1 or more)", *join)
 	case *joinGap < 0:
-		t.Fatalf("-scale.joingap: %s is not a pause (0 or more)", *joinGap)
+		t.Fatalf("-scale.joingap: %s is not a period (0 or more)", *joinGap)
 	case *join > 1 && *procs:
 		t.Fatal("-scale.join batches the in-process agents' start: -scale.procs starts its processes one after another")
 	case mock && *procs:
