@@ -88,7 +88,12 @@
 // heartbeat a second at the default (1.3 on average: each is sent at a
 // random point of its interval's second half, so that agents started
 // together do not heartbeat together), some 50 µs of CPU and 5 KB/s of
-// forwarding for each agent. A node that hears more than 10 agents also
+// forwarding for each agent. A node counts the agents it has heard or is
+// connected to on the presence topic, whichever are more, and its first
+// heartbeat goes out a second or two after it starts, once its first
+// lookups have connected it: a newcomer to a large mesh, which has heard
+// almost nobody, then stretches its interval by its neighbours from the
+// first heartbeat. A node that hears more than 10 agents also
 // keeps at least the median interval they announce, so that a newcomer,
 // or every agent of a mesh started at once, sends at the mesh's pace from
 // the first heartbeats it hears rather than at the configured one until

@@ -30,6 +30,12 @@ func HearAgents(n *Node, count int, interval time.Duration) {
 	}
 }
 
+// WithFirstHeartbeatAtOnce sends a node's first heartbeat as its presence
+// starts, before any connection, rather than a second or two later.
+func WithFirstHeartbeatAtOnce() Option {
+	return func(c *Config) error { c.firstHeartbeatAtOnce = true; return nil }
+}
+
 // PresenceAgents is the size of mesh past which heartbeat intervals
 // stretch.
 const PresenceAgents = presenceAgents

@@ -120,6 +120,9 @@ type Config struct {
 	HostOptions []libp2p.Option
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// firstHeartbeatAtOnce sends the first heartbeat as presence starts
+	// rather than after firstHeartbeat (tests that count heartbeats).
+	firstHeartbeatAtOnce bool
 	// DHT enables the capability directory (a private Kademlia DHT):
 	// the node advertises its capabilities and can Discover others'.
 	// Default true.

@@ -221,7 +221,8 @@ func (n *Node) kickPresence() {
 }
 
 // presenceLoop sends heartbeats (when enabled) and forgets agents whose
-// heartbeats stopped long ago. Each heartbeat is due within the interval
+// heartbeats stopped long ago. The first is due a second or two after the
+// start (firstHeartbeat); each one after is due within the interval
 // the last one announced (heartbeatInterval), whatever made that one go
 // out, in its second half (nextHeartbeat): receivers judge staleness by
 // it, so none waits longer than it was told.
@@ -246,7 +247,11 @@ func (n *Node) presenceLoop() {
 	sweep := time.NewTicker(sweepEvery)
 	defer sweep.Stop()
 	every := n.heartbeatInterval()
-	due := time.NewTimer(every)
+	first := firstHeartbeat()
+	if n.cfg.firstHeartbeatAtOnce {
+		first = 0
+	}
+	due := time.NewTimer(first)
 	defer due.Stop()
 	if n.cfg.Presence.Interval == 0 {
 		due.Stop()
@@ -255,12 +260,13 @@ func (n *Node) presenceLoop() {
 	defer joins.Stop()
 	topic := protocol.PresenceTopic(n.idStr)
 	topicPeers := map[peer.ID]bool{}
-	for _, p := range n.topics.Peers(topic) {
-		topicPeers[p] = true
-	}
 	var (
-		newcomer bool      // a newcomer is waiting for a heartbeat
-		answered time.Time // when the last newcomer heartbeat went out
+		newcomer bool // a newcomer is waiting for a heartbeat
+		// answered is when the last heartbeat went out: each answers
+		// the newcomers found before it, the first all agents found
+		// since the start (firstHeartbeat).
+		answered = time.Now()
+		sent     bool // the first heartbeat is out
 	)
 	send := func() {
 		if n.cfg.Presence.Interval == 0 {
@@ -268,32 +274,31 @@ func (n *Node) presenceLoop() {
 		}
 		every = n.sendHeartbeat()
 		due.Reset(nextHeartbeat(every))
+		// Every heartbeat reaches the newcomers found so far.
+		sent, newcomer, answered = true, false, time.Now()
 	}
-	send()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-joins.C:
-			if !n.answersNewcomers() {
-				// A large mesh answers none: nothing to look for, and
-				// no topic peers to list four times a second.
+			peers := n.topics.Peers(topic)
+			if !answersNewcomers(n.meshSize(len(peers))) {
+				// A large mesh answers none: nothing to look for.
 				topicPeers, newcomer = nil, false
 				continue
 			}
 			now := map[peer.ID]bool{}
-			for _, p := range n.topics.Peers(topic) {
+			for _, p := range peers {
 				now[p] = true
 				if !topicPeers[p] && !n.presence.heardSince(p, n.cfg.Now().Add(-every)) {
 					newcomer = true
 				}
 			}
 			topicPeers = now
-			if !newcomer || time.Since(answered) < newcomerQuiet {
+			if !newcomer || !sent || time.Since(answered) < newcomerQuiet {
 				continue
 			}
-			newcomer = false
-			answered = time.Now()
 		case <-n.presence.heardNew:
 			newcomer = true // answered at the next check
 			continue
@@ -318,6 +323,24 @@ func (n *Node) presenceLoop() {
 // (presenceAgents) on average.
 func nextHeartbeat(every time.Duration) time.Duration {
 	return every/2 + rand.N(every/2+1)
+}
+
+// firstHeartbeat returns when a node's first heartbeat is due after it
+// starts: at a random point of the second after newcomerQuiet. By then a
+// newcomer has connected to its bootstrap peers and its first DHT lookups
+// have connected it to more, so the presence topic peers it counts
+// (meshSize) tell it whether the mesh is large, and the first heartbeat
+// announces a stretched interval rather than the configured one. Sent
+// at once, it announced the configured interval to a mesh of any size,
+// the next was due within it, and the newcomer, which had heard nobody,
+// answered its neighbours as newcomers too: three heartbeats from each
+// agent of a batch that joined together, to the whole mesh, within 10
+// seconds (the scale harness counted 150 for 50 agents joining a mesh
+// of 100 to 150; docs/scale.md). The price is that an agent is listed
+// by others a second or two after it starts; its neighbours know it at
+// once from the hello.
+func firstHeartbeat() time.Duration {
+	return newcomerQuiet + rand.N(newcomerQuiet+1)
 }
 
 // newcomerCheck is how often presence looks for new agents on its topic;
@@ -350,9 +373,9 @@ const presenceAgents = 10
 // newcomer with a heartbeat (answersNewcomers).
 const newcomerAgents = 50
 
-// answersNewcomers says whether this node answers a newcomer with a
-// heartbeat: only in a mesh of up to newcomerAgents agents (as this node
-// counts them). An answer is a heartbeat to the whole mesh, sent by each
+// answersNewcomers says whether a node answers a newcomer with a
+// heartbeat: only in a mesh of up to newcomerAgents agents (as the node
+// counts them: meshSize). An answer is a heartbeat to the whole mesh, sent by each
 // of the newcomer's neighbours, so in a larger mesh every join would cost
 // every agent a verification per neighbour of the newcomer, and a mesh
 // that grows or churns would pay that in proportion to its size. The
@@ -360,8 +383,17 @@ const newcomerAgents = 50
 // exchanged on connecting gives it their names, capabilities and
 // features (Peers lists them, connected), and their next periodic
 // heartbeats their status and load.
-func (n *Node) answersNewcomers() bool {
-	return n.presence.count()+1 <= newcomerAgents
+func answersNewcomers(meshSize int) bool {
+	return meshSize <= newcomerAgents
+}
+
+// meshSize returns how many agents this node knows of, itself included:
+// those it has heard heartbeats from or the topicPeers it is connected to
+// on the presence topic, whichever are more. Each is a lower bound on the mesh's size; a
+// newcomer has heard few heartbeats (a large mesh sends about one a
+// second) but its first lookups connect it to dozens of agents.
+func (n *Node) meshSize(topicPeers int) int {
+	return max(n.presence.count(), topicPeers) + 1
 }
 
 // heartbeatInterval is the interval this node announces and keeps: the
@@ -384,7 +416,7 @@ func (n *Node) answersNewcomers() bool {
 // needs nothing of them.
 func (n *Node) heartbeatInterval() time.Duration {
 	every := n.cfg.Presence.Interval
-	if known := n.presence.count() + 1; known > presenceAgents { // and this agent
+	if known := n.meshSize(len(n.topics.Peers(protocol.PresenceTopic(n.idStr)))); known > presenceAgents {
 		every = every * time.Duration(known) / presenceAgents
 	}
 	every = max(every, n.presence.medianInterval(presenceAgents))

@@ -220,6 +220,28 @@ func TestHeartbeatIntervalFollowsTheMesh(t *testing.T) {
 	heard(meshPace)
 }
 
+// TestNewcomerCountsItsNeighbours: a node counts the agents it is
+// connected to on the presence topic as well as those it has heard, so a
+// newcomer to a large mesh, which has heard few heartbeats (a large mesh
+// sends about one a second), stretches its interval by its neighbours
+// rather than sending at the configured pace; its first heartbeat waits
+// a second or two after the start so that it has found them.
+func TestNewcomerCountsItsNeighbours(t *testing.T) {
+	const (
+		every = time.Second
+		quiet = node.PresenceAgents + 1 // neighbours that send no heartbeat
+		// a counts quiet+1 agents with itself.
+		stretched = every * (quiet + 1) / node.PresenceAgents
+	)
+	a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}))
+	b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: 0}))
+	heard := announcedBy(t, a, b)
+	for i := range quiet - 1 {
+		meshtest.Connect(t, a, meshtest.Node(t, 3+i, node.WithPresence(node.Presence{Interval: 0})))
+	}
+	heard(stretched)
+}
+
 // announcedBy subscribes b to a's heartbeats and returns a function that
 // waits until one announcing want arrives.
 func announcedBy(t *testing.T, a, b *node.Node) func(want time.Duration) {
@@ -277,7 +299,8 @@ func TestNewcomerAnsweredOnlyInASmallMesh(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newHeartbeatTracer()
-			a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}), node.WithPubSubOptions(pubsub.WithRawTracer(tr)),
+			// a's first heartbeat goes out before b connects, to nobody.
+			a := meshtest.Node(t, 1, node.WithPresence(node.Presence{Interval: every}), node.WithPubSubOptions(pubsub.WithRawTracer(tr)), node.WithFirstHeartbeatAtOnce(),
 				node.WithServices(node.Service{Capability: protocol.Capability{Name: "probe"}, Handler: node.EchoHandler()}))
 			node.HearAgents(a, tc.known, node.MaxHeartbeatInterval)
 			b := meshtest.Node(t, 2, node.WithPresence(node.Presence{Interval: every}))
