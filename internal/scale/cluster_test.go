@@ -101,17 +101,16 @@ func startInBatches(n, join int, prepare, start func(i int), started func(k int)
 		}
 		if hi-lo == 1 {
 			start(lo)
-			return
+		} else {
+			var wg sync.WaitGroup
+			for i := lo; i < hi; i++ {
+				wg.Go(func() { start(i) })
+			}
+			wg.Wait()
 		}
-		var wg sync.WaitGroup
-		for i := lo; i < hi; i++ {
-			wg.Go(func() { start(i) })
+		if started != nil {
+			started(hi)
 		}
-		wg.Wait()
-	}
-	if started != nil {
-		inner := run
-		run = func(lo, hi int) { inner(lo, hi); started(hi) }
 	}
 	run(0, 1)
 	for lo := 1; lo < n-1; lo += max(join, 1) {
