@@ -375,10 +375,11 @@ const newcomerAgents = 50
 
 // answersNewcomers says whether a node answers a newcomer with a
 // heartbeat: only in a mesh of up to newcomerAgents agents (as the node
-// counts them: meshSize). An answer is a heartbeat to the whole mesh, sent by each
-// of the newcomer's neighbours, so in a larger mesh every join would cost
-// every agent a verification per neighbour of the newcomer, and a mesh
-// that grows or churns would pay that in proportion to its size. The
+// counts them: meshSize). An answer is a heartbeat to the whole mesh,
+// sent by each of the newcomer's neighbours, so in a larger mesh every
+// join would cost every agent a verification per neighbour of the
+// newcomer, and a mesh that grows or churns would pay that in proportion
+// to its size. The
 // newcomer does not need it to deal with its neighbours: the hello
 // exchanged on connecting gives it their names, capabilities and
 // features (Peers lists them, connected), and their next periodic
@@ -389,9 +390,10 @@ func answersNewcomers(meshSize int) bool {
 
 // meshSize returns how many agents this node knows of, itself included:
 // those it has heard heartbeats from or the topicPeers it is connected to
-// on the presence topic, whichever are more. Each is a lower bound on the mesh's size; a
-// newcomer has heard few heartbeats (a large mesh sends about one a
-// second) but its first lookups connect it to dozens of agents.
+// on the presence topic, whichever are more. Each is a lower bound on the
+// mesh's size; a newcomer has heard few heartbeats (a large mesh sends
+// about one a second) but its first lookups connect it to dozens of
+// agents.
 func (n *Node) meshSize(topicPeers int) int {
 	return max(n.presence.count(), topicPeers) + 1
 }
