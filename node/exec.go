@@ -33,7 +33,9 @@ const ExecEscalateStatus = 10
 // params JSON on stdin and takes its stdout, which must be one JSON value,
 // as the result. A non-zero exit becomes an INTERNAL_ERROR carrying the tail
 // of stderr; a run longer than timeout (DefaultExecTimeout if zero) is
-// killed and reported as TIMEOUT. The command sees the requester, the
+// killed, with the processes it started, and reported as TIMEOUT; on Linux
+// a handler dies with its node, so none outlives a node killed with
+// SIGKILL. The command sees the requester, the
 // capability and the correlation id in MESHAGENT_REQUESTER,
 // MESHAGENT_CAPABILITY and MESHAGENT_CORRELATION_ID, and the client the
 // requester vouches for (Call.OnBehalfOf, empty if none) in
@@ -49,6 +51,7 @@ func ExecHandler(argv []string, timeout time.Duration) Handler {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		tieToNode(cmd)
 		params := call.Request.Params
 		if len(params) == 0 {
 			params = json.RawMessage("{}")

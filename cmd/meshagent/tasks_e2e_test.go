@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,6 +30,24 @@ func runsOf(t *testing.T, path string) int {
 	return strings.Count(string(b), "\n")
 }
 
+// handlersEnded waits until every handler run that wrote its pid to the
+// runs file has ended: a handler dies with its node, so that a restarted
+// node re-offering a task never runs it beside an orphan.
+func handlersEnded(t *testing.T, runs string) {
+	t.Helper()
+	b, err := os.ReadFile(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(line)
+		if err != nil {
+			t.Fatalf("runs file line %q", line)
+		}
+		wait.For(t, 10*time.Second, func() error { return wait.ProcessEnded(pid) })
+	}
+}
+
 // TestDetachedTaskSurvivesProviderKill: a detached call returns once the
 // provider accepted it; the provider is SIGKILLed while the handler runs
 // and restarted on the same data directory: the task ends FAILED,
@@ -41,7 +60,7 @@ func TestDetachedTaskSurvivesProviderKill(t *testing.T) {
 	runs := filepath.Join(dir, "runs")
 	release := filepath.Join(dir, "release")
 	caps := filepath.Join(dir, "caps.json")
-	script := fmt.Sprintf(`echo run >> %s; while [ ! -f %s ]; do sleep 0.05; done; echo '{"verdict":"approved"}'`, runs, release)
+	script := fmt.Sprintf(`echo $$ >> %s; while [ ! -f %s ] && [ -d %s ]; do sleep 0.05; done; echo '{"verdict":"approved"}'`, runs, release, dir)
 	capsJSON, _ := json.Marshal([]any{map[string]any{"name": "approval", "handler": map[string]any{"exec": []string{"sh", "-c", script}, "timeout": "300s"}}})
 	writeFile(t, caps, string(capsJSON))
 	pData := filepath.Join(dir, "p")
@@ -69,6 +88,7 @@ func TestDetachedTaskSurvivesProviderKill(t *testing.T) {
 		t.Helper()
 		provider.signal(t, syscall.SIGKILL)
 		<-provider.exited
+		handlersEnded(t, runs)
 		provider = startNode(t, "librarian", "--data", pData, "--capabilities", caps, "--bootstrap", requester.started.Addrs[0])
 	}
 
@@ -128,12 +148,14 @@ func TestDetachedTaskSurvivesProviderKill(t *testing.T) {
 // the restarted provider offers the task to the handler again (once), and
 // its answer reaches `task wait`. Killed again while that second run
 // runs, the task ends FAILED: it is offered once more and only once.
+// Every run dies with the node that started it, so no two ever run side by
+// side.
 func TestDetachedIdempotentTaskRunsAgainOnce(t *testing.T) {
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	release := filepath.Join(dir, "release")
 	caps := filepath.Join(dir, "caps.json")
-	script := fmt.Sprintf(`echo run >> %s; while [ ! -f %s ]; do sleep 0.05; done; echo '{"indexed":true}'`, runs, release)
+	script := fmt.Sprintf(`echo $$ >> %s; while [ ! -f %s ] && [ -d %s ]; do sleep 0.05; done; echo '{"indexed":true}'`, runs, release, dir)
 	capsJSON, _ := json.Marshal([]any{map[string]any{"name": "reindex", "idempotent": true, "handler": map[string]any{"exec": []string{"sh", "-c", script}, "timeout": "300s"}}})
 	writeFile(t, caps, string(capsJSON))
 	pData := filepath.Join(dir, "p")
@@ -148,6 +170,7 @@ func TestDetachedIdempotentTaskRunsAgainOnce(t *testing.T) {
 		t.Helper()
 		provider.signal(t, syscall.SIGKILL)
 		<-provider.exited
+		handlersEnded(t, runs)
 		provider = startNode(t, "indexer", "--data", pData, "--capabilities", caps, "--bootstrap", requester.started.Addrs[0])
 	}
 	runsAre := func(want int) {

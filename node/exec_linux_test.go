@@ -1,0 +1,91 @@
+//go:build linux
+
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshagent/meshagent/internal/meshtest"
+	"github.com/meshagent/meshagent/internal/wait"
+	"github.com/meshagent/meshagent/node"
+	"github.com/meshagent/meshagent/protocol"
+)
+
+// execChildDir tells the test binary, started again by
+// TestExecHandlerDiesWithItsNode, to run a handler as a node would.
+const execChildDir = "MESHAGENT_EXEC_CHILD_DIR"
+
+// TestExecHandlerTimeoutKillsWhatItStarted: a handler that started a
+// process of its own and then overran its timeout is killed with that
+// process, not only the handler.
+func TestExecHandlerTimeoutKillsWhatItStarted(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	script := fmt.Sprintf(`sleep 300 & echo $! > %s; wait`, pidFile)
+	_, err := execCall(t, node.ExecHandler([]string{"sh", "-c", script}, 300*time.Millisecond), `{}`)
+	wantCode(t, err, protocol.CodeTimeout)
+	pid := readPID(t, pidFile)
+	wait.For(t, 10*time.Second, func() error { return wait.ProcessEnded(pid) })
+}
+
+// TestExecHandlerDiesWithItsNode: a handler still running when its node
+// is killed with SIGKILL dies too. An orphan would run on beside the run
+// that a restarted node starts when it re-offers an idempotent task.
+func TestExecHandlerDiesWithItsNode(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExecHandlerChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), execChildDir+"="+dir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "pid")
+	wait.For(t, 30*time.Second, func() error {
+		_, err := os.Stat(pidFile)
+		return err
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	pid := readPID(t, pidFile)
+	wait.For(t, 10*time.Second, func() error { return wait.ProcessEnded(pid) })
+}
+
+// TestExecHandlerChild is the node of TestExecHandlerDiesWithItsNode: it
+// runs a handler that never ends until it is killed.
+func TestExecHandlerChild(t *testing.T) {
+	dir := os.Getenv(execChildDir)
+	if dir == "" {
+		t.Skip("run by TestExecHandlerDiesWithItsNode")
+	}
+	// The handler outlives a missing directory's test only by a loop
+	// round, so a failure here leaves nothing behind.
+	script := fmt.Sprintf(`echo $$ > %[1]s/pid.tmp && mv %[1]s/pid.tmp %[1]s/pid; while [ -d %[1]s ]; do sleep 0.05; done`, dir)
+	h := node.ExecHandler([]string{"sh", "-c", script}, time.Hour)
+	_, err := h.Handle(context.Background(), &node.Call{From: meshtest.ID(t, 1), Request: &protocol.Request{Action: "x", CorrelationID: "c", Params: json.RawMessage(`{}`)}})
+	t.Fatalf("the handler returned (%v) before its node was killed", err)
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q: %v", b, err)
+	}
+	return pid
+}
