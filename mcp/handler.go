@@ -15,6 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshagent/meshagent/internal/childproc"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -325,6 +326,7 @@ func (u *upstream) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		// The server lives as long as the pool, not as the request that
 		// started it.
 		cmd := exec.CommandContext(u.pool.ctx, u.spec.Command[0], u.spec.Command[1:]...)
+		childproc.Tie(cmd)
 		cmd.Stderr = u.pool.stderr
 		t = &sdk.CommandTransport{Command: cmd}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,8 +24,20 @@ import (
 // is set: the test binary is the command the "mcp" handler starts.
 func TestMain(m *testing.M) {
 	if os.Getenv("MESHAGENT_TEST_MCP_SERVER") == "1" {
+		if f := os.Getenv(stuckServerPIDFile); f != "" {
+			// A server that does not end when its stdin closes, as one
+			// stuck in a tool's work would not.
+			if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+				os.Exit(2)
+			}
+			go func() { _ = testMCPServer().Run(context.Background(), &sdk.StdioTransport{}) }()
+			select {}
+		}
 		_ = testMCPServer().Run(context.Background(), &sdk.StdioTransport{})
 		os.Exit(0)
+	}
+	if os.Getenv(serverOwnerEnv) == "1" {
+		os.Exit(runServerOwner())
 	}
 	os.Exit(m.Run())
 }
@@ -195,4 +208,35 @@ func TestHandlerCommandRestart(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+const (
+	// stuckServerPIDFile makes the test MCP server write its pid there
+	// and ignore the end of its stdin.
+	stuckServerPIDFile = "MESHAGENT_TEST_MCP_STUCK_PIDFILE"
+	// serverOwnerEnv makes the test binary a node that starts the test
+	// MCP server and runs until it is killed.
+	serverOwnerEnv = "MESHAGENT_TEST_MCP_OWNER"
+)
+
+// runServerOwner starts the test MCP server through a Pool, as a node's
+// mcp handler does, and waits to be killed.
+func runServerOwner() int {
+	exe, err := os.Executable()
+	if err != nil {
+		return 2
+	}
+	if err := os.Setenv("MESHAGENT_TEST_MCP_SERVER", "1"); err != nil {
+		return 2
+	}
+	p := NewPool()
+	b, _ := json.Marshal(HandlerSpec{Command: []string{exe, "-test.run=^$"}, Tool: "add"})
+	h, err := p.Handler(context.Background(), &protocol.Capability{Name: "sum"}, b)
+	if err != nil {
+		return 2
+	}
+	if _, err := h.Call(context.Background(), json.RawMessage(`{"a":1,"b":1}`), nil); err != nil {
+		return 2
+	}
+	select {}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshagent/meshagent/internal/childproc"
 	"github.com/meshagent/meshagent/protocol"
 )
 
@@ -51,7 +52,7 @@ func ExecHandler(argv []string, timeout time.Duration) Handler {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		tieToNode(cmd)
+		childproc.Tie(cmd)
 		params := call.Request.Params
 		if len(params) == 0 {
 			params = json.RawMessage("{}")

@@ -38,7 +38,7 @@ var mayImport = map[string][]string{
 
 	// A running agent. metrics is the leaf Prometheus registry its parts
 	// count into.
-	"node": {"dht", "pubsub", "mailbox", "store", "metrics", "beadctx", "protocol", "sign"},
+	"node": {"dht", "pubsub", "mailbox", "store", "metrics", "beadctx", "protocol", "sign", "internal/childproc"},
 
 	// The edges: never node, dht or pubsub (each declares the interface it
 	// needs, and *node.Node satisfies it).
@@ -49,7 +49,7 @@ var mayImport = map[string][]string{
 	"localapi": {"rpc", "protocol", "sign"},
 	// MCP and A2A speak outward as clients of a node's local API; their
 	// inward handlers are adapted to node.Handler by cli.
-	"mcp": {"rpc", "protocol", "sign"},
+	"mcp": {"rpc", "protocol", "sign", "internal/childproc"},
 	"a2a": {"rpc", "protocol", "sign"},
 
 	// The assembly of a process, in one place for cli and the test
@@ -65,9 +65,10 @@ var mayImport = map[string][]string{
 	"clients": {},
 
 	// Plumbing written once. None of it imports the project above it.
-	"internal/wsconn":   {"internal/workers"},
-	"internal/workers":  {},
-	"internal/archtest": {},
+	"internal/wsconn":    {"internal/workers"},
+	"internal/workers":   {},
+	"internal/childproc": {},
+	"internal/archtest":  {},
 
 	// Test helpers (testHelpers below): only tests import them.
 	"internal/p2ptest":    {},
