@@ -74,7 +74,9 @@ func (c *Call) SetState(s protocol.TaskState, note string) {
 // Handler runs a capability. Handle returns the result (a JSON value) or an
 // error; a *protocol.Error keeps its code, anything else is reported as
 // INTERNAL_ERROR. ctx is cancelled when the caller's timeout passes or the
-// node closes. Handlers run concurrently and must be safe for that.
+// node closes. Handlers run concurrently and must be safe for that. The
+// result is the node's once Handle returns: the node may send and keep
+// those very bytes, so a handler must not change them afterwards.
 type Handler interface {
 	Handle(ctx context.Context, call *Call) (json.RawMessage, error)
 }
