@@ -382,10 +382,9 @@ func (c *reqConn) readLoop() {
 			}
 			continue
 		}
-		// The reader reuses its buffer, and what is decoded from the frame
-		// outlives it: one copy for the envelope and the result to share,
-		// rather than a copy of the payload and then one of the result.
-		frame = bytes.Clone(frame)
+		// Verified and decoded here, before the reader reuses its buffer:
+		// nothing decoded shares the frame's bytes (protocol.Open), and a
+		// receipt is built from them before dispatch returns.
 		e, err := c.cl.open(frame, c.peer)
 		if err != nil {
 			c.cl.log.Warn("response rejected", "remote_peer", c.peer, "err", err)

@@ -314,7 +314,9 @@ func SealPayloadFrameInto(buf []byte, s *sign.Signer, e *Envelope, payload any) 
 // Open verifies and decodes an envelope received as canonical bytes with a
 // detached signature. signer is the agent the bytes came from (on a direct
 // stream, the authenticated remote peer): the signature is checked against
-// its key before anything is parsed, and from.agentId must name it.
+// its key before anything is parsed, and from.agentId must name it. The
+// envelope shares no memory with body, so a reader may reuse body's buffer
+// once Open returns (TestOpenOwnership).
 func Open(body, sig []byte, signer peer.ID) (*Envelope, error) {
 	return open(body, sig, signer)
 }
