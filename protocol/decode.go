@@ -81,10 +81,16 @@ func envelopeError(err error) error {
 // in messages. A missing value (nil or empty raw) is an error; JSON null
 // leaves v unchanged.
 func DecodePayload(raw []byte, what string, v any) error {
+	return decodePayload(raw, what, v, AllowUnknown())
+}
+
+// decodePayload is DecodePayload with opts, which must include
+// AllowUnknown.
+func decodePayload(raw []byte, what string, v any, opts ...DecodeOption) error {
 	if len(raw) == 0 {
 		return Errorf(CodeInvalidMessage, "%s is missing", what)
 	}
-	err := DecodeStrict(raw, v, AllowUnknown())
+	err := DecodeStrict(raw, v, opts...)
 	if err == nil {
 		return nil
 	}

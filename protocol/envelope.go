@@ -413,10 +413,10 @@ func decodeCanonical(body []byte) (*Envelope, error) {
 // DecodeRequest decodes and checks the payload of a request envelope. Every
 // member's JSON type is checked (DecodePayload). The returned *Request is
 // never nil, even with an error, so that the error can carry whatever
-// correlationId did decode.
+// correlationId did decode. Its params share e.Payload's bytes.
 func DecodeRequest(e *Envelope) (*Request, error) {
 	var r Request
-	if err := DecodePayload(e.Payload, "request payload", &r); err != nil {
+	if err := decodePayload(e.Payload, "request payload", &r, AllowUnknown(), ShareRaw()); err != nil {
 		return &r, err
 	}
 	switch {
@@ -435,12 +435,13 @@ func DecodeRequest(e *Envelope) (*Request, error) {
 }
 
 // DecodeResponse decodes a response or error envelope into the final or
-// progress response, or the *Error it carries.
+// progress response, or the *Error it carries. Its result and an error's
+// details share e.Payload's bytes.
 func DecodeResponse(e *Envelope) (*Response, error) {
 	switch e.Type {
 	case TypeResponse:
 		var r Response
-		if err := DecodePayload(e.Payload, "response payload", &r); err != nil {
+		if err := decodePayload(e.Payload, "response payload", &r, AllowUnknown(), ShareRaw()); err != nil {
 			return nil, err
 		}
 		if r.CorrelationID == "" {
@@ -454,7 +455,7 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 		return &r, nil
 	case TypeError:
 		var pe Error
-		if err := DecodePayload(e.Payload, "error payload", &pe); err != nil {
+		if err := decodePayload(e.Payload, "error payload", &pe, AllowUnknown(), ShareRaw()); err != nil {
 			return nil, err
 		}
 		if !pe.Code.Valid() {

@@ -266,6 +266,9 @@ func TestOpenOwnership(t *testing.T) {
 			if string(r.Params) != params {
 				t.Fatalf("params = %s", r.Params)
 			}
+			if !sharesBytes(e.Payload, r.Params) {
+				t.Error("the params are a copy of the payload's bytes, not a share of them")
+			}
 			// Appending to a shared value must not write over the bytes
 			// after it.
 			_ = append(r.Params, '!')
@@ -293,6 +296,9 @@ func TestOpenOwnership(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if !sharesBytes(e.Payload, got.Result) {
+				t.Error("the result is a copy of the payload's bytes, not a share of them")
+			}
 			for i := range body {
 				body[i] = 'x'
 			}
@@ -304,6 +310,12 @@ func TestOpenOwnership(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sharesBytes reports whether part is a slice of whole's array.
+func sharesBytes(whole, part []byte) bool {
+	i := bytes.Index(whole, part)
+	return len(part) > 0 && i >= 0 && &whole[i] == &part[0]
 }
 
 func testEnvelopeCopy(t *testing.T, e *Envelope) *Envelope {

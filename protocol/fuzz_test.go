@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 	"testing/iotest"
 
@@ -212,8 +213,14 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"code":"TEAPOT","message":"m"}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		if _, err := DecodeRequest(&Envelope{Type: TypeRequest, Payload: payload}); err != nil {
+		if r, err := DecodeRequest(&Envelope{Type: TypeRequest, Payload: payload}); err != nil {
 			checkProtocolError(t, err)
+		} else {
+			// Params shared with the payload (ShareRaw) are what a copy holds.
+			var c Request
+			if err := DecodePayload(payload, "request payload", &c); err != nil || !reflect.DeepEqual(&c, r) {
+				t.Fatalf("shared %+v, copied %+v (%v)", r, &c, err)
+			}
 		}
 		// Receivers decode payloads only after the envelope passed
 		// sign.CheckCanonical, so the round trip is required of canonical

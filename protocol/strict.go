@@ -21,6 +21,7 @@ type DecodeOption func(decodeConfig) decodeConfig
 
 type decodeConfig struct {
 	allowUnknown bool
+	shareRaw     bool
 }
 
 // AllowUnknown lets objects carry members the Go type does not declare;
@@ -33,12 +34,38 @@ func AllowUnknown() DecodeOption {
 	return func(c decodeConfig) decodeConfig { c.allowUnknown = true; return c }
 }
 
-// The two sets of options DecodeStrict runs encoding/json/v2 with. v2
-// matches member names exactly, refuses duplicate names and invalid UTF-8
-// by default; unknown members are refused unless AllowUnknown.
+// ShareRaw makes each json.RawMessage in v a slice of data rather than a
+// copy, its capacity cut to its length so that an append copies. It is for
+// data the caller owns and leaves unchanged while v is in use: an
+// envelope's payload, itself a copy of the received bytes, shares its
+// bytes with the request's params or the response's result
+// (DecodeRequest, DecodeResponse), where a copy each was a sixth of the
+// bytes a signed call allocates.
+func ShareRaw() DecodeOption {
+	return func(c decodeConfig) decodeConfig { c.shareRaw = true; return c }
+}
+
+// sharedRaw decodes a json.RawMessage as the exact bytes of the input.
+// jsonv2.Unmarshal reads a []byte in place, so the value ReadValue returns
+// is a slice of data (TestShareRaw holds it).
+var sharedRaw = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, r *json.RawMessage) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	*r = json.RawMessage(v[:len(v):len(v)])
+	return nil
+}))
+
+// The sets of options DecodeStrict runs encoding/json/v2 with, joined
+// once. v2 matches member names exactly, refuses duplicate names and
+// invalid UTF-8 by default; unknown members are refused unless
+// AllowUnknown.
 var (
-	strictOpts  = jsonv2.RejectUnknownMembers(true)
-	lenientOpts = jsonv2.RejectUnknownMembers(false)
+	strictOpts        = jsonv2.RejectUnknownMembers(true)
+	lenientOpts       = jsonv2.RejectUnknownMembers(false)
+	strictSharedOpts  = jsonv2.JoinOptions(strictOpts, sharedRaw)
+	lenientSharedOpts = jsonv2.JoinOptions(lenientOpts, sharedRaw)
 )
 
 // DecodeStrict decodes the JSON value data into v, which must be a non-nil
@@ -77,8 +104,13 @@ func DecodeStrict(data []byte, v any, opts ...DecodeOption) error {
 		cfg = o(cfg)
 	}
 	o := strictOpts
-	if cfg.allowUnknown {
+	switch {
+	case cfg.allowUnknown && cfg.shareRaw:
+		o = lenientSharedOpts
+	case cfg.allowUnknown:
 		o = lenientOpts
+	case cfg.shareRaw:
+		o = strictSharedOpts
 	}
 	if err := jsonv2.Unmarshal(data, v, o); err != nil {
 		return fieldError(err, data)

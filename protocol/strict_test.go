@@ -318,3 +318,55 @@ func TestDecodeStrictOddTypes(t *testing.T) {
 		t.Fatal("an object into a nil interface with methods must be refused, as encoding/json does")
 	}
 }
+
+// TestShareRaw: with ShareRaw a json.RawMessage is a slice of the input,
+// whose capacity ends with it, and decodes to what a copy holds; without
+// it, a copy. A null keeps its four bytes either way, and the errors are
+// the same.
+func TestShareRaw(t *testing.T) {
+	type payload struct {
+		Params  json.RawMessage   `json:"params"`
+		Details json.RawMessage   `json:"details,omitempty"`
+		List    []json.RawMessage `json:"list,omitempty"`
+	}
+	data := []byte(`{"params": {"a":[1,"x"]} ,"details":null,"list":["s",{}],"other":1}`)
+	var shared, copied payload
+	if err := DecodeStrict(data, &shared, AllowUnknown(), ShareRaw()); err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodeStrict(data, &copied, AllowUnknown()); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(shared, copied) {
+		t.Fatalf("shared %+v, copied %+v", shared, copied)
+	}
+	if string(shared.Params) != `{"a":[1,"x"]}` || string(shared.Details) != "null" || len(shared.List) != 2 {
+		t.Fatalf("decoded %+v", shared)
+	}
+	within := func(b []byte) bool {
+		return len(b) > 0 && cap(b) == len(b) && &b[0] == &data[strings.Index(string(data), string(b))]
+	}
+	if !within(shared.Params) || !within(shared.Details) || !within(shared.List[1]) {
+		t.Error("ShareRaw copied a value")
+	}
+	if &copied.Params[0] == &shared.Params[0] {
+		t.Error("without ShareRaw a value shares the input")
+	}
+	_ = append(shared.Params, '!')
+	if !strings.HasPrefix(string(data[strings.Index(string(data), "}"):]), "} ,") {
+		t.Error("an append to a shared value wrote over the input")
+	}
+
+	for _, bad := range []string{`{"params":{"a":}}`, `{"params":"\xff"}`, `{"params":1,"params":2}`} {
+		var p payload
+		errShared := DecodeStrict([]byte(bad), &p, AllowUnknown(), ShareRaw())
+		errCopied := DecodeStrict([]byte(bad), &p, AllowUnknown())
+		if errShared == nil || errCopied == nil || errShared.Error() != errCopied.Error() {
+			t.Errorf("%q: shared %v, copied %v", bad, errShared, errCopied)
+		}
+	}
+	var strict payload
+	if err := DecodeStrict(data, &strict, ShareRaw()); !errors.Is(err, ErrUnknownMember) {
+		t.Errorf("ShareRaw without AllowUnknown took an unknown member: %v", err)
+	}
+}
