@@ -63,8 +63,9 @@ build: ## Build ./bin/meshagent
 run: build ## Run a node on embedded defaults (identity and state in ~/.meshagent)
 	./bin/meshagent node
 
-test: ## Every test: unit, multi-node, end-to-end (race detector on)
+test: ## Every test: unit, multi-node, end-to-end (race detector on; the TestAllocs tests again without it, as allocation counts hold only there)
 	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test -count=1 -run '^TestAllocs' ./bus ./protocol
 
 lint: ## gofmt and go vet (the import rules and the no-printing rule are tests: internal/archtest)
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)

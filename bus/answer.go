@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
@@ -19,9 +20,20 @@ func decodeProcessResult(method string, raw []byte, pr *ProcessResult) error {
 	if len(raw) == 0 {
 		return nil
 	}
-	if err := jsonv2.Unmarshal(raw, pr, answerOpts); err != nil {
-		*pr = ProcessResult{}
+	// Decoded into a pooled result and copied out, so that pr, which
+	// jsonv2.Unmarshal would move to the heap, stays on its caller's
+	// stack: one allocation less for each subscriber's answer.
+	tmp := answers.Get().(*ProcessResult)
+	err := jsonv2.Unmarshal(raw, tmp, answerOpts)
+	if err == nil {
+		*pr = *tmp
+	}
+	*tmp = ProcessResult{}
+	answers.Put(tmp)
+	if err != nil {
 		return fmt.Errorf("rpc: decode result of %s: %w", method, err)
 	}
 	return nil
 }
+
+var answers = sync.Pool{New: func() any { return new(ProcessResult) }}

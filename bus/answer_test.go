@@ -47,3 +47,22 @@ func FuzzDecodeProcessResult(f *testing.F) {
 		}
 	})
 }
+
+// TestAllocsAnswer: reading a subscriber's answer allocates
+// nothing for a plain answer (one allocation each before its result was
+// pooled, ten a round trip of ten subscribers).
+func TestAllocsAnswer(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts do not hold under the race detector")
+	}
+	raw := []byte(`{"processed":true,"should_retry":false,"stopPropagation":false}`)
+	n := testing.AllocsPerRun(200, func() {
+		var pr ProcessResult
+		if err := decodeProcessResult(MethodProcessMessage, raw, &pr); err != nil || !pr.Processed {
+			t.Fatalf("%+v %v", pr, err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("%.2f allocations an answer, want none", n)
+	}
+}

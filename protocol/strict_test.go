@@ -371,11 +371,11 @@ func TestShareRaw(t *testing.T) {
 	}
 }
 
-// TestCheckRequiredReusesDecoders: the check of required members, run on
+// TestAllocsCheckRequired: the check of required members, run on
 // every subscriber's answer the bus reads, keeps its decoders instead of
 // allocating one a check: 16 allocations each without them. (None with
 // them; the race detector adds 3 of its own, hence a bound above 0.)
-func TestCheckRequiredReusesDecoders(t *testing.T) {
+func TestAllocsCheckRequired(t *testing.T) {
 	data := []byte(`{"type":"response","result":{"ok":true},"extra":[1,2]}`)
 	required := []string{"type"}
 	if err := checkRequired(data, required); err != nil {
