@@ -69,8 +69,8 @@ func TestExecHandlerChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestExecHandlerDiesWithItsNode")
 	}
-	// The handler outlives a missing directory's test only by a loop
-	// round, so a failure here leaves nothing behind.
+	// The loop also ends once the test's folder is removed, so a failure
+	// leaves nothing running.
 	script := fmt.Sprintf(`echo $$ > %[1]s/pid.tmp && mv %[1]s/pid.tmp %[1]s/pid; while [ -d %[1]s ]; do sleep 0.05; done`, dir)
 	h := node.ExecHandler([]string{"sh", "-c", script}, time.Hour)
 	_, err := h.Handle(context.Background(), &node.Call{From: meshtest.ID(t, 1), Request: &protocol.Request{Action: "x", CorrelationID: "c", Params: json.RawMessage(`{}`)}})
