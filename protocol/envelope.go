@@ -416,7 +416,7 @@ func decodeCanonical(body []byte) (*Envelope, error) {
 // correlationId did decode. Its params share e.Payload's bytes.
 func DecodeRequest(e *Envelope) (*Request, error) {
 	var r Request
-	if err := decodePayload(e.Payload, "request payload", &r, AllowUnknown(), ShareRaw()); err != nil {
+	if err := decodePayload(e.Payload, "request payload", &r, AllowUnknown(), shareRaw()); err != nil {
 		return &r, err
 	}
 	switch {
@@ -441,7 +441,7 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 	switch e.Type {
 	case TypeResponse:
 		var r Response
-		if err := decodePayload(e.Payload, "response payload", &r, AllowUnknown(), ShareRaw()); err != nil {
+		if err := decodePayload(e.Payload, "response payload", &r, AllowUnknown(), shareRaw()); err != nil {
 			return nil, err
 		}
 		if r.CorrelationID == "" {
@@ -455,7 +455,7 @@ func DecodeResponse(e *Envelope) (*Response, error) {
 		return &r, nil
 	case TypeError:
 		var pe Error
-		if err := decodePayload(e.Payload, "error payload", &pe, AllowUnknown(), ShareRaw()); err != nil {
+		if err := decodePayload(e.Payload, "error payload", &pe, AllowUnknown(), shareRaw()); err != nil {
 			return nil, err
 		}
 		if !pe.Code.Valid() {

@@ -216,7 +216,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if r, err := DecodeRequest(&Envelope{Type: TypeRequest, Payload: payload}); err != nil {
 			checkProtocolError(t, err)
 		} else {
-			// Params shared with the payload (ShareRaw) are what a copy holds.
+			// Params shared with the payload (shareRaw) are what a copy holds.
 			var c Request
 			if err := DecodePayload(payload, "request payload", &c); err != nil || !reflect.DeepEqual(&c, r) {
 				t.Fatalf("shared %+v, copied %+v (%v)", r, &c, err)

@@ -34,14 +34,14 @@ func AllowUnknown() DecodeOption {
 	return func(c decodeConfig) decodeConfig { c.allowUnknown = true; return c }
 }
 
-// ShareRaw makes each json.RawMessage in v a slice of data rather than a
+// shareRaw makes each json.RawMessage in v a slice of data rather than a
 // copy, its capacity cut to its length so that an append copies. It is for
 // data the caller owns and leaves unchanged while v is in use: an
 // envelope's payload, itself a copy of the received bytes, shares its
 // bytes with the request's params or the response's result
 // (DecodeRequest, DecodeResponse), where a copy each was a sixth of the
 // bytes a signed call allocates.
-func ShareRaw() DecodeOption {
+func shareRaw() DecodeOption {
 	return func(c decodeConfig) decodeConfig { c.shareRaw = true; return c }
 }
 

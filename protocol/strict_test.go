@@ -319,7 +319,7 @@ func TestDecodeStrictOddTypes(t *testing.T) {
 	}
 }
 
-// TestShareRaw: with ShareRaw a json.RawMessage is a slice of the input,
+// TestShareRaw: with shareRaw a json.RawMessage is a slice of the input,
 // whose capacity ends with it, and decodes to what a copy holds; without
 // it, a copy. A null keeps its four bytes either way, and the errors are
 // the same.
@@ -331,7 +331,7 @@ func TestShareRaw(t *testing.T) {
 	}
 	data := []byte(`{"params": {"a":[1,"x"]} ,"details":null,"list":["s",{}],"other":1}`)
 	var shared, copied payload
-	if err := DecodeStrict(data, &shared, AllowUnknown(), ShareRaw()); err != nil {
+	if err := DecodeStrict(data, &shared, AllowUnknown(), shareRaw()); err != nil {
 		t.Fatal(err)
 	}
 	if err := DecodeStrict(data, &copied, AllowUnknown()); err != nil {
@@ -347,10 +347,10 @@ func TestShareRaw(t *testing.T) {
 		return len(b) > 0 && cap(b) == len(b) && &b[0] == &data[strings.Index(string(data), string(b))]
 	}
 	if !within(shared.Params) || !within(shared.Details) || !within(shared.List[1]) {
-		t.Error("ShareRaw copied a value")
+		t.Error("shareRaw copied a value")
 	}
 	if &copied.Params[0] == &shared.Params[0] {
-		t.Error("without ShareRaw a value shares the input")
+		t.Error("without shareRaw a value shares the input")
 	}
 	_ = append(shared.Params, '!')
 	if !strings.HasPrefix(string(data[strings.Index(string(data), "}"):]), "} ,") {
@@ -359,15 +359,15 @@ func TestShareRaw(t *testing.T) {
 
 	for _, bad := range []string{`{"params":{"a":}}`, `{"params":"\xff"}`, `{"params":1,"params":2}`} {
 		var p payload
-		errShared := DecodeStrict([]byte(bad), &p, AllowUnknown(), ShareRaw())
+		errShared := DecodeStrict([]byte(bad), &p, AllowUnknown(), shareRaw())
 		errCopied := DecodeStrict([]byte(bad), &p, AllowUnknown())
 		if errShared == nil || errCopied == nil || errShared.Error() != errCopied.Error() {
 			t.Errorf("%q: shared %v, copied %v", bad, errShared, errCopied)
 		}
 	}
 	var strict payload
-	if err := DecodeStrict(data, &strict, ShareRaw()); !errors.Is(err, ErrUnknownMember) {
-		t.Errorf("ShareRaw without AllowUnknown took an unknown member: %v", err)
+	if err := DecodeStrict(data, &strict, shareRaw()); !errors.Is(err, ErrUnknownMember) {
+		t.Errorf("shareRaw without AllowUnknown took an unknown member: %v", err)
 	}
 }
 
