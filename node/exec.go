@@ -36,7 +36,7 @@ const ExecEscalateStatus = 10
 // of stderr; a run longer than timeout (DefaultExecTimeout if zero) is
 // killed, with the processes it started, and reported as TIMEOUT; on Linux
 // a handler dies with its node, so none outlives a node killed with
-// SIGKILL. The command sees the requester, the
+// SIGKILL (internal/childproc). The command sees the requester, the
 // capability and the correlation id in MESHAGENT_REQUESTER,
 // MESHAGENT_CAPABILITY and MESHAGENT_CORRELATION_ID, and the client the
 // requester vouches for (Call.OnBehalfOf, empty if none) in
