@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,15 +27,34 @@ import (
 // TestExecHandlerDiesWithItsNode, to run a handler as a node would.
 const execChildDir = "MESHAGENT_EXEC_CHILD_DIR"
 
-// TestExecHandlerTimeoutKillsWhatItStarted: a handler that started a
-// process of its own and then overran its timeout is killed with that
-// process, not only the handler.
-func TestExecHandlerTimeoutKillsWhatItStarted(t *testing.T) {
+// TestExecHandlerCancelKillsWhatItStarted: a handler that started a
+// process of its own is killed with that process when its request is
+// cancelled (a timeout cancels it the same way), not the handler alone.
+func TestExecHandlerCancelKillsWhatItStarted(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	script := fmt.Sprintf(`sleep 300 & echo $! > %s; wait`, pidFile)
-	_, err := execCall(t, node.ExecHandler([]string{"sh", "-c", script}, 300*time.Millisecond), `{}`)
-	wantCode(t, err, protocol.CodeTimeout)
+	script := fmt.Sprintf(`sleep 300 & echo $! > %[1]s.tmp && mv %[1]s.tmp %[1]s; wait`, pidFile)
+	h := node.ExecHandler([]string{"sh", "-c", script}, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Handle(ctx, &node.Call{From: meshtest.ID(t, 1), Request: &protocol.Request{Action: "x", CorrelationID: "c", Params: json.RawMessage(`{}`)}})
+		done <- err
+	}()
+	wait.For(t, 30*time.Second, func() error {
+		_, err := os.Stat(pidFile)
+		return err
+	})
 	pid := readPID(t, pidFile)
+	t.Cleanup(func() {
+		if wait.ProcessEnded(pid) != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // the test failed: leave no orphan
+		}
+	})
+	cancel()
+	if err := wait.Receive(t, 30*time.Second, done, "the handler's answer"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled handler returned %v", err)
+	}
 	wait.For(t, 10*time.Second, func() error { return wait.ProcessEnded(pid) })
 }
 
