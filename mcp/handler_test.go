@@ -31,7 +31,10 @@ func TestMain(m *testing.M) {
 				os.Exit(2)
 			}
 			go func() { _ = testMCPServer().Run(context.Background(), &sdk.StdioTransport{}) }()
-			select {}
+			// A pending timer, not select{}, so that the runtime does not
+			// end the process as deadlocked once Run returns.
+			<-time.After(time.Hour)
+			os.Exit(3)
 		}
 		_ = testMCPServer().Run(context.Background(), &sdk.StdioTransport{})
 		os.Exit(0)
@@ -238,5 +241,6 @@ func runServerOwner() int {
 	if _, err := h.Call(context.Background(), json.RawMessage(`{"a":1,"b":1}`), nil); err != nil {
 		return 2
 	}
-	select {}
+	<-time.After(time.Hour) // until the test kills it
+	return 3
 }
