@@ -148,19 +148,14 @@ func canonicalParams(p json.RawMessage) (json.RawMessage, error) {
 }
 
 // paramsOf returns a call's params in canonical form: p itself (shared)
-// when it is canonical already, as MarshalCanonical would return it but
-// without the copy, else a canonical copy.
+// when it is canonical already, else a canonical copy (canonicalJSON).
 func paramsOf(p json.RawMessage) (_ json.RawMessage, shared bool, _ error) {
 	if len(p) == 0 || string(p) == "null" {
 		return nil, false, nil
 	}
-	out := p
-	shared = sign.CheckCanonical(p) == nil
-	if !shared {
-		var err error
-		if out, err = protocol.MarshalCanonical(p); err != nil {
-			return nil, false, protocol.Errorf(protocol.CodeInvalidMessage, "params are not valid JSON: %v", err)
-		}
+	out, shared, err := canonicalJSON(p)
+	if err != nil {
+		return nil, false, protocol.Errorf(protocol.CodeInvalidMessage, "params are not valid JSON: %v", err)
 	}
 	if out[0] != '{' {
 		return nil, false, protocol.Errorf(protocol.CodeInvalidMessage, "params must be a JSON object")
@@ -207,4 +202,15 @@ func signedJSON(frame []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	return protocol.SignedJSON(body, sig)
+}
+
+// canonicalJSON returns v in canonical form: v itself (shared) when it is
+// canonical already, as MarshalCanonical would return it but without the
+// copy, else a canonical copy.
+func canonicalJSON(v json.RawMessage) (_ json.RawMessage, shared bool, _ error) {
+	if sign.CheckCanonical(v) == nil {
+		return v, true, nil
+	}
+	out, err := protocol.MarshalCanonical(v)
+	return out, false, err
 }

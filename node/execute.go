@@ -8,7 +8,6 @@ import (
 
 	"github.com/meshagent/meshagent/metrics"
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/sign"
 )
 
 // execute applies the provider-side checks of a request, in DESIGN.md's
@@ -63,7 +62,9 @@ func (n *Node) execute(ctx context.Context, t *task, from requester, req *protoc
 	if len(res) == 0 {
 		res = json.RawMessage("null")
 	}
-	canon, err := canonicalResult(res)
+	// The result is the node's once Handle returns (Handler): a
+	// canonical one is kept and sent as it is.
+	canon, _, err := canonicalJSON(res)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "capability %s returned invalid JSON: %v", req.Action, err)
 	}
@@ -91,16 +92,4 @@ func (n *Node) admit(svc *service, from requester, req *protocol.Request) error 
 			r.name, from, req.Action, strings.Join(r.allowed, ", "))
 	}
 	return nil
-}
-
-// canonicalResult returns a handler's result in canonical form: res itself
-// when it is canonical already, as a handler's MarshalCanonical or a
-// peer's verified bytes are, else a canonical copy. The result is the
-// node's once Handle returns (Handler), so it need not be copied to be
-// kept or sent.
-func canonicalResult(res json.RawMessage) (json.RawMessage, error) {
-	if sign.CheckCanonical(res) == nil {
-		return res, nil
-	}
-	return protocol.MarshalCanonical(res)
 }

@@ -22,7 +22,7 @@ func TestCanonicalResult(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in := json.RawMessage(tc.in)
-			out, err := canonicalResult(in)
+			out, _, err := canonicalJSON(in)
 			if tc.want == "" {
 				if err == nil {
 					t.Fatalf("%s made %s, want an error", tc.in, out)

@@ -379,11 +379,10 @@ const newcomerAgents = 50
 // sent by each of the newcomer's neighbours, so in a larger mesh every
 // join would cost every agent a verification per neighbour of the
 // newcomer, and a mesh that grows or churns would pay that in proportion
-// to its size. The
-// newcomer does not need it to deal with its neighbours: the hello
-// exchanged on connecting gives it their names, capabilities and
-// features (Peers lists them, connected), and their next periodic
-// heartbeats their status and load.
+// to its size. The newcomer does not need it to deal with its
+// neighbours: the hello exchanged on connecting gives it their names,
+// capabilities and features (Peers lists them, connected), and their next
+// periodic heartbeats their status and load.
 func answersNewcomers(meshSize int) bool {
 	return meshSize <= newcomerAgents
 }
