@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,20 +22,7 @@ func TestCommandServerDiesWithItsNode(t *testing.T) {
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	wait.For(t, 30*time.Second, func() error {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			return err
-		}
-		pid, err = strconv.Atoi(string(b))
-		return err
-	})
-	t.Cleanup(func() {
-		if wait.ProcessEnded(pid) != nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL) // the test failed: leave no orphan
-		}
-	})
+	pid := wait.ForPID(t, 30*time.Second, pidFile)
 	if err := owner.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		if f := os.Getenv(stuckServerPIDFile); f != "" {
 			// A server that does not end when its stdin closes, as one
 			// stuck in a tool's work would not.
-			if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 				os.Exit(2)
 			}
 			go func() { _ = testMCPServer().Run(context.Background(), &sdk.StdioTransport{}) }()

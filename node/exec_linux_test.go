@@ -11,9 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,16 +38,7 @@ func TestExecHandlerCancelKillsWhatItStarted(t *testing.T) {
 		_, err := h.Handle(ctx, &node.Call{From: meshtest.ID(t, 1), Request: &protocol.Request{Action: "x", CorrelationID: "c", Params: json.RawMessage(`{}`)}})
 		done <- err
 	}()
-	wait.For(t, 30*time.Second, func() error {
-		_, err := os.Stat(pidFile)
-		return err
-	})
-	pid := readPID(t, pidFile)
-	t.Cleanup(func() {
-		if wait.ProcessEnded(pid) != nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL) // the test failed: leave no orphan
-		}
-	})
+	pid := wait.ForPID(t, 30*time.Second, pidFile)
 	cancel()
 	if err := wait.Receive(t, 30*time.Second, done, "the handler's answer"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled handler returned %v", err)
@@ -70,16 +58,11 @@ func TestExecHandlerDiesWithItsNode(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pidFile := filepath.Join(dir, "pid")
-	wait.For(t, 30*time.Second, func() error {
-		_, err := os.Stat(pidFile)
-		return err
-	})
+	pid := wait.ForPID(t, 30*time.Second, filepath.Join(dir, "pid"))
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	pid := readPID(t, pidFile)
 	wait.For(t, 10*time.Second, func() error { return wait.ProcessEnded(pid) })
 }
 
@@ -96,17 +79,4 @@ func TestExecHandlerChild(t *testing.T) {
 	h := node.ExecHandler([]string{"sh", "-c", script}, time.Hour)
 	_, err := h.Handle(context.Background(), &node.Call{From: meshtest.ID(t, 1), Request: &protocol.Request{Action: "x", CorrelationID: "c", Params: json.RawMessage(`{}`)}})
 	t.Fatalf("the handler returned (%v) before its node was killed", err)
-}
-
-func readPID(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("pid file %q: %v", b, err)
-	}
-	return pid
 }

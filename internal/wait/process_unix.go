@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
+	"testing"
+	"time"
 )
 
 // ProcessEnded is a condition for For: it returns an error while process
@@ -25,4 +28,31 @@ func ProcessEnded(pid int) error {
 		}
 	}
 	return fmt.Errorf("process %d still runs", pid)
+}
+
+// ForPID waits until the file at path holds a process id and a newline,
+// as a process a test started writes its own (the newline tells a whole
+// id from one half written), and returns it, failing tb if that has not
+// happened within d. A process still running when the test ends is
+// killed, so that a failed test leaves no orphan.
+func ForPID(tb testing.TB, d time.Duration, path string) int {
+	tb.Helper()
+	var pid int
+	For(tb, d, func() error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !bytes.HasSuffix(b, []byte("\n")) {
+			return fmt.Errorf("%s holds %q, not yet a whole line", path, b)
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err
+	})
+	tb.Cleanup(func() {
+		if ProcessEnded(pid) != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid
 }

@@ -5,6 +5,8 @@ package wait_test
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,5 +32,29 @@ func TestProcessEnded(t *testing.T) {
 	_ = cmd.Wait()
 	if err := wait.ProcessEnded(pid); err != nil {
 		t.Fatalf("after Wait: %v", err)
+	}
+}
+
+// TestForPID: the pid a process wrote is read once it is there, and the
+// process is killed when the test that waited for it ends.
+func TestForPID(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	defer func() { _ = cmd.Process.Kill(); <-exited }()
+	go func() { exited <- cmd.Wait() }()
+	path := filepath.Join(t.TempDir(), "pid")
+	t.Run("wait", func(t *testing.T) {
+		go func() { _ = os.WriteFile(path, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600) }()
+		if pid := wait.ForPID(t, 10*time.Second, path); pid != cmd.Process.Pid {
+			t.Fatalf("pid %d, want %d", pid, cmd.Process.Pid)
+		}
+	})
+	err := wait.Receive(t, 10*time.Second, exited, "the end of the process")
+	exited <- err // for the deferred wait
+	if err == nil {
+		t.Fatal("the process ended by itself; it should have been killed")
 	}
 }
