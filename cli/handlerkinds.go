@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 
 	"github.com/meshagent/meshagent/mcp"
 	"github.com/meshagent/meshagent/node"
@@ -19,9 +20,10 @@ type handlerKinds struct {
 }
 
 // newHandlerKinds returns the kinds; the MCP servers' stderr goes to
-// stderr.
-func newHandlerKinds(stderr io.Writer) *handlerKinds {
-	return &handlerKinds{pool: mcp.NewPool(mcp.WithServerStderr(stderr))}
+// stderr, and what the pool reports (a server that stopped and when it
+// starts again) to log.
+func newHandlerKinds(stderr io.Writer, log *slog.Logger) *handlerKinds {
+	return &handlerKinds{pool: mcp.NewPool(mcp.WithServerStderr(stderr), mcp.WithPoolLogger(log.With("component", "mcp")))}
 }
 
 // options are what node.LoadServices takes to know the kinds.

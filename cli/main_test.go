@@ -12,6 +12,9 @@ import (
 // TestMain isolates the tests from the user's environment: no MESHAGENT_*
 // variable and no ~/.meshagent config file leak in.
 func TestMain(m *testing.M) {
+	if os.Getenv(mcpServerEnv) == "1" {
+		os.Exit(serveTestMCP())
+	}
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "MESHAGENT_") || k == "GOLOG_LOG_LEVEL" {
 			os.Unsetenv(k)

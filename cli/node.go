@@ -160,7 +160,7 @@ func (r *runState) resolveNode(c *ucli.Context) (*nodeSettings, error) {
 		}
 	}
 	if s.cfg.CapabilitiesFile = expandHome(c.String(flagCapabilities)); s.cfg.CapabilitiesFile != "" {
-		s.kinds = newHandlerKinds(r.stderr)
+		s.kinds = newHandlerKinds(r.stderr, s.log.newLogger(r.stderr))
 		if s.cfg.Services, err = node.LoadServices(s.cfg.CapabilitiesFile, s.kinds.options()...); err != nil {
 			_ = s.kinds.close()
 			return nil, r.flagError(c, flagCapabilities, "%v", err)
