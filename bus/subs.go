@@ -162,6 +162,14 @@ func (t *subTable) clear() []*subscription {
 	return subs
 }
 
+// routeCap is the capacity route starts its result with, and routeScan
+// the most routed patterns it checks for shadowing by a linear scan
+// before it keeps them in a map (BenchmarkRoute).
+const (
+	routeCap  = 16
+	routeScan = 32
+)
+
 // route returns the subscriptions a topic goes to, newest first, without
 // default handlers and without the subscriptions shadowed by a newer one
 // to the same pattern. A queue group is routed as its entry, where its
@@ -179,11 +187,16 @@ func (t *subTable) route(topic string) []*subscription {
 		if s.queue != nil {
 			s = s.queue.entry
 		}
+		if out == nil {
+			// One allocation for a common fan-out, not one per doubling;
+			// subs[:i+1] holds every candidate left.
+			out = make([]*subscription, 0, min(i+1, routeCap))
+		}
 		out = append(out, s)
 		switch {
 		case seen != nil:
 			seen[s.pattern] = true
-		case len(out) > 8: // a linear scan no longer pays
+		case len(out) > routeScan: // a linear scan no longer pays
 			seen = make(map[string]bool, 2*len(out))
 			for _, o := range out {
 				seen[o.pattern] = true

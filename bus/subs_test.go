@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -108,8 +109,13 @@ func TestSubTableAddFindRemove(t *testing.T) {
 // TestSubTableManyPatterns crosses the point where route stops scanning
 // what it routed and keeps a set of the patterns instead.
 func TestSubTableManyPatterns(t *testing.T) {
-	patterns := []string{"*", "j*", "jo*", "job*", "job:*", "job:1*", "*1", "*:1", "*b:1", "*ob:1",
-		"?ob:1", "j?b:1", "jo?:1", "job?1", "job:?", "job:1"}
+	// Each a pattern of its own that "job:aaa…" matches, past routeScan.
+	n := routeScan + 8
+	patterns := []string{"*", "j*", "jo*", "job*", "*a", "?ob:a*", "j?b:*a"}
+	for k := range n {
+		patterns = append(patterns, "job:"+strings.Repeat("?", k)+"*")
+	}
+	topic := "job:" + strings.Repeat("a", n)
 	var tab subTable
 	x, y := &tableConn{"x"}, &tableConn{"y"}
 	cx, cy := &client{id: "x"}, &client{id: "y"}
@@ -117,7 +123,7 @@ func TestSubTableManyPatterns(t *testing.T) {
 		tab.add(&subscription{conn: x, client: cx, pattern: p})
 		tab.add(&subscription{conn: y, client: cy, pattern: p}) // shadows x's
 	}
-	got := tab.route("job:1")
+	got := tab.route(topic)
 	if len(got) != len(patterns) {
 		t.Fatalf("route = %d subscriptions, want one per pattern (%d)", len(got), len(patterns))
 	}
@@ -125,5 +131,26 @@ func TestSubTableManyPatterns(t *testing.T) {
 		if want := patterns[len(patterns)-1-i]; s.pattern != want || s.client != cy {
 			t.Errorf("route[%d] = %s %q, want y %q", i, s.client.id, s.pattern, want)
 		}
+	}
+}
+
+// TestAllocsRoute: routing to a common fan-out, ten subscribers, is one
+// allocation (the result), not one per doubling of it plus a set.
+func TestAllocsRoute(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts do not hold under the race detector")
+	}
+	var tab subTable
+	c := &tableConn{"x"}
+	for k := range 10 {
+		tab.add(&subscription{conn: c, client: &client{id: "x"}, pattern: "job:" + strings.Repeat("?", k) + "*"})
+	}
+	n := testing.AllocsPerRun(200, func() {
+		if got := tab.route("job:aaaaaaaaaa"); len(got) != 10 {
+			t.Fatalf("routed to %d, want 10", len(got))
+		}
+	})
+	if n != 1 {
+		t.Errorf("%.2f allocations a route, want 1", n)
 	}
 }
