@@ -108,6 +108,9 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 			return nil
 		},
 		Action: func(c *ucli.Context) error {
+			if c.Args().First() == "help" {
+				return showHelp(c)
+			}
 			if c.Args().Present() {
 				typed := c.Args().First()
 				return usageErrorf("unknown command %q%s; run `meshagent --help` to list commands", typed, didYouMean(c.App, typed))
@@ -119,6 +122,20 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 		// Main, not urfave/cli, chooses the exit status.
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}, r
+}
+
+// showHelp serves `meshagent help [COMMAND]`, which the built-in help
+// command (hidden, so that it is not listed as a command) would have: the
+// app's help, or COMMAND's.
+func showHelp(c *ucli.Context) error {
+	name := c.Args().Get(1)
+	if name == "" {
+		return ucli.ShowAppHelp(c)
+	}
+	if c.App.Command(name) == nil {
+		return usageErrorf("unknown command %q%s; run `meshagent --help` to list commands", name, didYouMean(c.App, name))
+	}
+	return ucli.ShowCommandHelp(c, name)
 }
 
 // Main runs the meshagent command line and returns the process exit status.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -155,4 +156,22 @@ func TestNoNodeListening(t *testing.T) {
 	res := runCLI(t, "", "peers")
 	res.wantCode(t, ExitFailure)
 	res.wantStderr(t, "check --api (from MESHAGENT_API)")
+}
+
+// TestHelpCommand: `meshagent help` and `meshagent help COMMAND`, as the
+// README shows them, print the help and succeed.
+func TestHelpCommand(t *testing.T) {
+	res := runCLI(t, "", "help")
+	res.wantCode(t, ExitOK)
+	if !strings.Contains(res.stdout, "USAGE:") || !strings.Contains(res.stdout, "call") {
+		t.Errorf("meshagent help printed %q", res.stdout)
+	}
+	res = runCLI(t, "", "help", "call")
+	res.wantCode(t, ExitOK)
+	if !strings.Contains(res.stdout, "meshagent call - ") || !strings.Contains(res.stdout, "--params") {
+		t.Errorf("meshagent help call printed %q", res.stdout)
+	}
+	res = runCLI(t, "", "help", "stauts")
+	res.wantCode(t, ExitUsage)
+	res.wantStderr(t, `unknown command "stauts"`, `did you mean "status"`)
 }
