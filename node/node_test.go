@@ -195,6 +195,17 @@ func TestCallTimeout(t *testing.T) {
 	if _, err := a.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{To: p.AgentID(), Action: "nope"}); protocol.CodeOf(err) != protocol.CodeCapabilityNotSupported {
 		t.Fatalf("after timeout: %v", err)
 	}
+
+	// A call that names no timeout gets the node's (WithRequestTimeout),
+	// not the 30 s default.
+	b := meshtest.Node(t, 3, node.WithRequestTimeout(300*time.Millisecond))
+	meshtest.Connect(t, b, p)
+	start = time.Now()
+	_, err = b.Call(meshtest.Context(t, 20*time.Second), protocol.CallRequest{To: p.AgentID(), Action: "slow"})
+	wantCode(t, err, protocol.CodeTimeout)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the node's timeout of 300ms took %s", d)
+	}
 }
 
 func TestInProgress(t *testing.T) {
