@@ -82,9 +82,9 @@ func connect(t *testing.T, s *Server, opts *sdk.ClientOptions) *sdk.ClientSessio
 	return cs
 }
 
-func newServer(t *testing.T, api *fakeAPI) *Server {
+func newServer(t *testing.T, api *fakeAPI, opts ...Option) *Server {
 	t.Helper()
-	s, err := New(context.Background(), api, WithPollInterval(MinPollInterval))
+	s, err := New(context.Background(), api, append([]Option{WithPollInterval(MinPollInterval)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +186,36 @@ func TestServerCalls(t *testing.T) {
 		if pr.Progress != want[i] || pr.Total != 10 || pr.Message != "m" || pr.ProgressToken != "tok" {
 			t.Errorf("progress %d = %+v, want %v", i, pr, want[i])
 		}
+	}
+}
+
+// TestServerCallTimeout: a tools/call is a mesh call bounded by the
+// server's call timeout, DefaultCallTimeout unless WithCallTimeout says
+// otherwise; a timeout that is not positive is refused.
+func TestServerCallTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		want time.Duration
+	}{
+		{nil, DefaultCallTimeout},
+		{[]Option{WithCallTimeout(3 * time.Second)}, 3 * time.Second},
+	} {
+		api := &fakeAPI{own: []protocol.Capability{echoCap},
+			call: func(_ context.Context, req protocol.CallRequest, _ func(*protocol.Response)) (*protocol.Response, error) {
+				return &protocol.Response{Status: protocol.StatusSuccess, Result: req.Params}, nil
+			}}
+		cs := connect(t, newServer(t, api, tc.opts...), nil)
+		if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+		api.mu.Lock()
+		if len(api.calls) != 1 || api.calls[0].Timeout != tc.want {
+			t.Errorf("mesh calls %+v, want one with timeout %v", api.calls, tc.want)
+		}
+		api.mu.Unlock()
+	}
+	if _, err := New(context.Background(), &fakeAPI{}, WithCallTimeout(0)); err == nil {
+		t.Error("a call timeout of 0 was taken")
 	}
 }
 
