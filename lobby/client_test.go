@@ -204,3 +204,39 @@ func TestClientAskBounded(t *testing.T) {
 		t.Fatalf("Ask = %d answers, %v; want %d, ErrTooManyAnswers", len(ms), err, lobby.MaxAskAnswers)
 	}
 }
+
+// TestClientReadLimit: a Client reads messages up to its read limit
+// (WithClientReadLimit); a bigger one ends its connection with an error
+// rather than being read. The same answer reaches a Client with the
+// default limit.
+func TestClientReadLimit(t *testing.T) {
+	tl := newTestLobby(t)
+	ctx := ctxT(t)
+	hunter := dialClient(t, tl, "hunter")
+	big := searchCap()
+	big.Description = strings.Repeat("d", 4096)
+	if err := hunter.Register(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	discover := lobby.DiscoverServicesPayload{CapabilityName: big.Name}
+	for _, tc := range []struct {
+		id      string
+		opts    []lobby.ClientOption
+		wantErr bool
+	}{
+		{"roomy", nil, false},
+		{"narrow", []lobby.ClientOption{lobby.WithClientReadLimit(1024)}, true},
+	} {
+		c := dialClient(t, tl, tc.id, tc.opts...)
+		if err := c.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := c.Ask(ctx, lobby.DefaultID, lobby.TypeDiscoverServices, "d-"+tc.id, discover)
+		switch {
+		case tc.wantErr && err == nil:
+			t.Errorf("%s: read a %d-byte answer past a 1 KiB limit", tc.id, len(ms[0].Payload))
+		case !tc.wantErr && (err != nil || len(ms) != 1 || ms[0].MessageType != lobby.TypeServicesAvailable):
+			t.Errorf("%s: %v %+v", tc.id, err, ms)
+		}
+	}
+}
