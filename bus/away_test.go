@@ -102,7 +102,9 @@ func TestBusRetryWaitsForSubscriber(t *testing.T) {
 func TestBusRetryTTL(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "bus.db"))
 	cfg := fastConfig()
-	cfg.MessageTTL = 500 * time.Millisecond
+	if err := bus.WithMessageTTL(500 * time.Millisecond)(&cfg); err != nil {
+		t.Fatal(err)
+	}
 	_, url := busServerWith(t, cfg, st)
 	leaveAfterRetrying(t, url)
 	var dls []store.DeadLetter
