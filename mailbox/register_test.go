@@ -88,97 +88,144 @@ func TestThrowawayFloodKeepsReserveForKnownSender(t *testing.T) {
 }
 
 // TestOneSenderCannotFillRelay: one sender depositing for many agents is
-// stopped at its share of the relay (a sixteenth by default); another
-// sender still deposits.
+// stopped at its share of the relay (a sixteenth by default, or
+// WithSenderTotal's); another sender still deposits.
 func TestOneSenderCannotFillRelay(t *testing.T) {
 	const total = 4 << 20
-	r, _, st := relay(t, mailbox.WithBounds(1000, 1<<20, total))
-	a, ac := agent(t, r)
-	params, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 60<<10)})
-	deposited := 0
-	for i := 0; ; i++ {
-		b, _ := agent(t, r)
-		err := ac.Deposit(ctx(t), r.ID(), b.ID(), call(t, a, b.ID(), "summarize", fmt.Sprint("big-", i), params))
-		if errors.Is(err, mailbox.ErrFull) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if deposited++; deposited > 100 {
-			t.Fatal("no bound on one sender's share of the relay")
-		}
-	}
-	u, err := st.QueueUsage(ctx(t), mailbox.Queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if share := int64(max(total/16, mailbox.MaxEnvelopeBytes)); u.Bytes > share {
-		t.Fatalf("one sender holds %d bytes, its share is %d", u.Bytes, share)
-	}
-	t.Logf("one sender: %d deposits, %d bytes of %d", deposited, u.Bytes, total)
-	o, oc := agent(t, r)
-	b, _ := agent(t, r)
-	if err := oc.Deposit(ctx(t), r.ID(), b.ID(), call(t, o, b.ID(), "summarize", "other", params)); err != nil {
-		t.Fatalf("another sender: %v", err)
+	for _, tc := range []struct {
+		name  string
+		opts  []mailbox.Option
+		share int64 // what one sender may hold
+		above int64 // what it must get past: the share is the option's, not the default's
+	}{
+		{"a sixteenth of the relay", nil, max(total/16, mailbox.MaxEnvelopeBytes), 0},
+		{"WithSenderTotal", []mailbox.Option{mailbox.WithSenderTotal(512 << 10)}, 512 << 10, max(total/16, mailbox.MaxEnvelopeBytes)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, st := relay(t, append([]mailbox.Option{mailbox.WithBounds(1000, 1<<20, total)}, tc.opts...)...)
+			a, ac := agent(t, r)
+			params, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 60<<10)})
+			deposited := 0
+			for i := 0; ; i++ {
+				b, _ := agent(t, r)
+				err := ac.Deposit(ctx(t), r.ID(), b.ID(), call(t, a, b.ID(), "summarize", fmt.Sprint("big-", i), params))
+				if errors.Is(err, mailbox.ErrFull) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if deposited++; deposited > 100 {
+					t.Fatal("no bound on one sender's share of the relay")
+				}
+			}
+			u, err := st.QueueUsage(ctx(t), mailbox.Queue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.Bytes > tc.share || u.Bytes <= tc.above {
+				t.Fatalf("one sender holds %d bytes, its share is %d (more than %d)", u.Bytes, tc.share, tc.above)
+			}
+			t.Logf("one sender: %d deposits, %d bytes of %d", deposited, u.Bytes, total)
+			o, oc := agent(t, r)
+			b, _ := agent(t, r)
+			if err := oc.Deposit(ctx(t), r.ID(), b.ID(), call(t, o, b.ID(), "summarize", "other", params)); err != nil {
+				t.Fatalf("another sender: %v", err)
+			}
+		})
 	}
 }
 
 // TestFreshIdentitiesCannotCloseRelayToKnownSenders: throwaway
 // recipients, each registered (its own fetch) and filled by a throwaway
 // sender until its mailbox refuses, fill only the relay's part open to
-// senders unknown to their recipients (half of it): then the relay
+// senders unknown to their recipients (half of it by default, or
+// WithUnknownTotal's): then the relay
 // refuses the flood, and an agent's known sender (one it took mail from)
 // still deposits, and the agent fetches what it sent.
 func TestFreshIdentitiesCannotCloseRelayToKnownSenders(t *testing.T) {
 	const total = 2 << 20
-	r, _, st := relay(t, mailbox.WithBounds(1000, 512<<10, total))
-	a, ac := agent(t, r)
-	k, kc := agent(t, r)
-	if err := kc.Deposit(ctx(t), r.ID(), a.ID(), message(t, k, a.ID(), "before")); err != nil {
-		t.Fatal(err)
-	}
-	p, err := ac.Fetch(ctx(t), r.ID(), "", 0)
-	if err != nil || len(p.Items) != 1 {
-		t.Fatalf("fetch %+v %v", p, err)
-	}
-	if err := ac.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
-		t.Fatal(err)
-	}
+	for _, tc := range []struct {
+		name string
+		opts []mailbox.Option
+		part int64 // what senders unknown to their recipients may hold together
+	}{
+		{"half of the relay", nil, total / 2},
+		{"WithUnknownTotal", []mailbox.Option{mailbox.WithUnknownTotal(total / 4)}, total / 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, st := relay(t, append([]mailbox.Option{mailbox.WithBounds(1000, 512<<10, total)}, tc.opts...)...)
+			a, ac := agent(t, r)
+			k, kc := agent(t, r)
+			if err := kc.Deposit(ctx(t), r.ID(), a.ID(), message(t, k, a.ID(), "before")); err != nil {
+				t.Fatal(err)
+			}
+			p, err := ac.Fetch(ctx(t), r.ID(), "", 0)
+			if err != nil || len(p.Items) != 1 {
+				t.Fatalf("fetch %+v %v", p, err)
+			}
+			if err := ac.Ack(ctx(t), r.ID(), []string{p.Items[0].ID}); err != nil {
+				t.Fatal(err)
+			}
 
-	params, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 60<<10)})
-	kept, closed := 0, false
-	for round := 0; !closed; round++ {
-		if round == 40 {
-			t.Fatalf("%d throwaway recipients and senders, %d deposits kept: the relay never refused the flood", round, kept)
-		}
-		b, _ := agent(t, r)
-		s, sc := stranger(t, r)
-		for i := 0; ; i++ {
-			err := sc.Deposit(ctx(t), r.ID(), b.ID(), call(t, s, b.ID(), "never-served", fmt.Sprint("flood-", round, "-", i), params))
-			if errors.Is(err, mailbox.ErrFull) {
-				closed = i == 0 // a fresh pair refused at once: the relay's part is full
-				break
+			params, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 60<<10)})
+			kept, closed := 0, false
+			for round := 0; !closed; round++ {
+				if round == 40 {
+					t.Fatalf("%d throwaway recipients and senders, %d deposits kept: the relay never refused the flood", round, kept)
+				}
+				b, _ := agent(t, r)
+				s, sc := stranger(t, r)
+				for i := 0; ; i++ {
+					err := sc.Deposit(ctx(t), r.ID(), b.ID(), call(t, s, b.ID(), "never-served", fmt.Sprint("flood-", round, "-", i), params))
+					if errors.Is(err, mailbox.ErrFull) {
+						closed = i == 0 // a fresh pair refused at once: the relay's part is full
+						break
+					}
+					if err != nil {
+						t.Fatalf("round %d deposit %d: %v", round, i, err)
+					}
+					kept++
+				}
 			}
+			u, err := st.QueueUsage(ctx(t), mailbox.Queue)
 			if err != nil {
-				t.Fatalf("round %d deposit %d: %v", round, i, err)
+				t.Fatal(err)
 			}
-			kept++
-		}
+			t.Logf("flood: %d deposits kept, %d bytes of %d, then refused", kept, u.Bytes, total)
+			if err := kc.Deposit(ctx(t), r.ID(), a.ID(), call(t, k, a.ID(), "summarize", "after", params)); err != nil {
+				t.Fatalf("the known sender's deposit after the flood: %v", err)
+			}
+			if u.Bytes > tc.part {
+				t.Fatalf("unknown senders hold %d bytes, their part is %d", u.Bytes, tc.part)
+			}
+			p, err = ac.Fetch(ctx(t), r.ID(), "", 0)
+			if err != nil || len(p.Items) != 1 || !strings.Contains(p.Items[0].ID, k.ID().String()) {
+				t.Fatalf("the agent's fetch after the flood: %+v %v, want the known sender's item", p, err)
+			}
+		})
 	}
-	u, err := st.QueueUsage(ctx(t), mailbox.Queue)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestRelayBoundsAgents: a relay holds mail for at most MaxAgents agents
+// (WithMaxAgents). Past them a new agent is not registered (its fetch is
+// still answered, and Register says ErrFull), so deposits for it are
+// refused, while the agents it holds still get their mail.
+func TestRelayBoundsAgents(t *testing.T) {
+	r, srv, _ := relay(t, mailbox.WithMaxAgents(2, 10))
+	a, ac := agent(t, r)
+	b, bc := agent(t, r)
+	c, _ := agent(t, r) // its fetch answers, but does not register it
+	if err := srv.Register(c.ID()); !errors.Is(err, mailbox.ErrFull) {
+		t.Fatalf("a third agent's registration: %v, want ErrFull", err)
 	}
-	t.Logf("flood: %d deposits kept, %d bytes of %d, then refused", kept, u.Bytes, total)
-	if err := kc.Deposit(ctx(t), r.ID(), a.ID(), call(t, k, a.ID(), "summarize", "after", params)); err != nil {
-		t.Fatalf("the known sender's deposit after the flood: %v", err)
+	if err := ac.Deposit(ctx(t), r.ID(), c.ID(), message(t, a, c.ID(), "m0")); !errors.Is(err, mailbox.ErrRefused) {
+		t.Fatalf("a deposit for the agent past the bound: %v, want refused", err)
 	}
-	if u.Bytes > total/2 {
-		t.Fatalf("unknown senders hold %d bytes, their part is %d", u.Bytes, total/2)
+	if err := ac.Deposit(ctx(t), r.ID(), b.ID(), message(t, a, b.ID(), "m1")); err != nil {
+		t.Fatalf("a deposit for a held agent: %v", err)
 	}
-	p, err = ac.Fetch(ctx(t), r.ID(), "", 0)
-	if err != nil || len(p.Items) != 1 || !strings.Contains(p.Items[0].ID, k.ID().String()) {
-		t.Fatalf("the agent's fetch after the flood: %+v %v, want the known sender's item", p, err)
+	if p, err := bc.Fetch(ctx(t), r.ID(), "", 0); err != nil || len(p.Items) != 1 {
+		t.Fatalf("the held agent's fetch: %+v %v", p, err)
 	}
 }
