@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -467,5 +470,75 @@ func TestGatewayTasksOutliveIt(t *testing.T) {
 	_, r = post(t, endpoint, `{"jsonrpc":"2.0","id":6,"method":"GetTask","params":{"id":"no-such-task"}}`)
 	if r.Error == nil || r.Error.Code != a2a.CodeTaskNotFound {
 		t.Fatalf("GetTask of an unknown id: %+v", r.Error)
+	}
+}
+
+// TestGatewayTaskTimeout: a task's mesh task runs for the gateway's task
+// timeout (WithTaskTimeout): past it the provider's run is cancelled and
+// the task has failed. A timeout past MaxTaskTimeout is refused.
+func TestGatewayTaskTimeout(t *testing.T) {
+	m := newMesh(t, a2a.WithTaskTimeout(time.Second))
+	_, r := post(t, m.endpoint(), send("slow", `{}`, `{"returnImmediately":true}`))
+	task := sendResult(t, r)
+	run := wait.Receive(t, 10*time.Second, m.started, "the provider runs the task")
+	wait.Receive(t, 10*time.Second, run.Done(), "the run's cancellation at the deadline")
+	wait.For(t, 10*time.Second, func() error {
+		_, r := post(t, m.endpoint(), `{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":"`+task.ID+`"}}`)
+		var got a2a.Task
+		if r.Error != nil || json.Unmarshal(r.Result, &got) != nil {
+			return fmt.Errorf("GetTask: %s %+v", r.Result, r.Error)
+		}
+		if got.Status.State != a2a.TaskStateFailed {
+			return fmt.Errorf("task %s, want failed at its deadline", got.Status.State)
+		}
+		return nil
+	})
+	if _, err := a2a.New(meshtest.Context(t, 10*time.Second), rpctest.DialClient(t, m.api), a2a.WithBaseURL("http://127.0.0.1:1"),
+		a2a.WithTaskTimeout(a2a.MaxTaskTimeout+time.Second)); err == nil {
+		t.Error("a task timeout past MaxTaskTimeout was taken")
+	}
+}
+
+// TestGatewayCardTTL: the gateway reuses an agent's card for its card TTL
+// (WithCardTTL, here ten minutes, past the default) on its clock
+// (WithClock): a skill the agent offers since shows only once the TTL has
+// passed.
+func TestGatewayCardTTL(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	m := newMesh(t, a2a.WithCardTTL(10*time.Minute), a2a.WithClock(clock))
+	url := m.url + "/agents/" + m.prov.AgentID() + "/.well-known/agent-card.json"
+	offers := func(skill string) bool {
+		status, card := getCard(t, url)
+		if status != http.StatusOK {
+			t.Fatalf("card: HTTP %d", status)
+		}
+		return slices.ContainsFunc(card.Skills, func(s a2a.AgentSkill) bool { return s.ID == skill || s.Name == skill })
+	}
+	if offers("added") {
+		t.Fatal("the card offers a skill not added yet")
+	}
+	if err := m.prov.Offer("test", []node.Service{{Capability: protocol.Capability{Name: "added"}, Handler: node.EchoHandler()}}); err != nil {
+		t.Fatal(err)
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+	advance(2 * time.Minute) // past DefaultCardTTL
+	if offers("added") {
+		t.Error("the card was fetched again within its TTL")
+	}
+	advance(9 * time.Minute)
+	if !offers("added") {
+		t.Error("the card was not fetched again once its TTL had passed")
 	}
 }
