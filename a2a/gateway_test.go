@@ -542,3 +542,88 @@ func TestGatewayCardTTL(t *testing.T) {
 		t.Error("the card was not fetched again once its TTL had passed")
 	}
 }
+
+// fakeTasks stands for the node's mesh tasks (WithTasks): every task
+// completes at once with its params as its result, and List counts how
+// often the gateway had to ask the node for a task it no longer holds.
+type fakeTasks struct {
+	mu        sync.Mutex
+	submitted []protocol.TaskInfo
+	deadlines []time.Duration
+	lists     int
+}
+
+func (f *fakeTasks) Submit(_ context.Context, agent, capability string, params json.RawMessage, deadline time.Duration) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := fmt.Sprintf("task-%d", len(f.submitted))
+	f.submitted = append(f.submitted, protocol.TaskInfo{TaskID: id, Role: protocol.TaskRoleSubmitted, AgentID: agent, Capability: capability, State: protocol.TaskCompleted})
+	f.deadlines = append(f.deadlines, deadline)
+	return id, nil
+}
+
+func (f *fakeTasks) Wait(_ context.Context, taskID string, _ func(json.RawMessage)) (*protocol.SubmittedTask, error) {
+	return &protocol.SubmittedTask{TaskID: taskID, State: protocol.TaskCompleted, Result: json.RawMessage(`{"done":true}`)}, nil
+}
+
+func (f *fakeTasks) List(_ context.Context, agent string) ([]protocol.TaskInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	return slices.Clone(f.submitted), nil
+}
+
+func (f *fakeTasks) Cancel(context.Context, string, string) (*protocol.Task, error) {
+	return nil, errors.New("the fake's tasks have all ended")
+}
+
+// TestGatewayTaskTTL: the gateway runs its tasks through the Tasks it is
+// given (WithTasks), with its task timeout as their deadline, and holds a
+// finished task for its task TTL (WithTaskTTL) on its clock (WithClock):
+// within it GetTask answers from the gateway; past it, once a new task
+// is stored, from the node's records again.
+func TestGatewayTaskTTL(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	tasks := &fakeTasks{}
+	m := newMesh(t, a2a.WithTasks(tasks), a2a.WithTaskTTL(time.Minute), a2a.WithClock(clock))
+	_, r := post(t, m.endpoint(), send("upper", `{"text":"a"}`))
+	first := sendResult(t, r)
+	if first.ID != "task-0" || first.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("task %+v, want the fake's task-0, completed", first)
+	}
+	getTask := func() {
+		t.Helper()
+		_, r := post(t, m.endpoint(), `{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":"task-0"}}`)
+		var got a2a.Task
+		if r.Error != nil || json.Unmarshal(r.Result, &got) != nil || got.ID != "task-0" || got.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("GetTask: %s %+v", r.Result, r.Error)
+		}
+	}
+	getTask()
+	tasks.mu.Lock()
+	lists, deadline := tasks.lists, tasks.deadlines[0]
+	tasks.mu.Unlock()
+	if lists != 0 || deadline != a2a.DefaultTaskTimeout {
+		t.Fatalf("within the TTL: %d lists of the node's tasks, deadline %v; want none, and %v", lists, deadline, a2a.DefaultTaskTimeout)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	_, r = post(t, m.endpoint(), send("upper", `{"text":"b"}`))
+	sendResult(t, r)
+	getTask()
+	tasks.mu.Lock()
+	lists = tasks.lists
+	tasks.mu.Unlock()
+	if lists != 1 {
+		t.Fatalf("past the TTL: %d lists of the node's tasks, want 1", lists)
+	}
+}

@@ -66,9 +66,6 @@ func seal(tb testing.TB, s *sign.Signer, e *Envelope) (body, sig []byte) {
 	return body, sig
 }
 
-// resign signs arbitrary bytes as s, for envelopes built by hand.
-func resign(s *sign.Signer, body []byte) []byte { return s.Sign(body) }
-
 // wantCode fails unless err is an *Error with the given code.
 func wantCode(tb testing.TB, err error, code Code) {
 	tb.Helper()
