@@ -67,10 +67,12 @@ test: ## Every test: unit, multi-node, end-to-end (race detector on; the TestAll
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test -count=1 -run '^TestAllocs' ./bus ./protocol
 
-lint: ## gofmt and go vet (the import rules and the no-printing rule are tests: internal/archtest)
+lint: ## gofmt, go vet, and no function that no command or test reaches (deadcode -test); the import rules and the no-printing rule are tests: internal/archtest
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./cmd/meshagent
+	@dead=$$($(GO) run golang.org/x/tools/cmd/deadcode@v0.49.0 -test ./...) || exit 1; \
+	test -z "$$dead" || { echo "no command or test reaches these: delete them, or test what they do"; echo "$$dead"; exit 1; }
 
 chaos: ## Fault and abuse scenarios (relay kills, relay restarts with reconnecting subscribers, power loss of a relay and of a node, a hostile mailbox and keeper, a full disk on a node and a relay as root, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
 	@log=$$(mktemp); \
