@@ -189,7 +189,7 @@ func (t *subTable) route(topic string) []*subscription {
 		}
 		if out == nil {
 			// One allocation for a common fan-out, not one per doubling;
-			// subs[:i+1] holds every candidate left.
+			// t.subs[:i+1] holds every candidate left.
 			out = make([]*subscription, 0, min(i+1, routeCap))
 		}
 		out = append(out, s)
