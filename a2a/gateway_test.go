@@ -499,21 +499,34 @@ func TestGatewayTaskTimeout(t *testing.T) {
 	}
 }
 
+// fakeClock is a gateway's clock (WithClock) that moves only when the test
+// advances it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Now()} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
 // TestGatewayCardTTL: the gateway reuses an agent's card for its card TTL
 // (WithCardTTL, here ten minutes, past the default) on its clock
 // (WithClock): a skill the agent offers since shows only once the TTL has
 // passed.
 func TestGatewayCardTTL(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		now = time.Now()
-	)
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	m := newMesh(t, a2a.WithCardTTL(10*time.Minute), a2a.WithClock(clock))
+	clock := newFakeClock()
+	m := newMesh(t, a2a.WithCardTTL(10*time.Minute), a2a.WithClock(clock.now))
 	url := m.url + "/agents/" + m.prov.AgentID() + "/.well-known/agent-card.json"
 	offers := func(skill string) bool {
 		status, card := getCard(t, url)
@@ -528,16 +541,11 @@ func TestGatewayCardTTL(t *testing.T) {
 	if err := m.prov.Offer("test", []node.Service{{Capability: protocol.Capability{Name: "added"}, Handler: node.EchoHandler()}}); err != nil {
 		t.Fatal(err)
 	}
-	advance := func(d time.Duration) {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-	}
-	advance(2 * time.Minute) // past DefaultCardTTL
+	clock.advance(2 * time.Minute) // past DefaultCardTTL
 	if offers("added") {
 		t.Error("the card was fetched again within its TTL")
 	}
-	advance(9 * time.Minute)
+	clock.advance(9 * time.Minute)
 	if !offers("added") {
 		t.Error("the card was not fetched again once its TTL had passed")
 	}
@@ -583,17 +591,9 @@ func (f *fakeTasks) Cancel(context.Context, string, string) (*protocol.Task, err
 // within it GetTask answers from the gateway; past it, once a new task
 // is stored, from the node's records again.
 func TestGatewayTaskTTL(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		now = time.Now()
-	)
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
+	clock := newFakeClock()
 	tasks := &fakeTasks{}
-	m := newMesh(t, a2a.WithTasks(tasks), a2a.WithTaskTTL(time.Minute), a2a.WithClock(clock))
+	m := newMesh(t, a2a.WithTasks(tasks), a2a.WithTaskTTL(time.Minute), a2a.WithClock(clock.now))
 	_, r := post(t, m.endpoint(), send("upper", `{"text":"a"}`))
 	first := sendResult(t, r)
 	if first.ID != "task-0" || first.Status.State != a2a.TaskStateCompleted {
@@ -614,9 +614,7 @@ func TestGatewayTaskTTL(t *testing.T) {
 	if lists != 0 || deadline != a2a.DefaultTaskTimeout {
 		t.Fatalf("within the TTL: %d lists of the node's tasks, deadline %v; want none, and %v", lists, deadline, a2a.DefaultTaskTimeout)
 	}
-	mu.Lock()
-	now = now.Add(2 * time.Minute)
-	mu.Unlock()
+	clock.advance(2 * time.Minute)
 	_, r = post(t, m.endpoint(), send("upper", `{"text":"b"}`))
 	sendResult(t, r)
 	getTask()
