@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,8 +21,8 @@ var docFiles = []string{"../*.md", "../docs/*.md", "../examples/*/README.md", ".
 // documentation shows, in code blocks and in inline code: the command
 // (and subcommand) exists and it has every flag the line gives it. A
 // renamed flag or command then fails here rather than in a newcomer's
-// terminal. It checks names only; what the commands do is the other
-// tests' work.
+// terminal; a command no document shows fails too. It checks names only;
+// what the commands do is the other tests' work.
 func TestDocumentedCommands(t *testing.T) {
 	app := NewApp(io.Discard, io.Discard)
 	var files []string
@@ -32,7 +33,7 @@ func TestDocumentedCommands(t *testing.T) {
 		}
 		files = append(files, m...)
 	}
-	checked := 0
+	checked, shown := 0, map[string]bool{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -40,9 +41,17 @@ func TestDocumentedCommands(t *testing.T) {
 		}
 		for _, c := range documentedCommands(string(b)) {
 			checked++
+			if len(c.words) > 1 {
+				shown[c.words[1]] = true
+			}
 			if err := checkCommandLine(app, c.words); err != nil {
 				t.Errorf("%s:%d: %s\n\t%s", f, c.line, err, strings.Join(c.words, " "))
 			}
+		}
+	}
+	for _, cmd := range app.Commands {
+		if !cmd.Hidden && !slices.ContainsFunc(cmd.Names(), func(n string) bool { return shown[n] }) {
+			t.Errorf("no document shows meshagent %s", cmd.Name)
 		}
 	}
 	t.Logf("%d command lines in %d files", checked, len(files))
