@@ -35,8 +35,9 @@ var sentByTheNode = []string{
 // TestDocumentedMethodsServed: every local API method the README, docs/,
 // the packages' docs and the client packages' READMEs name is one a
 // node's local API serves (called with empty params it may refuse them,
-// but never answers -32601, method not found). A method renamed in code
-// and not in its documents fails here.
+// but never answers -32601, method not found), and every mesh.* and
+// bus.* method it serves is named there. A method renamed or added in
+// code and not in its documents fails here.
 func TestDocumentedMethodsServed(t *testing.T) {
 	var names []string
 	for _, g := range methodDocs {
@@ -79,6 +80,13 @@ func TestDocumentedMethodsServed(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	slices.Sort(names)
+	// And the other way: every mesh.* and bus.* method served is
+	// documented.
+	for _, m := range d.api.srv.Methods() {
+		if documentedMethod.MatchString(m) && !slices.Contains(names, m) && !slices.Contains(sentByTheNode, m) {
+			t.Errorf("%s is served but no document names it", m)
+		}
+	}
 	for _, name := range names {
 		// Short bounds, so that a method that waits (mesh.discover,
 		// mesh.taskWait) answers within the test.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,6 +97,16 @@ func (s *Server) Handle(method string, h HandlerFunc) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
 	s.handlers[method] = h
+}
+
+// Methods returns the names of the methods registered on the server,
+// sorted: what it serves on its local API (a public listener serves
+// fewer, see HandlePublic and HandleLocal). Notifications served inline
+// count as methods too.
+func (s *Server) Methods() []string {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	return slices.Sorted(maps.Keys(s.handlers))
 }
 
 // HandlePublic is Handle for a method that a public listener (see

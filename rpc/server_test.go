@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -611,5 +612,25 @@ func TestBatchLimit(t *testing.T) {
 	writeFrame(t, ws, "["+strings.Repeat(one+",", 2)+one+"]")
 	if got := readFrame(t, ws); !strings.HasPrefix(got, "[") || strings.Count(got, `"result"`) != 3 {
 		t.Fatalf("batch at the limit: %s", got)
+	}
+}
+
+// TestServerMethods: Methods lists what the server serves, sorted: its
+// own methods, and one registered later with Handle.
+func TestServerMethods(t *testing.T) {
+	srv, err := rpc.New(fakemesh.New(), rpc.WithLogger(testlog.New(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	srv.Handle("zz.added", func(context.Context, *rpc.Request) (any, error) { return nil, nil })
+	got := srv.Methods()
+	for _, want := range []string{rpc.MethodInitialize, rpc.MethodMeshCall, rpc.MethodMeshID, "zz.added"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Methods() = %v, without %s", got, want)
+		}
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("Methods() = %v, not sorted", got)
 	}
 }
