@@ -272,8 +272,9 @@
 // Conn.AfterClose and per-connection values (Conn.LoadOrStoreValue);
 // Conn.Public and Conn.Credential for a public listener's rules;
 // Server.Now, the server's clock (WithClock); SetCapabilities, what
-// initialize announces; and OnStatus, to add to mesh.status. Nothing
-// else of the Server is reachable.
+// initialize announces; OnStatus, to add to mesh.status; and Methods,
+// the names of every method registered. Nothing else of the Server is
+// reachable.
 //
 // # Limits and slow clients
 //
