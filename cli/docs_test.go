@@ -73,6 +73,8 @@ var (
 	// bin/), or an inline code span.
 	blockCommand  = regexp.MustCompile(`^\s*(?:\$\s+)?(?:\./)?(?:bin/)?meshagent\s`)
 	inlineCommand = regexp.MustCompile("`((?:\\./)?(?:bin/)?meshagent [^`]+)`")
+	// The indented flags that carry a synopsis over to its next lines.
+	synopsisFlags = regexp.MustCompile(`^\s+\[?--`)
 	// Placeholders such as <A's agent id> stand for one word.
 	placeholder = regexp.MustCompile(`<[^<>()]*>`)
 )
@@ -106,6 +108,11 @@ func documentedCommands(doc string) []docCommand {
 		for strings.HasSuffix(cmd, `\`) && i+1 < len(lines) {
 			i++
 			cmd = strings.TrimSuffix(cmd, `\`) + " " + strings.TrimSpace(lines[i])
+		}
+		// A synopsis goes on with indented lines of flags.
+		for i+1 < len(lines) && synopsisFlags.MatchString(lines[i+1]) {
+			i++
+			cmd += " " + strings.TrimSpace(lines[i])
 		}
 		out = append(out, docCommand{words: shellWords(cmd), line: start + 1})
 	}
@@ -215,9 +222,15 @@ func findCommand(commands []*ucli.Command, name string) *ucli.Command {
 }
 
 // checkFlags reports the first word of args that names a flag in neither
-// set. "--" ends the flags; help flags are always there.
+// set. "--" ends the flags; help flags are always there. A synopsis's
+// brackets and alternatives ("[--json]", "--approve|--reject") are read
+// as the flags they hold.
 func checkFlags(flags, global []ucli.Flag, args []string) error {
+	var words []string
 	for _, a := range args {
+		words = append(words, strings.Split(strings.Trim(a, "[]()…,"), "|")...)
+	}
+	for _, a := range words {
 		if a == "--" {
 			return nil
 		}
