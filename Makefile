@@ -77,7 +77,7 @@ lint: ## gofmt, go vet, and no function that no command or test reaches (deadcod
 chaos: ## Fault and abuse scenarios (relay kills, relay restarts with reconnecting subscribers, power loss of a relay and of a node, a hostile mailbox and keeper, a full disk on a node and a relay as root, node kills, a partition, malformed input, connection floods, hole punching behind NATs as root), each bounded, printing its figures
 	@log=$$(mktemp); \
 	$(GO) test -tags chaos -count=1 -timeout=$(CHAOSTIMEOUT) -v -run '^TestChaos' ./cmd/meshagent >$$log 2>&1; rc=$$?; \
-	grep -E '^(chaos: |--- (FAIL|SKIP)|FAIL|ok )|^ +[a-z_]+_test\.go:[0-9]+: ' $$log | grep -vE '_test\.go:[0-9]+: (chaos: |[a-z0-9-]+ std(out|err):$$)'; \
+	grep -E '^(chaos: |--- (FAIL|SKIP)|FAIL|ok )|^ +[a-z0-9_]+_test\.go:[0-9]+: ' $$log | grep -vE '_test\.go:[0-9]+: (chaos: |[a-z0-9-]+ std(out|err):$$)'; \
 	if [ $$rc -ne 0 ]; then echo "make chaos failed; the end of its log:"; tail -n 200 $$log; fi; \
 	rm -f $$log; exit $$rc
 
