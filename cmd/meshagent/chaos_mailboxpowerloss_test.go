@@ -54,10 +54,15 @@ func TestChaosMailboxPowerLoss(t *testing.T) {
 	writeFile(t, caps, `[{"name": "note", "description": "keeps a note",
 		"handler": {"exec": ["sh", "-c", "p=$(cat); printf '%s %s\\n' \"$MESHAGENT_CORRELATION_ID\" \"$p\" >> '`+got+`'"], "timeout": "10s"}}]`)
 	keyM, dataM := filepath.Join(dir, "m.key"), filepath.Join(dir, "m")
-	m := startCommand(t, "relay", "mailbox-0", "--key", keyM, "--data", dataM, "--ws", "127.0.0.1:0", "--api", "off")
-	mbox := m.started.Addrs[0]
-	listenM := mbox[:strings.Index(mbox, "/p2p/")]
-	wsM := m.started.WS
+	// M restarts at the same addresses: ports no dial can take meanwhile.
+	listenPort, wsPort := stablePort(t), stablePort(t)
+	for wsPort == listenPort {
+		wsPort = stablePort(t)
+	}
+	listenM := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", listenPort)
+	wsM := fmt.Sprintf("127.0.0.1:%d", wsPort)
+	m := startCommand(t, "relay", "mailbox-0", "--key", keyM, "--data", dataM, "--ws", wsM, "--api", "off", "--listen", listenM)
+	mbox := listenM + "/p2p/" + m.started.AgentID
 	starts := 1
 	killM := func(name string) {
 		m.signal(t, syscall.SIGKILL)

@@ -12,6 +12,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +117,36 @@ func (s *busSession) connections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ups
+}
+
+// stablePort returns a free loopback TCP port below the system's range of
+// ephemeral ports, for a process the scenario restarts at the same
+// address. A port from that range (what ":0" gives) may be taken, while the
+// process is down, by any connection's local end, a dial of its own
+// address included (TCP's self-connect, when the kernel picks that very
+// port for a dial to it): then the restart cannot bind it.
+func stablePort(t *testing.T) int {
+	t.Helper()
+	low := 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	for range 200 {
+		port := 10000 + rand.IntN(max(low-10000, 1))
+		if port >= low {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
+	}
+	t.Fatalf("no free loopback port below %d", low)
+	return 0
 }
