@@ -112,8 +112,7 @@ func newApp(stdout, stderr io.Writer) (*ucli.App, *runState) {
 				return showHelp(c)
 			}
 			if c.Args().Present() {
-				typed := c.Args().First()
-				return usageErrorf("unknown command %q%s; run `meshagent --help` to list commands", typed, didYouMean(c.App, typed))
+				return unknownCommand(c.App, c.Args().First())
 			}
 			_ = ucli.ShowAppHelp(c)
 			return usageErrorf("a command is required")
@@ -133,9 +132,15 @@ func showHelp(c *ucli.Context) error {
 		return ucli.ShowAppHelp(c)
 	}
 	if c.App.Command(name) == nil {
-		return usageErrorf("unknown command %q%s; run `meshagent --help` to list commands", name, didYouMean(c.App, name))
+		return unknownCommand(c.App, name)
 	}
 	return ucli.ShowCommandHelp(c, name)
+}
+
+// unknownCommand is the usage error for a command app does not have,
+// with the nearest name when one is close.
+func unknownCommand(app *ucli.App, name string) error {
+	return usageErrorf("unknown command %q%s; run `meshagent --help` to list commands", name, didYouMean(app, name))
 }
 
 // Main runs the meshagent command line and returns the process exit status.

@@ -67,13 +67,9 @@ func benchNodes(b *testing.B) (a, p *node.Node) {
 	return a, p
 }
 
-// benchSigner is a signer with a new key.
-func benchSigner(b *testing.B) *sign.Signer {
-	k, err := sign.GenerateKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := sign.NewSigner(k)
+// benchSigner is a signer with meshtest's key i.
+func benchSigner(b *testing.B, i int) *sign.Signer {
+	s, err := sign.NewSigner(meshtest.Key(b, i))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -176,7 +172,7 @@ func BenchmarkRequestResponse(b *testing.B) {
 	// when this is above the target ratio the target is out of reach on
 	// this machine (printComparison says so).
 	b.Run("serial/signatures", func(b *testing.B) {
-		requester, provider := benchSigner(b), benchSigner(b)
+		requester, provider := benchSigner(b, 1), benchSigner(b, 2)
 		var l latencies
 		d := make([]time.Duration, 0, b.N)
 		start := time.Now()
