@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 )
@@ -220,7 +223,7 @@ func (r *runState) parseTrailingFlags(c *ucli.Context) error {
 			value = args[i]
 		}
 		if err := c.Set(name, value); err != nil {
-			return usageErrorf("invalid value %q for flag --%s: %v", value, name, err)
+			return usageErrorf("%v; run `meshagent %s --help` for usage", invalidValue(f, name, value, err), c.Command.Name)
 		}
 	}
 	return nil
@@ -239,5 +242,40 @@ func (r *runState) onUsageError(c *ucli.Context, err error, isSubcommand bool) e
 	if typed, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
 		hint = flagSuggestion(flags, typed)
 	}
+	if m := flagValueError.FindStringSubmatch(err.Error()); m != nil {
+		if value, uerr := strconv.Unquote(m[1]); uerr == nil {
+			if f := lookupFlag(flags, m[2]); f != nil {
+				err = invalidValue(f, m[2], value, errors.New(m[3]))
+			}
+		}
+	}
 	return usageErrorf("%v%s; run `%s --help` for usage", err, hint, name)
+}
+
+// flagValueError matches the flag package's errors for a value a flag
+// refused: the value (quoted), the flag's name and the reason.
+var flagValueError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-+([^:]+): (.*)$`)
+
+// invalidValue is the error for value, which flag f (called name)
+// refused with err. The flag package's reason for a duration, a number
+// or a boolean is only "parse error": say what the flag takes instead
+// (for a duration, the time package's reason and its units, since "7d"
+// is what a user writes for a week).
+func invalidValue(f ucli.Flag, name, value string, err error) error {
+	if err.Error() != "parse error" {
+		return fmt.Errorf("invalid value %q for flag --%s: %w", value, name, err)
+	}
+	switch f.(type) {
+	case *ucli.DurationFlag:
+		if _, perr := time.ParseDuration(value); perr != nil {
+			err = fmt.Errorf("%w (units: ns, us, ms, s, m, h; a day is 24h)", perr)
+		}
+	case *ucli.BoolFlag:
+		err = errors.New("must be true or false")
+	case *ucli.IntFlag:
+		err = errors.New("must be a whole number")
+	case *ucli.Float64Flag:
+		err = errors.New("must be a number")
+	}
+	return fmt.Errorf("invalid value %q for flag --%s: %w", value, name, err)
 }

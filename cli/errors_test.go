@@ -118,6 +118,16 @@ func TestUsageErrors(t *testing.T) {
 		{"call zero timeout", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--timeout", "0s"}, "invalid --timeout: 0s is not a positive duration"},
 		{"call api off", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--api", "off"}, "call needs the local API of a running node"},
 		{"peers bad api", []string{"peers", "--api", "nowhere"}, "invalid --api"},
+		// The flag package's reason for these is "parse error": each says what the flag takes.
+		{"call duration in days", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--deadline", "7d"},
+			`invalid value "7d" for flag --deadline: time: unknown unit "d" in duration "7d" (units: ns, us, ms, s, m, h; a day is 24h); run ` + "`meshagent call --help`"},
+		{"call duration before args", []string{"call", "--timeout=soon", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo"},
+			`invalid value "soon" for flag --timeout: time: invalid duration "soon" (units:`},
+		{"node bool not a bool", []string{"node", "--no-mdns=maybe"}, `invalid value "maybe" for flag --no-mdns: must be true or false; run ` + "`meshagent node --help`"},
+		{"history limit not a number", []string{"history", "--limit", "ten"}, `invalid value "ten" for flag --limit: must be a whole number`},
+		{"history limit out of range", []string{"history", "--limit", "99999999999999999999"}, `invalid value "99999999999999999999" for flag --limit: value out of range`},
+		{"consensus threshold not a number", []string{"consensus", "--threshold", "most"}, `invalid value "most" for flag --threshold: must be a number`},
+		{"task list unknown state", []string{"task", "list", "--state", "done"}, `invalid --state: "DONE" is not a task state: one of PENDING, VALIDATING, APPROVED, REJECTED, ESCALATED, COMPLETED, FAILED, CANCELLED`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCLI(t, "", tc.args...)

@@ -108,6 +108,12 @@ func (r *runState) taskList(c *ucli.Context) error {
 	if _, err := r.parseLogSettings(c); err != nil {
 		return err
 	}
+	state := protocol.TaskState(strings.ToUpper(strings.TrimSpace(c.String(flagState))))
+	if state != "" {
+		if err := state.Check(); err != nil {
+			return r.flagError(c, flagState, "%v", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(c.Context, localTimeout+apiGrace)
 	defer cancel()
 	cl, addr, err := r.connectAPI(ctx, c)
@@ -115,7 +121,7 @@ func (r *runState) taskList(c *ucli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	ts, err := cl.Tasks(ctx, protocol.TaskState(strings.ToUpper(strings.TrimSpace(c.String(flagState)))))
+	ts, err := cl.Tasks(ctx, state)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {

@@ -100,12 +100,18 @@ func (m methods) taskWait(ctx context.Context, r *rpc.Request) (any, error) {
 
 // tasks serves mesh.tasks (rpc.TasksParams, which may be absent): every
 // task the node keeps on disk, served and submitted, oldest first, of the
-// state asked for or all; [] when none.
+// state asked for or all; [] when none. A state that is none of seed
+// 003's is refused (-32602), so that a typo never reads as "no tasks".
 func (m methods) tasks(ctx context.Context, r *rpc.Request) (any, error) {
 	var p rpc.TasksParams
 	if len(r.Params) > 0 && string(r.Params) != "null" {
 		if err := rpc.ObjectParams(r, &p, `{"state"?}`); err != nil {
 			return nil, err
+		}
+		if p.State != "" {
+			if err := p.State.Check(); err != nil {
+				return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: "state": %v`, err)
+			}
 		}
 	}
 	ts, err := m.n.Tasks(ctx, p.State)

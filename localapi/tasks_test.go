@@ -218,7 +218,9 @@ func TestMeshTaskWait(t *testing.T) {
 }
 
 // TestMeshTasks: mesh.tasks lists the node's tasks of the state asked
-// for, all without params, [] when none; malformed params are -32602.
+// for, all without params, [] when none; malformed params and a state
+// seed 003 does not have (a typo, or the wrong case) are -32602, never
+// an empty list.
 func TestMeshTasks(t *testing.T) {
 	n := newFakeNode()
 	c := rpctest.DialClient(t, serveMethods(t, n))
@@ -240,9 +242,11 @@ func TestMeshTasks(t *testing.T) {
 		t.Fatalf("none: %s %v, want {\"tasks\":[]}", raw, err)
 	}
 	checkRefused(t, c, n, rpc.MethodMeshTasks, map[string]string{
-		`{"state":1}`:    `"state" must be a string`,
-		`{"status":"x"}`: `unknown field "status"`,
-		`[]`:             `takes {"state"?}`,
+		`{"state":1}`:           `"state" must be a string`,
+		`{"state":"BOGUS"}`:     `"BOGUS" is not a task state: one of PENDING, VALIDATING,`,
+		`{"state":"completed"}`: `"completed" is not a task state`,
+		`{"status":"x"}`:        `unknown field "status"`,
+		`[]`:                    `takes {"state"?}`,
 	})
 }
 

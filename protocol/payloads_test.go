@@ -35,3 +35,20 @@ func TestHelloMailboxes(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskStateCheck: each of seed 003's states passes, exactly as
+// written; anything else is refused with the list of states.
+func TestTaskStateCheck(t *testing.T) {
+	for _, s := range []TaskState{TaskPending, TaskValidating, TaskApproved, TaskRejected,
+		TaskEscalated, TaskCompleted, TaskFailed, TaskCancelled} {
+		if err := s.Check(); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	for _, s := range []TaskState{"", "completed", "DONE", " FAILED", "CANCELED"} {
+		err := s.Check()
+		if err == nil || !strings.Contains(err.Error(), "one of PENDING, VALIDATING, APPROVED, REJECTED, ESCALATED, COMPLETED, FAILED, CANCELLED") {
+			t.Errorf("%q: %v, want refused with the states", s, err)
+		}
+	}
+}

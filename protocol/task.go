@@ -2,6 +2,9 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -55,6 +58,22 @@ const (
 	TaskFailed     TaskState = "FAILED"
 	TaskCancelled  TaskState = "CANCELLED"
 )
+
+// taskStates are the states, in the order a task may pass through them.
+var taskStates = []TaskState{TaskPending, TaskValidating, TaskApproved, TaskRejected, TaskEscalated, TaskCompleted, TaskFailed, TaskCancelled}
+
+// Check returns an error naming the states there are unless s is one of
+// them (exactly: "completed" is not one).
+func (s TaskState) Check() error {
+	if slices.Contains(taskStates, s) {
+		return nil
+	}
+	names := make([]string, len(taskStates))
+	for i, t := range taskStates {
+		names[i] = string(t)
+	}
+	return fmt.Errorf("%q is not a task state: one of %s", s, strings.Join(names, ", "))
+}
 
 // Final reports whether the state ends a task.
 func (s TaskState) Final() bool {

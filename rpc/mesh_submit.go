@@ -31,7 +31,9 @@ import (
 //	mesh.tasks    {"state"?} → {"tasks":[{"taskId","role","agentId",
 //	                 "requester"?,"requestId","capability","state"}]}
 //	    every task the node keeps on disk: "served" (it is the provider)
-//	    and "submitted" (it asked), oldest first.
+//	    and "submitted" (it asked), oldest first; "state" keeps one of
+//	    seed 003's states, written as protocol's constants are (another
+//	    value is -32602, never an empty list).
 //
 // Package localapi serves them.
 const (
