@@ -257,25 +257,30 @@ func (r *runState) onUsageError(c *ucli.Context, err error, isSubcommand bool) e
 var flagValueError = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-+([^:]+): (.*)$`)
 
 // invalidValue is the error for value, which flag f (called name)
-// refused with err. The flag package's reason for a duration, a number
-// or a boolean is only "parse error": say what the flag takes instead
-// (for a duration, the time package's reason and its units, since "7d"
-// is what a user writes for a week).
+// refused with err.
 func invalidValue(f ucli.Flag, name, value string, err error) error {
+	return fmt.Errorf("invalid value %q for flag --%s: %w", value, name, valueReason(f, value, err))
+}
+
+// valueReason is why f refused value with err. The flag package's reason
+// for a duration, a number or a boolean is only "parse error": it says
+// what the flag takes instead (for a duration, the time package's reason
+// and its units, since "7d" is what a user writes for a week).
+func valueReason(f ucli.Flag, value string, err error) error {
 	if err.Error() != "parse error" {
-		return fmt.Errorf("invalid value %q for flag --%s: %w", value, name, err)
+		return err
 	}
 	switch f.(type) {
 	case *ucli.DurationFlag:
 		if _, perr := time.ParseDuration(value); perr != nil {
-			err = fmt.Errorf("%w (units: ns, us, ms, s, m, h; a day is 24h)", perr)
+			return fmt.Errorf("%w (units: ns, us, ms, s, m, h; a day is 24h)", perr)
 		}
 	case *ucli.BoolFlag:
-		err = errors.New("must be true or false")
+		return errors.New("must be true or false")
 	case *ucli.IntFlag:
-		err = errors.New("must be a whole number")
+		return errors.New("must be a whole number")
 	case *ucli.Float64Flag:
-		err = errors.New("must be a number")
+		return errors.New("must be a number")
 	}
-	return fmt.Errorf("invalid value %q for flag --%s: %w", value, name, err)
+	return err
 }

@@ -195,7 +195,7 @@ func (r *runState) applyConfigFile(c *ucli.Context) error {
 				v = filepath.Join(filepath.Dir(path), v)
 			}
 			if err := c.Set(key, v); err != nil {
-				return usageErrorf("config file %s: key %q: %v", path, key, err)
+				return usageErrorf("config file %s: key %q: %v", path, key, valueReason(f, v, err))
 			}
 		}
 		r.fromFile[key] = path

@@ -207,6 +207,7 @@ func TestFlagValidation(t *testing.T) {
 		{name: "file cannot name a file", conf: `{"config": "x.json"}`, msgs: []string{"cannot name another"}},
 		{name: "wrong type in file", conf: `{"no-mdns": "yes"}`, msgs: []string{`key "no-mdns": must be true or false`}},
 		{name: "number as duration in file", conf: `{"shutdown-timeout": 5}`, msgs: []string{`must be a duration string`}},
+		{name: "days as duration in file", conf: `{"heartbeat": "7d"}`, msgs: []string{`key "heartbeat": time: unknown unit "d" in duration "7d" (units: ns, us, ms, s, m, h; a day is 24h)`}},
 		{name: "file not an object", conf: `["api"]`, msgs: []string{"must be a JSON object"}},
 		{name: "explicit config missing", args: []string{"--config", "/nonexistent/meshagent.json"}, msgs: []string{"invalid --config", "/nonexistent/meshagent.json"}},
 		{name: "keep-history pattern with a wild family", args: []string{"--keep-history", "n*:x"}, msgs: []string{"invalid --keep-history", "must be literal"}},
