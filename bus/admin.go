@@ -124,7 +124,12 @@ func (b *Bus) replay(ctx context.Context, r *rpc.Request) (any, error) {
 		return nil, rpc.Errorf(rpc.CodeInvalidParams, `invalid params: bus.replay needs "id"`)
 	}
 	m, err := b.store.Replay(ctx, p.ID)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: no dead letter %q (bus.deadLetters lists them)", p.ID)
+	case errors.Is(err, store.ErrExists):
+		return nil, rpc.Errorf(rpc.CodeInvalidParams, "invalid params: dead letter %q is already back in the outbox", p.ID)
+	case err != nil:
 		return nil, storeError(err)
 	}
 	b.wake()

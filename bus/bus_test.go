@@ -394,8 +394,9 @@ func TestBusRetryThenDeadLetter(t *testing.T) {
 		p, _ := st.Pending(ctxT(t), 10)
 		return len(p) == 0
 	})
-	if err := sender.Call(ctxT(t), "bus.replay", map[string]any{"id": dls[0].ID}, nil); rpcCode(err) != rpc.CodeInvalidParams {
-		t.Errorf("second replay: %v, want -32602 (not found)", err)
+	if err := sender.Call(ctxT(t), "bus.replay", map[string]any{"id": dls[0].ID}, nil); rpcCode(err) != rpc.CodeInvalidParams ||
+		!strings.Contains(err.Error(), fmt.Sprintf("no dead letter %q (bus.deadLetters lists them)", dls[0].ID)) {
+		t.Errorf("second replay: %v, want -32602 naming the id", err)
 	}
 	// History is written in the background.
 	waitFor(t, "the message in history", func() bool {
