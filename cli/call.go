@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/protocol"
@@ -227,11 +229,20 @@ func (r *runState) readJSONFlag(c *ucli.Context, name string, object bool) (json
 	if object && (len(raw) == 0 || raw[0] != '{') {
 		return nil, r.flagError(c, name, "%s must be a JSON object, e.g. '{\"text\":\"hi\"}', @%s.json or - to read stdin", name, name)
 	}
-	canon, err := sign.Canonicalize(raw)
+	canon, err := canonicalInput(raw)
 	if err != nil {
-		return nil, r.flagError(c, name, "%s are not valid JSON: %v; give JSON inline, @FILE or - to read stdin", name, err)
+		return nil, r.flagError(c, name, "not valid JSON (%v); give JSON inline, @FILE or - to read stdin", err)
 	}
 	return canon, nil
+}
+
+// canonicalInput is raw, JSON a user wrote, in RFC 8785 form. Where raw
+// is not JSON, the error is jsontext's, which says what is wrong where.
+func canonicalInput(raw []byte) ([]byte, error) {
+	if err := jsonv2.Unmarshal(raw, new(jsontext.Value)); err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "jsontext: "))
+	}
+	return sign.Canonicalize(raw)
 }
 
 func readLimited(path string, limit int) ([]byte, error) {

@@ -12,7 +12,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/meshagent/meshagent/protocol"
-	"github.com/meshagent/meshagent/sign"
 )
 
 func (r *runState) contextCommand() *ucli.Command {
@@ -145,9 +144,9 @@ func (r *runState) readJSONArg(c *ucli.Context, op, v string) (json.RawMessage, 
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, usageErrorf("context %s: JSON must be an object, e.g. '{\"review_status\":\"done\"}', @FILE or - to read stdin", op)
 	}
-	canon, err := sign.Canonicalize(raw)
+	canon, err := canonicalInput(raw)
 	if err != nil {
-		return nil, usageErrorf("context %s: the JSON is not valid: %v", op, err)
+		return nil, usageErrorf("context %s: the JSON is not valid (%v)", op, err)
 	}
 	return canon, nil
 }

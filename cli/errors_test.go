@@ -112,7 +112,7 @@ func TestUsageErrors(t *testing.T) {
 		{"call bad agent", []string{"call", "bob", "echo"}, `AGENT_ID "bob" is not an agent id`},
 		{"call bad capability", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "two words"}, "must not contain whitespace"},
 		{"call params not an object", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--params", "[1]"}, "invalid --params: params must be a JSON object"},
-		{"call params invalid JSON", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--params", `{"a":}`}, "params are not valid JSON"},
+		{"call params invalid JSON", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--params", `{"a":}`}, "invalid --params: not valid JSON (invalid character '}' at start of value within \"/a\" after offset 5)"},
 		{"call params duplicate keys", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--params", `{"a":1,"a":2}`}, "invalid --params"},
 		{"call params file missing", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--params", "@/nonexistent.json"}, "invalid --params"},
 		{"call zero timeout", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "echo", "--timeout", "0s"}, "invalid --timeout: 0s is not a positive duration"},

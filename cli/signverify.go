@@ -154,7 +154,7 @@ func readEnvelopeInput(in io.Reader) ([]byte, error) {
 // JSON are refused (as a receiver would), and so are members that are not
 // part of an envelope, so that nothing is dropped silently.
 func decodeUnsigned(doc []byte) (*protocol.Envelope, error) {
-	canon, err := sign.Canonicalize(doc)
+	canon, err := canonicalInput(doc)
 	if err != nil {
 		return nil, exitErrorf(ExitCodeFor(protocol.CodeInvalidMessage), "sign: the input is not a valid JSON envelope: %v", err)
 	}

@@ -172,7 +172,7 @@ func TestTopicUsageErrors(t *testing.T) {
 		{"no topic", []string{"publish", "--payload", "{}"}, ExitUsage, "publish needs one TOPIC"},
 		{"pattern as topic", []string{"publish", "news:*", "--payload", "{}"}, ExitUsage, "not a pattern"},
 		{"no payload", []string{"publish", "news:1"}, ExitUsage, "a payload is required"},
-		{"bad payload", []string{"publish", "news:1", "--payload", `{"a":}`}, ExitUsage, "payload are not valid JSON"},
+		{"bad payload", []string{"publish", "news:1", "--payload", `{"a":}`}, ExitUsage, "invalid --payload: not valid JSON ("},
 		{"payload not an object", []string{"publish", "news:1", "--payload", `[1]`}, ExitUsage, "payload must be a JSON object"},
 		{"bad agent id", []string{"publish", "news:1", "--payload", "{}", "--exclude-agent", "bob"}, ExitUsage, `"bob" is not an agent id`},
 		{"reserved family", []string{"publish", "presence:x", "--payload", "{}"}, ExitCodeFor(protocol.CodeInvalidMessage), "reserved for heartbeats"},
