@@ -42,7 +42,8 @@ func busFlag() ucli.Flag {
 }
 
 // dialBus connects to the bus and initializes as clientID, with opts
-// beside the CLI's own.
+// beside the CLI's own. The URL it returns is for messages: its token is
+// masked (rpc.RedactURL).
 func (r *runState) dialBus(ctx context.Context, c *ucli.Context, opts ...rpc.ClientOption) (*rpc.Client, string, error) {
 	url := strings.TrimSpace(c.String(flagBus))
 	if url == "" {
@@ -56,13 +57,18 @@ func (r *runState) dialBus(ctx context.Context, c *ucli.Context, opts ...rpc.Cli
 	}
 	opts = append([]rpc.ClientOption{rpc.WithClientID(id), rpc.WithClientInfo(rpc.ClientInfo{Name: "meshagent", Version: "cli"})}, opts...)
 	cl, err := rpc.Dial(ctx, url, opts...)
+	// What the CLI prints of the URL: a token in it stays off the screen.
+	shown := rpc.RedactURL(url)
 	if err != nil {
-		if errors.Is(err, rpc.ErrNoServer) {
-			return nil, url, exitErrorf(ExitFailure, "no bus is listening at %s: start `meshagent node` or `meshagent relay`, or set --bus / MESHAGENT_BUS_URL", url)
+		switch {
+		case errors.Is(err, rpc.ErrNoServer):
+			return nil, shown, exitErrorf(ExitFailure, "no bus is listening at %s: start `meshagent node` or `meshagent relay`, or set --bus / MESHAGENT_BUS_URL", shown)
+		case errors.Is(err, rpc.ErrUnauthorized):
+			return nil, shown, exitErrorf(ExitFailure, "the bus at %s refused the token: give one its tokens file holds, as ?token= in --bus / MESHAGENT_BUS_URL", shown)
 		}
-		return nil, url, exitErrorf(ExitFailure, "bus at %s: %v", url, err)
+		return nil, shown, exitErrorf(ExitFailure, "bus at %s: %v", shown, err)
 	}
-	return cl, url, nil
+	return cl, shown, nil
 }
 
 func (r *runState) sendMessageCommand() *ucli.Command {

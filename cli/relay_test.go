@@ -298,3 +298,31 @@ func TestRelaySeed002Bindings(t *testing.T) {
 		})
 	}
 }
+
+// TestBusTokenStaysOffScreen: the bus commands never print the token of
+// --bus: a relay that refuses it says so, with the token masked, and so
+// does a bus that is not there.
+func TestBusTokenStaysOffScreen(t *testing.T) {
+	const wrong = "wrong-token-0123456789abcdef"
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	writeFile(t, tokens, `{"tokens": [{"name": "ops", "token": "`+opsToken+`", "methods": ["admin"]}]}`)
+	rn := startCommand(t, "relay", "--ws", "127.0.0.1:0", "--tokens", tokens)
+	url := "ws://" + rn.started.WS + "/"
+	for _, u := range []string{url, url + "?token=" + wrong} {
+		res := runCLI(t, "", "history", "--bus", u)
+		res.wantCode(t, ExitFailure)
+		res.wantStderr(t, "refused the token: give one its tokens file holds")
+		if strings.Contains(res.stderr, wrong) {
+			t.Errorf("history --bus %s printed the token: %s", u, res.stderr)
+		}
+	}
+	res := runCLI(t, "", "history", "--bus", url+"?token="+opsToken)
+	res.wantCode(t, ExitOK)
+
+	res = runCLI(t, "", "history", "--bus", "ws://"+freeAddr(t)+"/?token="+wrong)
+	res.wantCode(t, ExitFailure)
+	res.wantStderr(t, "no bus is listening at ", "/?token=xxxxx")
+	if strings.Contains(res.stderr, wrong) {
+		t.Errorf("history printed the token: %s", res.stderr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,12 +103,17 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 		CompressionMode: websocket.CompressionDisabled,
 		HTTPClient:      &http.Client{Transport: batchingTransport(cfg.TLSConfig, &batch)},
 	}
-	ws, _, err := websocket.Dial(ctx, url, dopts)
+	ws, resp, err := websocket.Dial(ctx, url, dopts)
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("%w at %s: %w", ErrNoServer, url, err)
+		// The HTTP client's errors name the URL, token and all.
+		err = redactedError{err: err, url: url}
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return nil, fmt.Errorf("%w at %s: %w", ErrNoServer, RedactURL(url), err)
+		case resp != nil && resp.StatusCode == http.StatusUnauthorized:
+			return nil, fmt.Errorf("%w at %s: the token is missing or not one the server holds (HTTP 401)", ErrUnauthorized, RedactURL(url))
 		}
-		return nil, fmt.Errorf("rpc: dial %s: %w", url, err)
+		return nil, fmt.Errorf("rpc: dial %s: %w", RedactURL(url), err)
 	}
 	ws.SetReadLimit(cfg.ReadLimit)
 	cctx, cancel := context.WithCancel(context.Background())
@@ -137,7 +143,7 @@ func Dial(ctx context.Context, url string, opts ...ClientOption) (*Client, error
 	}
 	if err := c.Call(ctx, MethodInitialize, InitializeParams{ClientID: cfg.ClientID, ClientInfo: info}, &c.init); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("rpc: initialize at %s as %q: %w", url, cfg.ClientID, err)
+		return nil, fmt.Errorf("rpc: initialize at %s as %q: %w", RedactURL(url), cfg.ClientID, err)
 	}
 	return c, nil
 }
@@ -154,6 +160,41 @@ func (c *Client) ClientID() string {
 // ServerID returns the serverId of the server's initialize result, or ""
 // if the client was dialled WithoutInitialize.
 func (c *Client) ServerID() string { return c.init.ServerID }
+
+// RedactURL is raw with its token (the query's "token") and any password
+// replaced by "xxxxx", for messages and logs, which are shared where a
+// credential must not be.
+func RedactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if q := u.Query(); q.Has("token") {
+		q.Set("token", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// redactedError is err with the token of url redacted from its message,
+// as RedactURL does.
+type redactedError struct {
+	err error
+	url string
+}
+
+func (e redactedError) Error() string {
+	msg := e.err.Error()
+	if u, err := neturl.Parse(e.url); err == nil {
+		if token := u.Query().Get("token"); token != "" {
+			msg = strings.ReplaceAll(msg, neturl.QueryEscape(token), "xxxxx")
+			msg = strings.ReplaceAll(msg, token, "xxxxx")
+		}
+	}
+	return msg
+}
+
+func (e redactedError) Unwrap() error { return e.err }
 
 // NormalizeURL turns a bare host:port into ws://host:port/ and leaves
 // anything with a scheme alone (adding the path "/" if it has none, before

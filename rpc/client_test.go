@@ -8,9 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshagent/meshagent/internal/fakemesh"
+	"github.com/meshagent/meshagent/internal/rpctest"
 	"github.com/meshagent/meshagent/protocol"
 	"github.com/meshagent/meshagent/rpc"
 )
@@ -37,6 +41,63 @@ func TestDialNotTheAPI(t *testing.T) {
 	_, err := rpc.Dial(ctxT(t), hs.Listener.Addr().String())
 	if err == nil || errors.Is(err, rpc.ErrNoServer) {
 		t.Fatalf("Dial a plain web server: %v", err)
+	}
+}
+
+// TestDialRefusedCredential: a listener that refuses the token (none, or
+// one it does not hold) is ErrUnauthorized; a good one gets in; no error
+// Dial returns shows the token, nor does one where nothing listens.
+func TestDialRefusedCredential(t *testing.T) {
+	const good, wrong = "good-token-0123456789", "wrong-token-0123456789"
+	tk, err := rpc.ParseTokens([]byte(`{"tokens":[{"name":"a","token":"` + good + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := rpctest.New(t, fakemesh.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(tk.Middleware(stack.PublicHandler()))
+	t.Cleanup(func() {
+		_ = stack.Close()
+		hs.Close()
+	})
+	url := rpctest.WebSocketURL(hs.URL) + "/"
+	for _, u := range []string{url, url + "?token=" + wrong, "ws://u:" + wrong + "@" + hs.Listener.Addr().String() + "/?token=" + wrong} {
+		_, err := rpc.Dial(ctxT(t), u)
+		if !errors.Is(err, rpc.ErrUnauthorized) || strings.Contains(err.Error(), wrong) {
+			t.Errorf("Dial %s: %v, want ErrUnauthorized without the token", u, err)
+		}
+	}
+	rpctest.DialClient(t, url+"?token="+good)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for _, u := range []string{"ws://" + addr + "/?token=" + wrong, "ws://" + addr + "/?token=" + neturl.QueryEscape(wrong+"/+ ")} {
+		_, err = rpc.Dial(ctxT(t), u)
+		if !errors.Is(err, rpc.ErrNoServer) || strings.Contains(err.Error(), "wrong-token") {
+			t.Errorf("Dial %s with nothing listening: %v, want ErrNoServer without the token", u, err)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"ws://127.0.0.1:7892/", "ws://127.0.0.1:7892/"},
+		{"ws://127.0.0.1:7892/?token=abc", "ws://127.0.0.1:7892/?token=xxxxx"},
+		{"wss://relay.example.com/?a=1&token=abc", "wss://relay.example.com/?a=1&token=xxxxx"},
+		{"wss://user:secret@relay.example.com/", "wss://user:xxxxx@relay.example.com/"},
+		{"ws://h/?token=", "ws://h/?token=xxxxx"},
+		{"ws://h/?x=%zz&token=abc", "ws://h/?token=xxxxx"}, // the query's malformed pair is dropped, the token still hidden
+		{"ws://%zz/?token=abc", "(a URL that does not parse)"},
+	} {
+		if got := rpc.RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 

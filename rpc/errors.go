@@ -166,6 +166,10 @@ var (
 	// ErrNoServer is returned (wrapped) by Dial when nothing listens at the
 	// address: the connection was refused.
 	ErrNoServer = errors.New("rpc: no server listening")
+	// ErrUnauthorized is returned (wrapped) by Dial when the server
+	// refused the connection for its credential (HTTP 401): no token, or
+	// one the server does not hold.
+	ErrUnauthorized = errors.New("rpc: the server refused the credential")
 	// ErrClosed is returned (wrapped, with the cause) by Client and Conn
 	// methods once the connection has closed.
 	ErrClosed = errors.New("rpc: connection closed")
