@@ -94,7 +94,7 @@ bench: ## Benchmarks with baselines side by side (signed call vs raw libp2p echo
 	$(GO) test ./cmd/meshagent -run '^$$' -bench Serve -benchtime 1x
 	$(GO) test ./sign ./protocol -run '^$$' -bench . -benchtime 1s
 
-bench-compare: ## CPU and allocations per bus round trip and per signed call, this tree against BASE (a git revision), ROUNDS runs of each interleaved; benchstat's medians and p-values in BENCHOUT/benchstat.txt
+bench-compare: ## CPU and allocations per bus round trip (in one process, and the relay process alone) and per signed call, this tree against BASE (a git revision), ROUNDS runs of each interleaved; benchstat's medians and p-values in BENCHOUT/benchstat.txt
 	contrib/bench/compare.sh $(BASE) $(ROUNDS) $(BENCHOUT)
 
 scale: ## Scale harness: N in-process nodes (SCALEN=10,25; e.g. SCALEN=10,25,50,100 SCALERUNS=3 for medians of three; SCALEPROCS=1 for one process per node; SCALENET=sim SCALELATENCY=50ms for a simulated WAN, SCALENET=mock for mocknet; SCALECONNS=LOW:HIGH the agents' connection watermarks on sim, 32:64 unset; SCALESETTLE=30s a quiet window before publishing, for a settled mesh; SCALEJOIN=20 starts agents 20 at a time, SCALEJOINGAP=10s with a pause between batches), discovery, topics, gossip overhead, idle CPU and memory, against raw kad-dht and GossipSub; writes SCALEOUT/scale.csv and plots

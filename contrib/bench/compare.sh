@@ -4,6 +4,8 @@
 # binaries are built first, then run in turn, ROUNDS times, so that the
 # machine's other load falls on both alike; benchstat prints medians, the
 # change and whether it is significant. Runs and the table go to OUT.
+# BusServerCPU is the CPU of a `meshagent relay` process alone per bus
+# round trip: both trees' binaries, driven by this tree's clients.
 set -euo pipefail
 base=${1:?BASE revision}
 rounds=${2:-6}
@@ -23,7 +25,9 @@ for side in base new; do
 	for pkg in bus node; do
 		(cd "$dir/$pkg" && "$go" test -c -o "$tree/$side-$pkg.test") >/dev/null
 	done
+	(cd "$dir" && "$go" build -o "$tree/$side-meshagent" ./cmd/meshagent)
 done
+(cd "$root/cmd/meshagent" && "$go" test -c -o "$tree/servercpu.test") >/dev/null
 
 : >"$out/base.txt"
 : >"$out/new.txt"
@@ -35,6 +39,8 @@ for r in $(seq "$rounds"); do
 		(cd "$root/node" && GOMAXPROCS=1 "$tree/$side-node.test" -test.run '^$' \
 			-test.bench 'RequestResponse/serial/signed-call' -test.benchtime 20000x -test.benchmem) |
 			grep '^Benchmark' >>"$out/$side.txt"
+		(cd "$root/cmd/meshagent" && "$tree/servercpu.test" -test.run '^$' -test.bench 'BusServerCPU' \
+			-test.benchtime 20000x -bench.server="$tree/$side-meshagent") | grep '^Benchmark' >>"$out/$side.txt"
 	done
 	echo "round $r of $rounds done" >&2
 done
