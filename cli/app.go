@@ -241,6 +241,10 @@ func (r *runState) onUsageError(c *ucli.Context, err error, isSubcommand bool) e
 	hint := ""
 	if typed, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
 		hint = flagSuggestion(flags, typed)
+		err = fmt.Errorf("flag provided but not defined: --%s", strings.TrimLeft(typed, "-"))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "flag needs an argument: "); ok {
+		err = fmt.Errorf("flag needs an argument: --%s", strings.TrimLeft(name, "-"))
 	}
 	if m := flagValueError.FindStringSubmatch(err.Error()); m != nil {
 		if value, uerr := strconv.Unquote(m[1]); uerr == nil {

@@ -107,7 +107,9 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no command", nil, "a command is required"},
 		{"unknown command", []string{"fly"}, `unknown command "fly"`},
-		{"unknown flag", []string{"id", "--nope"}, "flag provided but not defined"},
+		{"unknown flag", []string{"id", "--nope"}, "flag provided but not defined: --nope"},
+		{"unknown flag with one dash", []string{"verify", "-api", "x"}, "flag provided but not defined: --api; run `meshagent verify --help`"},
+		{"flag without its value", []string{"node", "--name"}, "flag needs an argument: --name; run `meshagent node --help`"},
 		{"call without args", []string{"call"}, "call needs AGENT_ID and CAPABILITY"},
 		{"call bad agent", []string{"call", "bob", "echo"}, `AGENT_ID "bob" is not an agent id`},
 		{"call bad capability", []string{"call", "12D3KooWS4rYrQetEWxjkxqKRboPCSDuzMEVkyEenXo2wdJNfuei", "two words"}, "must not contain whitespace"},
