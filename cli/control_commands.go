@@ -55,6 +55,10 @@ func (r *runState) runConnect(c *ucli.Context) error {
 	if c.Bool(flagJSON) {
 		return writeJSONLine(r.stdout, res)
 	}
+	if res.AlreadyConnected {
+		_, err = fmt.Fprintf(r.stdout, "already connected to %s (%s was not dialled)\n", res.AgentID, res.Addr)
+		return err
+	}
 	_, err = fmt.Fprintf(r.stdout, "connected to %s\n", res.AgentID)
 	return err
 }

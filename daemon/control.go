@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -33,23 +34,24 @@ func (c nodeControl) Addrs() []string {
 	return out
 }
 
-// Connect dials the peer at addr.
-func (c nodeControl) Connect(ctx context.Context, addr string) (string, error) {
+// Connect dials the peer at addr, unless the node is connected to it.
+func (c nodeControl) Connect(ctx context.Context, addr string) (string, bool, error) {
 	m, err := ma.NewMultiaddr(strings.TrimSpace(addr))
 	if err != nil {
-		return "", fmt.Errorf("%w: %q is not a multiaddr (%v); use a form like /ip4/192.0.2.7/tcp/4001/p2p/12D3KooW…", rpc.ErrInvalidAddr, addr, err)
+		return "", false, fmt.Errorf("%w: %q is not a multiaddr (%v); use a form like /ip4/192.0.2.7/tcp/4001/p2p/12D3KooW…", rpc.ErrInvalidAddr, addr, err)
 	}
 	ai, err := peer.AddrInfoFromP2pAddr(m)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q does not end in /p2p/<agent id>; append the peer's agent id", rpc.ErrInvalidAddr, addr)
+		return "", false, fmt.Errorf("%w: %q does not end in /p2p/<agent id>; append the peer's agent id", rpc.ErrInvalidAddr, addr)
 	}
 	if ai.ID == c.n.ID() {
-		return "", fmt.Errorf("%w: %q is this node's own address", rpc.ErrInvalidAddr, addr)
+		return "", false, fmt.Errorf("%w: %q is this node's own address", rpc.ErrInvalidAddr, addr)
 	}
+	already := c.n.Host().Network().Connectedness(ai.ID) == network.Connected
 	if err := c.n.Connect(ctx, *ai); err != nil {
-		return "", protocol.Errorf(protocol.CodeUnknownAgent, "cannot connect to %s: %v", addr, err)
+		return "", false, protocol.Errorf(protocol.CodeUnknownAgent, "cannot connect to %s: %v", addr, err)
 	}
-	return ai.ID.String(), nil
+	return ai.ID.String(), already, nil
 }
 
 // LogLevel returns the current level's name (debug, info, warn or error).

@@ -22,11 +22,13 @@ type Control interface {
 	// /p2p/<agent id>.
 	Addrs() []string
 	// Connect dials the peer at addr, a multiaddr ending in
-	// /p2p/<agent id>, and returns the peer's agent id once connected. An
-	// addr that does not parse is an error wrapping ErrInvalidAddr; an
+	// /p2p/<agent id>, and returns the peer's agent id once connected,
+	// and already true when the node had a connection to it before (then
+	// addr is not dialled: libp2p keeps the connection it has). An addr
+	// that does not parse is an error wrapping ErrInvalidAddr; an
 	// unreachable peer is a *protocol.Error with code UNKNOWN_AGENT.
 	// Connect returns when ctx ends.
-	Connect(ctx context.Context, addr string) (string, error)
+	Connect(ctx context.Context, addr string) (id string, already bool, err error)
 	// LogLevel returns the process's log level: debug, info, warn or
 	// error.
 	LogLevel() string
@@ -71,6 +73,9 @@ type ConnectParams struct {
 type ConnectResult struct {
 	AgentID string `json:"agentId"`
 	Addr    string `json:"addr"`
+	// AlreadyConnected is set when the node had a connection to the peer
+	// before: Addr was not dialled.
+	AlreadyConnected bool `json:"alreadyConnected,omitempty"`
 }
 
 // LogLevelParams are the params of mesh.logLevel: without Level it only
@@ -155,14 +160,14 @@ func (s *Server) meshConnect(ctx context.Context, r *Request) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	id, err := s.cfg.Control.Connect(ctx, addr)
+	id, already, err := s.cfg.Control.Connect(ctx, addr)
 	if errors.Is(err, ErrInvalidAddr) {
 		return nil, Errorf(CodeInvalidParams, `invalid params: "addr": %s`, strings.TrimPrefix(err.Error(), ErrInvalidAddr.Error()+": "))
 	}
 	if err != nil {
 		return nil, protocol.AsError(err)
 	}
-	return ConnectResult{AgentID: id, Addr: addr}, nil
+	return ConnectResult{AgentID: id, Addr: addr, AlreadyConnected: already}, nil
 }
 
 func (s *Server) meshLogLevel(_ context.Context, r *Request) (any, error) {

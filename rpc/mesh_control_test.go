@@ -59,18 +59,18 @@ func (*fakeControl) Addrs() []string {
 	return []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + selfID}
 }
 
-func (f *fakeControl) Connect(ctx context.Context, addr string) (string, error) {
+func (f *fakeControl) Connect(ctx context.Context, addr string) (string, bool, error) {
 	f.mu.Lock()
 	f.dialed = append(f.dialed, addr)
 	f.mu.Unlock()
 	switch {
 	case !strings.HasPrefix(addr, "/"):
-		return "", fmt.Errorf("%w: %q is not a multiaddr", rpc.ErrInvalidAddr, addr)
+		return "", false, fmt.Errorf("%w: %q is not a multiaddr", rpc.ErrInvalidAddr, addr)
 	case strings.Contains(addr, "/tcp/1/"):
-		return "", protocol.Errorf(protocol.CodeUnknownAgent, "dial %s: connection refused", addr)
+		return "", false, protocol.Errorf(protocol.CodeUnknownAgent, "dial %s: connection refused", addr)
 	}
 	_, id, _ := strings.Cut(addr, "/p2p/")
-	return id, nil
+	return id, false, nil
 }
 
 func (f *fakeControl) LogLevel() string {

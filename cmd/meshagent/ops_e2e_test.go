@@ -100,10 +100,20 @@ func TestOperatorCommands(t *testing.T) {
 	})
 
 	t.Run("connect", func(t *testing.T) {
-		var res struct{ AgentID, Addr string }
+		var res struct {
+			AgentID, Addr    string
+			AlreadyConnected bool
+		}
 		decodeJSON(t, meshagent(t, "connect", a.started.Addrs[0], "--api", b.started.API, "--json").must(t, 0).stdout, &res)
-		if res.AgentID != a.started.AgentID || res.Addr != a.started.Addrs[0] {
+		if res.AgentID != a.started.AgentID || res.Addr != a.started.Addrs[0] || res.AlreadyConnected {
 			t.Fatalf("connect = %+v", res)
+		}
+		// Connected, the node keeps its connection and dials nothing: it
+		// says so rather than report a dial of an address nobody serves.
+		stale := "/ip4/127.0.0.1/tcp/1/p2p/" + a.started.AgentID
+		out := meshagent(t, "connect", stale, "--api", b.started.API).must(t, 0).stdout
+		if want := "already connected to " + a.started.AgentID + " (" + stale + " was not dialled)"; !strings.Contains(out, want) {
+			t.Errorf("connect again printed %q, want %q", out, want)
 		}
 		wait.For(t, 20*time.Second, func() error {
 			got, err := capabilitiesOf(t, b.started.API, a.started.AgentID)
