@@ -240,7 +240,13 @@ func (r *runState) runSubscribe(c *ucli.Context) error {
 		var re *rpc.Error
 		switch {
 		case errors.As(err, &re) && re.Code == rpc.CodeInvalidParams:
-			return usageErrorf("PATTERN %q: %s", pattern, strings.TrimPrefix(re.Message, "invalid params: "))
+			msg := strings.TrimPrefix(strings.TrimPrefix(re.Message, "invalid params: "), "pubsub: ")
+			// The node's reason names what it refused: the durable name
+			// (pubsub.ErrDurable's words), or else the pattern.
+			if why, ok := strings.CutPrefix(msg, "durable subscription refused: "); ok && name != "" {
+				return r.flagError(c, flagDurable, "%s", why)
+			}
+			return usageErrorf("PATTERN %q: %s", pattern, msg)
 		case errors.As(err, &pe):
 			return protocolExit("subscribe", pe)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -183,6 +184,25 @@ func TestTopicUsageErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCLI(t, "", append(tc.args, "--api", api)...)
 			res.wantCode(t, tc.code)
+			res.wantStderr(t, tc.msg)
+		})
+	}
+
+	// What a node that keeps positions refuses is said of the flag or the
+	// pattern it is about.
+	st := openTestStore(t, filepath.Join(t.TempDir(), "n.db"))
+	durableAPI := serveStoreAPI(t, meshtest.Node(t, 43, node.WithStore(st)), st)
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"durable name too long", []string{"subscribe", "a:*", "--durable", strings.Repeat("x", 300)}, "invalid --durable: a name of 1 to 256 bytes is required"},
+		{"durable with a wild family", []string{"subscribe", "n*:x", "--durable", "d1"}, `PATTERN "n*:x": invalid pattern: "n*:x" (the family`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runCLI(t, "", append(tc.args, "--api", durableAPI)...)
+			res.wantCode(t, ExitUsage)
 			res.wantStderr(t, tc.msg)
 		})
 	}
