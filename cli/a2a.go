@@ -50,6 +50,7 @@ func (r *runState) a2aCommand() *ucli.Command {
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: flagA2AListen, EnvVars: []string{"MESHAGENT_A2A_LISTEN"}, Usage: "`HOST:PORT` to serve A2A on (required; port 0 picks one, printed on stderr)"},
 			apiFlag(),
+			boolFlag(flagPublic, "allow --listen on a non-loopback address (the gateway has no authentication: anyone who reaches it calls the mesh as this node)"),
 		},
 		Action: r.runA2A,
 	}
@@ -68,7 +69,7 @@ func (r *runState) runA2A(c *ucli.Context) error {
 	if addr == "" {
 		return usageErrorf("a2a needs --listen HOST:PORT, the address to serve A2A on, e.g. --listen 127.0.0.1:8080")
 	}
-	if _, err := r.hostPort(c, flagA2AListen, addr); err != nil {
+	if err := r.unauthenticatedListenAddr(c, flagA2AListen, "the A2A gateway", addr); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, localTimeout)

@@ -36,6 +36,7 @@ const (
 	flagCapabilities    = "capabilities"
 	flagAPI             = "api"
 	flagAPIPublic       = "api-public"
+	flagPublic          = "public" // mcp's --http and a2a's --listen on a non-loopback address
 	flagMetrics         = "metrics"
 	flagNoMDNS          = "no-mdns"
 	flagShutdownTimeout = "shutdown-timeout"

@@ -129,6 +129,8 @@ func TestUsageErrors(t *testing.T) {
 		{"history limit not a number", []string{"history", "--limit", "ten"}, `invalid value "ten" for flag --limit: must be a whole number`},
 		{"history limit out of range", []string{"history", "--limit", "99999999999999999999"}, `invalid value "99999999999999999999" for flag --limit: value out of range`},
 		{"consensus threshold not a number", []string{"consensus", "--threshold", "most"}, `invalid value "most" for flag --threshold: must be a number`},
+		{"mcp on a public address", []string{"mcp", "--http", "0.0.0.0:7981"}, "invalid --http: 0.0.0.0:7981 is not a loopback address, and the MCP endpoint has no authentication"},
+		{"a2a on a public address", []string{"a2a", "--listen", ":8080"}, "invalid --listen: :8080 is not a loopback address, and the A2A gateway has no authentication"},
 		{"task list unknown state", []string{"task", "list", "--state", "done"}, `invalid --state: "DONE" is not a task state: one of PENDING, VALIDATING, APPROVED, REJECTED, ESCALATED, COMPLETED, FAILED, CANCELLED`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,6 +151,20 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestPublicEndpointsOnPurpose: with --public, mcp --http and a2a
+// --listen take a non-loopback address (and go on to the node).
+func TestPublicEndpointsOnPurpose(t *testing.T) {
+	api := freeAddr(t)
+	for _, args := range [][]string{
+		{"mcp", "--http", "0.0.0.0:0", "--public", "--api", api},
+		{"a2a", "--listen", "0.0.0.0:0", "--public", "--api", api},
+	} {
+		res := runCLI(t, "", args...)
+		res.wantCode(t, ExitFailure)
+		res.wantStderr(t, "no meshagent node is listening on "+api)
+	}
 }
 
 func TestNoNodeListening(t *testing.T) {

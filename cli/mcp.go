@@ -36,6 +36,7 @@ func (r *runState) mcpCommand() *ucli.Command {
 			apiFlag(),
 			stringFlag(flagHTTP, "", "serve Streamable HTTP on `HOST:PORT` (path /mcp) instead of stdio"),
 			durationFlag(flagPoll, mcp.DefaultPollInterval, "how often to refresh the tool list from the node"),
+			boolFlag(flagPublic, "allow --http on a non-loopback address (the MCP endpoint has no authentication: anyone who reaches it calls the mesh as this node)"),
 		},
 		Action: r.runMCP,
 	}
@@ -55,7 +56,7 @@ func (r *runState) runMCP(c *ucli.Context) error {
 	}
 	httpAddr := strings.TrimSpace(c.String(flagHTTP))
 	if httpAddr != "" {
-		if _, err := r.hostPort(c, flagHTTP, httpAddr); err != nil {
+		if err := r.unauthenticatedListenAddr(c, flagHTTP, "the MCP endpoint", httpAddr); err != nil {
 			return err
 		}
 	}

@@ -288,6 +288,23 @@ func (r *runState) hostPort(c *ucli.Context, flag, v string) (string, error) {
 	return host, nil
 }
 
+// unauthenticatedListenAddr checks a listen address, flag's value v, of
+// an endpoint that has no credentials of its own and calls the mesh as
+// this node (the MCP server's --http, the A2A gateway's --listen): it must
+// be loopback unless --public says to expose it on purpose, as --api must
+// unless --api-public.
+func (r *runState) unauthenticatedListenAddr(c *ucli.Context, flag, what, v string) error {
+	host, err := r.hostPort(c, flag, v)
+	if err != nil {
+		return err
+	}
+	if !c.Bool(flagPublic) && !isLoopback(host) {
+		return r.flagError(c, flag, "%s is not a loopback address, and %s has no authentication: anyone who reaches it can call the mesh as this node; "+
+			"use 127.0.0.1:PORT (a proxy that authenticates can forward to it), or add --public to expose it on purpose", v, what)
+	}
+	return nil
+}
+
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
